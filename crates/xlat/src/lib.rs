@@ -1,0 +1,10 @@
+//! Stateless header rewrites. Given a packet and the tuple it must carry, rewrite the
+//! addresses, ports or ICMP identifiers in place and keep every checksum right with
+//! incremental updates (RFC 1624), never a full recompute on the fast path.
+//!
+//! This crate decides nothing: which tuple a packet gets is the engine's business. It
+//! never allocates and never panics: a slice too short for the offsets it is given is
+//! reported as `false` and left untouched.
+
+pub mod csum;
+pub mod nat44;

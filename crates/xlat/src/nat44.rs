@@ -1,0 +1,209 @@
+//! NAT44 rewrites: a packet's addresses and ports (or ICMP identifier) set to a revised
+//! tuple, and an ICMP error's outer addresses and quoted packet set to match the session
+//! the quote belongs to (RFC 5508 §7: the NAT MUST translate the embedded packet too).
+//!
+//! Offsets are relative to the start of the IPv4 header. Callers have parsed and
+//! validated the headers; these functions still refuse (return false, change nothing
+//! observable beyond what was already written) rather than panic on a short slice.
+
+use std::net::Ipv4Addr;
+
+use crate::csum::{get16, set16, set_addr, Delta};
+
+/// IPv4 header offsets used here.
+mod ip {
+    pub const TTL: usize = 8;
+    pub const CHECKSUM: usize = 10;
+    pub const SRC: usize = 12;
+    pub const DST: usize = 16;
+}
+
+/// How the transport header carries the flow's ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4Kind {
+    /// TCP: ports at 0 and 2, checksum at 16 (pseudo-header covered).
+    Tcp,
+    /// UDP: ports at 0 and 2, checksum at 6 (pseudo-header covered, zero means none).
+    Udp,
+    /// ICMP query: identifier at 4, checksum at 2 (no pseudo-header). The identifier is
+    /// the source "port" of a request and the destination "port" of a reply.
+    IcmpQuery,
+}
+
+/// Addresses and ports a packet must carry after translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rewrite {
+    /// New source address.
+    pub src: Ipv4Addr,
+    /// New source port (ICMP: the identifier).
+    pub sport: u16,
+    /// New destination address.
+    pub dst: Ipv4Addr,
+    /// New destination port (ignored for ICMP).
+    pub dport: u16,
+}
+
+/// ICMPv4 query replies (echo, timestamp, information, address mask replies).
+#[inline]
+fn is_icmp_reply(msg_type: u8) -> bool {
+    matches!(msg_type, 0 | 14 | 16 | 18)
+}
+
+/// Rewrites one transport header's ports/identifier and checksum, given the pseudo-header
+/// delta caused by the address change. `avail` bounds what is present (quotes are short).
+fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: Delta) -> Delta {
+    // Returns the delta of every word changed inside `l4` (ports, ids and the transport
+    // checksum itself), for a covering checksum (an ICMP error's) to absorb.
+    let mut changed = Delta::ZERO;
+    match kind {
+        L4Kind::Tcp | L4Kind::Udp => {
+            let mut d = addr_delta;
+            let mut ports = Delta::ZERO;
+            set16(l4, 0, sport, &mut ports);
+            set16(l4, 2, dport, &mut ports);
+            d.add(ports);
+            changed.add(ports);
+            let off = if kind == L4Kind::Tcp { 16 } else { 6 };
+            if let Some(c) = get16(l4, off) {
+                let new = if kind == L4Kind::Udp {
+                    d.apply_udp4(c)
+                } else {
+                    d.apply(c)
+                };
+                set16(l4, off, new, &mut changed);
+            }
+        }
+        L4Kind::IcmpQuery => {
+            let mut id = Delta::ZERO;
+            let new = if l4.first().is_some_and(|t| is_icmp_reply(*t)) {
+                dport
+            } else {
+                sport
+            };
+            set16(l4, 4, new, &mut id);
+            changed.add(id);
+            if let Some(c) = get16(l4, 2) {
+                set16(l4, 2, id.apply(c), &mut changed);
+            }
+        }
+    }
+    changed
+}
+
+/// Sets the packet's source and destination addresses and ports to `to`, updates the IPv4
+/// header checksum and the transport checksum incrementally, and decrements the TTL when
+/// asked. `l4_off` is the transport header's offset (the IPv4 header length).
+///
+/// The caller guarantees TTL > 1 when `decrement_ttl` is set.
+pub fn rewrite(
+    pkt: &mut [u8],
+    l4_off: usize,
+    kind: L4Kind,
+    to: &Rewrite,
+    decrement_ttl: bool,
+) -> bool {
+    if pkt.len() < l4_off.max(20) {
+        return false;
+    }
+    let mut ip_delta = Delta::ZERO;
+    set_addr(pkt, ip::SRC, to.src.octets(), &mut ip_delta);
+    set_addr(pkt, ip::DST, to.dst.octets(), &mut ip_delta);
+    let pseudo = ip_delta;
+    if decrement_ttl {
+        if let Some(w) = get16(pkt, ip::TTL) {
+            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut ip_delta);
+        }
+    }
+    if let Some(c) = get16(pkt, ip::CHECKSUM) {
+        crate::csum::put16(pkt, ip::CHECKSUM, ip_delta.apply(c));
+    }
+    let (_, l4) = pkt.split_at_mut(l4_off);
+    let addr_delta = if kind == L4Kind::IcmpQuery {
+        Delta::ZERO
+    } else {
+        pseudo
+    };
+    rewrite_l4(l4, kind, to.sport, to.dport, addr_delta);
+    true
+}
+
+/// What an ICMP error must look like after translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IcmpErrorRewrite {
+    /// Offset of the outer ICMP header (the outer IPv4 header length).
+    pub icmp_off: usize,
+    /// New outer source address.
+    pub outer_src: Ipv4Addr,
+    /// New outer destination address.
+    pub outer_dst: Ipv4Addr,
+    /// Length of the quoted IPv4 header.
+    pub quote_ihl: usize,
+    /// Where the quoted packet's ports live.
+    pub quote_kind: L4Kind,
+    /// Addresses and ports the quoted packet must carry.
+    pub quote_to: Rewrite,
+}
+
+/// Rewrites an ICMP error (RFC 5508 §7): the outer source and/or destination address,
+/// the quoted packet's addresses and ports set to `quote_to`, the quoted IPv4 checksum and
+/// (when present in the quote) the quoted transport checksum updated, and the ICMP
+/// checksum updated for everything that changed inside the message.
+///
+/// `icmp_off` is the outer ICMP header's offset; the quote's IPv4 header starts 8 bytes
+/// later and its transport header `quote_ihl` bytes after that. `pkt` must end where the
+/// outer packet ends (its total length).
+pub fn rewrite_icmp_error(pkt: &mut [u8], e: &IcmpErrorRewrite, decrement_ttl: bool) -> bool {
+    let IcmpErrorRewrite {
+        icmp_off,
+        outer_src,
+        outer_dst,
+        quote_ihl,
+        quote_kind,
+        ref quote_to,
+    } = *e;
+    let q_off = icmp_off + 8;
+    let ql4_off = q_off + quote_ihl;
+    if pkt.len() < ql4_off || quote_ihl < 20 || icmp_off < 20 {
+        return false;
+    }
+    // Outer header.
+    let mut outer = Delta::ZERO;
+    set_addr(pkt, ip::SRC, outer_src.octets(), &mut outer);
+    set_addr(pkt, ip::DST, outer_dst.octets(), &mut outer);
+    if decrement_ttl {
+        if let Some(w) = get16(pkt, ip::TTL) {
+            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut outer);
+        }
+    }
+    if let Some(c) = get16(pkt, ip::CHECKSUM) {
+        crate::csum::put16(pkt, ip::CHECKSUM, outer.apply(c));
+    }
+    // Everything below lies inside the ICMP message: collect its changes in `inner`.
+    let mut inner = Delta::ZERO;
+    let (head, quote) = pkt.split_at_mut(q_off);
+    let mut q_ip = Delta::ZERO;
+    set_addr(quote, ip::SRC, quote_to.src.octets(), &mut q_ip);
+    set_addr(quote, ip::DST, quote_to.dst.octets(), &mut q_ip);
+    inner.add(q_ip);
+    if let Some(c) = get16(quote, ip::CHECKSUM) {
+        set16(quote, ip::CHECKSUM, q_ip.apply(c), &mut inner);
+    }
+    let (_, ql4) = quote.split_at_mut(quote_ihl);
+    let pseudo = if quote_kind == L4Kind::IcmpQuery {
+        Delta::ZERO
+    } else {
+        q_ip
+    };
+    inner.add(rewrite_l4(
+        ql4,
+        quote_kind,
+        quote_to.sport,
+        quote_to.dport,
+        pseudo,
+    ));
+    let icmp = &mut head[icmp_off..];
+    if let Some(c) = get16(icmp, 2) {
+        crate::csum::put16(icmp, 2, inner.apply(c));
+    }
+    true
+}
