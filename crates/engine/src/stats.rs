@@ -1,0 +1,72 @@
+//! Counters: every forwarded packet, every drop by reason, session churn.
+
+use crate::verdict::DropReason;
+
+/// Plain counters owned by one engine instance (summed across workers by the runtime).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets translated and forwarded.
+    pub forwarded: u64,
+    /// Drops, indexed by `DropReason as usize`.
+    pub drops: [u64; 32],
+    /// Sessions (original + reply record pairs) created.
+    pub sessions_created: u64,
+    /// Sessions removed by expiry.
+    pub sessions_expired: u64,
+    /// Bindings (public address/port mappings) created.
+    pub bindings_created: u64,
+    /// ICMP errors whose quoted packet was translated.
+    pub icmp_errors_translated: u64,
+    /// Packets that went through the hairpin path.
+    pub hairpinned: u64,
+}
+
+impl Counters {
+    /// Counts one drop.
+    #[inline]
+    pub fn drop(&mut self, reason: DropReason) {
+        self.drops[reason as usize] += 1;
+    }
+
+    /// How many packets were dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    /// Total drops over all reasons.
+    pub fn total_dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Non-zero drop counts with their labels, in declaration order.
+    pub fn drop_summary(&self) -> Vec<(&'static str, u64)> {
+        DropReason::ALL
+            .iter()
+            .map(|r| (r.as_str(), self.dropped(*r)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    /// Adds another set of counters into this one.
+    pub fn merge(&mut self, other: &Counters) {
+        self.forwarded += other.forwarded;
+        for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {
+            *a += b;
+        }
+        self.sessions_created += other.sessions_created;
+        self.sessions_expired += other.sessions_expired;
+        self.bindings_created += other.bindings_created;
+        self.icmp_errors_translated += other.icmp_errors_translated;
+        self.hairpinned += other.hairpinned;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_array_holds_every_reason() {
+        assert!(DropReason::ALL.len() <= Counters::default().drops.len());
+    }
+}

@@ -1,0 +1,99 @@
+//! What the engine decided about one packet, and why a packet was dropped.
+
+/// Which way a packet crosses the NAT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// From the inside (private) network towards the outside.
+    Outbound,
+    /// From the outside towards the public addresses of the NAT.
+    Inbound,
+}
+
+/// The outcome of processing one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The packet was rewritten in place and must be transmitted (to the other side).
+    Forward,
+    /// The packet must not be transmitted; the reason is counted.
+    Drop(DropReason),
+}
+
+macro_rules! drop_reasons {
+    ($( $(#[$doc:meta])* $name:ident => $label:literal, )*) => {
+        /// Why a packet was dropped. `as_str()` is also the metric label.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum DropReason {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl DropReason {
+            /// Every reason, in declaration order (index = `self as usize`).
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$name,)*];
+
+            /// The stable, snake_case label used in summaries and metrics.
+            pub fn as_str(self) -> &'static str {
+                match self { $(DropReason::$name => $label,)* }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// The packet is shorter than its headers say.
+    Truncated => "truncated",
+    /// A header field is invalid (IP version, IHL, length fields).
+    Malformed => "malformed",
+    /// The IPv4 header checksum is wrong.
+    BadIpChecksum => "bad_ip_checksum",
+    /// Not an IPv4 packet on a NAT44 path.
+    NotIpv4 => "not_ipv4",
+    /// An IPv4 fragment: fragments carry no ports for non-first pieces.
+    Fragment => "fragment",
+    /// A transport protocol the NAT cannot translate (no ports or identifiers).
+    UnsupportedProtocol => "unsupported_protocol",
+    /// An ICMP type that is neither a query the NAT tracks nor an error it translates.
+    UnsupportedIcmp => "unsupported_icmp",
+    /// TTL would reach zero at this hop.
+    TtlExpired => "ttl_expired",
+    /// Outbound from an address no rule covers.
+    NoRule => "no_rule",
+    /// Inbound to a public address and port with no mapping.
+    NoMapping => "no_mapping",
+    /// A mapping exists but the filtering behaviour refuses this outside endpoint.
+    Filtered => "filtered",
+    /// The inside host's public address has no free port (paired pooling never switches address).
+    PoolExhausted => "pool_exhausted",
+    /// The session table is at capacity: new flows are refused, established ones continue.
+    TableFull => "table_full",
+    /// An ICMP error quoting a packet that belongs to no session.
+    IcmpErrorNoSession => "icmp_error_no_session",
+    /// An ICMP error whose quoted packet cannot be parsed.
+    IcmpErrorMalformed => "icmp_error_malformed",
+    /// A packet matched a connection record from the wrong side (spoofed inside address).
+    WrongDirection => "wrong_direction",
+    /// An inside host addressed a public address while hairpinning is off.
+    HairpinDisabled => "hairpin_disabled",
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_is_in_discriminant_order_and_labels_unique() {
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+        }
+        let mut labels: Vec<_> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), DropReason::ALL.len());
+    }
+}
