@@ -1,0 +1,8 @@
+//! Packet I/O backends for quicknat.
+//!
+//! An io backend moves frames (plain byte buffers) between the outside world
+//! and the runtime: a capture file today, rings and devices later. Backends
+//! never know what NAT is: they do not parse IP, keep sessions or look at
+//! configuration. The runtime is the one place where io and the engine meet.
+
+pub mod pcap;
