@@ -1,0 +1,346 @@
+//! The quicknat configuration file: TOML text in, a validated
+//! [`engine::config::Nat44Config`] out.
+//!
+//! Every error names the file, the 1-based line and the field path (for example
+//! `gw.toml:14: nat44.rule[2].pool: ...`) so an operator can fix it without guessing.
+//! Unknown keys are errors: a typo must never be silently ignored. This module only
+//! reads text; it never touches packets or the network, and never panics on bad input.
+
+mod locate;
+mod raw;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use engine::config::{
+    ConfigError, ConfigItem, DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange,
+    StaticNat,
+};
+use toml::Spanned;
+
+use raw::{Pool, RawFile, RawNat44};
+
+/// The example configuration shipped in the repository, used when no `--config` is given.
+pub const DEFAULT_CONFIG: &str = include_str!("../../../../examples/nat44.toml");
+
+/// How [`DEFAULT_CONFIG`] is named in messages.
+pub const DEFAULT_CONFIG_ORIGIN: &str = "examples/nat44.toml (built in)";
+
+/// A loaded and validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The NAT44 settings, ready for the engine.
+    pub nat44: Nat44Config,
+    /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
+    pub warnings: Vec<String>,
+}
+
+/// Why a configuration file was rejected, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigFileError {
+    /// The file name (or other origin) as shown to the operator.
+    pub origin: String,
+    /// The 1-based line at fault, when known.
+    pub line: Option<usize>,
+    /// The field path at fault (`nat44.rule[2].pool`), when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.origin)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+/// Reads, parses and validates the configuration file at `path`.
+pub fn load_file(path: &Path) -> Result<Config, ConfigFileError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError {
+        origin: origin.clone(),
+        line: None,
+        field: None,
+        message: format!("cannot read the configuration file: {e}"),
+    })?;
+    load_str(&text, &origin)
+}
+
+/// Parses and validates configuration `text`; `origin` is shown as the file name in errors.
+pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
+    let src = Source { text, origin };
+    let file: RawFile = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
+    let (raw, nat44_span) = match file.nat44 {
+        Some(n) => {
+            let span = n.span();
+            (n.into_inner(), Some(span))
+        }
+        None => (RawNat44::default(), None),
+    };
+    let nat44 = convert(&src, &raw)?;
+    let warnings = nat44
+        .validate()
+        .map_err(|e| src.semantic_error(&raw, nat44_span, e))?;
+    let warnings = warnings
+        .into_iter()
+        .map(|w| src.locate_warning(&raw, w))
+        .collect();
+    Ok(Config { nat44, warnings })
+}
+
+/// The text being loaded and its name, for building errors.
+struct Source<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Source<'_> {
+    /// An error at `span` (if known) about `field`.
+    fn error(
+        &self,
+        span: Option<Range<usize>>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigFileError {
+        ConfigFileError {
+            origin: self.origin.to_owned(),
+            line: span.map(|s| locate::line_of(self.text, s.start)),
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    /// A syntax or type error reported by the TOML parser.
+    fn toml_error(&self, e: &toml::de::Error) -> ConfigFileError {
+        let offset = e.span().map(|s| s.start);
+        ConfigFileError {
+            origin: self.origin.to_owned(),
+            line: offset.map(|o| locate::line_of(self.text, o)),
+            field: offset.and_then(|o| locate::path_at(self.text, o)),
+            // toml's messages may span lines ("invalid table header\nexpected `.`"); keep one.
+            message: e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(": "),
+        }
+    }
+
+    /// A value that does not parse: `"value": why`.
+    fn bad_value(&self, v: &Spanned<String>, field: String, why: String) -> ConfigFileError {
+        self.error(Some(v.span()), field, format!("\"{}\": {why}", v.get_ref()))
+    }
+
+    /// Maps an engine validation error back to the line and field it came from.
+    fn semantic_error(
+        &self,
+        raw: &RawNat44,
+        nat44_span: Option<Range<usize>>,
+        e: ConfigError,
+    ) -> ConfigFileError {
+        let (field, span) = match e.item {
+            ConfigItem::Rule(i, f) => {
+                let span = raw.rule.get(i).map(|r| {
+                    let v = r.get_ref();
+                    match f {
+                        "inside" => v.inside.span(),
+                        "pool" => v.pool.span(),
+                        "ports" => v.ports.as_ref().map_or(r.span(), Spanned::span),
+                        _ => r.span(),
+                    }
+                });
+                (format!("nat44.rule[{}].{f}", i + 1), span)
+            }
+            ConfigItem::StaticNat(i, f) => {
+                let span = raw.static_nat.get(i).map(|s| match f {
+                    "inside" => s.get_ref().inside.span(),
+                    "public" => s.get_ref().public.span(),
+                    _ => s.span(),
+                });
+                (format!("nat44.static[{}].{f}", i + 1), span)
+            }
+            ConfigItem::PortForward(i, f) => {
+                let span = raw.forward.get(i).map(|s| match f {
+                    "protocol" => s.get_ref().protocol.span(),
+                    "inside" => s.get_ref().inside.span(),
+                    "public" => s.get_ref().public.span(),
+                    _ => s.span(),
+                });
+                (format!("nat44.forward[{}].{f}", i + 1), span)
+            }
+            ConfigItem::Timeouts(f) => {
+                let span = raw
+                    .timeouts
+                    .as_ref()
+                    .map(|t| t.get_ref().span_of(f).unwrap_or_else(|| t.span()));
+                (format!("nat44.timeouts.{f}"), span)
+            }
+            ConfigItem::Global(f) => {
+                let span = match f {
+                    "max_sessions" => raw.max_sessions.as_ref().map(Spanned::span),
+                    "port_reuse_hold" => raw.port_reuse_hold.as_ref().map(Spanned::span),
+                    "filtering" => raw.filtering.as_ref().map(Spanned::span),
+                    _ => None,
+                };
+                (format!("nat44.{f}"), span.or(nat44_span))
+            }
+        };
+        self.error(span, field, e.message)
+    }
+
+    /// Prefixes an engine warning (`timeouts.udp = 60 s is below ...`) with file and line.
+    fn locate_warning(&self, raw: &RawNat44, warning: String) -> String {
+        let span = warning
+            .strip_prefix("timeouts.")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|name| raw.timeouts.as_ref()?.get_ref().span_of(name));
+        match span {
+            Some(s) => format!(
+                "{}:{}: nat44.{warning}",
+                self.origin,
+                locate::line_of(self.text, s.start)
+            ),
+            None => format!("{}: {warning}", self.origin),
+        }
+    }
+}
+
+/// Turns the raw strings and integers into engine values, naming the field of any bad one.
+fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileError> {
+    let mut c = Nat44Config::default();
+    if let Some(f) = &raw.filtering {
+        c.filtering = match f.get_ref().as_str() {
+            "endpoint-independent" => Filtering::EndpointIndependent,
+            "address-dependent" => Filtering::AddressDependent,
+            "address-and-port-dependent" => Filtering::AddressAndPortDependent,
+            _ => {
+                return Err(src.bad_value(
+                    f,
+                    "nat44.filtering".into(),
+                    "must be \"endpoint-independent\", \"address-dependent\" or \
+                     \"address-and-port-dependent\""
+                        .into(),
+                ))
+            }
+        };
+    }
+    c.hairpinning = raw.hairpinning.unwrap_or(c.hairpinning);
+    c.port_preservation = raw.port_preservation.unwrap_or(c.port_preservation);
+    c.decrement_ttl = raw.decrement_ttl.unwrap_or(c.decrement_ttl);
+    if let Some(h) = &raw.port_reuse_hold {
+        c.port_reuse_hold = Duration::from_secs(*h.get_ref());
+    }
+    if let Some(m) = &raw.max_sessions {
+        c.max_sessions = usize::try_from(*m.get_ref()).map_err(|_| {
+            src.error(
+                Some(m.span()),
+                "nat44.max_sessions",
+                format!("{} is too large for this machine", m.get_ref()),
+            )
+        })?;
+    }
+    if let Some(t) = &raw.timeouts {
+        let t = t.get_ref();
+        let secs = |v: &Option<Spanned<u64>>, default: Duration| {
+            v.as_ref()
+                .map_or(default, |s| Duration::from_secs(*s.get_ref()))
+        };
+        let d = c.timeouts;
+        c.timeouts.udp = secs(&t.udp, d.udp);
+        c.timeouts.tcp_established = secs(&t.tcp_established, d.tcp_established);
+        c.timeouts.tcp_transitory = secs(&t.tcp_transitory, d.tcp_transitory);
+        c.timeouts.tcp_closed = secs(&t.tcp_closed, d.tcp_closed);
+        c.timeouts.icmp = secs(&t.icmp, d.icmp);
+    }
+    for (i, r) in raw.rule.iter().enumerate() {
+        let r = r.get_ref();
+        let field = |f: &str| format!("nat44.rule[{}].{f}", i + 1);
+        let inside = r
+            .inside
+            .get_ref()
+            .parse()
+            .map_err(|why| src.bad_value(&r.inside, field("inside"), why))?;
+        let entries: Vec<(&str, Range<usize>)> = match r.pool.get_ref() {
+            Pool::One(s) => vec![(s.as_str(), r.pool.span())],
+            Pool::Many(v) => v.iter().map(|s| (s.get_ref().as_str(), s.span())).collect(),
+        };
+        let mut pool = Vec::with_capacity(entries.len());
+        for (s, span) in entries {
+            let p = s
+                .parse()
+                .map_err(|why| src.error(Some(span), field("pool"), format!("\"{s}\": {why}")))?;
+            pool.push(p);
+        }
+        let ports = match &r.ports {
+            Some(p) => p
+                .get_ref()
+                .parse::<PortRange>()
+                .map_err(|why| src.bad_value(p, field("ports"), why))?,
+            None => PortRange::default(),
+        };
+        c.rules.push(DynamicRule {
+            inside,
+            pool,
+            ports,
+        });
+    }
+    for (i, s) in raw.static_nat.iter().enumerate() {
+        let s = s.get_ref();
+        let field = |f: &str| format!("nat44.static[{}].{f}", i + 1);
+        let addr = |v: &Spanned<String>, f: &str| {
+            v.get_ref().trim().parse::<Ipv4Addr>().map_err(|_| {
+                src.bad_value(v, field(f), "not an IPv4 address (like 192.0.2.100)".into())
+            })
+        };
+        c.static_nat.push(StaticNat {
+            inside: addr(&s.inside, "inside")?,
+            public: addr(&s.public, "public")?,
+        });
+    }
+    for (i, f) in raw.forward.iter().enumerate() {
+        let f = f.get_ref();
+        let field = |name: &str| format!("nat44.forward[{}].{name}", i + 1);
+        let protocol = match f.protocol.get_ref().as_str() {
+            "tcp" => L4Proto::Tcp,
+            "udp" => L4Proto::Udp,
+            _ => {
+                return Err(src.bad_value(
+                    &f.protocol,
+                    field("protocol"),
+                    "must be \"tcp\" or \"udp\"".into(),
+                ))
+            }
+        };
+        let sock = |v: &Spanned<String>, name: &str| {
+            v.get_ref().trim().parse::<SocketAddrV4>().map_err(|_| {
+                src.bad_value(
+                    v,
+                    field(name),
+                    "not an IPv4 address and port (like 203.0.113.1:8080)".into(),
+                )
+            })
+        };
+        c.port_forwards.push(PortForward {
+            protocol,
+            public: sock(&f.public, "public")?,
+            inside: sock(&f.inside, "inside")?,
+        });
+    }
+    Ok(c)
+}

@@ -1,0 +1,144 @@
+//! The file's shape as serde sees it: strings and integers with their byte spans.
+//!
+//! Nothing here interprets a value (that is `super::convert`'s job); these types only
+//! reject unknown keys and wrong TOML types, and remember where every value was written.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFile {
+    /// The `[nat44]` table.
+    pub nat44: Option<Spanned<RawNat44>>,
+}
+
+/// The `[nat44]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat44 {
+    /// `"endpoint-independent"`, `"address-dependent"` or `"address-and-port-dependent"`.
+    pub filtering: Option<Spanned<String>>,
+    /// Hairpinning on or off.
+    pub hairpinning: Option<bool>,
+    /// Port preservation on or off.
+    pub port_preservation: Option<bool>,
+    /// Seconds a released port is held back.
+    pub port_reuse_hold: Option<Spanned<u64>>,
+    /// Upper bound on live sessions.
+    pub max_sessions: Option<Spanned<u64>>,
+    /// TTL decrement on or off.
+    pub decrement_ttl: Option<bool>,
+    /// The `[nat44.timeouts]` table.
+    pub timeouts: Option<Spanned<RawTimeouts>>,
+    /// `[[nat44.rule]]` tables.
+    #[serde(default)]
+    pub rule: Vec<Spanned<RawRule>>,
+    /// `[[nat44.static]]` tables.
+    #[serde(default, rename = "static")]
+    pub static_nat: Vec<Spanned<RawStatic>>,
+    /// `[[nat44.forward]]` tables.
+    #[serde(default)]
+    pub forward: Vec<Spanned<RawForward>>,
+}
+
+/// The `[nat44.timeouts]` table, in seconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTimeouts {
+    /// UDP idle timeout.
+    pub udp: Option<Spanned<u64>>,
+    /// TCP established idle timeout.
+    pub tcp_established: Option<Spanned<u64>>,
+    /// TCP transitory timeout.
+    pub tcp_transitory: Option<Spanned<u64>>,
+    /// TCP timeout after a RST.
+    pub tcp_closed: Option<Spanned<u64>>,
+    /// ICMP query timeout.
+    pub icmp: Option<Spanned<u64>>,
+}
+
+impl RawTimeouts {
+    /// The span of the timeout called `name`, if it was written.
+    pub fn span_of(&self, name: &str) -> Option<std::ops::Range<usize>> {
+        let field = match name {
+            "udp" => &self.udp,
+            "tcp_established" => &self.tcp_established,
+            "tcp_transitory" => &self.tcp_transitory,
+            "tcp_closed" => &self.tcp_closed,
+            "icmp" => &self.icmp,
+            _ => return None,
+        };
+        field.as_ref().map(Spanned::span)
+    }
+}
+
+/// One `[[nat44.rule]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    /// Inside prefix.
+    pub inside: Spanned<String>,
+    /// Public pool: one string or a list of strings.
+    pub pool: Spanned<Pool>,
+    /// Port range such as `"1024-65535"`.
+    pub ports: Option<Spanned<String>>,
+}
+
+/// One `[[nat44.static]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStatic {
+    /// Inside address.
+    pub inside: Spanned<String>,
+    /// Public address.
+    pub public: Spanned<String>,
+}
+
+/// One `[[nat44.forward]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawForward {
+    /// `"tcp"` or `"udp"`.
+    pub protocol: Spanned<String>,
+    /// Public `address:port`.
+    pub public: Spanned<String>,
+    /// Inside `address:port`.
+    pub inside: Spanned<String>,
+}
+
+/// A pool written as one string or as a list of strings (each with its own span).
+#[derive(Debug)]
+pub(super) enum Pool {
+    /// `pool = "203.0.113.0/28"`: the outer span locates it.
+    One(String),
+    /// `pool = ["203.0.113.0/28", "198.51.100.7"]`.
+    Many(Vec<Spanned<String>>),
+}
+
+impl<'de> Deserialize<'de> for Pool {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PoolVisitor;
+        impl<'de> Visitor<'de> for PoolVisitor {
+            type Value = Pool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a prefix string or a list of prefix strings")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Pool, E> {
+                Ok(Pool::One(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Pool, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<Spanned<String>>()? {
+                    items.push(item);
+                }
+                Ok(Pool::Many(items))
+            }
+        }
+        d.deserialize_any(PoolVisitor)
+    }
+}

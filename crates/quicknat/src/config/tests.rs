@@ -1,0 +1,396 @@
+//! Unit tests: the example file loads, and every kind of mistake is reported with the
+//! right line, field path and reason.
+
+use std::time::Duration;
+
+use super::*;
+
+/// One valid rule, to which each test appends its mistake.
+const BASE: &str = r#"[nat44]
+hairpinning = true
+
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = ["203.0.113.0/28"]
+"#;
+
+/// The 1-based line of the first line of `text` containing `needle`.
+fn line_with(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("test text lacks {needle:?}"))
+}
+
+/// Loads `text`, expecting an error; checks its line (of `needle`), field and message.
+fn expect_err(text: &str, needle: &str, field: &str, message: &str) -> ConfigFileError {
+    let e = load_str(text, "t.toml").expect_err("config should be rejected");
+    assert_eq!(e.origin, "t.toml");
+    assert_eq!(e.line, Some(line_with(text, needle)), "line of {e}");
+    assert_eq!(e.field.as_deref(), Some(field), "field of {e}");
+    assert!(e.message.contains(message), "message of {e}");
+    e
+}
+
+#[test]
+fn example_file_loads_with_defaults() {
+    let c = load_str(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).expect("example is valid");
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let mut want = Nat44Config::default();
+    want.rules.push(DynamicRule {
+        inside: "10.0.0.0/24".parse().unwrap(),
+        pool: vec!["203.0.113.0/28".parse().unwrap()],
+        ports: PortRange::new(1024, 65535).unwrap(),
+    });
+    assert_eq!(c.nat44, want);
+}
+
+#[test]
+fn every_field_is_read() {
+    let text = r#"
+[nat44]
+filtering = "address-and-port-dependent"
+hairpinning = false
+port_preservation = false
+port_reuse_hold = 30
+max_sessions = 1000
+decrement_ttl = false
+
+[nat44.timeouts]
+udp = 301
+tcp_established = 7441
+tcp_transitory = 241
+tcp_closed = 11
+icmp = 61
+
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = "203.0.113.0/28"
+ports = "2000-3000"
+
+[[nat44.rule]]
+inside = "10.1.0.0/16"
+pool = ["198.51.100.0/30", "198.51.100.9"]
+
+[[nat44.static]]
+inside = "10.0.0.100"
+public = "192.0.2.100"
+
+[[nat44.forward]]
+protocol = "udp"
+public = "203.0.113.1:5353"
+inside = "10.0.0.20:53"
+"#;
+    let c = load_str(text, "t.toml").expect("valid").nat44;
+    assert_eq!(c.filtering, Filtering::AddressAndPortDependent);
+    assert!(!c.hairpinning && !c.port_preservation && !c.decrement_ttl);
+    assert_eq!(c.port_reuse_hold, Duration::from_secs(30));
+    assert_eq!(c.max_sessions, 1000);
+    assert_eq!(c.timeouts.udp, Duration::from_secs(301));
+    assert_eq!(c.timeouts.tcp_established, Duration::from_secs(7441));
+    assert_eq!(c.timeouts.tcp_transitory, Duration::from_secs(241));
+    assert_eq!(c.timeouts.tcp_closed, Duration::from_secs(11));
+    assert_eq!(c.timeouts.icmp, Duration::from_secs(61));
+    assert_eq!(c.rules.len(), 2);
+    assert_eq!(c.rules[0].ports, PortRange::new(2000, 3000).unwrap());
+    assert_eq!(c.rules[1].pool.len(), 2);
+    assert_eq!(c.rules[1].pool[1].len(), 32);
+    assert_eq!(c.static_nat[0].public, Ipv4Addr::new(192, 0, 2, 100));
+    assert_eq!(c.port_forwards[0].protocol, L4Proto::Udp);
+    assert_eq!(c.port_forwards[0].inside.port(), 53);
+}
+
+#[test]
+fn syntax_error_names_the_line() {
+    let text = format!("{BASE}\n[nat44.timeouts\nudp = 300\n");
+    let e = load_str(&text, "t.toml").unwrap_err();
+    assert_eq!(e.line, Some(line_with(&text, "[nat44.timeouts")));
+    assert_eq!(e.field, None);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "t.toml:{}: invalid table header: expected `.`, `]`",
+            e.line.unwrap()
+        )
+    );
+}
+
+#[test]
+fn unknown_key_is_an_error() {
+    let text = format!("{BASE}\n[nat44.timeouts]\nudpp = 300\n");
+    expect_err(&text, "udpp", "nat44.timeouts.udpp", "unknown field `udpp`");
+    let text = "[nat44]\nhairpining = true\n";
+    expect_err(text, "hairpining", "nat44.hairpining", "unknown field");
+    let text = format!("{BASE}\n[nat45]\n");
+    expect_err(&text, "nat45", "nat45", "unknown field `nat45`");
+    let text = format!("{BASE}\n[[nat44.rule]]\ninside = \"10.1.0.0/24\"\npool = \"198.51.100.0/28\"\nport = \"1-2\"\n");
+    expect_err(
+        &text,
+        "port =",
+        "nat44.rule[2].port",
+        "unknown field `port`",
+    );
+}
+
+#[test]
+fn unknown_key_in_inline_table() {
+    let text = "[nat44]\nrule = [{ inside = \"10.0.0.0/24\", pool = \"192.0.2.0/28\", prots = \"1-2\" }]\n";
+    expect_err(
+        text,
+        "prots",
+        "nat44.rule[1].prots",
+        "unknown field `prots`",
+    );
+}
+
+#[test]
+fn bad_prefix() {
+    let text = BASE.replace("\"10.0.0.0/24\"", "\"10.0.0/24\"");
+    expect_err(
+        &text,
+        "10.0.0/24",
+        "nat44.rule[1].inside",
+        "\"10.0.0/24\": \"10.0.0\" is not an IPv4 address",
+    );
+    let text = BASE.replace("\"10.0.0.0/24\"", "\"10.0.0.0/x\"");
+    expect_err(
+        &text,
+        "10.0.0.0/x",
+        "nat44.rule[1].inside",
+        "not a prefix length",
+    );
+}
+
+#[test]
+fn host_bits_set() {
+    let text = BASE.replace("203.0.113.0/28", "203.0.113.1/28");
+    expect_err(
+        &text,
+        "203.0.113.1/28",
+        "nat44.rule[1].pool",
+        "has host bits set (did you mean 203.0.113.0/28?)",
+    );
+}
+
+#[test]
+fn prefix_too_long_points_at_the_list_element() {
+    let text = format!("{BASE}\n[[nat44.rule]]\ninside = \"10.1.0.0/24\"\npool = [\"198.51.100.0/28\",\n        \"203.0.113.0/33\"]\n");
+    let e = expect_err(
+        &text,
+        "/33",
+        "nat44.rule[2].pool",
+        "prefix length /33 is longer than 32",
+    );
+    assert_eq!(
+        e.to_string(),
+        "t.toml:11: nat44.rule[2].pool: \"203.0.113.0/33\": prefix length /33 is longer than 32"
+    );
+}
+
+#[test]
+fn bad_port_range() {
+    let text = format!("{BASE}ports = \"2000-1000\"\n");
+    expect_err(
+        &text,
+        "ports",
+        "nat44.rule[1].ports",
+        "\"2000-1000\": range 2000-1000 is empty",
+    );
+    let text = format!("{BASE}ports = \"0-100\"\n");
+    expect_err(&text, "ports", "nat44.rule[1].ports", "port 0");
+    let text = format!("{BASE}ports = \"1024-70000\"\n");
+    expect_err(
+        &text,
+        "ports",
+        "nat44.rule[1].ports",
+        "\"70000\" is not a port number",
+    );
+}
+
+#[test]
+fn overlapping_rules() {
+    let text =
+        format!("{BASE}\n[[nat44.rule]]\ninside = \"10.1.0.0/24\"\npool = \"203.0.113.8/29\"\n");
+    expect_err(
+        &text,
+        "203.0.113.8/29",
+        "nat44.rule[2].pool",
+        "overlaps pool 203.0.113.0/28 of rule 1",
+    );
+    let text =
+        format!("{BASE}\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = \"198.51.100.0/28\"\n");
+    let needle = "inside = \"10.0.0.0/24\"\npool = \"198";
+    let e = load_str(&text, "t.toml").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("nat44.rule[2].inside"));
+    assert_eq!(
+        e.line,
+        Some(text[..text.find(needle).unwrap()].lines().count() + 1)
+    );
+    assert!(e.message.contains("already used by rule 1"), "{e}");
+}
+
+#[test]
+fn static_address_inside_a_pool() {
+    let text =
+        format!("{BASE}\n[[nat44.static]]\ninside = \"10.0.0.100\"\npublic = \"203.0.113.5\"\n");
+    expect_err(
+        &text,
+        "203.0.113.5",
+        "nat44.static[1].public",
+        "lies in the dynamic pool of rule 1",
+    );
+}
+
+#[test]
+fn duplicate_forward() {
+    let fwd = "\n[[nat44.forward]]\nprotocol = \"tcp\"\npublic = \"203.0.113.1:8080\"\n";
+    let text = format!("{BASE}{fwd}inside = \"10.0.0.20:80\"\n{fwd}inside = \"10.0.0.21:80\"\n");
+    let e = load_str(&text, "t.toml").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("nat44.forward[2].public"));
+    let second = text.rfind("public = ").unwrap();
+    assert_eq!(e.line, Some(text[..second].lines().count() + 1));
+    assert!(e.message.contains("already forwarded by forward 1"), "{e}");
+}
+
+#[test]
+fn bad_forward_values() {
+    let text = format!("{BASE}\n[[nat44.forward]]\nprotocol = \"sctp\"\npublic = \"203.0.113.1:8080\"\ninside = \"10.0.0.20:80\"\n");
+    expect_err(
+        &text,
+        "sctp",
+        "nat44.forward[1].protocol",
+        "must be \"tcp\" or \"udp\"",
+    );
+    let text = format!("{BASE}\n[[nat44.forward]]\nprotocol = \"tcp\"\npublic = \"203.0.113.1\"\ninside = \"10.0.0.20:80\"\n");
+    expect_err(
+        &text,
+        "public =",
+        "nat44.forward[1].public",
+        "not an IPv4 address and port",
+    );
+}
+
+#[test]
+fn zero_timeout() {
+    let text = format!("{BASE}\n[nat44.timeouts]\nudp = 300\ntcp_closed = 0\n");
+    expect_err(
+        &text,
+        "tcp_closed",
+        "nat44.timeouts.tcp_closed",
+        "timeout of 0",
+    );
+}
+
+#[test]
+fn missing_required_field() {
+    let text = format!("{BASE}\n[[nat44.rule]]\ninside = \"10.1.0.0/24\"\n");
+    let e = load_str(&text, "t.toml").unwrap_err();
+    let header = text.rfind("[[nat44.rule]]").unwrap();
+    assert_eq!(e.line, Some(text[..header].lines().count() + 1));
+    assert_eq!(e.field.as_deref(), Some("nat44.rule[2]"));
+    assert!(e.message.contains("missing field `pool`"), "{e}");
+}
+
+#[test]
+fn missing_field_line_is_the_table_header() {
+    let text = format!("{BASE}\n[[nat44.static]]\ninside = \"10.0.0.100\"\n");
+    let e = expect_err(
+        &text,
+        "[[nat44.static]]",
+        "nat44.static[1]",
+        "missing field `public`",
+    );
+    assert_eq!(e.line, Some(line_with(&text, "[[nat44.static]]")));
+}
+
+#[test]
+fn wrong_type() {
+    let text = BASE.replace("hairpinning = true", "hairpinning = \"yes\"");
+    expect_err(
+        &text,
+        "hairpinning",
+        "nat44.hairpinning",
+        "invalid type: string \"yes\", expected a boolean",
+    );
+    let text = format!("{BASE}\n[nat44.timeouts]\nudp = \"5m\"\n");
+    expect_err(&text, "5m", "nat44.timeouts.udp", "expected u64");
+    let text = format!("{BASE}\n[nat44.timeouts]\nicmp = -1\n");
+    expect_err(&text, "icmp", "nat44.timeouts.icmp", "expected u64");
+    let text = BASE.replace("pool = [\"203.0.113.0/28\"]", "pool = [3]");
+    expect_err(
+        &text,
+        "pool",
+        "nat44.rule[1].pool",
+        "invalid type: integer `3`",
+    );
+}
+
+#[test]
+fn bad_filtering() {
+    let text = BASE.replace("hairpinning = true", "filtering = \"full-cone\"");
+    expect_err(
+        &text,
+        "full-cone",
+        "nat44.filtering",
+        "\"full-cone\": must be \"endpoint-independent\"",
+    );
+}
+
+#[test]
+fn nothing_to_translate() {
+    let e = load_str("[nat44]\nhairpinning = true\n", "t.toml").unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("nat44.rule")));
+    let e = load_str("", "t.toml").unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (None, Some("nat44.rule")));
+    assert!(
+        e.to_string().starts_with("t.toml: nat44.rule: no NAT rule"),
+        "{e}"
+    );
+}
+
+#[test]
+fn timeout_below_rfc_minimum_is_a_warning() {
+    let text = format!("{BASE}\n[nat44.timeouts]\nudp = 60\nicmp = 30\n");
+    let c = load_str(&text, "t.toml").expect("below-minimum timeouts are allowed");
+    assert_eq!(c.nat44.timeouts.udp, Duration::from_secs(60));
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+    let udp = line_with(&text, "udp = 60");
+    assert!(
+        c.warnings[0].starts_with(&format!("t.toml:{udp}: nat44.timeouts.udp = 60 s")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.warnings[1].contains("RFC 5508"), "{:?}", c.warnings);
+}
+
+#[test]
+fn display_omits_absent_parts() {
+    let e = ConfigFileError {
+        origin: "gw.toml".into(),
+        line: None,
+        field: None,
+        message: "cannot read".into(),
+    };
+    assert_eq!(e.to_string(), "gw.toml: cannot read");
+    let e = ConfigFileError {
+        line: Some(3),
+        field: Some("nat44.x".into()),
+        ..e
+    };
+    assert_eq!(e.to_string(), "gw.toml:3: nat44.x: cannot read");
+}
+
+#[test]
+fn unreadable_file() {
+    let path = std::env::temp_dir().join("quicknat-config-test-does-not-exist.toml");
+    let e = load_file(&path).unwrap_err();
+    assert_eq!(e.line, None);
+    assert!(e.message.contains("cannot read"), "{e}");
+}
+
+#[test]
+fn line_of_counts_from_one() {
+    assert_eq!(locate::line_of("a\nb\nc", 0), 1);
+    assert_eq!(locate::line_of("a\nb\nc", 2), 2);
+    assert_eq!(locate::line_of("a\nb\nc", 99), 3);
+}

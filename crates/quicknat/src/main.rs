@@ -1,0 +1,190 @@
+//! The `quicknat` command: loads a configuration file and drives the runtime.
+//!
+//! This is the only place that turns errors into exit codes and one-line messages;
+//! it holds no NAT logic of its own.
+
+mod config;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use engine::config::{Filtering, L4Proto, Nat44Config};
+
+use config::Config;
+
+/// quicknat: a user-space NAT44 gateway.
+#[derive(Debug, Parser)]
+#[command(name = "quicknat", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Translate every packet of a pcap capture offline and write the result to another pcap.
+    Translate {
+        /// Configuration file (default: the built-in examples/nat44.toml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Capture to read (pcap).
+        #[arg(value_name = "IN.pcap")]
+        input: PathBuf,
+        /// Capture to write (pcap).
+        #[arg(value_name = "OUT.pcap")]
+        output: PathBuf,
+    },
+    /// Load and validate a configuration file, then print what it sets up.
+    CheckConfig {
+        /// Configuration file (default: the built-in examples/nat44.toml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    // Later subcommands go here, each with its own `run_*` function below:
+    //   Run   - live gateway on af_packet / af_xdp / tun
+    //   Bench - engine throughput without a network
+    //   Lab   - network-namespace test bed
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Translate {
+            config,
+            input,
+            output,
+        } => run_translate(config.as_deref(), &input, &output),
+        Command::CheckConfig { config } => run_check_config(config.as_deref()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes on one line, skipping a cause whose text its parent already ends
+/// with (errors that print their `source` in their own message would otherwise repeat it).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// Loads `path`, or the built-in example when it is `None` (saying so on stderr).
+fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    let config = match path {
+        Some(p) => config::load_file(p)?,
+        None => {
+            eprintln!("using built-in config examples/nat44.toml");
+            config::load_str(config::DEFAULT_CONFIG, config::DEFAULT_CONFIG_ORIGIN)?
+        }
+    };
+    for w in &config.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(config)
+}
+
+/// `quicknat translate`: replays `input` through the engine into `output`.
+fn run_translate(config: Option<&Path>, input: &Path, output: &Path) -> anyhow::Result<()> {
+    let config = load_config(config)?;
+    let report =
+        runtime::offline::translate_pcap(&config.nat44, input, output).with_context(|| {
+            format!(
+                "cannot translate {} into {}",
+                input.display(),
+                output.display()
+            )
+        })?;
+    println!("{report}");
+    Ok(())
+}
+
+/// `quicknat check-config`: validates and summarises a configuration.
+fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let origin = path.map_or_else(
+        || config::DEFAULT_CONFIG_ORIGIN.to_owned(),
+        |p| p.display().to_string(),
+    );
+    println!("{origin}: valid");
+    print!("{}", summary(&config.nat44));
+    Ok(())
+}
+
+/// A short human-readable description of what a configuration sets up.
+fn summary(c: &Nat44Config) -> String {
+    use std::fmt::Write;
+    let on = |b: bool| if b { "on" } else { "off" };
+    let filtering = match c.filtering {
+        Filtering::EndpointIndependent => "endpoint-independent",
+        Filtering::AddressDependent => "address-dependent",
+        Filtering::AddressAndPortDependent => "address-and-port-dependent",
+    };
+    let mut s = String::new();
+    // Writing to a String cannot fail; the results are ignored on purpose.
+    let _ = writeln!(
+        s,
+        "filtering: {filtering}; hairpinning {}; port preservation {}; decrement TTL {}",
+        on(c.hairpinning),
+        on(c.port_preservation),
+        on(c.decrement_ttl)
+    );
+    for (i, r) in c.rules.iter().enumerate() {
+        let addrs: u64 = r.pool.iter().map(|p| p.size()).sum();
+        let pool: Vec<String> = r.pool.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            s,
+            "rule {}: {} -> pool {} ({addrs} addresses), ports {}-{} ({} per address, {} in all)",
+            i + 1,
+            r.inside,
+            pool.join(", "),
+            r.ports.first,
+            r.ports.last,
+            r.ports.count(),
+            addrs * u64::from(r.ports.count())
+        );
+    }
+    for (i, m) in c.static_nat.iter().enumerate() {
+        let _ = writeln!(s, "static {}: {} <-> {}", i + 1, m.inside, m.public);
+    }
+    for (i, f) in c.port_forwards.iter().enumerate() {
+        let proto = match f.protocol {
+            L4Proto::Tcp => "tcp",
+            L4Proto::Udp => "udp",
+        };
+        let _ = writeln!(s, "forward {}: {proto} {} -> {}", i + 1, f.public, f.inside);
+    }
+    let t = &c.timeouts;
+    let _ = writeln!(
+        s,
+        "timeouts: udp {} s, tcp established {} s, tcp transitory {} s, tcp closed {} s, icmp {} s",
+        t.udp.as_secs(),
+        t.tcp_established.as_secs(),
+        t.tcp_transitory.as_secs(),
+        t.tcp_closed.as_secs(),
+        t.icmp.as_secs()
+    );
+    let _ = writeln!(
+        s,
+        "limits: max sessions {}; port reuse hold {} s",
+        c.max_sessions,
+        c.port_reuse_hold.as_secs()
+    );
+    s
+}
