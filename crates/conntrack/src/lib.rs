@@ -1,5 +1,6 @@
-//! Connection tracking for the NAT engines: connection records, bindings, port pools and
-//! the TCP state that decides when a session expires.
+//! Connection tracking for the NAT engines, shared by all worker threads without locks:
+//! connection records, bindings, port pools, the TCP state that decides when a session
+//! expires, and the reclamation scheme that lets one reaper thread delete safely.
 //!
 //! Quick NAT's design: for each new flow an *original* and a *reply* record are installed
 //! together, each holding the initial and revised tuple and a last-seen timestamp that every
@@ -7,18 +8,25 @@
 //!
 //! This crate never reads a clock: every operation that depends on time takes a
 //! [`Timestamp`]. It never touches packet bytes either: the engine parses, this crate
-//! remembers.
+//! remembers. It uses no `unsafe`: shared state lives in atomics, slots are reused only
+//! after a QSBR grace period.
 
-pub mod binding;
+pub mod chain;
+pub mod key;
 pub mod pool;
+pub mod qsbr;
+pub mod reftable;
 pub mod session;
+pub mod slab;
 pub mod tcp;
 mod time;
 mod tuple;
 
-pub use binding::{Binding, BindingId, BindingTable};
+pub use key::Key;
 pub use pool::{PoolError, PortPool};
-pub use session::{Record, RecordRef, Session, SessionId, SessionTable, Side};
+pub use qsbr::{Qsbr, QsbrHandle};
+pub use reftable::{RefInsertError, RefTable};
+pub use session::{InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side};
 pub use tcp::TcpState;
 pub use time::Timestamp;
 pub use tuple::{Endpoint, Proto, Tuple};

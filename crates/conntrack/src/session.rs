@@ -1,20 +1,23 @@
-//! The session table: original and reply connection records, installed and removed
-//! together, found by one hash lookup on the packet's tuple.
+//! The session table shared by all workers: each session is one cache line holding the
+//! original and the reply connection record (initial tuple as key, revised tuple derived
+//! from the other record's key, last-seen time per record), found through a lock-free
+//! chained index (see [`crate::chain`]).
 //!
-//! Single-owner today (one engine instance per table); the multi-core work replaces the
-//! index with a lock-free one behind the same operations.
+//! Quick NAT's rule "install the original and the reply record together" holds: the reply
+//! record is inserted first and is the arbiter (if its tuple exists, another worker made
+//! this session and the new one is dropped unpublished), then the original record.
+//!
+//! Workers look up, refresh timestamps, update TCP state and may mark a session dead. Only
+//! the reaper unlinks sessions and, after a QSBR grace period, frees their slots.
 
-use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use hashbrown::HashMap;
-use rustc_hash::FxHasher;
-
-use crate::binding::BindingId;
+use crate::chain::{ChainIndex, Nodes};
+use crate::key::Key;
+use crate::slab::{Slab, Slot};
 use crate::tcp::TcpState;
 use crate::time::Timestamp;
 use crate::tuple::Tuple;
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Which of a session's two records a packet matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,74 +28,21 @@ pub enum Side {
     Reply,
 }
 
-/// Index of a session in the table.
+impl Side {
+    #[inline]
+    fn index(self) -> usize {
+        match self {
+            Side::Original => 0,
+            Side::Reply => 1,
+        }
+    }
+}
+
+/// Index of a session slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SessionId(u32);
+pub struct SessionId(pub u32);
 
-impl SessionId {
-    /// The slot number.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// One connection record: the tuple a packet arrives with, what it is rewritten to, and
-/// when a packet last hit it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// The tuple as the packet arrives (the lookup key).
-    pub initial: Tuple,
-    /// The tuple after translation.
-    pub revised: Tuple,
-    /// Refreshed on every hit.
-    pub last_seen: Timestamp,
-}
-
-/// A session: both records plus what the two share.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Session {
-    /// Record for packets in the creating direction.
-    pub original: Record,
-    /// Record for replies; its initial tuple is the original's revised tuple reversed.
-    pub reply: Record,
-    /// The binding (public address and port) this session uses.
-    pub binding: BindingId,
-    /// TCP tracking (unused for UDP and ICMP).
-    pub tcp: TcpState,
-    /// Whether the original record's packets come from the inside (the reply record's then
-    /// come from outside, unless the session is hairpinned).
-    pub original_from_inside: bool,
-    /// Both ends are inside hosts talking through a public address.
-    pub hairpin: bool,
-}
-
-impl Session {
-    /// The record on `side`.
-    #[inline]
-    pub fn record(&self, side: Side) -> &Record {
-        match side {
-            Side::Original => &self.original,
-            Side::Reply => &self.reply,
-        }
-    }
-
-    /// The record on `side`, mutably.
-    #[inline]
-    pub fn record_mut(&mut self, side: Side) -> &mut Record {
-        match side {
-            Side::Original => &mut self.original,
-            Side::Reply => &mut self.reply,
-        }
-    }
-
-    /// The later of the two records' last-seen times.
-    #[inline]
-    pub fn last_seen(&self) -> Timestamp {
-        self.original.last_seen.max(self.reply.last_seen)
-    }
-}
-
-/// What a lookup found: which session, and which of its records.
+/// A session and which of its records matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordRef {
     /// The session.
@@ -101,131 +51,415 @@ pub struct RecordRef {
     pub side: Side,
 }
 
-/// All live sessions, indexed by both records' initial tuples.
-#[derive(Debug, Default)]
-pub struct SessionTable {
-    index: FxMap<Tuple, RecordRef>,
-    slots: Vec<Option<Session>>,
-    free: Vec<u32>,
-    live: usize,
+// Lifecycle, in the low two bits of `state`.
+const FREE: u32 = 0;
+const ALIVE: u32 = 1;
+const DEAD: u32 = 2;
+const LIFECYCLE: u32 = 3;
+/// The original record's packets come from the inside.
+pub const FROM_INSIDE: u32 = 1 << 2;
+/// Both ends are inside hosts talking through a public address.
+pub const HAIRPIN: u32 = 1 << 3;
+const TCP_SHIFT: u32 = 8;
+
+/// One session: both records in one cache line.
+#[derive(Debug)]
+#[repr(align(64))]
+pub struct SessionSlot {
+    /// Keys: [original record's initial tuple, reply record's initial tuple].
+    keys: [[AtomicU64; 2]; 2],
+    /// Last-seen time per record, in nanoseconds.
+    seen: [AtomicU64; 2],
+    /// Chain links per record (links[0] also chains free slots).
+    links: [AtomicU32; 2],
+    /// Lifecycle, flags and TCP state.
+    state: AtomicU32,
+    /// The binding (or other owner reference) the session holds.
+    binding: AtomicU32,
 }
 
-/// Why an insert failed.
+impl Slot for SessionSlot {
+    fn empty() -> Self {
+        Self {
+            keys: [
+                [AtomicU64::new(0), AtomicU64::new(0)],
+                [AtomicU64::new(0), AtomicU64::new(0)],
+            ],
+            seen: [AtomicU64::new(0), AtomicU64::new(0)],
+            links: [AtomicU32::new(0), AtomicU32::new(0)],
+            state: AtomicU32::new(FREE),
+            binding: AtomicU32::new(0),
+        }
+    }
+    fn free_link(&self) -> &AtomicU32 {
+        &self.links[0]
+    }
+}
+
+impl SessionSlot {
+    #[inline]
+    fn key(&self, side: usize) -> Key {
+        Key(
+            self.keys[side][0].load(Ordering::Acquire),
+            self.keys[side][1].load(Ordering::Acquire),
+        )
+    }
+}
+
+/// What a new session is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewSession {
+    /// The original record's initial tuple (the creating packet as it arrived).
+    pub initial: Tuple,
+    /// The original record's revised tuple (the creating packet after translation).
+    pub revised: Tuple,
+    /// The binding id the session holds a reference on.
+    pub binding: u32,
+    /// `FROM_INSIDE` and/or `HAIRPIN`.
+    pub flags: u32,
+}
+
+/// A snapshot of a live session, for the reaper and for inspection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionView {
+    /// Original record's initial tuple.
+    pub initial: Tuple,
+    /// Original record's revised tuple.
+    pub revised: Tuple,
+    /// Last-seen time of the original and the reply record.
+    pub seen: [Timestamp; 2],
+    /// The binding it holds.
+    pub binding: u32,
+    /// `FROM_INSIDE` / `HAIRPIN` flags.
+    pub flags: u32,
+    /// TCP state.
+    pub tcp: TcpState,
+}
+
+impl SessionView {
+    /// The later of the two records' last-seen times.
+    pub fn last_seen(&self) -> Timestamp {
+        self.seen[0].max(self.seen[1])
+    }
+}
+
+/// Why a session was not installed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertError {
-    /// A record with one of the two keys already exists.
-    Exists,
+    /// The table is at capacity.
+    Full,
+    /// A live session with one of the keys exists (another worker won): the record of
+    /// that session which the new session's original tuple matches.
+    Exists(RecordRef),
+}
+
+struct View<'a>(&'a Slab<SessionSlot>);
+
+impl Nodes for View<'_> {
+    #[inline]
+    fn key(&self, n: u32) -> Key {
+        self.0
+            .get(n >> 1)
+            .map_or(Key(0, 0), |s| s.key((n & 1) as usize))
+    }
+    #[inline]
+    fn live(&self, n: u32) -> bool {
+        self.0
+            .get(n >> 1)
+            .is_some_and(|s| s.state.load(Ordering::Acquire) & LIFECYCLE == ALIVE)
+    }
+    #[inline]
+    fn link(&self, n: u32) -> Option<&AtomicU32> {
+        self.0.get(n >> 1).map(|s| &s.links[(n & 1) as usize])
+    }
+}
+
+/// All sessions.
+#[derive(Debug)]
+pub struct SessionTable {
+    slab: Slab<SessionSlot>,
+    index: ChainIndex,
 }
 
 impl SessionTable {
-    /// An empty table with room for `capacity` sessions before it grows.
-    pub fn with_capacity(capacity: usize) -> Self {
-        let mut index = FxMap::default();
-        index.reserve(capacity.min(1 << 22) * 2);
+    /// Room for `capacity` sessions (two records each).
+    pub fn new(capacity: usize) -> Self {
         Self {
-            index,
-            slots: Vec::with_capacity(capacity.min(1 << 22)),
-            free: Vec::new(),
-            live: 0,
+            slab: Slab::new(capacity),
+            index: ChainIndex::new(capacity.saturating_mul(2)),
         }
     }
 
-    /// Number of live sessions.
-    pub fn len(&self) -> usize {
-        self.live
+    /// Maximum sessions.
+    pub fn capacity(&self) -> usize {
+        self.slab.capacity()
     }
 
-    /// Whether the table holds no session.
-    pub fn is_empty(&self) -> bool {
-        self.live == 0
+    /// Bytes per session at full capacity: the slot plus its share of the bucket array.
+    pub fn bytes_per_session(&self) -> usize {
+        std::mem::size_of::<SessionSlot>() + self.index.bytes() / self.slab.capacity().max(1)
     }
 
-    /// Finds the record whose initial tuple is `key`.
+    /// Bytes reserved so far.
+    pub fn bytes(&self) -> usize {
+        self.slab.reserved_bytes() + self.index.bytes()
+    }
+
+    /// Finds the live record whose initial tuple is `key`.
     #[inline]
     pub fn lookup(&self, key: &Tuple) -> Option<RecordRef> {
-        self.index.get(key).copied()
+        self.lookup_key(Key::of(key))
     }
 
-    /// The session behind an id.
+    /// Finds the live record filed under a packed key.
     #[inline]
-    pub fn get(&self, id: SessionId) -> Option<&Session> {
-        self.slots.get(id.index()).and_then(|s| s.as_ref())
+    pub fn lookup_key(&self, key: Key) -> Option<RecordRef> {
+        self.index.find(&View(&self.slab), key).map(|n| RecordRef {
+            session: SessionId(n >> 1),
+            side: if n & 1 == 0 {
+                Side::Original
+            } else {
+                Side::Reply
+            },
+        })
     }
 
-    /// The session behind an id, mutably.
+    /// The tuple a packet matching `r` must be rewritten to: the other record's key, reversed.
     #[inline]
-    pub fn get_mut(&mut self, id: SessionId) -> Option<&mut Session> {
-        self.slots.get_mut(id.index()).and_then(|s| s.as_mut())
+    pub fn revised(&self, r: RecordRef) -> Option<Tuple> {
+        let s = self.slab.get(r.session.0)?;
+        Some(s.key(1 - r.side.index()).reversed().tuple())
     }
 
-    /// Installs both records of `session` at once; neither is installed if either key exists.
-    pub fn insert(&mut self, session: Session) -> Result<SessionId, InsertError> {
-        let ok = session.original.initial;
-        let rk = session.reply.initial;
-        if ok == rk || self.index.contains_key(&ok) || self.index.contains_key(&rk) {
-            return Err(InsertError::Exists);
+    /// The record's initial tuple.
+    #[inline]
+    pub fn initial(&self, r: RecordRef) -> Option<Tuple> {
+        Some(self.slab.get(r.session.0)?.key(r.side.index()).tuple())
+    }
+
+    /// `FROM_INSIDE`/`HAIRPIN` flags and TCP state of a session.
+    #[inline]
+    pub fn flags(&self, id: SessionId) -> u32 {
+        self.slab.get(id.0).map_or(0, |s| {
+            s.state.load(Ordering::Acquire) & (FROM_INSIDE | HAIRPIN)
+        })
+    }
+
+    /// The binding a session holds.
+    #[inline]
+    pub fn binding(&self, id: SessionId) -> Option<u32> {
+        self.slab
+            .get(id.0)
+            .map(|s| s.binding.load(Ordering::Acquire))
+    }
+
+    /// Refreshes the record's timestamp (a store only when the time moved).
+    #[inline]
+    pub fn touch(&self, r: RecordRef, now: Timestamp) {
+        if let Some(s) = self.slab.get(r.session.0) {
+            let seen = &s.seen[r.side.index()];
+            if seen.load(Ordering::Relaxed) != now.as_nanos() {
+                seen.store(now.as_nanos(), Ordering::Relaxed);
+            }
         }
-        let id = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(session);
-                SessionId(i)
-            }
-            None => {
-                self.slots.push(Some(session));
-                SessionId((self.slots.len() - 1) as u32)
-            }
+    }
+
+    /// Feeds a TCP segment's flags into the session's state (written only on change).
+    #[inline]
+    pub fn observe_tcp(&self, r: RecordRef, tcp_flags: u8) {
+        let Some(s) = self.slab.get(r.session.0) else {
+            return;
         };
-        self.index.insert(
-            ok,
-            RecordRef {
-                session: id,
-                side: Side::Original,
-            },
-        );
-        self.index.insert(
-            rk,
-            RecordRef {
-                session: id,
-                side: Side::Reply,
-            },
-        );
-        self.live += 1;
-        Ok(id)
-    }
-
-    /// Removes a session and both its records; returns it.
-    pub fn remove(&mut self, id: SessionId) -> Option<Session> {
-        let s = self.slots.get_mut(id.index())?.take()?;
-        self.index.remove(&s.original.initial);
-        self.index.remove(&s.reply.initial);
-        self.free.push(id.0);
-        self.live -= 1;
-        Some(s)
-    }
-
-    /// Removes every session for which `expired` returns true, handing each to `on_removed`.
-    /// This is the reaper's walk over the table.
-    pub fn reap(
-        &mut self,
-        mut expired: impl FnMut(&Session) -> bool,
-        mut on_removed: impl FnMut(Session),
-    ) {
-        for i in 0..self.slots.len() {
-            let dead = matches!(&self.slots[i], Some(s) if expired(s));
-            if dead {
-                if let Some(s) = self.remove(SessionId(i as u32)) {
-                    on_removed(s);
-                }
+        let mut cur = s.state.load(Ordering::Acquire);
+        loop {
+            let mut t = TcpState::from_bits((cur >> TCP_SHIFT) as u8);
+            t.observe(r.side, tcp_flags);
+            let new = (cur & !(0xff << TCP_SHIFT)) | (u32::from(t.bits()) << TCP_SHIFT);
+            if new == cur {
+                return;
+            }
+            match s
+                .state
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => cur = now,
             }
         }
     }
 
-    /// Iterates over live sessions.
-    pub fn iter(&self) -> impl Iterator<Item = (SessionId, &Session)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|s| (SessionId(i as u32), s)))
+    /// What expiry needs, from the session's one cache line: the later last-seen time,
+    /// the TCP state and the protocol.
+    #[inline]
+    pub fn activity(&self, id: SessionId) -> Option<(Timestamp, TcpState, crate::tuple::Proto)> {
+        let s = self.slab.get(id.0)?;
+        let seen = s.seen[0]
+            .load(Ordering::Relaxed)
+            .max(s.seen[1].load(Ordering::Relaxed));
+        let st = s.state.load(Ordering::Acquire);
+        Some((
+            Timestamp::from_nanos(seen),
+            TcpState::from_bits((st >> TCP_SHIFT) as u8),
+            s.key(0).tuple().proto,
+        ))
+    }
+
+    /// A snapshot of a session (live or not).
+    pub fn view(&self, id: SessionId) -> Option<SessionView> {
+        let s = self.slab.get(id.0)?;
+        let st = s.state.load(Ordering::Acquire);
+        let orig = s.key(0);
+        Some(SessionView {
+            initial: orig.tuple(),
+            revised: s.key(1).reversed().tuple(),
+            seen: [
+                Timestamp::from_nanos(s.seen[0].load(Ordering::Relaxed)),
+                Timestamp::from_nanos(s.seen[1].load(Ordering::Relaxed)),
+            ],
+            binding: s.binding.load(Ordering::Acquire),
+            flags: st & (FROM_INSIDE | HAIRPIN),
+            tcp: TcpState::from_bits((st >> TCP_SHIFT) as u8),
+        })
+    }
+
+    /// Whether the session is live.
+    pub fn is_live(&self, id: SessionId) -> bool {
+        self.slab
+            .get(id.0)
+            .is_some_and(|s| s.state.load(Ordering::Acquire) & LIFECYCLE == ALIVE)
+    }
+
+    /// Installs both records. The reply record goes first and arbitrates races.
+    pub fn insert(&self, new: &NewSession, now: Timestamp) -> Result<SessionId, InsertError> {
+        let id = self.slab.alloc().ok_or(InsertError::Full)?;
+        let Some(s) = self.slab.get(id) else {
+            return Err(InsertError::Full);
+        };
+        let ko = Key::of(&new.initial);
+        let kr = Key::of(&new.revised.reversed());
+        for (side, k) in [(0, ko), (1, kr)] {
+            s.keys[side][0].store(k.0, Ordering::Relaxed);
+            s.keys[side][1].store(k.1, Ordering::Relaxed);
+            s.seen[side].store(now.as_nanos(), Ordering::Relaxed);
+        }
+        s.binding.store(new.binding, Ordering::Relaxed);
+        let state = ALIVE | (new.flags & (FROM_INSIDE | HAIRPIN));
+        s.state.store(state, Ordering::Release);
+        let view = View(&self.slab);
+        let found = |n: u32| RecordRef {
+            session: SessionId(n >> 1),
+            side: if n & 1 == 0 {
+                Side::Original
+            } else {
+                Side::Reply
+            },
+        };
+        // Never published: hand the slot straight back, unless the reaper's walk already
+        // claimed it (then the reaper frees it).
+        let unpublished = |err| {
+            if s.state
+                .compare_exchange(state, FREE, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.slab.free(id);
+            }
+            Err(err)
+        };
+        if ko == kr {
+            return unpublished(InsertError::Exists(RecordRef {
+                session: SessionId(id),
+                side: Side::Original,
+            }));
+        }
+        if let Err(m) = self.index.insert(&view, (id << 1) | 1, kr) {
+            // The winner filed our reply tuple; our original tuple is its other record.
+            return unpublished(InsertError::Exists(found(m ^ 1)));
+        }
+        if let Err(m) = self.index.insert(&view, id << 1, ko) {
+            // The reply record is published: withdraw the session, the reaper unlinks it.
+            s.state
+                .store(DEAD | (state & !LIFECYCLE), Ordering::Release);
+            return Err(InsertError::Exists(found(m)));
+        }
+        Ok(SessionId(id))
+    }
+
+    /// Marks a live session dead (any thread); the reaper unlinks it. True if this call did.
+    pub fn mark_dead(&self, id: SessionId) -> bool {
+        let Some(s) = self.slab.get(id.0) else {
+            return false;
+        };
+        let mut cur = s.state.load(Ordering::Acquire);
+        while cur & LIFECYCLE == ALIVE {
+            match s.state.compare_exchange_weak(
+                cur,
+                (cur & !LIFECYCLE) | DEAD,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    /// The reaper's walk: every live session for which `expired` says so, and every
+    /// session already marked dead, is unlinked and handed to `on_removed`, with `true`
+    /// when this walk marked it dead (whoever marks a session dead releases what it
+    /// held). The caller frees each id with [`free`](Self::free) after a QSBR grace period.
+    pub fn reap(
+        &self,
+        mut expired: impl FnMut(&SessionView) -> bool,
+        mut on_removed: impl FnMut(SessionId, SessionView, bool),
+    ) {
+        let view = View(&self.slab);
+        for id in 0..self.slab.high_water() {
+            let Some(s) = self.slab.get(id) else { continue };
+            let st = s.state.load(Ordering::Acquire);
+            let Some(v) = (match st & LIFECYCLE {
+                ALIVE | DEAD => self.view(SessionId(id)),
+                _ => None,
+            }) else {
+                continue;
+            };
+            let marked_here = st & LIFECYCLE == ALIVE;
+            if marked_here && !(expired(&v) && self.mark_dead(SessionId(id))) {
+                continue;
+            }
+            // Dead: unlink both records, then park the slot (lifecycle 3) until freed.
+            self.index.remove(&view, id << 1, s.key(0));
+            self.index.remove(&view, (id << 1) | 1, s.key(1));
+            s.state.store(LIFECYCLE, Ordering::Release);
+            on_removed(SessionId(id), v, marked_here);
+        }
+    }
+
+    /// Returns a reaped slot once no worker can reach it.
+    pub fn free(&self, id: SessionId) {
+        if let Some(s) = self.slab.get(id.0) {
+            s.state.store(FREE, Ordering::Release);
+        }
+        self.slab.free(id.0);
+    }
+
+    /// Number of live sessions (a walk: for reports and tests, not the packet path).
+    pub fn len(&self) -> usize {
+        (0..self.slab.high_water())
+            .filter(|i| self.is_live(SessionId(*i)))
+            .count()
+    }
+
+    /// Whether no session is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Snapshots of every live session.
+    pub fn live(&self) -> impl Iterator<Item = SessionView> + '_ {
+        (0..self.slab.high_water())
+            .filter(|i| self.is_live(SessionId(*i)))
+            .filter_map(|i| self.view(SessionId(i)))
     }
 }
 
@@ -234,84 +468,115 @@ mod tests {
     use super::*;
     use crate::tuple::{Endpoint, Proto};
     use std::net::Ipv4Addr;
+    use std::sync::Arc;
 
     fn ep(a: [u8; 4], p: u16) -> Endpoint {
         Endpoint::new(Ipv4Addr::from(a), p)
     }
 
-    fn session(inside_port: u16) -> Session {
-        let orig = Tuple::new(
-            Proto::Udp,
-            ep([10, 0, 0, 2], inside_port),
-            ep([198, 51, 100, 2], 53),
-        );
-        let revised = Tuple::new(
-            Proto::Udp,
-            ep([203, 0, 113, 1], inside_port),
-            ep([198, 51, 100, 2], 53),
-        );
-        Session {
-            original: Record {
-                initial: orig,
-                revised,
-                last_seen: Timestamp::ZERO,
-            },
-            reply: Record {
-                initial: revised.reversed(),
-                revised: orig.reversed(),
-                last_seen: Timestamp::ZERO,
-            },
-            binding: BindingId::from_index(0),
-            tcp: TcpState::default(),
-            original_from_inside: true,
-            hairpin: false,
+    fn new(inside_port: u16, public_port: u16) -> NewSession {
+        NewSession {
+            initial: Tuple::new(
+                Proto::Udp,
+                ep([10, 0, 0, 2], inside_port),
+                ep([198, 51, 100, 2], 53),
+            ),
+            revised: Tuple::new(
+                Proto::Udp,
+                ep([203, 0, 113, 1], public_port),
+                ep([198, 51, 100, 2], 53),
+            ),
+            binding: 7,
+            flags: FROM_INSIDE,
         }
     }
 
     #[test]
-    fn both_records_installed_and_removed_together() {
-        let mut t = SessionTable::default();
-        let s = session(1000);
-        let id = t.insert(s).unwrap();
+    fn both_records_found_and_revised_tuples_derived() {
+        let t = SessionTable::new(16);
+        let n = new(1000, 2000);
+        let id = t.insert(&n, Timestamp::from_secs(1)).unwrap();
+        let o = t.lookup(&n.initial).unwrap();
         assert_eq!(
-            t.lookup(&s.original.initial),
-            Some(RecordRef {
+            o,
+            RecordRef {
                 session: id,
                 side: Side::Original
-            })
+            }
         );
-        assert_eq!(
-            t.lookup(&s.reply.initial),
-            Some(RecordRef {
-                session: id,
-                side: Side::Reply
-            })
-        );
-        assert_eq!(t.insert(s), Err(InsertError::Exists));
+        assert_eq!(t.revised(o), Some(n.revised));
+        let r = t.lookup(&n.revised.reversed()).unwrap();
+        assert_eq!(r.side, Side::Reply);
+        assert_eq!(t.revised(r), Some(n.initial.reversed()));
+        assert_eq!(t.flags(id), FROM_INSIDE);
+        assert_eq!(t.binding(id), Some(7));
+        assert!(matches!(
+            t.insert(&n, Timestamp::ZERO),
+            Err(InsertError::Exists(_))
+        ));
         assert_eq!(t.len(), 1);
-        t.remove(id).unwrap();
-        assert!(t.lookup(&s.original.initial).is_none());
-        assert!(t.lookup(&s.reply.initial).is_none());
-        assert!(t.is_empty());
-        // The slot is reused.
-        assert_eq!(t.insert(session(1001)).unwrap(), id);
     }
 
     #[test]
-    fn reap_removes_only_expired() {
-        let mut t = SessionTable::default();
-        for p in 0..10 {
-            let mut s = session(2000 + p);
-            s.original.last_seen = Timestamp::from_secs(u64::from(p));
-            t.insert(s).unwrap();
-        }
-        let mut removed = 0;
-        t.reap(
-            |s| s.last_seen() < Timestamp::from_secs(5),
-            |_| removed += 1,
+    fn reap_unlinks_and_free_recycles() {
+        let t = SessionTable::new(4);
+        let ids: Vec<_> = (0..4)
+            .map(|p| {
+                t.insert(&new(p, p), Timestamp::from_secs(u64::from(p)))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            t.insert(&new(9, 9), Timestamp::ZERO),
+            Err(InsertError::Full)
         );
-        assert_eq!(removed, 5);
-        assert_eq!(t.len(), 5);
-        assert_eq!(t.iter().count(), 5);
+        let mut gone = vec![];
+        t.reap(
+            |v| v.last_seen() < Timestamp::from_secs(2),
+            |id, _, here| {
+                assert!(here);
+                gone.push(id)
+            },
+        );
+        assert_eq!(gone, ids[..2]);
+        assert!(t.lookup(&new(0, 0).initial).is_none());
+        assert_eq!(
+            t.insert(&new(9, 9), Timestamp::ZERO),
+            Err(InsertError::Full),
+            "not freed before the grace period"
+        );
+        for id in gone {
+            t.free(id);
+        }
+        assert!(t.insert(&new(9, 9), Timestamp::ZERO).is_ok());
+        assert!(t.mark_dead(ids[3]));
+        t.reap(
+            |_| false,
+            |id, _, here| {
+                assert_eq!(id, ids[3]);
+                assert!(!here, "marked dead by the caller, not the walk");
+            },
+        );
+        assert_eq!(t.len(), 2);
+    }
+
+    /// Two threads create the same sessions at the same moment: one wins each, the other
+    /// is pointed at the winner; no record is installed twice.
+    #[test]
+    fn racing_creators_agree() {
+        let t = Arc::new(SessionTable::new(10_000));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let t = Arc::clone(&t);
+                std::thread::spawn(move || {
+                    (0..3000)
+                        .filter(|p| t.insert(&new(*p, *p), Timestamp::ZERO).is_ok())
+                        .count()
+                })
+            })
+            .collect();
+        let wins: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(wins, 3000);
+        assert_eq!(t.len(), 3000);
     }
 }

@@ -44,6 +44,18 @@ pub mod flags {
 }
 
 impl TcpState {
+    /// Restores a state from its packed form.
+    #[inline]
+    pub fn from_bits(bits: u8) -> Self {
+        Self { flags: bits }
+    }
+
+    /// The packed form (fits in 8 bits).
+    #[inline]
+    pub fn bits(self) -> u8 {
+        self.flags
+    }
+
     /// Updates the state with a segment's flags sent from `side`.
     #[inline]
     pub fn observe(&mut self, side: Side, tcp_flags: u8) {

@@ -1,0 +1,388 @@
+//! A lock-free table of reference-counted entries found by one or two 64-bit keys: the
+//! bindings (inside endpoint <-> public endpoint, RFC 6146's BIB) and the
+//! address-dependent-filtering permits are both built on it.
+//!
+//! An entry lives while its count is above zero or it is static. Workers take references
+//! with a compare-and-swap that fails once the reaper has claimed an unused entry
+//! (count 0 -> DEAD), so a worker never revives an entry the reaper is removing. The
+//! first key's insert is the arbiter when two workers create the same entry at once.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::chain::{ChainIndex, Nodes};
+use crate::key::Key;
+use crate::slab::{Slab, Slot};
+
+/// Reference count meaning "claimed by the reaper, or not in use".
+const DEAD: u32 = u32::MAX;
+/// `meta` flag: never expires.
+const STATIC: u32 = 1 << 31;
+/// `meta` flag: the second key is indexed.
+const INDEXED_B: u32 = 1 << 30;
+/// `meta` flag: the slot holds an entry (meta is never 0 while it does).
+const IN_USE: u32 = 1 << 29;
+const USER: u32 = (1 << 29) - 1;
+
+/// One slot.
+#[derive(Debug)]
+pub struct Entry {
+    key_a: AtomicU64,
+    key_b: AtomicU64,
+    links: [AtomicU32; 2],
+    refs: AtomicU32,
+    meta: AtomicU32,
+}
+
+impl Entry {
+    /// Live: not claimed, and either static or holding a reference. A dynamic entry that
+    /// dropped to zero references is gone for the workers; the reaper collects it.
+    #[inline]
+    fn is_live(&self) -> bool {
+        match self.refs.load(Ordering::Acquire) {
+            DEAD => false,
+            0 => self.meta.load(Ordering::Acquire) & STATIC != 0,
+            _ => true,
+        }
+    }
+}
+
+impl Slot for Entry {
+    fn empty() -> Self {
+        Self {
+            key_a: AtomicU64::new(0),
+            key_b: AtomicU64::new(0),
+            links: [AtomicU32::new(0), AtomicU32::new(0)],
+            refs: AtomicU32::new(DEAD),
+            meta: AtomicU32::new(0),
+        }
+    }
+    fn free_link(&self) -> &AtomicU32 {
+        &self.links[0]
+    }
+}
+
+/// A snapshot of an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryView {
+    /// First key.
+    pub key_a: u64,
+    /// Second key.
+    pub key_b: u64,
+    /// References (sessions) held.
+    pub refs: u32,
+    /// Static entries never expire.
+    pub is_static: bool,
+    /// The caller's 29-bit value (e.g. rule index + 1).
+    pub user: u32,
+}
+
+/// Why an insert did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefInsertError {
+    /// No free slot.
+    Full,
+    /// A live entry already has the first key: its id.
+    ExistsA(u32),
+    /// A live entry already has the second key: its id (the new entry was withdrawn).
+    ExistsB(u32),
+}
+
+struct View<'a>(&'a Slab<Entry>);
+
+impl Nodes for View<'_> {
+    #[inline]
+    fn key(&self, n: u32) -> Key {
+        match self.0.get(n >> 1) {
+            Some(e) if n & 1 == 0 => Key(e.key_a.load(Ordering::Acquire), 1),
+            Some(e) => Key(e.key_b.load(Ordering::Acquire), 2),
+            None => Key(0, 0),
+        }
+    }
+    #[inline]
+    fn live(&self, n: u32) -> bool {
+        self.0.get(n >> 1).is_some_and(Entry::is_live)
+    }
+    #[inline]
+    fn link(&self, n: u32) -> Option<&AtomicU32> {
+        self.0.get(n >> 1).map(|e| &e.links[(n & 1) as usize])
+    }
+}
+
+/// The table.
+#[derive(Debug)]
+pub struct RefTable {
+    slab: Slab<Entry>,
+    index: ChainIndex,
+}
+
+impl RefTable {
+    /// Room for `capacity` entries.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            slab: Slab::new(capacity),
+            index: ChainIndex::new(capacity.saturating_mul(2)),
+        }
+    }
+
+    /// Bytes reserved (slots in use so far plus the bucket array).
+    pub fn bytes(&self) -> usize {
+        self.slab.reserved_bytes() + self.index.bytes()
+    }
+
+    /// Bytes per entry at full capacity.
+    pub fn bytes_per_entry(&self) -> usize {
+        std::mem::size_of::<Entry>() + self.index.bytes() / self.slab.capacity().max(1)
+    }
+
+    /// The live entry with first key `a`.
+    #[inline]
+    pub fn find_a(&self, a: u64) -> Option<u32> {
+        self.index
+            .find(&View(&self.slab), Key(a, 1))
+            .map(|n| n >> 1)
+    }
+
+    /// The live entry with second key `b` (only entries inserted with `index_b`).
+    #[inline]
+    pub fn find_b(&self, b: u64) -> Option<u32> {
+        self.index
+            .find(&View(&self.slab), Key(b, 2))
+            .map(|n| n >> 1)
+    }
+
+    /// A snapshot of entry `id`.
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<EntryView> {
+        let e = self.slab.get(id)?;
+        let meta = e.meta.load(Ordering::Acquire);
+        Some(EntryView {
+            key_a: e.key_a.load(Ordering::Acquire),
+            key_b: e.key_b.load(Ordering::Acquire),
+            refs: e.refs.load(Ordering::Acquire),
+            is_static: meta & STATIC != 0,
+            user: meta & USER,
+        })
+    }
+
+    /// Takes a reference unless the entry is gone (claimed by the reaper, or dynamic and
+    /// without references).
+    #[inline]
+    pub fn try_ref(&self, id: u32) -> bool {
+        let Some(e) = self.slab.get(id) else {
+            return false;
+        };
+        let is_static = e.meta.load(Ordering::Acquire) & STATIC != 0;
+        let mut r = e.refs.load(Ordering::Acquire);
+        loop {
+            if r == DEAD || r == DEAD - 1 || (r == 0 && !is_static) {
+                return false;
+            }
+            match e
+                .refs
+                .compare_exchange_weak(r, r + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => r = now,
+            }
+        }
+    }
+
+    /// Drops a reference; returns the count left.
+    pub fn unref(&self, id: u32) -> u32 {
+        let Some(e) = self.slab.get(id) else { return 0 };
+        let mut r = e.refs.load(Ordering::Acquire);
+        loop {
+            if r == 0 || r == DEAD {
+                return 0;
+            }
+            match e
+                .refs
+                .compare_exchange_weak(r, r - 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return r - 1,
+                Err(now) => r = now,
+            }
+        }
+    }
+
+    /// Adds an entry holding `refs` references. The first key is the arbiter: if a live
+    /// entry has it, nothing is inserted and that entry's id is returned.
+    pub fn insert(
+        &self,
+        a: u64,
+        b: u64,
+        index_b: bool,
+        refs: u32,
+        is_static: bool,
+        user: u32,
+    ) -> Result<u32, RefInsertError> {
+        let id = self.slab.alloc().ok_or(RefInsertError::Full)?;
+        let Some(e) = self.slab.get(id) else {
+            return Err(RefInsertError::Full);
+        };
+        e.key_a.store(a, Ordering::Relaxed);
+        e.key_b.store(b, Ordering::Relaxed);
+        // A dynamic entry starts with at least one reference, so the reaper cannot claim it
+        // before it is published. `meta` is written last: a non-zero meta tells the reaper
+        // the slot is initialised.
+        let refs = if is_static { refs } else { refs.max(1) };
+        e.refs.store(refs.min(DEAD - 2), Ordering::Relaxed);
+        let meta = IN_USE
+            | (user & USER)
+            | if is_static { STATIC } else { 0 }
+            | if index_b { INDEXED_B } else { 0 };
+        e.meta.store(meta, Ordering::Release);
+        let view = View(&self.slab);
+        if let Err(m) = self.index.insert(&view, id << 1, Key(a, 1)) {
+            // Never published. Whoever clears `meta` disposes of the slot: us, unless the
+            // reaper's walk got there first.
+            e.refs.store(DEAD, Ordering::Release);
+            if e.meta
+                .compare_exchange(meta, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.slab.free(id);
+            }
+            return Err(RefInsertError::ExistsA(m >> 1));
+        }
+        if index_b {
+            if let Err(m) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
+                // Published under key A: withdraw it; the reaper unlinks it.
+                e.refs.store(DEAD, Ordering::Release);
+                return Err(RefInsertError::ExistsB(m >> 1));
+            }
+        }
+        Ok(id)
+    }
+
+    /// The reaper's walk: claims every unused non-static entry (and every withdrawn one),
+    /// unlinks it and hands it to `on_removed` with its id. The caller must `free` each id
+    /// after a QSBR grace period.
+    pub fn reap(&self, mut on_removed: impl FnMut(u32, EntryView)) {
+        let view = View(&self.slab);
+        for id in 0..self.slab.high_water() {
+            let Some(e) = self.slab.get(id) else { continue };
+            let meta = e.meta.load(Ordering::Acquire);
+            if meta == 0 {
+                continue; // free or already unlinked
+            }
+            let claimed = meta & STATIC == 0
+                && e.refs
+                    .compare_exchange(0, DEAD, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+            if !(claimed || e.refs.load(Ordering::Acquire) == DEAD) {
+                continue;
+            }
+            let Some(v) = self.get(id) else { continue };
+            // Clearing `meta` claims the slot's disposal (an inserter that lost its race
+            // may be trying to do the same).
+            if e.meta
+                .compare_exchange(meta, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            self.index.remove(&view, id << 1, Key(v.key_a, 1));
+            if meta & INDEXED_B != 0 {
+                self.index.remove(&view, (id << 1) | 1, Key(v.key_b, 2));
+            }
+            on_removed(id, v);
+        }
+    }
+
+    /// Returns a reaped slot once no worker can reach it.
+    pub fn free(&self, id: u32) {
+        self.slab.free(id);
+    }
+
+    /// Live entries (a walk; for reports and tests).
+    pub fn live(&self) -> usize {
+        (0..self.slab.high_water())
+            .filter_map(|id| self.slab.get(id))
+            .filter(|e| e.meta.load(Ordering::Acquire) != 0 && e.is_live())
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn lifecycle() {
+        let t = RefTable::new(8);
+        let id = t.insert(10, 20, true, 1, false, 5).unwrap();
+        assert_eq!(t.find_a(10), Some(id));
+        assert_eq!(t.find_b(20), Some(id));
+        assert_eq!(
+            t.insert(10, 21, true, 1, false, 0),
+            Err(RefInsertError::ExistsA(id))
+        );
+        assert_eq!(
+            t.insert(11, 20, true, 1, false, 0),
+            Err(RefInsertError::ExistsB(id))
+        );
+        assert!(t.try_ref(id));
+        assert_eq!(t.unref(id), 1);
+        let mut reaped = vec![];
+        t.reap(|i, _| reaped.push(i));
+        assert_eq!(
+            reaped.len(),
+            1,
+            "only the withdrawn entry (11, 20) was reaped"
+        );
+        assert_eq!(t.unref(id), 0);
+        t.reap(|i, v| {
+            assert_eq!(i, id);
+            assert_eq!(v.user, 5);
+        });
+        assert!(!t.try_ref(id), "claimed entries cannot be revived");
+        assert_eq!(t.find_a(10), None);
+        assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn static_entries_never_reaped() {
+        let t = RefTable::new(4);
+        let id = t.insert(1, 2, true, 0, true, 0).unwrap();
+        t.reap(|_, _| panic!("static entry reaped"));
+        assert_eq!(t.find_b(2), Some(id));
+    }
+
+    /// Workers take and drop references while the reaper claims unused entries: a worker
+    /// either gets a live entry or is refused; a claimed entry is never revived.
+    #[test]
+    fn references_race_with_the_reaper() {
+        let t = Arc::new(RefTable::new(64));
+        let id = t.insert(7, 0, false, 0, false, 0).unwrap();
+        let worker = {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                let mut got = 0;
+                for _ in 0..100_000 {
+                    if t.try_ref(id) {
+                        got += 1;
+                        assert_ne!(t.get(id).unwrap().refs, DEAD);
+                        t.unref(id);
+                    }
+                }
+                // Drop the creator's reference: from now on the reaper may claim it.
+                t.unref(id);
+                got
+            })
+        };
+        let mut reaped = 0;
+        for _ in 0..1000 {
+            t.reap(|_, _| reaped += 1);
+        }
+        let got = worker.join().unwrap();
+        t.reap(|_, _| reaped += 1);
+        assert_eq!(
+            reaped, 1,
+            "claimed exactly once, and only after the last reference"
+        );
+        assert!(!t.try_ref(id), "a claimed entry is never revived");
+        assert_eq!(got, 100_000, "while referenced it was never claimed");
+    }
+}

@@ -1,0 +1,108 @@
+//! The reaper: one per NAT44 instance, run by a dedicated thread (or inline by a
+//! single-threaded caller). It walks the tables, deletes timed-out original+reply record
+//! pairs, drops bindings whose last session went, returns their ports to the pool after
+//! the reuse hold, and frees slots once a QSBR grace period has passed.
+
+use std::sync::Arc;
+
+use conntrack::{SessionId, Timestamp};
+
+use super::worker::release_session;
+use super::{key_ep, key_proto, Nat44Shared, SWEEP_INTERVAL};
+use crate::stats::Counters;
+
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Session(u32),
+    Binding(u32),
+    Permit(u32),
+}
+
+/// The reaper's state.
+#[derive(Debug)]
+pub struct Nat44Reaper {
+    shared: Arc<Nat44Shared>,
+    /// Unlinked slots waiting for their grace period: (epoch stamp, slot).
+    limbo: Vec<(u64, Slot)>,
+    next_sweep: Option<Timestamp>,
+    counters: Counters,
+}
+
+impl Nat44Reaper {
+    pub(super) fn new(shared: Arc<Nat44Shared>) -> Self {
+        Self {
+            shared,
+            limbo: Vec::new(),
+            next_sweep: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The reaper's counters (`sessions_expired`).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Slots waiting for a grace period.
+    pub fn limbo_len(&self) -> usize {
+        self.limbo.len()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next run.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let sweep = self.next_sweep.unwrap_or(Timestamp::ZERO);
+        let pools = self
+            .shared
+            .pools
+            .iter()
+            .filter_map(|p| p.poll_timeout())
+            .min();
+        Some(pools.map_or(sweep, |p| p.min(sweep)))
+    }
+
+    /// One pass: expire idle sessions, drop unused bindings and permits, release ports
+    /// whose hold has passed, reclaim slots no worker can reach.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        let sh = Arc::clone(&self.shared);
+        let mut unlinked = Vec::new();
+        sh.sessions.reap(
+            |v| v.last_seen() + sh.timeout(v.initial.proto, v.tcp) <= now,
+            |id, v, marked_here| {
+                if marked_here {
+                    release_session(&sh, &v);
+                    self.counters.sessions_expired += 1;
+                }
+                unlinked.push(Slot::Session(id.0));
+            },
+        );
+        sh.bindings.reap(|id, b| {
+            if !b.is_static && b.user > 0 {
+                if let Some(pool) = sh.pools.get(b.user as usize - 1) {
+                    pool.release(key_proto(b.key_a), key_ep(b.key_b), now);
+                }
+            }
+            unlinked.push(Slot::Binding(id));
+        });
+        sh.permits.reap(|id, _| unlinked.push(Slot::Permit(id)));
+        if !unlinked.is_empty() {
+            let stamp = sh.qsbr.advance();
+            self.limbo.extend(unlinked.into_iter().map(|s| (stamp, s)));
+        }
+        let safe = sh.qsbr.safe_epoch();
+        self.limbo.retain(|(stamp, slot)| {
+            if *stamp > safe {
+                return true;
+            }
+            match *slot {
+                Slot::Session(i) => sh.sessions.free(SessionId(i)),
+                Slot::Binding(i) => sh.bindings.free(i),
+                Slot::Permit(i) => sh.permits.free(i),
+            }
+            false
+        });
+        for p in &sh.pools {
+            p.handle_timeout(now);
+        }
+        self.next_sweep = Some(now + SWEEP_INTERVAL);
+    }
+}

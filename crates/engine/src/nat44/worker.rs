@@ -1,0 +1,468 @@
+//! The per-thread face of NAT44: `process(now, dir, packet)`, lock-free.
+
+use std::sync::Arc;
+
+use conntrack::session::{FROM_INSIDE, HAIRPIN};
+use conntrack::{
+    Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef, RefInsertError,
+    SessionId, Side, Timestamp, Tuple,
+};
+use xlat::nat44::{rewrite, rewrite_icmp_error, IcmpErrorRewrite, L4Kind};
+
+use super::parse::{parse, Flow, IcmpError, Parsed};
+use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
+use crate::config::Filtering;
+use crate::stats::Counters;
+use crate::verdict::{Direction, DropReason, Verdict};
+
+/// One data-plane thread's handle on a NAT44 instance.
+#[derive(Debug)]
+pub struct Nat44Worker {
+    shared: Arc<Nat44Shared>,
+    qsbr: QsbrHandle,
+    id: usize,
+    counters: Counters,
+}
+
+/// The direction packets matching `side` of a session with `flags` legitimately travel.
+#[inline]
+fn side_direction(flags: u32, side: Side) -> Direction {
+    let orig = if flags & FROM_INSIDE != 0 {
+        Direction::Outbound
+    } else {
+        Direction::Inbound
+    };
+    match side {
+        Side::Original => orig,
+        Side::Reply if flags & HAIRPIN != 0 => Direction::Outbound,
+        Side::Reply => match orig {
+            Direction::Outbound => Direction::Inbound,
+            Direction::Inbound => Direction::Outbound,
+        },
+    }
+}
+
+impl Nat44Worker {
+    pub(super) fn new(shared: Arc<Nat44Shared>, id: usize) -> Self {
+        let qsbr = shared.qsbr.handle(id);
+        Self {
+            shared,
+            qsbr,
+            id,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &Arc<Nat44Shared> {
+        &self.shared
+    }
+
+    /// This worker's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Announces a quiescent point: call between batches (never while holding a packet
+    /// half-processed). The reaper reuses slots only after every worker has done so.
+    #[inline]
+    pub fn quiescent(&self) {
+        self.qsbr.quiescent();
+    }
+
+    /// Announces that this worker is idle and holds nothing (e.g. before sleeping).
+    pub fn offline(&self) {
+        self.qsbr.offline();
+    }
+
+    /// Translates one IPv4 packet in place. `pkt` starts at the IPv4 header; bytes after
+    /// the IPv4 total length (link padding) are left alone.
+    #[inline]
+    pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Verdict {
+        match self.process_inner(now, dir, pkt) {
+            Ok(()) => {
+                self.counters.forwarded += 1;
+                Verdict::Forward
+            }
+            Err(r) => {
+                self.counters.drop(r);
+                Verdict::Drop(r)
+            }
+        }
+    }
+
+    #[inline]
+    fn process_inner(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        pkt: &mut [u8],
+    ) -> Result<(), DropReason> {
+        let parsed = parse(pkt)?;
+        let ttl = match parsed {
+            Parsed::Flow(f) => f.ttl,
+            Parsed::IcmpError(e) => e.ttl,
+        };
+        if self.shared.cfg.decrement_ttl && ttl <= 1 {
+            return Err(DropReason::TtlExpired);
+        }
+        match parsed {
+            Parsed::Flow(f) => self.flow(now, dir, f, pkt),
+            Parsed::IcmpError(e) => self.icmp_error(now, dir, e, pkt),
+        }
+    }
+
+    /// Looks a tuple up; a session found idle past its timeout is expired on the spot.
+    #[inline]
+    fn lookup_live(&mut self, t: &Tuple, now: Timestamp) -> Option<RecordRef> {
+        let sh = &self.shared;
+        let r = sh.sessions.lookup(t)?;
+        let (seen, tcp, proto) = sh.sessions.activity(r.session)?;
+        if seen + sh.timeout(proto, tcp) > now {
+            return Some(r);
+        }
+        self.expire(r.session);
+        None
+    }
+
+    /// Marks a session dead and, if this call did, releases what it held.
+    fn expire(&mut self, id: SessionId) {
+        let sh = &self.shared;
+        if let Some(v) = sh.sessions.view(id) {
+            if sh.sessions.mark_dead(id) {
+                release_session(sh, &v);
+                self.counters.sessions_expired += 1;
+            }
+        }
+    }
+
+    #[inline]
+    fn flow(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        f: Flow,
+        pkt: &mut [u8],
+    ) -> Result<(), DropReason> {
+        let r = match self.lookup_live(&f.tuple, now) {
+            Some(r) => r,
+            None => match dir {
+                Direction::Outbound => self.new_outbound(now, &f.tuple)?,
+                Direction::Inbound => self.new_inbound(now, &f.tuple)?,
+            },
+        };
+        let sessions = &self.shared.sessions;
+        let flags = sessions.flags(r.session);
+        if side_direction(flags, r.side) != dir {
+            return Err(DropReason::WrongDirection);
+        }
+        if f.kind == L4Kind::Tcp {
+            sessions.observe_tcp(r, f.tcp_flags);
+        }
+        if flags & HAIRPIN != 0 {
+            self.counters.hairpinned += 1;
+        }
+        sessions.touch(r, now);
+        let to = sessions.revised(r).ok_or(DropReason::NoMapping)?;
+        let end = f.total_len.min(pkt.len());
+        rewrite(
+            &mut pkt[..end],
+            f.l4_off,
+            f.kind,
+            &rewrite_of(&to),
+            self.shared.cfg.decrement_ttl,
+        );
+        Ok(())
+    }
+
+    fn icmp_error(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        e: IcmpError,
+        pkt: &mut [u8],
+    ) -> Result<(), DropReason> {
+        // The quote is a packet this NAT forwarded; its reverse is the tuple of the record
+        // the error travels along (RFC 5508 §7). An error does not refresh the session.
+        let r = self
+            .lookup_live(&e.quoted.reversed(), now)
+            .ok_or(DropReason::IcmpErrorNoSession)?;
+        let sessions = &self.shared.sessions;
+        if side_direction(sessions.flags(r.session), r.side) != dir {
+            return Err(DropReason::WrongDirection);
+        }
+        let (initial, revised) = match (sessions.initial(r), sessions.revised(r)) {
+            (Some(i), Some(v)) => (i, v),
+            _ => return Err(DropReason::IcmpErrorNoSession),
+        };
+        if e.outer_dst != initial.dst.addr {
+            return Err(DropReason::IcmpErrorNoSession);
+        }
+        let how = IcmpErrorRewrite {
+            icmp_off: e.icmp_off,
+            outer_src: if e.outer_src == initial.src.addr {
+                revised.src.addr
+            } else {
+                e.outer_src
+            },
+            outer_dst: revised.dst.addr,
+            quote_ihl: e.quote_ihl,
+            quote_kind: e.quote_kind,
+            quote_to: rewrite_of(&revised.reversed()),
+        };
+        let end = e.total_len.min(pkt.len());
+        if !rewrite_icmp_error(&mut pkt[..end], &how, self.shared.cfg.decrement_ttl) {
+            return Err(DropReason::IcmpErrorMalformed);
+        }
+        self.counters.icmp_errors_translated += 1;
+        Ok(())
+    }
+
+    /// A new flow from the inside: find or make the binding, then install both records.
+    fn new_outbound(&mut self, now: Timestamp, t: &Tuple) -> Result<RecordRef, DropReason> {
+        let hairpin = self.shared.is_public(t.dst.addr);
+        // Resolve the destination first so a refused hairpin allocates nothing.
+        let (dst, target) = if hairpin {
+            if !self.shared.cfg.hairpinning {
+                return Err(DropReason::HairpinDisabled);
+            }
+            self.shared
+                .inbound_target(t.proto, t.dst)
+                .ok_or(DropReason::NoMapping)?
+        } else {
+            (t.dst, None)
+        };
+        let bid = self.outbound_binding(t.proto, t.src)?;
+        let public = self
+            .shared
+            .bindings
+            .get(bid)
+            .map(|b| key_ep(b.key_b))
+            .ok_or(DropReason::NoMapping)?;
+        if let Some(target) = target {
+            if !self.shared.filter_allows(target, public) {
+                self.shared.bindings.unref(bid);
+                return Err(DropReason::Filtered);
+            }
+        }
+        let revised = Tuple::new(t.proto, public, dst);
+        let flags = FROM_INSIDE | if hairpin { HAIRPIN } else { 0 };
+        self.install(now, *t, revised, bid, flags)
+    }
+
+    /// A new flow from the outside to a public endpoint.
+    fn new_inbound(&mut self, now: Timestamp, t: &Tuple) -> Result<RecordRef, DropReason> {
+        let sh = &self.shared;
+        let (inside, existing) = sh
+            .inbound_target(t.proto, t.dst)
+            .ok_or(DropReason::NoMapping)?;
+        let bid = match existing {
+            Some(b) => {
+                if !sh.filter_allows(b, t.src) {
+                    return Err(DropReason::Filtered);
+                }
+                if !sh.bindings.try_ref(b) {
+                    return Err(DropReason::NoMapping);
+                }
+                b
+            }
+            // Static 1:1: the binding is made on demand, port kept.
+            None => match sh.bindings.insert(
+                ep_key(t.proto, inside),
+                ep_key(t.proto, t.dst),
+                true,
+                1,
+                false,
+                0,
+            ) {
+                Ok(b) => b,
+                Err(RefInsertError::ExistsA(b)) if sh.bindings.try_ref(b) => b,
+                Err(RefInsertError::Full) => return Err(DropReason::TableFull),
+                Err(_) => return Err(DropReason::NoMapping),
+            },
+        };
+        let revised = Tuple::new(t.proto, t.src, inside);
+        self.install(now, *t, revised, bid, 0)
+    }
+
+    /// The binding an inside endpoint uses, with a reference taken for the new session:
+    /// existing, static 1:1, or newly allocated from its rule's pool (endpoint-independent
+    /// mapping, paired pooling). When two workers create it at once, the binding table's
+    /// insert picks one and the other gives its port back.
+    fn outbound_binding(&mut self, proto: Proto, inside: Endpoint) -> Result<u32, DropReason> {
+        let sh = Arc::clone(&self.shared);
+        let key = ep_key(proto, inside);
+        for _ in 0..4 {
+            if let Some(b) = sh.bindings.find_a(key) {
+                if sh.bindings.try_ref(b) {
+                    return Ok(b);
+                }
+            }
+            let (public, rule) = if let Some(p) = sh.static_by_inside.get(&inside.addr) {
+                (Endpoint::new(*p, inside.port), None)
+            } else {
+                let rule = sh.rules.lookup(inside.addr).ok_or(DropReason::NoRule)?;
+                let pool = &sh.pools[rule as usize];
+                let e = pool
+                    .allocate(proto, inside, sh.cfg.port_preservation, self.id)
+                    .map_err(|e| match e {
+                        PoolError::PairedAddressFull | PoolError::Empty => {
+                            DropReason::PoolExhausted
+                        }
+                    })?;
+                (e, Some(rule))
+            };
+            let give_back = |sh: &Nat44Shared| {
+                if let Some(r) = rule {
+                    sh.pools[r as usize].give_back_now(proto, public);
+                }
+            };
+            match sh.bindings.insert(
+                key,
+                ep_key(proto, public),
+                true,
+                1,
+                false,
+                rule.map_or(0, |r| r + 1),
+            ) {
+                Ok(b) => {
+                    self.counters.bindings_created += 1;
+                    return Ok(b);
+                }
+                Err(RefInsertError::ExistsA(_)) => give_back(&sh), // another worker won: use its binding
+                Err(RefInsertError::ExistsB(_)) => {
+                    give_back(&sh);
+                    return Err(DropReason::PoolExhausted);
+                }
+                Err(RefInsertError::Full) => {
+                    give_back(&sh);
+                    return Err(DropReason::TableFull);
+                }
+            }
+        }
+        Err(DropReason::PoolExhausted)
+    }
+
+    fn install(
+        &mut self,
+        now: Timestamp,
+        initial: Tuple,
+        revised: Tuple,
+        bid: u32,
+        flags: u32,
+    ) -> Result<RecordRef, DropReason> {
+        let sh = Arc::clone(&self.shared);
+        let permit = if sh.cfg.filtering == Filtering::AddressDependent {
+            let remote = if flags & FROM_INSIDE != 0 {
+                revised.dst.addr
+            } else {
+                initial.src.addr
+            };
+            match sh.acquire_permit(bid, remote) {
+                Some(p) => Some(p),
+                None => {
+                    sh.bindings.unref(bid);
+                    return Err(DropReason::TableFull);
+                }
+            }
+        } else {
+            None
+        };
+        let undo = |sh: &Nat44Shared| {
+            sh.bindings.unref(bid);
+            if let Some(p) = permit {
+                sh.permits.unref(p);
+            }
+        };
+        match sh.sessions.insert(
+            &NewSession {
+                initial,
+                revised,
+                binding: bid,
+                flags,
+            },
+            now,
+        ) {
+            Ok(id) => {
+                self.counters.sessions_created += 1;
+                Ok(RecordRef {
+                    session: id,
+                    side: Side::Original,
+                })
+            }
+            Err(InsertError::Exists(r)) => {
+                // Another worker created this session a moment ago: use the winner's.
+                undo(&sh);
+                Ok(r)
+            }
+            Err(InsertError::Full) => {
+                undo(&sh);
+                Err(DropReason::TableFull)
+            }
+        }
+    }
+}
+
+/// Releases what a dead session held: its binding reference and its filtering permit.
+/// Called exactly once per session, by whoever marked it dead.
+pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView) {
+    sh.bindings.unref(v.binding);
+    if sh.cfg.filtering == Filtering::AddressDependent {
+        let remote = if v.flags & FROM_INSIDE != 0 {
+            v.revised.dst.addr
+        } else {
+            v.initial.src.addr
+        };
+        if let Some(p) = sh.permits.find_a(permit_key(v.binding, remote)) {
+            sh.permits.unref(p);
+        }
+    }
+}
+
+#[inline]
+fn permit_key(binding: u32, remote: std::net::Ipv4Addr) -> u64 {
+    u64::from(binding) << 32 | u64::from(u32::from(remote))
+}
+
+impl Nat44Shared {
+    /// Where a packet to public endpoint `dst` goes: the inside endpoint, and the binding
+    /// if one exists (a static 1:1 address may not have one yet).
+    #[inline]
+    fn inbound_target(&self, proto: Proto, dst: Endpoint) -> Option<(Endpoint, Option<u32>)> {
+        if let Some(b) = self.bindings.find_b(ep_key(proto, dst)) {
+            return self.bindings.get(b).map(|x| (key_ep(x.key_a), Some(b)));
+        }
+        self.static_by_public
+            .get(&dst.addr)
+            .map(|inside| (Endpoint::new(*inside, dst.port), None))
+    }
+
+    fn filter_allows(&self, b: u32, remote: Endpoint) -> bool {
+        match self.cfg.filtering {
+            Filtering::EndpointIndependent => true,
+            Filtering::AddressDependent => {
+                self.permits.find_a(permit_key(b, remote.addr)).is_some()
+            }
+            // An allowed packet would have matched its session's reply record directly.
+            Filtering::AddressAndPortDependent => self.bindings.get(b).is_some_and(|x| x.is_static),
+        }
+    }
+
+    /// Takes a reference on the (binding, remote address) permit, creating it if needed.
+    fn acquire_permit(&self, b: u32, remote: std::net::Ipv4Addr) -> Option<u32> {
+        let key = permit_key(b, remote);
+        for _ in 0..4 {
+            if let Some(p) = self.permits.find_a(key) {
+                if self.permits.try_ref(p) {
+                    return Some(p);
+                }
+            }
+            match self.permits.insert(key, 0, false, 1, false, 0) {
+                Ok(p) => return Some(p),
+                Err(RefInsertError::Full) => return None,
+                Err(_) => continue,
+            }
+        }
+        None
+    }
+}
