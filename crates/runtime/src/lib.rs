@@ -4,6 +4,7 @@
 //! reaper thread come next and reuse the same per-frame step.
 
 pub mod offline;
+pub mod rss;
 mod step;
 
 pub use step::{l3_offset, Nat44Step, StepOutcome};
