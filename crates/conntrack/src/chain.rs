@@ -25,6 +25,14 @@ pub trait Nodes {
     fn live(&self, n: u32) -> bool;
     /// The link word of node `n`.
     fn link(&self, n: u32) -> Option<&AtomicU32>;
+
+    /// One step of a chain walk: whether node `n` is live and filed under `key`, and the
+    /// link to the next node. Implementations override this to touch the node once.
+    #[inline]
+    fn probe(&self, n: u32, key: Key) -> Option<(bool, u32)> {
+        let next = self.link(n)?.load(Ordering::Acquire);
+        Some((self.key(n) == key && self.live(n), next))
+    }
 }
 
 /// Link value meaning "end of chain"; node ids are stored plus one.
@@ -65,10 +73,11 @@ impl ChainIndex {
         let mut steps = 0u32;
         while cur != END {
             let n = cur - 1;
-            if nodes.key(n) == key && nodes.live(n) {
+            let (hit, next) = nodes.probe(n, key)?;
+            if hit {
                 return Some(n);
             }
-            cur = nodes.link(n)?.load(Ordering::Acquire);
+            cur = next;
             steps += 1;
             if steps > 1 << 20 {
                 return None; // a corrupted chain must not hang a worker
@@ -89,13 +98,13 @@ impl ChainIndex {
             let mut cur = h;
             while cur != END {
                 let m = cur - 1;
-                if m != n && nodes.key(m) == key && nodes.live(m) {
+                let Some((hit, next)) = nodes.probe(m, key) else {
+                    break;
+                };
+                if hit && m != n {
                     return Err(m);
                 }
-                cur = match nodes.link(m) {
-                    Some(l) => l.load(Ordering::Acquire),
-                    None => END,
-                };
+                cur = next;
             }
             link.store(h, Ordering::Relaxed);
             match head.compare_exchange(h, n + 1, Ordering::AcqRel, Ordering::Acquire) {

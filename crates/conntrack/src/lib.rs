@@ -26,7 +26,9 @@ pub use key::Key;
 pub use pool::{PoolError, PortPool};
 pub use qsbr::{Qsbr, QsbrHandle};
 pub use reftable::{RefInsertError, RefTable};
-pub use session::{InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side};
+pub use session::{
+    Hit, InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side,
+};
 pub use tcp::TcpState;
 pub use time::Timestamp;
 pub use tuple::{Endpoint, Proto, Tuple};

@@ -62,6 +62,9 @@ pub const FROM_INSIDE: u32 = 1 << 2;
 pub const HAIRPIN: u32 = 1 << 3;
 const TCP_SHIFT: u32 = 8;
 
+/// How stale a record's last-seen time may get before a hit rewrites it.
+pub const TOUCH_GRANULARITY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// One session: both records in one cache line.
 #[derive(Debug)]
 #[repr(align(64))]
@@ -172,6 +175,107 @@ impl Nodes for View<'_> {
     fn link(&self, n: u32) -> Option<&AtomicU32> {
         self.0.get(n >> 1).map(|s| &s.links[(n & 1) as usize])
     }
+    #[inline]
+    fn probe(&self, n: u32, key: Key) -> Option<(bool, u32)> {
+        let s = self.0.get(n >> 1)?;
+        let side = (n & 1) as usize;
+        let next = s.links[side].load(Ordering::Acquire);
+        let hit = s.keys[side][0].load(Ordering::Acquire) == key.0
+            && s.keys[side][1].load(Ordering::Acquire) == key.1
+            && s.state.load(Ordering::Acquire) & LIFECYCLE == ALIVE;
+        Some((hit, next))
+    }
+}
+
+/// A looked-up record with its session's slot in hand: the per-packet operations go
+/// through this so the slot is located once per packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Hit<'a> {
+    slot: &'a SessionSlot,
+    /// Which session and record.
+    pub r: RecordRef,
+}
+
+impl Hit<'_> {
+    /// Later last-seen time of the two records, TCP state, protocol.
+    #[inline]
+    pub fn activity(&self) -> (Timestamp, TcpState, crate::tuple::Proto) {
+        let s = self.slot;
+        let seen = s.seen[0]
+            .load(Ordering::Relaxed)
+            .max(s.seen[1].load(Ordering::Relaxed));
+        let st = s.state.load(Ordering::Acquire);
+        let proto = match s.keys[0][1].load(Ordering::Relaxed) & 0xff {
+            0 => crate::tuple::Proto::Tcp,
+            1 => crate::tuple::Proto::Udp,
+            _ => crate::tuple::Proto::Icmp,
+        };
+        (
+            Timestamp::from_nanos(seen),
+            TcpState::from_bits((st >> TCP_SHIFT) as u8),
+            proto,
+        )
+    }
+
+    /// `FROM_INSIDE` / `HAIRPIN` flags.
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        self.slot.state.load(Ordering::Acquire) & (FROM_INSIDE | HAIRPIN)
+    }
+
+    /// The tuple the packet must be rewritten to.
+    #[inline]
+    pub fn revised(&self) -> Tuple {
+        self.slot.key(1 - self.r.side.index()).reversed().tuple()
+    }
+
+    /// The record's initial tuple.
+    #[inline]
+    pub fn initial(&self) -> Tuple {
+        self.slot.key(self.r.side.index()).tuple()
+    }
+
+    /// Refreshes the record's timestamp (see [`SessionTable::touch`]).
+    #[inline]
+    pub fn touch(&self, now: Timestamp) {
+        touch_slot(self.slot, self.r.side, now);
+    }
+
+    /// Feeds TCP flags into the session's state.
+    #[inline]
+    pub fn observe_tcp(&self, tcp_flags: u8) {
+        observe_slot(self.slot, self.r.side, tcp_flags);
+    }
+}
+
+#[inline]
+fn touch_slot(s: &SessionSlot, side: Side, now: Timestamp) {
+    let seen = &s.seen[side.index()];
+    if now.as_nanos().saturating_sub(seen.load(Ordering::Relaxed))
+        > TOUCH_GRANULARITY.as_nanos() as u64
+    {
+        seen.store(now.as_nanos(), Ordering::Relaxed);
+    }
+}
+
+#[inline]
+fn observe_slot(s: &SessionSlot, side: Side, tcp_flags: u8) {
+    let mut cur = s.state.load(Ordering::Acquire);
+    loop {
+        let mut t = TcpState::from_bits((cur >> TCP_SHIFT) as u8);
+        t.observe(side, tcp_flags);
+        let new = (cur & !(0xff << TCP_SHIFT)) | (u32::from(t.bits()) << TCP_SHIFT);
+        if new == cur {
+            return;
+        }
+        match s
+            .state
+            .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
 }
 
 /// All sessions.
@@ -209,6 +313,25 @@ impl SessionTable {
     #[inline]
     pub fn lookup(&self, key: &Tuple) -> Option<RecordRef> {
         self.lookup_key(Key::of(key))
+    }
+
+    /// Finds the live record for `key`, with its slot in hand.
+    #[inline]
+    pub fn hit(&self, key: &Tuple) -> Option<Hit<'_>> {
+        let r = self.lookup_key(Key::of(key))?;
+        Some(Hit {
+            slot: self.slab.get(r.session.0)?,
+            r,
+        })
+    }
+
+    /// The hit for a known record.
+    #[inline]
+    pub fn hit_of(&self, r: RecordRef) -> Option<Hit<'_>> {
+        Some(Hit {
+            slot: self.slab.get(r.session.0)?,
+            r,
+        })
     }
 
     /// Finds the live record filed under a packed key.
@@ -253,38 +376,23 @@ impl SessionTable {
             .map(|s| s.binding.load(Ordering::Acquire))
     }
 
-    /// Refreshes the record's timestamp (a store only when the time moved).
+    /// Refreshes the record's timestamp. The store happens only when the stored time is
+    /// more than [`TOUCH_GRANULARITY`] old: a busy session's cache line is then written a
+    /// few times a second instead of once per packet, so the workers handling its two
+    /// directions do not bounce the line between their cores. Expiry is measured in
+    /// seconds, so a timestamp up to 50 ms stale changes nothing.
     #[inline]
     pub fn touch(&self, r: RecordRef, now: Timestamp) {
         if let Some(s) = self.slab.get(r.session.0) {
-            let seen = &s.seen[r.side.index()];
-            if seen.load(Ordering::Relaxed) != now.as_nanos() {
-                seen.store(now.as_nanos(), Ordering::Relaxed);
-            }
+            touch_slot(s, r.side, now);
         }
     }
 
     /// Feeds a TCP segment's flags into the session's state (written only on change).
     #[inline]
     pub fn observe_tcp(&self, r: RecordRef, tcp_flags: u8) {
-        let Some(s) = self.slab.get(r.session.0) else {
-            return;
-        };
-        let mut cur = s.state.load(Ordering::Acquire);
-        loop {
-            let mut t = TcpState::from_bits((cur >> TCP_SHIFT) as u8);
-            t.observe(r.side, tcp_flags);
-            let new = (cur & !(0xff << TCP_SHIFT)) | (u32::from(t.bits()) << TCP_SHIFT);
-            if new == cur {
-                return;
-            }
-            match s
-                .state
-                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return,
-                Err(now) => cur = now,
-            }
+        if let Some(s) = self.slab.get(r.session.0) {
+            observe_slot(s, r.side, tcp_flags);
         }
     }
 

@@ -3,6 +3,8 @@
 //! packet to the engine. Today: offline pcap replay. Live workers, RSS dispatch and the
 //! reaper thread come next and reuse the same per-frame step.
 
+pub mod balance;
+pub mod bench;
 pub mod offline;
 pub mod rss;
 mod step;

@@ -1,11 +1,11 @@
 //! Accumulating checksum deltas: many 16-bit field changes, one checksum update.
 
-use wire::checksum::fold;
+use wire::checksum::{combine, fold};
 
 /// The ones'-complement sum of `~old + new` over every changed 16-bit word (RFC 1624
 /// eqn 3, generalised to several words). Apply it to any checksum covering those words.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Delta(u32);
+pub struct Delta(u64);
 
 impl Delta {
     /// No change.
@@ -14,8 +14,8 @@ impl Delta {
     /// Records that a 16-bit word changed from `old` to `new`.
     #[inline]
     pub fn word(&mut self, old: u16, new: u16) {
-        // Fold eagerly so the accumulator can never overflow however many words change.
-        self.0 = u32::from(fold(self.0 + u32::from(!old) + u32::from(new)));
+        // Each term is below 2^17: 2^47 of them would be needed to overflow; fold once at the end.
+        self.0 += u64::from(!old) + u64::from(new);
     }
 
     /// Records a change of a 4-byte field (an IPv4 address).
@@ -34,13 +34,15 @@ impl Delta {
     /// Adds another delta (e.g. the pseudo-header change to a port change).
     #[inline]
     pub fn add(&mut self, other: Delta) {
-        self.0 = u32::from(fold(self.0 + other.0));
+        self.0 += other.0;
     }
 
     /// The updated checksum: `~(~HC + delta)`.
     #[inline]
     pub fn apply(self, csum: u16) -> u16 {
-        !fold(u32::from(!csum) + self.0)
+        let mut s = u64::from(!csum) + self.0;
+        s = (s & 0xFFFF_FFFF) + (s >> 32);
+        !fold(combine(s as u32, 0))
     }
 
     /// Like [`apply`](Self::apply) under the IPv4 UDP rule: a zero checksum (none sent)
@@ -132,7 +134,7 @@ mod tests {
 
     #[test]
     fn udp_zero_rule() {
-        assert_eq!(Delta(5).apply_udp4(0), 0, "no checksum stays none");
+        assert_eq!(Delta(5u64).apply_udp4(0), 0, "no checksum stays none");
         // Find a delta that drives the checksum to 0x0000 and check it is sent as 0xFFFF.
         let mut d = Delta::ZERO;
         d.word(0x0000, 0x1234);

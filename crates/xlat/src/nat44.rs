@@ -90,6 +90,84 @@ fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: D
     changed
 }
 
+/// Adds the change of a 32-bit field to a delta (as two 16-bit words).
+#[inline(always)]
+fn delta32(d: &mut Delta, old: u32, new: u32) {
+    d.word((old >> 16) as u16, (new >> 16) as u16);
+    d.word(old as u16, new as u16);
+}
+
+/// The common case with one bounds check up front: a 20-byte IPv4 header followed by a
+/// full TCP (20 bytes) or UDP (8 bytes) header. Returns false (nothing written) when the
+/// packet is not of that shape.
+#[inline]
+fn rewrite_fast(pkt: &mut [u8], kind: L4Kind, to: &Rewrite, decrement_ttl: bool) -> bool {
+    let need = match kind {
+        L4Kind::Tcp => 40,
+        L4Kind::Udp => 28,
+        L4Kind::IcmpQuery => return false,
+    };
+    if pkt.len() < need {
+        return false;
+    }
+    let (ip, l4) = pkt.split_at_mut(20);
+    let Ok(ip) = <&mut [u8; 20]>::try_from(ip) else {
+        return false;
+    };
+    rewrite_headers(ip, &mut l4[..need - 20], kind, to, decrement_ttl)
+}
+
+#[inline(always)]
+fn rewrite_headers(
+    ip: &mut [u8; 20],
+    l4: &mut [u8],
+    kind: L4Kind,
+    to: &Rewrite,
+    decrement_ttl: bool,
+) -> bool {
+    let rd32 = |b: &[u8; 20], o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let (old_src, old_dst) = (rd32(ip, 12), rd32(ip, 16));
+    let (new_src, new_dst) = (u32::from(to.src), u32::from(to.dst));
+    let mut pseudo = Delta::ZERO;
+    delta32(&mut pseudo, old_src, new_src);
+    delta32(&mut pseudo, old_dst, new_dst);
+    ip[12..16].copy_from_slice(&new_src.to_be_bytes());
+    ip[16..20].copy_from_slice(&new_dst.to_be_bytes());
+    let mut ip_delta = pseudo;
+    if decrement_ttl {
+        let w = u16::from_be_bytes([ip[8], ip[9]]);
+        let nw = w.wrapping_sub(0x0100);
+        ip_delta.word(w, nw);
+        ip[8] = (nw >> 8) as u8;
+    }
+    let c = u16::from_be_bytes([ip[10], ip[11]]);
+    ip[10..12].copy_from_slice(&ip_delta.apply(c).to_be_bytes());
+    if l4.len() < 8 {
+        return false;
+    }
+    let (op, odp) = (
+        u16::from_be_bytes([l4[0], l4[1]]),
+        u16::from_be_bytes([l4[2], l4[3]]),
+    );
+    let mut d = pseudo;
+    d.word(op, to.sport);
+    d.word(odp, to.dport);
+    l4[0..2].copy_from_slice(&to.sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&to.dport.to_be_bytes());
+    match kind {
+        L4Kind::Tcp if l4.len() >= 18 => {
+            let c = u16::from_be_bytes([l4[16], l4[17]]);
+            l4[16..18].copy_from_slice(&d.apply(c).to_be_bytes());
+        }
+        L4Kind::Udp => {
+            let c = u16::from_be_bytes([l4[6], l4[7]]);
+            l4[6..8].copy_from_slice(&d.apply_udp4(c).to_be_bytes());
+        }
+        _ => {}
+    }
+    true
+}
+
 /// Sets the packet's source and destination addresses and ports to `to`, updates the IPv4
 /// header checksum and the transport checksum incrementally, and decrements the TTL when
 /// asked. `l4_off` is the transport header's offset (the IPv4 header length).
@@ -102,6 +180,9 @@ pub fn rewrite(
     to: &Rewrite,
     decrement_ttl: bool,
 ) -> bool {
+    if l4_off == 20 && rewrite_fast(pkt, kind, to, decrement_ttl) {
+        return true;
+    }
     if pkt.len() < l4_off.max(20) {
         return false;
     }

@@ -115,25 +115,14 @@ impl Nat44Worker {
     /// Looks a tuple up; a session found idle past its timeout is expired on the spot.
     #[inline]
     fn lookup_live(&mut self, t: &Tuple, now: Timestamp) -> Option<RecordRef> {
-        let sh = &self.shared;
-        let r = sh.sessions.lookup(t)?;
-        let (seen, tcp, proto) = sh.sessions.activity(r.session)?;
+        let sh = &*self.shared;
+        let h = sh.sessions.hit(t)?;
+        let (seen, tcp, proto) = h.activity();
         if seen + sh.timeout(proto, tcp) > now {
-            return Some(r);
+            return Some(h.r);
         }
-        self.expire(r.session);
+        expire(sh, &mut self.counters, h.r.session);
         None
-    }
-
-    /// Marks a session dead and, if this call did, releases what it held.
-    fn expire(&mut self, id: SessionId) {
-        let sh = &self.shared;
-        if let Some(v) = sh.sessions.view(id) {
-            if sh.sessions.mark_dead(id) {
-                release_session(sh, &v);
-                self.counters.sessions_expired += 1;
-            }
-        }
     }
 
     #[inline]
@@ -144,35 +133,24 @@ impl Nat44Worker {
         f: Flow,
         pkt: &mut [u8],
     ) -> Result<(), DropReason> {
-        let r = match self.lookup_live(&f.tuple, now) {
-            Some(r) => r,
-            None => match dir {
-                Direction::Outbound => self.new_outbound(now, &f.tuple)?,
-                Direction::Inbound => self.new_inbound(now, &f.tuple)?,
-            },
+        // Fast path: an established session, its slot located once.
+        {
+            let sh = &*self.shared;
+            if let Some(h) = sh.sessions.hit(&f.tuple) {
+                let (seen, tcp, proto) = h.activity();
+                if seen + sh.timeout(proto, tcp) > now {
+                    return forward(sh, &mut self.counters, h, dir, &f, now, pkt);
+                }
+                expire(sh, &mut self.counters, h.r.session);
+            }
+        }
+        let r = match dir {
+            Direction::Outbound => self.new_outbound(now, &f.tuple)?,
+            Direction::Inbound => self.new_inbound(now, &f.tuple)?,
         };
-        let sessions = &self.shared.sessions;
-        let flags = sessions.flags(r.session);
-        if side_direction(flags, r.side) != dir {
-            return Err(DropReason::WrongDirection);
-        }
-        if f.kind == L4Kind::Tcp {
-            sessions.observe_tcp(r, f.tcp_flags);
-        }
-        if flags & HAIRPIN != 0 {
-            self.counters.hairpinned += 1;
-        }
-        sessions.touch(r, now);
-        let to = sessions.revised(r).ok_or(DropReason::NoMapping)?;
-        let end = f.total_len.min(pkt.len());
-        rewrite(
-            &mut pkt[..end],
-            f.l4_off,
-            f.kind,
-            &rewrite_of(&to),
-            self.shared.cfg.decrement_ttl,
-        );
-        Ok(())
+        let sh = &*self.shared;
+        let h = sh.sessions.hit_of(r).ok_or(DropReason::NoMapping)?;
+        forward(sh, &mut self.counters, h, dir, &f, now, pkt)
     }
 
     fn icmp_error(
@@ -399,6 +377,50 @@ impl Nat44Worker {
                 undo(&sh);
                 Err(DropReason::TableFull)
             }
+        }
+    }
+}
+
+/// Translates a packet along the record it hit.
+#[inline]
+fn forward(
+    sh: &Nat44Shared,
+    counters: &mut Counters,
+    h: conntrack::Hit<'_>,
+    dir: Direction,
+    f: &Flow,
+    now: Timestamp,
+    pkt: &mut [u8],
+) -> Result<(), DropReason> {
+    let flags = h.flags();
+    if side_direction(flags, h.r.side) != dir {
+        return Err(DropReason::WrongDirection);
+    }
+    if f.kind == L4Kind::Tcp {
+        h.observe_tcp(f.tcp_flags);
+    }
+    if flags & HAIRPIN != 0 {
+        counters.hairpinned += 1;
+    }
+    h.touch(now);
+    let to = h.revised();
+    let end = f.total_len.min(pkt.len());
+    rewrite(
+        &mut pkt[..end],
+        f.l4_off,
+        f.kind,
+        &rewrite_of(&to),
+        sh.cfg.decrement_ttl,
+    );
+    Ok(())
+}
+
+/// Marks a session dead and, if this call did, releases what it held.
+fn expire(sh: &Nat44Shared, counters: &mut Counters, id: SessionId) {
+    if let Some(v) = sh.sessions.view(id) {
+        if sh.sessions.mark_dead(id) {
+            release_session(sh, &v);
+            counters.sessions_expired += 1;
         }
     }
 }

@@ -1,0 +1,317 @@
+//! The benchmark cells that are not a plain replay: rule lookups, connection setup and
+//! teardown, table capacity, per-core share, SYN flood.
+
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use conntrack::Timestamp;
+use engine::nat44::Nat44Shared;
+use engine::{Direction, DropReason, Verdict};
+
+use super::traffic::{build, config, prepare, FrameMix, Rng};
+use super::BenchOptions;
+use crate::balance::FlowBalancer;
+use crate::rss::{Rss, Spread, ToeplitzKey};
+
+/// Lookups per second of `f` over `addrs`, for about `d`.
+pub fn lookups_per_sec<T>(addrs: &[Ipv4Addr], d: Duration, f: impl Fn(Ipv4Addr) -> T) -> f64 {
+    if addrs.is_empty() {
+        return 0.0;
+    }
+    let t0 = Instant::now();
+    let (mut n, mut at) = (0u64, 0usize);
+    while t0.elapsed() < d {
+        for _ in 0..256 {
+            std::hint::black_box(f(std::hint::black_box(addrs[at])));
+            at = if at + 1 == addrs.len() { 0 } else { at + 1 };
+        }
+        n += 256;
+    }
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// Connection setup/teardown and capacity figures.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Connections {
+    /// New sessions per second, one worker (every packet a new flow).
+    pub setup_per_sec_1: f64,
+    /// New sessions per second, all workers.
+    pub setup_per_sec_n: f64,
+    /// Workers used for `setup_per_sec_n`.
+    pub workers: usize,
+    /// Sessions deleted per second by the reaper (unlink, binding and port release).
+    pub teardown_per_sec: f64,
+    /// Table bytes per session at capacity (both records + index + one binding).
+    pub bytes_per_session: usize,
+    /// Sessions filled for the capacity test.
+    pub filled: usize,
+    /// Resident memory growth per filled session, measured.
+    pub rss_bytes_per_session: f64,
+    /// Sessions fitting in 24 GiB at `bytes_per_session`.
+    pub fit_in_24gib: u64,
+}
+
+fn syn_packets(n: usize, base_host: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let host = Ipv4Addr::from(base_host + (i / 64) as u32);
+            let mut v = Vec::with_capacity(40);
+            build(
+                &mut v,
+                true,
+                (host, 1024 + (i % 64) as u16 * 911),
+                (Ipv4Addr::new(198, 51, 100, 7), 443),
+                40,
+            );
+            v[33] = 0x02; // SYN
+                          // The TCP checksum covers the flags: recompute it.
+            v[36] = 0;
+            v[37] = 0;
+            let c = !wire::checksum::fold(wire::checksum::combine(
+                wire::checksum::pseudo_header_v4(host.octets(), [198, 51, 100, 7], 6, 20),
+                wire::checksum::sum(&v[20..40]),
+            ));
+            v[36..38].copy_from_slice(&c.to_be_bytes());
+            v
+        })
+        .collect()
+}
+
+/// Every packet a new flow, on `workers` threads at once; returns sessions per second.
+fn setup_rate(shared: &Arc<Nat44Shared>, pkts: &mut [Vec<u8>], workers: usize) -> f64 {
+    let barrier = Arc::new(Barrier::new(workers));
+    let chunk = pkts.len().div_ceil(workers);
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let times: Vec<f64> = std::thread::scope(|s| {
+        pkts.chunks_mut(chunk)
+            .enumerate()
+            .map(|(id, part)| {
+                let (shared, barrier) = (Arc::clone(shared), Arc::clone(&barrier));
+                let core = cores.get(id % cores.len().max(1)).copied();
+                s.spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    let mut w = shared.worker(id);
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    let now = Timestamp::from_secs(1000);
+                    for (i, p) in part.iter_mut().enumerate() {
+                        std::hint::black_box(w.process(now, Direction::Outbound, p));
+                        if i % 32 == 31 {
+                            w.quiescent();
+                        }
+                    }
+                    w.offline();
+                    t0.elapsed().as_secs_f64()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap_or(f64::INFINITY))
+            .collect()
+    });
+    let slowest = times.into_iter().fold(0.0f64, f64::max);
+    shared.session_count() as f64 / slowest
+}
+
+fn resident_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Setup rate (1 and N workers), teardown rate, and a capacity fill.
+pub fn connections(opts: &BenchOptions) -> Connections {
+    let n = if opts.quick { 100_000 } else { 500_000 };
+    let mut c = Connections {
+        workers: opts.max_workers,
+        ..Connections::default()
+    };
+    let base = u32::from(Ipv4Addr::new(10, 64, 0, 1));
+    let mut rates = [0.0; 2];
+    for (k, workers) in [1, opts.max_workers].into_iter().enumerate() {
+        let shared = Nat44Shared::new(config(1, n + 1024), workers).expect("valid");
+        let mut pkts = syn_packets(n, base);
+        rates[k] = setup_rate(&shared, &mut pkts, workers);
+        if k == 0 {
+            // Teardown: everything expires at once; one reaper pass unlinks it all.
+            let mut reaper = shared.reaper();
+            let later = Timestamp::from_secs(1000 + 100_000);
+            let t0 = Instant::now();
+            reaper.handle_timeout(later);
+            let secs = t0.elapsed().as_secs_f64();
+            c.teardown_per_sec = reaper.counters().sessions_expired as f64 / secs;
+            c.bytes_per_session = shared.bytes_per_session();
+        }
+    }
+    c.setup_per_sec_1 = rates[0];
+    c.setup_per_sec_n = rates[1];
+    c.fit_in_24gib = (24u64 << 30) / c.bytes_per_session.max(1) as u64;
+    // Capacity: fill a big table and watch resident memory.
+    let fill = if opts.quick { 200_000 } else { 10_000_000 };
+    let before = resident_bytes().unwrap_or(0);
+    let shared = Nat44Shared::new(config(1, fill), 1).expect("valid");
+    let mut w = shared.worker(0);
+    let mut p = Vec::with_capacity(64);
+    let now = Timestamp::from_secs(1000);
+    let mut made = 0;
+    for i in 0..fill {
+        p.clear();
+        let host = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 1)) + (i / 16) as u32);
+        build(
+            &mut p,
+            false,
+            (host, 2000 + (i % 16) as u16),
+            (Ipv4Addr::new(192, 0, 2, 1), 53),
+            46,
+        );
+        if w.process(now, Direction::Outbound, &mut p) == Verdict::Forward {
+            made += 1;
+        }
+        if i.is_multiple_of(32) {
+            w.quiescent();
+        }
+    }
+    let after = resident_bytes().unwrap_or(0);
+    c.filled = made;
+    c.rss_bytes_per_session = after.saturating_sub(before) as f64 / made.max(1) as f64;
+    c
+}
+
+/// Per-core share of one family's 32 flows.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ShareRow {
+    /// "IPv4" or "IPv6".
+    pub family: String,
+    /// Workers.
+    pub workers: usize,
+    /// max/min packets per worker with Toeplitz RSS.
+    pub rss_ratio: f64,
+    /// max/min packets per worker with flow-aware placement.
+    pub balanced_ratio: f64,
+    /// Packets per worker with RSS.
+    pub rss_per_worker: Vec<u64>,
+}
+
+fn udp6(src: [u8; 16], sport: u16, dst: [u8; 16]) -> Vec<u8> {
+    let mut p = vec![0x60, 0, 0, 0, 0, 8, 17, 64];
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&[1, 0xbb, 0, 8, 0, 0]);
+    p
+}
+
+/// 32 flows of each family (clients in one /24 or one /64 with sequential host parts and
+/// random ephemeral ports, one server), 1000 packets each, over 4 and 8 workers.
+pub fn share() -> Vec<ShareRow> {
+    let mut rng = Rng(0x032F_10A5);
+    let ports: Vec<u16> = (0..32)
+        .map(|_| 32768 + (rng.next_u64() % 28232) as u16)
+        .collect();
+    let v4: Vec<Vec<u8>> = (0..32)
+        .map(|i| {
+            let mut v = Vec::new();
+            build(
+                &mut v,
+                false,
+                (Ipv4Addr::new(10, 0, 0, i as u8 + 1), ports[i]),
+                (Ipv4Addr::new(192, 0, 2, 10), 443),
+                28,
+            );
+            v
+        })
+        .collect();
+    let v6: Vec<Vec<u8>> = (0..32)
+        .map(|i| {
+            let mut src = [0u8; 16];
+            src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+            src[15] = i as u8 + 1;
+            let mut dst = [0u8; 16];
+            dst[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0xff, 0xff]);
+            dst[15] = 0x10;
+            udp6(src, ports[i], dst)
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (family, flows) in [("IPv4", &v4), ("IPv6", &v6)] {
+        for workers in [4, 8] {
+            let rss = Rss::new(&ToeplitzKey::MICROSOFT, workers);
+            let mut bal = FlowBalancer::new(Rss::new(&ToeplitzKey::MICROSOFT, workers), 1024);
+            let (mut a, mut b) = (Spread::new(workers), Spread::new(workers));
+            for _ in 0..1000 {
+                for f in flows.iter() {
+                    a.add(rss.queue_of(f), 1);
+                    b.add(bal.queue_of(f), 1);
+                }
+            }
+            rows.push(ShareRow {
+                family: family.into(),
+                workers,
+                rss_ratio: a.ratio(),
+                balanced_ratio: b.ratio(),
+                rss_per_worker: a.per_queue.clone(),
+            });
+        }
+    }
+    rows
+}
+
+/// Established traffic interleaved 1:1 with a flood of new TCP SYNs from inside hosts,
+/// on a table that the flood fills.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SynFlood {
+    /// Established packets sent.
+    pub established_sent: u64,
+    /// Established packets forwarded (should be all of them).
+    pub established_forwarded: u64,
+    /// Flood SYNs sent.
+    pub flood_sent: u64,
+    /// Flood SYNs that got a session before the table filled.
+    pub flood_admitted: u64,
+    /// Flood SYNs dropped with `table_full`.
+    pub flood_table_full: u64,
+    /// Mixed stream, million packets per second, one worker.
+    pub mpps: f64,
+}
+
+/// Runs the SYN-flood cell for about `d`.
+pub fn syn_flood(d: Duration) -> SynFlood {
+    let prep = prepare(8192, FrameMix::Fixed(64), 1, 1);
+    let mut w = prep.shared.worker(0);
+    let flood = syn_packets(400_000, u32::from(Ipv4Addr::new(10, 128, 0, 1)));
+    let mut r = SynFlood::default();
+    let mut buf = prep.bytes.clone();
+    let mut fbuf = Vec::with_capacity(64);
+    let t0 = Instant::now();
+    let now = Timestamp::from_nanos(prep.warm_at + 1_000_000);
+    let before = w.counters().dropped(DropReason::TableFull);
+    let mut i = 0usize;
+    while t0.elapsed() < d || r.flood_sent < 20_000 {
+        let p = prep.packets[i % prep.packets.len()];
+        let (o, h) = (p.off as usize, p.hdr as usize);
+        buf[o..o + h].copy_from_slice(&prep.bytes[o..o + h]);
+        r.established_sent += 1;
+        if w.process(now, p.dir, &mut buf[o..o + p.len as usize]) == Verdict::Forward {
+            r.established_forwarded += 1;
+        }
+        fbuf.clear();
+        fbuf.extend_from_slice(&flood[i % flood.len()]);
+        r.flood_sent += 1;
+        if w.process(now, Direction::Outbound, &mut fbuf) == Verdict::Forward {
+            r.flood_admitted += 1;
+        }
+        i += 1;
+        if i.is_multiple_of(32) {
+            w.quiescent();
+        }
+        if r.flood_sent >= flood.len() as u64 {
+            break;
+        }
+    }
+    r.flood_table_full = w.counters().dropped(DropReason::TableFull) - before;
+    r.mpps = (r.established_sent + r.flood_sent) as f64 / t0.elapsed().as_secs_f64() / 1e6;
+    r
+}

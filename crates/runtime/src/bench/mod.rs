@@ -1,0 +1,139 @@
+//! `quicknat bench`: the in-memory benchmark. It builds realistic traffic (both
+//! directions, TCP and UDP, a given number of flows and frame-size mix), runs it through
+//! the real engine on N worker threads with the reaper beside them, verifies a sample of
+//! outputs by full checksum recompute, and reports the tables operators ask for: frame
+//! size, cores, flows, rules, connection setup/teardown, table memory, per-core share,
+//! and behaviour under a SYN flood. No network: it measures the engine, not the I/O.
+//!
+//! Every figure is measured on the machine it runs on; nothing here is a constant.
+
+mod extra;
+mod report;
+mod run;
+pub mod traffic;
+
+use std::time::Duration;
+
+use engine::nat44::rules::{linear_lookup, RuleTable};
+pub use report::BenchReport;
+pub use run::{measure, Dispatch, Measurement};
+use traffic::{prepare, FrameMix};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Short cells and small tables (for CI smoke runs): seconds instead of minutes.
+    pub quick: bool,
+    /// Highest worker count for the cores table (default: the machine's cores).
+    pub max_workers: usize,
+    /// Seconds per timed cell.
+    pub seconds: f64,
+    /// Repetitions of the cores table (alternating worker counts; medians reported).
+    pub rounds: usize,
+}
+
+impl BenchOptions {
+    /// Defaults: every core, 2 s per cell, 3 rounds; `quick`: 0.2 s, 1 round, small tables.
+    pub fn new(quick: bool) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self {
+            quick,
+            max_workers: cores,
+            seconds: if quick { 0.2 } else { 2.0 },
+            rounds: if quick { 1 } else { 3 },
+        }
+    }
+
+    fn cell(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds.max(0.05))
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        0.0
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+/// Runs every table. Progress goes to stderr.
+pub fn run_all(opts: &BenchOptions) -> BenchReport {
+    let mut r = BenchReport::new(opts);
+    let cell = opts.cell();
+    let flows_main = 8192;
+    let rules_main = 1000;
+
+    eprintln!("bench: frame sizes (1 worker, {flows_main} flows, {rules_main} rules)");
+    for mix in [
+        FrameMix::Fixed(64),
+        FrameMix::Fixed(78),
+        FrameMix::Fixed(594),
+        FrameMix::Fixed(1518),
+        FrameMix::Imix,
+    ] {
+        let prep = prepare(flows_main, mix, rules_main, 1);
+        let m = measure(&prep, 1, Dispatch::Rss, cell);
+        r.add_frame(mix, &m);
+    }
+
+    eprintln!(
+        "bench: cores 1..{} ({} rounds, alternating)",
+        opts.max_workers, opts.rounds
+    );
+    let prep = prepare(
+        flows_main,
+        FrameMix::Fixed(64),
+        rules_main,
+        opts.max_workers,
+    );
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); opts.max_workers];
+    for _ in 0..opts.rounds {
+        for w in 1..=opts.max_workers {
+            let m = measure(&prep, w, Dispatch::Rss, cell);
+            r.absorb(&m);
+            per[w - 1].push(m.mpps);
+        }
+    }
+    r.cores = per.into_iter().map(median).collect();
+    drop(prep);
+
+    let big = if opts.quick { 131_072 } else { 1_048_576 };
+    eprintln!("bench: flows 1, 32, 8192, {big} (1 worker, 64 B)");
+    for flows in [1, 32, 8192, big] {
+        let prep = prepare(flows, FrameMix::Fixed(64), rules_main, 1);
+        let m = measure(&prep, 1, Dispatch::Rss, cell);
+        r.add_flows(flows, &m, prep.shared.table_bytes());
+    }
+
+    let rule_counts: &[usize] = if opts.quick {
+        &[1, 1000, 10_000]
+    } else {
+        &[1, 1000, 10_000, 100_000]
+    };
+    eprintln!(
+        "bench: rules {rule_counts:?} (1 worker, 8192 flows, 64 B; lookups hashed vs linear)"
+    );
+    for &rules in rule_counts {
+        let prep = prepare(flows_main, FrameMix::Fixed(64), rules, 1);
+        let m = measure(&prep, 1, Dispatch::Rss, cell);
+        let cfg = prep.shared.config();
+        let prefixes: Vec<_> = cfg.rules.iter().map(|x| x.inside).collect();
+        let table = RuleTable::new(prefixes.iter());
+        let addrs: Vec<_> = (0..flows_main).map(|i| traffic::inside_of(i).0).collect();
+        let hashed = extra::lookups_per_sec(&addrs, cell, |a| table.lookup(a));
+        let linear = extra::lookups_per_sec(&addrs, cell / 4, |a| linear_lookup(&prefixes, a));
+        r.add_rules(rules, &m, hashed, linear, table.probes());
+    }
+
+    eprintln!("bench: connection setup, teardown and table capacity");
+    r.connections = extra::connections(opts);
+
+    eprintln!("bench: per-core share of 32 flows (IPv4, IPv6)");
+    r.share = extra::share();
+
+    eprintln!("bench: established traffic under a SYN flood");
+    r.syn_flood = Some(extra::syn_flood(cell));
+    r
+}

@@ -1,0 +1,340 @@
+//! The benchmark's tables, as text for people and JSON for tracking.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::extra::{Connections, ShareRow, SynFlood};
+use super::run::Measurement;
+use super::traffic::FrameMix;
+use super::BenchOptions;
+
+/// One row of the frame-size table.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameRow {
+    /// "64", ..., "IMIX".
+    pub frame: String,
+    /// Average frame bytes.
+    pub avg_frame: f64,
+    /// Million packets per second (one worker).
+    pub mpps: f64,
+    /// Gbit/s of frames.
+    pub gbps: f64,
+    /// Percent of 10/40/100 GbE line rate (20 bytes of preamble and gap per frame counted).
+    pub line_rate_pct: [f64; 3],
+}
+
+/// One row of the flows table.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowRow {
+    /// Flows.
+    pub flows: usize,
+    /// Million packets per second (one worker, 64 B).
+    pub mpps: f64,
+    /// Table memory reserved, MiB.
+    pub table_mib: f64,
+}
+
+/// One row of the rules table.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleRow {
+    /// Rules.
+    pub rules: usize,
+    /// Engine Mpps on established traffic (one worker, 8192 flows, 64 B).
+    pub mpps: f64,
+    /// Distinct prefix lengths (hash probes on a miss).
+    pub probes: usize,
+    /// Hashed rule lookups per second (millions).
+    pub hashed_mlookups: f64,
+    /// Linear-scan lookups per second (millions).
+    pub linear_mlookups: f64,
+}
+
+/// Machine and date the figures came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// UTC date, YYYY-MM-DD.
+    pub date: String,
+    /// CPU model.
+    pub cpu: String,
+    /// Logical cores.
+    pub cores: usize,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+/// Everything `quicknat bench` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// Where and when.
+    pub machine: Machine,
+    /// Quick (smoke) run?
+    pub quick: bool,
+    /// Seconds per timed cell.
+    pub cell_seconds: f64,
+    /// Frame-size table.
+    pub frames: Vec<FrameRow>,
+    /// Median Mpps with 1..=N workers (64 B, 8192 flows).
+    pub cores: Vec<f64>,
+    /// Flows table.
+    pub flows: Vec<FlowRow>,
+    /// Rules table.
+    pub rules: Vec<RuleRow>,
+    /// Setup, teardown, capacity.
+    pub connections: Connections,
+    /// Per-core share.
+    pub share: Vec<ShareRow>,
+    /// SYN flood.
+    pub syn_flood: Option<SynFlood>,
+    /// Sampled outputs verified (checksums by full recompute, translated endpoint).
+    pub verified: u64,
+    /// Of which wrong (must be 0).
+    pub verify_failures: u64,
+}
+
+fn civil_date(days: i64) -> (i64, u32, u32) {
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+impl Machine {
+    fn here() -> Self {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let (y, m, d) = civil_date((secs / 86_400) as i64);
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .map(|s| s.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        Self {
+            date: format!("{y:04}-{m:02}-{d:02}"),
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "unknown".into(), |s| s.trim().into()),
+        }
+    }
+}
+
+impl BenchReport {
+    pub(super) fn new(opts: &BenchOptions) -> Self {
+        Self {
+            machine: Machine::here(),
+            quick: opts.quick,
+            cell_seconds: opts.seconds,
+            frames: Vec::new(),
+            cores: Vec::new(),
+            flows: Vec::new(),
+            rules: Vec::new(),
+            connections: Connections::default(),
+            share: Vec::new(),
+            syn_flood: None,
+            verified: 0,
+            verify_failures: 0,
+        }
+    }
+
+    pub(super) fn absorb(&mut self, m: &Measurement) {
+        self.verified += m.verified;
+        self.verify_failures += m.verify_failures;
+    }
+
+    pub(super) fn add_frame(&mut self, mix: FrameMix, m: &Measurement) {
+        self.absorb(m);
+        let wire_bits = m.mpps * 1e6 * (m.avg_frame + 20.0) * 8.0;
+        self.frames.push(FrameRow {
+            frame: mix.label(),
+            avg_frame: m.avg_frame,
+            mpps: m.mpps,
+            gbps: m.gbps,
+            line_rate_pct: [10e9, 40e9, 100e9].map(|rate| 100.0 * wire_bits / rate),
+        });
+    }
+
+    pub(super) fn add_flows(&mut self, flows: usize, m: &Measurement, table_bytes: usize) {
+        self.absorb(m);
+        self.flows.push(FlowRow {
+            flows,
+            mpps: m.mpps,
+            table_mib: table_bytes as f64 / (1 << 20) as f64,
+        });
+    }
+
+    pub(super) fn add_rules(
+        &mut self,
+        rules: usize,
+        m: &Measurement,
+        hashed: f64,
+        linear: f64,
+        probes: usize,
+    ) {
+        self.absorb(m);
+        self.rules.push(RuleRow {
+            rules,
+            mpps: m.mpps,
+            probes,
+            hashed_mlookups: hashed / 1e6,
+            linear_mlookups: linear / 1e6,
+        });
+    }
+
+    /// JSON for tracking.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+impl fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = &self.machine;
+        writeln!(
+            f,
+            "quicknat bench — {} — {} ({} cores), Linux {}{}",
+            m.date,
+            m.cpu,
+            m.cores,
+            m.kernel,
+            if self.quick { " — QUICK run" } else { "" }
+        )?;
+        writeln!(f, "NAT44, in memory; every packet parsed, looked up, rewritten, checksummed; {:.1} s per cell\n", self.cell_seconds)?;
+        writeln!(
+            f,
+            "Frame size (1 worker, 8192 flows, 1000 rules, TCP+UDP both directions)"
+        )?;
+        writeln!(
+            f,
+            "  {:>6} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "frame", "Mpps", "Gbit/s", "%10GbE", "%40GbE", "%100GbE"
+        )?;
+        for r in &self.frames {
+            writeln!(
+                f,
+                "  {:>6} {:>8.2} {:>8.2} {:>8.1} {:>8.1} {:>8.1}",
+                r.frame, r.mpps, r.gbps, r.line_rate_pct[0], r.line_rate_pct[1], r.line_rate_pct[2]
+            )?;
+        }
+        writeln!(
+            f,
+            "\nCores (64 B, 8192 flows; median of rounds, worker counts alternating)"
+        )?;
+        writeln!(f, "  {:>6} {:>8} {:>8}", "cores", "Mpps", "speed-up")?;
+        let base = self.cores.first().copied().unwrap_or(0.0);
+        for (i, mpps) in self.cores.iter().enumerate() {
+            writeln!(
+                f,
+                "  {:>6} {:>8.2} {:>7.2}x",
+                i + 1,
+                mpps,
+                if base > 0.0 { mpps / base } else { 0.0 }
+            )?;
+        }
+        writeln!(f, "\nFlows (1 worker, 64 B)")?;
+        writeln!(f, "  {:>8} {:>8} {:>10}", "flows", "Mpps", "table MiB")?;
+        for r in &self.flows {
+            writeln!(f, "  {:>8} {:>8.2} {:>10.1}", r.flows, r.mpps, r.table_mib)?;
+        }
+        writeln!(
+            f,
+            "\nRules (1 worker, 8192 flows, 64 B; rule lookups: hashed vs linear scan)"
+        )?;
+        writeln!(
+            f,
+            "  {:>7} {:>8} {:>7} {:>14} {:>14} {:>9}",
+            "rules", "Mpps", "probes", "hashed M/s", "linear M/s", "ratio"
+        )?;
+        let base = self.rules.first().map_or(0.0, |r| r.mpps);
+        for r in &self.rules {
+            writeln!(
+                f,
+                "  {:>7} {:>8.2} {:>7} {:>14.2} {:>14.4} {:>8.0}x   ({:+.1}% Mpps vs 1 rule)",
+                r.rules,
+                r.mpps,
+                r.probes,
+                r.hashed_mlookups,
+                r.linear_mlookups,
+                r.hashed_mlookups / r.linear_mlookups.max(1e-12),
+                if base > 0.0 {
+                    100.0 * (r.mpps - base) / base
+                } else {
+                    0.0
+                }
+            )?;
+        }
+        let c = &self.connections;
+        writeln!(f, "\nConnections (RFC 9693 measures for stateful NAT)")?;
+        writeln!(
+            f,
+            "  setup, 1 worker        {:>12.0} sessions/s",
+            c.setup_per_sec_1
+        )?;
+        writeln!(
+            f,
+            "  setup, {} workers       {:>12.0} sessions/s",
+            c.workers, c.setup_per_sec_n
+        )?;
+        writeln!(
+            f,
+            "  teardown (reaper)      {:>12.0} sessions/s",
+            c.teardown_per_sec
+        )?;
+        writeln!(
+            f,
+            "  table bytes/session    {:>12}   (both records + index + binding, at capacity)",
+            c.bytes_per_session
+        )?;
+        writeln!(
+            f,
+            "  filled {:>9} sessions: {:.0} resident bytes/session measured",
+            c.filled, c.rss_bytes_per_session
+        )?;
+        writeln!(f, "  sessions in 24 GiB     {:>12}", c.fit_in_24gib)?;
+        writeln!(
+            f,
+            "\nPer-core share of packets, 32 flows (max/min; 1.00 is perfect)"
+        )?;
+        writeln!(
+            f,
+            "  {:>6} {:>8} {:>10} {:>10}",
+            "family", "workers", "RSS", "balanced"
+        )?;
+        for r in &self.share {
+            writeln!(
+                f,
+                "  {:>6} {:>8} {:>10.2} {:>10.2}",
+                r.family, r.workers, r.rss_ratio, r.balanced_ratio
+            )?;
+        }
+        if let Some(s) = &self.syn_flood {
+            writeln!(f, "\nSYN flood (1 worker; established packets interleaved 1:1 with new-flow SYNs; table fills)")?;
+            writeln!(
+                f,
+                "  established forwarded {}/{} ({:.3}%); flood: {} admitted, {} dropped table_full; {:.2} Mpps mixed",
+                s.established_forwarded,
+                s.established_sent,
+                100.0 * s.established_forwarded as f64 / s.established_sent.max(1) as f64,
+                s.flood_admitted,
+                s.flood_table_full,
+                s.mpps
+            )?;
+        }
+        write!(
+            f,
+            "\nVerified {} sampled outputs by full recompute: {} wrong",
+            self.verified, self.verify_failures
+        )
+    }
+}
