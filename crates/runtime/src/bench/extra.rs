@@ -277,11 +277,11 @@ pub struct SynFlood {
     pub mpps: f64,
 }
 
-/// Runs the SYN-flood cell for about `d`.
-pub fn syn_flood(d: Duration) -> SynFlood {
+/// Runs the SYN-flood cell for about `d` (at most `flood` distinct SYNs, at least 20000).
+pub fn syn_flood(d: Duration, flood: usize) -> SynFlood {
     let prep = prepare(8192, FrameMix::Fixed(64), 1, 1);
     let mut w = prep.shared.worker(0);
-    let flood = syn_packets(400_000, u32::from(Ipv4Addr::new(10, 128, 0, 1)));
+    let flood = syn_packets(flood.max(20_000), u32::from(Ipv4Addr::new(10, 128, 0, 1)));
     let mut r = SynFlood::default();
     let mut buf = prep.bytes.clone();
     let mut fbuf = Vec::with_capacity(64);
