@@ -5,4 +5,7 @@
 //! never know what NAT is: they do not parse IP, keep sessions or look at
 //! configuration. The runtime is the one place where io and the engine meet.
 
+pub mod afpacket;
+pub mod netlink;
 pub mod pcap;
+pub mod rawip;

@@ -1,0 +1,262 @@
+//! AF_PACKET backend: a TPACKET_V3 receive ring and a `sendmmsg` transmitter.
+//!
+//! [`AfPacket`] receives every Ethernet frame of one interface into a ring
+//! shared with the kernel and lends each frame to the caller *mutably, in
+//! the ring*, so the engine can rewrite headers in place without a copy.
+//! [`AfPacketTx`] queues frames (copying them, so the receive block can be
+//! given back at once) and sends a batch with one `sendmmsg`.
+//! [`complete_checksum`] finishes the partial TCP/UDP checksums that veth
+//! with transmit offload hands to packet sockets.
+//!
+//! This module moves frames; it must never parse them beyond what
+//! [`complete_checksum`] needs, keep sessions, or know what NAT is. All of
+//! its `unsafe` code lives in `sys.rs`, behind safe wrappers; everything the
+//! kernel writes into the ring is bounds-checked before use (`ring.rs`).
+//!
+//! Traps (see `/work/shared/LAB-NOTES.md`):
+//! * in a fanout group the per-socket `PACKET_IGNORE_OUTGOING` is ignored;
+//!   the group needs `PACKET_FANOUT_FLAG_IGNORE_OUTGOING`, or transmitted
+//!   frames loop back into the ring;
+//! * veth with offloads on delivers frames whose transport checksum holds
+//!   only the pseudo-header sum (`RxMeta::csum_not_ready`), and GSO
+//!   super-frames up to 64 KiB: `RxMeta::len` larger than the MTU. This
+//!   backend reports them; the caller completes or drops them.
+
+mod csum;
+mod ring;
+mod sys;
+mod tx;
+
+/// Waits until one of `socks` has a block ready or `timeout` passes (an idle worker's
+/// sleep). Returns whether any is ready.
+pub fn wait_readable(socks: &[&AfPacket], timeout: std::time::Duration) -> io::Result<bool> {
+    let fds: Vec<&OwnedFd> = socks.iter().map(|s| &s.fd).collect();
+    sys::poll_any_readable(&fds, timeout)
+}
+
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+pub use csum::complete_checksum;
+pub use tx::AfPacketTx;
+
+/// Settings of a receive ring; [`AfPacketConfig::new`] gives the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// Interface to receive from (in the calling thread's network namespace).
+    pub ifname: String,
+    /// Bytes per ring block; a multiple of the page size (default 1 MiB).
+    pub block_size: usize,
+    /// Blocks in the ring (default 16).
+    pub block_count: usize,
+    /// Nominal frame size; V3 packs frames of any length, this only sizes `tp_frame_nr` (default 2048).
+    pub frame_size: usize,
+    /// Hand a partly filled block to user space after this many ms (default 1).
+    pub block_timeout_ms: u32,
+    /// Join fanout group `id` (`PACKET_FANOUT_HASH`): sockets of a group share the traffic by flow.
+    pub fanout: Option<u16>,
+    /// Do not receive frames this host transmits on the interface (default true).
+    /// Applied as `PACKET_IGNORE_OUTGOING`, or as `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` in a fanout group.
+    pub ignore_outgoing: bool,
+}
+
+impl AfPacketConfig {
+    /// The defaults for `ifname`: 16 blocks of 1 MiB, 1 ms block timeout, no fanout, ignore outgoing.
+    pub fn new(ifname: impl Into<String>) -> Self {
+        AfPacketConfig {
+            ifname: ifname.into(),
+            block_size: 1 << 20,
+            block_count: 16,
+            frame_size: 2048,
+            block_timeout_ms: 1,
+            fanout: None,
+            ignore_outgoing: true,
+        }
+    }
+
+    /// Checks the geometry before the kernel sees it, with an error that names the field.
+    fn validate(&self) -> io::Result<()> {
+        let bad = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        let page = sys::page_size();
+        if self.block_size == 0
+            || !self.block_size.is_multiple_of(page)
+            || self.block_size > u32::MAX as usize
+        {
+            return bad(format!(
+                "af_packet {}: block_size {} must be a non-zero multiple of the page size ({page})",
+                self.ifname, self.block_size
+            ));
+        }
+        if self.frame_size < 128
+            || !self.frame_size.is_multiple_of(16)
+            || self.frame_size > self.block_size
+        {
+            return bad(format!(
+                "af_packet {}: frame_size {} must be a multiple of 16 in 128..=block_size",
+                self.ifname, self.frame_size
+            ));
+        }
+        let total = self.block_size.checked_mul(self.block_count);
+        if self.block_count == 0 || self.block_count > u32::MAX as usize || total.is_none() {
+            return bad(format!(
+                "af_packet {}: block_count {} out of range",
+                self.ifname, self.block_count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the kernel says about one received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RxMeta {
+    /// Length on the wire (a GSO super-frame can exceed the MTU: check before forwarding).
+    pub len: usize,
+    /// Bytes present in the ring (the slice length).
+    pub snaplen: usize,
+    /// `TP_STATUS_CSUMNOTREADY`: the TCP/UDP checksum holds only the pseudo-header sum (veth offload).
+    pub csum_not_ready: bool,
+    /// `TP_STATUS_CSUM_VALID`: the kernel (or NIC) has verified the transport checksum.
+    pub csum_valid: bool,
+    /// The VLAN TCI the kernel stripped from the frame (`TP_STATUS_VLAN_VALID`).
+    pub vlan_tci: Option<u16>,
+    /// `TP_STATUS_COPY` or `snaplen < len`: the slice is not the whole frame.
+    pub truncated: bool,
+    /// `TP_STATUS_LOSING`: the socket dropped frames since [`AfPacket::stats`] was last read.
+    /// Not a property of this frame (it is still whole); kept apart from `truncated`.
+    pub losing: bool,
+}
+
+/// A TPACKET_V3 receive ring on one interface.
+#[derive(Debug)]
+pub struct AfPacket {
+    // Field order: the ring is unmapped before the socket is closed.
+    ring: ring::Ring,
+    fd: OwnedFd,
+    ifindex: u32,
+    packets: u64,
+    drops: u64,
+    skipped: u64,
+}
+
+impl AfPacket {
+    /// Opens a packet socket on `cfg.ifname`, maps its V3 ring and binds it (`ETH_P_ALL`).
+    pub fn open(cfg: &AfPacketConfig) -> io::Result<Self> {
+        cfg.validate()?;
+        let ifindex = sys::ifindex(&cfg.ifname)?;
+        // Protocol 0 until bound: nothing is queued from other interfaces meanwhile.
+        let fd = sys::packet_socket()?;
+        let ctx = |what: &str| {
+            let name = cfg.ifname.clone();
+            let what = what.to_owned();
+            move |e: io::Error| io::Error::new(e.kind(), format!("af_packet {name}: {what}: {e}"))
+        };
+        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)
+            .map_err(ctx("PACKET_VERSION=TPACKET_V3"))?;
+        let req = libc::tpacket_req3 {
+            tp_block_size: cfg.block_size as u32,
+            tp_block_nr: cfg.block_count as u32,
+            tp_frame_size: cfg.frame_size as u32,
+            tp_frame_nr: ((cfg.block_size / cfg.frame_size) * cfg.block_count) as u32,
+            tp_retire_blk_tov: cfg.block_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+            .map_err(ctx("PACKET_RX_RING"))?;
+        let map =
+            sys::Mmap::new(&fd, cfg.block_size * cfg.block_count).map_err(ctx("mmap ring"))?;
+        let ring = ring::Ring::new(map, cfg.block_size, cfg.block_count);
+        sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL_BE).map_err(ctx("bind"))?;
+        let on: libc::c_int = 1;
+        match cfg.fanout {
+            Some(group) => {
+                // LAB-NOTES trap: the per-socket option is ignored inside a group.
+                let mut flags = libc::PACKET_FANOUT_HASH;
+                if cfg.ignore_outgoing {
+                    flags |= libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+                }
+                let arg = (u32::from(group) | (flags << 16)) as libc::c_int;
+                sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                    .map_err(ctx(&format!("PACKET_FANOUT group {group}")))?;
+            }
+            None if cfg.ignore_outgoing => {
+                sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &on)
+                    .map_err(ctx("PACKET_IGNORE_OUTGOING"))?;
+            }
+            None => {}
+        }
+        Ok(AfPacket {
+            ring,
+            fd,
+            ifindex,
+            packets: 0,
+            drops: 0,
+            skipped: 0,
+        })
+    }
+
+    /// Waits up to `timeout` for a block (zero: don't wait), calls `f` on each of its
+    /// frames (bytes mutable in the ring) and gives the block back; returns the frame count.
+    pub fn recv_batch(
+        &mut self,
+        timeout: Duration,
+        mut f: impl FnMut(&mut [u8], &RxMeta),
+    ) -> io::Result<usize> {
+        if let Some(n) = self.try_block(&mut f) {
+            return Ok(n);
+        }
+        if timeout.is_zero() {
+            return Ok(0);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(0);
+            }
+            let ms = left
+                .as_nanos()
+                .div_ceil(1_000_000)
+                .min(libc::c_int::MAX as u128);
+            if !self.ring.ready() {
+                sys::poll_readable(&self.fd, ms as libc::c_int)?;
+            }
+            if let Some(n) = self.try_block(&mut f) {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Walks the block under the cursor if the kernel has handed it over.
+    fn try_block(&mut self, f: &mut impl FnMut(&mut [u8], &RxMeta)) -> Option<usize> {
+        let walk = self.ring.take_block(f)?;
+        self.skipped += walk.skipped as u64;
+        Some(walk.frames)
+    }
+
+    /// Index of the interface the ring is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Frames skipped because their ring headers were out of bounds (should stay 0).
+    pub fn corrupt_frames(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Totals since open from `PACKET_STATISTICS`: (frames received incl. drops, frames dropped).
+    ///
+    /// The kernel resets its counters on every read; this keeps the running sums.
+    pub fn stats(&mut self) -> io::Result<(u64, u64)> {
+        let st = sys::packet_stats_v3(&self.fd)?;
+        self.packets += u64::from(st.tp_packets);
+        self.drops += u64::from(st.tp_drops);
+        Ok((self.packets, self.drops))
+    }
+}

@@ -1,0 +1,388 @@
+//! The unsafe edge of the AF_PACKET backend: thin, safe wrappers over the
+//! few syscalls it needs (socket options, bind, mmap, poll, sendmmsg).
+//!
+//! Every `unsafe` block of the backend lives in this file. Each wrapper takes
+//! only safe Rust types, checks the return value and turns `-1` into an
+//! [`io::Error`]; nothing here knows about ring layouts or frames.
+
+use std::ffi::CString;
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `htons(ETH_P_ALL)`: the protocol number that receives every frame.
+pub(crate) const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+
+/// The system page size (ring blocks must be a multiple of it).
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf takes an integer and touches no memory of ours.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// Turns a `-1` syscall return into the thread's `errno`.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Resolves an interface name in the calling thread's network namespace.
+pub(crate) fn ifindex(ifname: &str) -> io::Result<u32> {
+    let not_found = || {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no such interface: {ifname}"),
+        )
+    };
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
+        return Err(not_found());
+    }
+    let c = CString::new(ifname).map_err(|_| not_found())?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call;
+    // if_nametoindex only reads it.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(not_found())
+    } else {
+        Ok(idx)
+    }
+}
+
+/// Opens an `AF_PACKET`/`SOCK_RAW` socket that receives nothing until bound
+/// with a protocol (protocol 0), close-on-exec.
+pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments; no memory is passed.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    match cvt(fd) {
+        // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "AF_PACKET needs root (CAP_NET_RAW)",
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `setsockopt(fd, level, name, &value, sizeof value)` for a plain-old-data `T`.
+pub(crate) fn setsockopt<T: Copy>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is a live, initialised `T` (Copy: no drop glue, no
+    // interior pointers the kernel could retain) and the length passed is
+    // exactly its size, so the kernel reads only within it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(drop)
+}
+
+/// `getsockopt(PACKET_STATISTICS)` with a `tpacket_stats_v3` (reading resets the kernel's counters).
+pub(crate) fn packet_stats_v3(fd: &OwnedFd) -> io::Result<libc::tpacket_stats_v3> {
+    let mut st = libc::tpacket_stats_v3 {
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_freeze_q_cnt: 0,
+    };
+    let mut len = mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+    // SAFETY: `st` is a writable, initialised struct of `len` bytes and `len`
+    // is a valid in/out length; the kernel writes at most `len` bytes.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats_v3).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret)?;
+    Ok(st)
+}
+
+/// Binds a packet socket to `ifindex`, receiving `protocol_be` (network order; 0 = nothing).
+pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol_be: u16) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as libc::c_ushort;
+    sll.sll_protocol = protocol_be;
+    sll.sll_ifindex = ifindex as libc::c_int;
+    // SAFETY: `sll` is a fully initialised sockaddr_ll and the length passed is its size.
+    let ret = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(drop)
+}
+
+/// Waits up to `timeout_ms` (0 = don't wait) for `fd` to be readable.
+/// Returns false on timeout or EINTR; clears a pending socket error.
+pub(crate) fn poll_readable(fd: &OwnedFd, timeout_ms: libc::c_int) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLERR,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid, initialised pollfd and we pass count 1.
+    let ret = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    match cvt(ret) {
+        Ok(0) => Ok(false),
+        Ok(_) => {
+            if pfd.revents & libc::POLLERR != 0 {
+                // A pending error (e.g. ENETDOWN) keeps poll() waking up until read.
+                let _ = take_socket_error(fd);
+            }
+            Ok(pfd.revents & libc::POLLIN != 0)
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads and clears `SO_ERROR`.
+fn take_socket_error(fd: &OwnedFd) -> io::Result<libc::c_int> {
+    let mut err: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` is a writable c_int and `len` its size.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret).map(|_| err)
+}
+
+/// Sends `frames` (whole Ethernet frames) with one `sendmmsg(MSG_DONTWAIT)`
+/// on a bound packet socket. Returns how many were sent (at least 1) or the
+/// error of the first frame. At most [`SENDMMSG_MAX`] frames are looked at.
+pub(crate) fn sendmmsg_frames(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
+    let n = frames.len().min(SENDMMSG_MAX);
+    if n == 0 {
+        return Ok(0);
+    }
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; SENDMMSG_MAX];
+    for (v, f) in iov.iter_mut().zip(&frames[..n]) {
+        // The kernel only reads through iov_base for a send; the cast to *mut is the C ABI's.
+        v.iov_base = f.as_ptr() as *mut libc::c_void;
+        v.iov_len = f.len();
+    }
+    // SAFETY: mmsghdr is plain old data (pointers, integers, padding); all-zero
+    // is valid: no name, no control data, zero-length iovec lists.
+    let mut msgs: [libc::mmsghdr; SENDMMSG_MAX] = unsafe { mem::zeroed() };
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: `msgs[..n]` are initialised mmsghdrs whose iovecs point into
+    // `iov`, which in turn points into the borrowed `frames`; all of them
+    // outlive the call and the kernel only reads the frame bytes (it writes
+    // only `msg_len` of each mmsghdr, which is ours).
+    let ret = unsafe {
+        libc::sendmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    cvt(ret).map(|r| r as usize)
+}
+
+/// The largest batch handed to one `sendmmsg`.
+pub(crate) const SENDMMSG_MAX: usize = 64;
+
+/// A shared, read-write `mmap` of a socket's packet ring; unmapped on drop.
+///
+/// The mapping is shared with the kernel, which writes blocks it owns at any
+/// time. The only ways in are [`Mmap::status_word`] (an atomic view of a
+/// 4-byte status word) and [`Mmap::user_block`] (a byte slice over one
+/// block, given only while the ring protocol hands the block to user space).
+#[derive(Debug)]
+pub(crate) struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned exclusively by this value (no other Rust
+// handle to it exists) and is process-wide memory, so moving the owner to
+// another thread is sound. It is not Sync: access needs `&mut self`.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Maps `len` bytes of `fd`'s ring, shared and read-write.
+    pub(crate) fn new(fd: &OwnedFd, len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh mapping at a kernel-chosen address; it aliases no
+        // Rust object. Failure is reported as MAP_FAILED and checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        let p = if p == libc::MAP_FAILED {
+            // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry unlocked.
+            // SAFETY: as above.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            p
+        } else {
+            p
+        };
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(Mmap { ptr, len })
+    }
+
+    /// Length of the mapping in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The 4-byte word at `off` as an atomic (`None` if out of range or misaligned).
+    ///
+    /// The kernel flips block status words concurrently; atomics with
+    /// acquire/release give the ordering the ring protocol relies on.
+    pub(crate) fn status_word(&self, off: usize) -> Option<&AtomicU32> {
+        if !off.is_multiple_of(4) || off.checked_add(4).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        // SAFETY: `off..off+4` lies inside the live mapping (checked above)
+        // and the mapping is page-aligned, so the pointer is 4-byte aligned.
+        // The word is only ever accessed atomically by us, and the kernel
+        // accesses it with its own atomic/barriered stores; the reference
+        // borrows `self`, so it cannot outlive the mapping.
+        Some(unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast::<u32>()) })
+    }
+
+    /// The block `off..off+len` as a mutable slice, if and only if its
+    /// status word (at `off + status_off`, read with acquire ordering) has
+    /// `TP_STATUS_USER` set; `None` if the kernel owns it or the range is bad.
+    ///
+    /// While the status says `TP_STATUS_USER` the kernel does not touch the
+    /// block (TPACKET_V3 ring protocol), until we store `TP_STATUS_KERNEL`
+    /// again with [`Mmap::status_word`], which the `&mut` borrow of the
+    /// returned slice keeps us from doing while it lives.
+    pub(crate) fn user_block(
+        &mut self,
+        off: usize,
+        len: usize,
+        status_off: usize,
+    ) -> Option<&mut [u8]> {
+        if off.checked_add(len).is_none_or(|end| end > self.len) || status_off.checked_add(4)? > len
+        {
+            return None;
+        }
+        let status = load_acquire(self.status_word(off + status_off)?);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        // SAFETY: the range is inside the live mapping (checked above); the
+        // `&mut self` borrow makes the slice the only Rust reference into the
+        // mapping for its lifetime; the kernel handed the block to user space
+        // (status read with acquire ordering, so its writes are visible) and
+        // does not write it again until we give it back.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(off), len) })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe exactly the mapping made in `new`, and
+        // no reference into it can outlive `self` (they all borrow it).
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// Loads a status word with acquire ordering (pairs with the kernel's barrier
+/// before it hands a block to user space).
+pub(crate) fn load_acquire(w: &AtomicU32) -> u32 {
+    w.load(Ordering::Acquire)
+}
+
+/// Stores a status word with release ordering (our reads of the block happen
+/// before the kernel may reuse it).
+pub(crate) fn store_release(w: &AtomicU32, v: u32) {
+    w.store(v, Ordering::Release)
+}
+
+/// Moves the calling thread into the network namespace `ns` (a file under
+/// `/var/run/netns`). Test support: the integration tests run each side of a
+/// veth pair in a thread of its own namespace.
+#[cfg(test)]
+pub(crate) fn setns_net(ns: &std::fs::File) -> io::Result<()> {
+    // SAFETY: `ns` is an open file descriptor for the duration of the call;
+    // setns only changes the calling thread's namespace and touches no memory.
+    let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    cvt(ret).map(drop)
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes. Returns whether any is.
+pub(crate) fn poll_any_readable(
+    fds: &[&OwnedFd],
+    timeout: std::time::Duration,
+) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `pfds` is a live, correctly sized array of pollfd for the duration of the
+    // call, and every fd in it is owned by a borrowed OwnedFd, so it stays open.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(n > 0)
+}
