@@ -62,8 +62,23 @@ enum Command {
         #[arg(long, value_name = "N")]
         rounds: Option<usize>,
     },
+    /// Run the live gateway on the interfaces named in the configuration's [gateway]
+    /// table until SIGINT or SIGTERM.
+    Run {
+        /// Configuration file (default: the built-in examples/nat44.toml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override [gateway] inside: the interface facing the inside network.
+        #[arg(long, value_name = "IF")]
+        inside: Option<String>,
+        /// Override [gateway] outside: the interface facing the outside.
+        #[arg(long, value_name = "IF")]
+        outside: Option<String>,
+        /// Override [gateway] workers.
+        #[arg(long, value_name = "N")]
+        workers: Option<usize>,
+    },
     // Later subcommands go here, each with its own `run_*` function below:
-    //   Run   - live gateway on af_packet / af_xdp / tun
     //   Lab   - network-namespace test bed
 }
 
@@ -83,6 +98,12 @@ fn main() -> ExitCode {
             seconds,
             rounds,
         } => run_bench(quick, json, workers, seconds, rounds),
+        Command::Run {
+            config,
+            inside,
+            outside,
+            workers,
+        } => run_gateway(config.as_deref(), inside, outside, workers),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -250,4 +271,57 @@ fn run_bench(
         report.verify_failures
     );
     Ok(())
+}
+
+/// `quicknat run`: the live gateway until SIGINT/SIGTERM.
+fn run_gateway(
+    path: Option<&Path>,
+    inside: Option<String>,
+    outside: Option<String>,
+    workers: Option<usize>,
+) -> anyhow::Result<()> {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let cfg = load_config(path)?;
+    let mut gw = match (cfg.gateway, inside, outside) {
+        (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
+        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig {
+            inside,
+            outside,
+            backend: runtime::live::Backend::AfPacket,
+            workers: 1,
+            busy_poll: false,
+            stats_interval: std::time::Duration::from_secs(10),
+        },
+        _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
+    };
+    if let Some(w) = workers {
+        anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
+        gw.workers = w;
+    }
+    anyhow::ensure!(
+        gw.inside != gw.outside,
+        "the inside and outside interfaces must differ"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let log = |line: String| eprintln!("{} {line}", unix_time());
+    let summary =
+        runtime::live::run(cfg.nat44, &gw, stop, &log).map_err(|e| anyhow::anyhow!("{e}"))?;
+    log(format!(
+        "stopped. {}",
+        runtime::live::stats_line(&summary.engine, &summary.io, summary.sessions)
+    ));
+    Ok(())
+}
+
+/// Seconds since the epoch with milliseconds, for log lines.
+fn unix_time() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("[{}.{:03}]", d.as_secs(), d.subsec_millis())
 }

@@ -5,6 +5,7 @@
 
 pub mod balance;
 pub mod bench;
+pub mod live;
 pub mod offline;
 pub mod rss;
 mod step;

@@ -36,6 +36,8 @@ pub const DEFAULT_CONFIG_ORIGIN: &str = "examples/nat44.toml (built in)";
 pub struct Config {
     /// The NAT44 settings, ready for the engine.
     pub nat44: Nat44Config,
+    /// The live gateway's interfaces and threads (`[gateway]`), if the file has them.
+    pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
     pub warnings: Vec<String>,
 }
@@ -84,6 +86,11 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigFileError> {
 pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
     let src = Source { text, origin };
     let file: RawFile = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
+    let gateway = file
+        .gateway
+        .as_ref()
+        .map(|g| convert_gateway(&src, g.get_ref()))
+        .transpose()?;
     let (raw, nat44_span) = match file.nat44 {
         Some(n) => {
             let span = n.span();
@@ -99,7 +106,82 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
         .into_iter()
         .map(|w| src.locate_warning(&raw, w))
         .collect();
-    Ok(Config { nat44, warnings })
+    Ok(Config {
+        nat44,
+        gateway,
+        warnings,
+    })
+}
+
+/// The `[gateway]` table into runtime values.
+fn convert_gateway(
+    src: &Source<'_>,
+    g: &raw::RawGateway,
+) -> Result<runtime::live::GatewayConfig, ConfigFileError> {
+    use runtime::live::{Backend, GatewayConfig};
+    let name = |v: &Spanned<String>, field: &str| {
+        let n = v.get_ref();
+        if n.is_empty() || n.len() > 15 || n.contains(['/', ' ']) {
+            Err(src.bad_value(
+                v,
+                format!("gateway.{field}"),
+                "not a Linux interface name (1-15 characters, no '/' or space)".into(),
+            ))
+        } else {
+            Ok(n.clone())
+        }
+    };
+    let inside = name(&g.inside, "inside")?;
+    let outside = name(&g.outside, "outside")?;
+    if inside == outside {
+        return Err(src.bad_value(
+            &g.outside,
+            "gateway.outside".into(),
+            "the outside interface must differ from the inside one".into(),
+        ));
+    }
+    let backend = match g.backend.as_ref().map(|b| b.get_ref().as_str()) {
+        None | Some("af_packet") => Backend::AfPacket,
+        Some("af_xdp") => Backend::AfXdp,
+        Some(_) => {
+            let b = g.backend.as_ref().expect("matched Some");
+            return Err(src.bad_value(
+                b,
+                "gateway.backend".into(),
+                "expected \"af_packet\" or \"af_xdp\"".into(),
+            ));
+        }
+    };
+    let workers = match &g.workers {
+        Some(w) if !(1..=64).contains(w.get_ref()) => {
+            return Err(src.error(
+                Some(w.span()),
+                "gateway.workers",
+                format!("{} workers: must be between 1 and 64", w.get_ref()),
+            ))
+        }
+        Some(w) => *w.get_ref() as usize,
+        None => 1,
+    };
+    let stats_interval = match &g.stats_interval {
+        Some(s) if *s.get_ref() == 0 || *s.get_ref() > 86_400 => {
+            return Err(src.error(
+                Some(s.span()),
+                "gateway.stats_interval",
+                "must be between 1 and 86400 seconds",
+            ))
+        }
+        Some(s) => std::time::Duration::from_secs(*s.get_ref()),
+        None => std::time::Duration::from_secs(10),
+    };
+    Ok(GatewayConfig {
+        inside,
+        outside,
+        backend,
+        workers,
+        busy_poll: g.busy_poll.unwrap_or(false),
+        stats_interval,
+    })
 }
 
 /// The text being loaded and its name, for building errors.

@@ -15,6 +15,26 @@ use toml::Spanned;
 pub(super) struct RawFile {
     /// The `[nat44]` table.
     pub nat44: Option<Spanned<RawNat44>>,
+    /// The `[gateway]` table (live operation).
+    pub gateway: Option<Spanned<RawGateway>>,
+}
+
+/// The `[gateway]` table: which interfaces a live gateway uses, and how.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGateway {
+    /// Interface facing the inside network.
+    pub inside: Spanned<String>,
+    /// Interface facing the outside.
+    pub outside: Spanned<String>,
+    /// `"af_packet"` or `"af_xdp"`.
+    pub backend: Option<Spanned<String>>,
+    /// Worker threads.
+    pub workers: Option<Spanned<u64>>,
+    /// Spin instead of sleeping when idle.
+    pub busy_poll: Option<bool>,
+    /// Seconds between counter log lines.
+    pub stats_interval: Option<Spanned<u64>>,
 }
 
 /// The `[nat44]` table.

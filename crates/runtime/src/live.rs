@@ -1,0 +1,582 @@
+//! The live gateway: `quicknat run`. Workers receive Ethernet frames on the inside and
+//! outside interfaces, translate them in place in the receive ring, pick the next hop
+//! from the kernel's routes and neighbour table, and transmit. The kernel keeps its own
+//! job: ARP, the interfaces' own addresses, management traffic.
+//!
+//! Threads: one worker per core (PACKET_FANOUT spreads flows), the reaper, and a control
+//! thread that follows the kernel's routes and neighbours over rtnetlink and publishes
+//! snapshots the workers pick up between batches (no lock on the packet path).
+
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use conntrack::Timestamp;
+use engine::config::Nat44Config;
+use engine::nat44::{Nat44Shared, Nat44Worker};
+use engine::{Counters, Direction, Verdict};
+use io::afpacket::{AfPacket, AfPacketConfig, AfPacketTx, RxMeta};
+use io::netlink::{self, NeighborCache, Netlink, RouteTable};
+use io::rawip::RawIpv4;
+
+/// Which packet I/O backend carries the frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_PACKET with TPACKET_V3 receive rings (works on any interface).
+    AfPacket,
+    /// AF_XDP (not in this build: falls back to AF_PACKET with a warning).
+    AfXdp,
+}
+
+/// The `[gateway]` settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// Interface facing the inside network.
+    pub inside: String,
+    /// Interface facing the outside.
+    pub outside: String,
+    /// I/O backend.
+    pub backend: Backend,
+    /// Worker threads.
+    pub workers: usize,
+    /// Spin instead of sleeping when idle.
+    pub busy_poll: bool,
+    /// Time between counter log lines.
+    pub stats_interval: Duration,
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The NAT configuration was refused.
+    #[error("configuration: {0}")]
+    Config(#[from] engine::config::ConfigError),
+    /// An interface is missing or unusable.
+    #[error("interface {name}: {source}")]
+    Interface {
+        /// The interface.
+        name: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Netlink, sockets or threads failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// Counters of the I/O side of one worker (the engine's are separate).
+#[derive(Clone, Debug, Default)]
+pub struct IoCounters {
+    /// Frames received on the inside / outside interface.
+    pub rx: [u64; 2],
+    /// Frames transmitted on the inside / outside interface.
+    pub tx: [u64; 2],
+    /// Frames left to the kernel: not IPv4 (ARP, IPv6), or for the gateway's own addresses.
+    pub to_kernel: u64,
+    /// Translated packets handed to the kernel because the next hop's MAC was unknown.
+    pub via_kernel: u64,
+    /// Translated packets with no route out of either interface.
+    pub no_route: u64,
+    /// Frames larger than the MTU (GSO/GRO super-packets): dropped, see the log hint.
+    pub oversize: u64,
+    /// Partial checksums (offload) completed in software.
+    pub csum_completed: u64,
+    /// Frames the transmit queue refused.
+    pub tx_dropped: u64,
+}
+
+impl IoCounters {
+    fn merge(&mut self, o: &IoCounters) {
+        for i in 0..2 {
+            self.rx[i] += o.rx[i];
+            self.tx[i] += o.tx[i];
+        }
+        self.to_kernel += o.to_kernel;
+        self.via_kernel += o.via_kernel;
+        self.no_route += o.no_route;
+        self.oversize += o.oversize;
+        self.csum_completed += o.csum_completed;
+        self.tx_dropped += o.tx_dropped;
+    }
+}
+
+/// An interface as the data path needs it.
+#[derive(Clone, Debug)]
+struct Link {
+    name: String,
+    index: u32,
+    mac: [u8; 6],
+    mtu: usize,
+}
+
+impl Link {
+    fn lookup(name: &str) -> Result<Self, LiveError> {
+        let err = |source| LiveError::Interface {
+            name: name.to_owned(),
+            source,
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            index: netlink::if_index(name).map_err(err)?,
+            mac: netlink::if_mac(name).map_err(err)?,
+            mtu: netlink::if_mtu(name).map_err(err)? as usize,
+        })
+    }
+}
+
+/// What the workers read about the kernel's network state.
+#[derive(Debug, Default)]
+struct NetView {
+    routes: Option<RouteTable>,
+    neighbors: Option<NeighborCache>,
+    /// The gateway's own addresses: traffic to them is the kernel's.
+    local: HashSet<Ipv4Addr>,
+}
+
+/// Published snapshots: workers check `version` (one load) per batch and take the new
+/// snapshot only when it changed.
+#[derive(Debug, Default)]
+struct Published {
+    version: AtomicU64,
+    view: Mutex<Arc<NetView>>,
+}
+
+impl Published {
+    fn publish(&self, v: NetView) {
+        if let Ok(mut g) = self.view.lock() {
+            *g = Arc::new(v);
+        }
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    fn current(&self) -> Arc<NetView> {
+        self.view.lock().map(|g| Arc::clone(&g)).unwrap_or_default()
+    }
+}
+
+fn read_net(inside: &Link, outside: &Link, nl: &mut Netlink) -> std::io::Result<NetView> {
+    let routes = nl.dump_routes()?;
+    let neigh = nl.dump_neighbors()?;
+    let mut local = HashSet::new();
+    for l in [inside, outside] {
+        for (a, _) in netlink::if_ipv4_addrs(l.index)? {
+            local.insert(a);
+        }
+    }
+    Ok(NetView {
+        routes: Some(RouteTable::new(&routes)),
+        neighbors: Some(NeighborCache::from_dump(&neigh)),
+        local,
+    })
+}
+
+/// The summary `run` returns at shutdown.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Engine counters, all workers and the reaper.
+    pub engine: Counters,
+    /// I/O counters, all workers.
+    pub io: IoCounters,
+    /// Sessions live at shutdown.
+    pub sessions: usize,
+}
+
+/// Runs the gateway until `stop` is set. `log` receives one line per event worth telling
+/// an operator (start-up facts, periodic counters, warnings).
+pub fn run(
+    nat: Nat44Config,
+    gw: &GatewayConfig,
+    stop: Arc<AtomicBool>,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Summary, LiveError> {
+    if gw.backend == Backend::AfXdp {
+        log("warning: the AF_XDP backend is not in this build; falling back to AF_PACKET".into());
+    }
+    let inside = Link::lookup(&gw.inside)?;
+    let outside = Link::lookup(&gw.outside)?;
+    let shared = Nat44Shared::new(nat, gw.workers)?;
+    let mut nl = Netlink::open().map_err(|source| LiveError::Io {
+        what: "rtnetlink",
+        source,
+    })?;
+    let published = Arc::new(Published::default());
+    published.publish(
+        read_net(&inside, &outside, &mut nl).map_err(|source| LiveError::Io {
+            what: "reading routes and neighbours",
+            source,
+        })?,
+    );
+    let events = Netlink::subscribe().map_err(|source| LiveError::Io {
+        what: "rtnetlink subscription",
+        source,
+    })?;
+    // Open every socket before starting threads, so start-up errors are reported here.
+    let fanout = |base: u16| {
+        if gw.workers > 1 {
+            Some(base.wrapping_add(std::process::id() as u16))
+        } else {
+            None
+        }
+    };
+    let mut socks = Vec::new();
+    for _ in 0..gw.workers {
+        let open = |l: &Link, base: u16| {
+            let mut cfg = AfPacketConfig::new(l.name.clone());
+            cfg.fanout = fanout(base);
+            cfg.ignore_outgoing = true;
+            AfPacket::open(&cfg).map_err(|source| LiveError::Interface {
+                name: l.name.clone(),
+                source,
+            })
+        };
+        let tx = |l: &Link| {
+            AfPacketTx::open(&l.name).map_err(|source| LiveError::Interface {
+                name: l.name.clone(),
+                source,
+            })
+        };
+        socks.push((
+            open(&inside, 0x5100)?,
+            open(&outside, 0x5200)?,
+            tx(&inside)?,
+            tx(&outside)?,
+        ));
+    }
+    let raw = RawIpv4::open().map_err(|source| LiveError::Io {
+        what: "raw IPv4 socket",
+        source,
+    })?;
+    log(format!(
+        "quicknat: NAT44 on inside {} (index {}, mtu {}) and outside {} (index {}, mtu {}), {} worker(s), AF_PACKET TPACKET_V3{}",
+        inside.name,
+        inside.index,
+        inside.mtu,
+        outside.name,
+        outside.index,
+        outside.mtu,
+        gw.workers,
+        if gw.busy_poll { ", busy polling" } else { "" }
+    ));
+    let base = Instant::now();
+    let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
+    let (probe_tx, probe_rx) = mpsc::channel::<(u32, Ipv4Addr)>();
+    let snapshots: Vec<Arc<Mutex<(Counters, IoCounters)>>> =
+        (0..gw.workers).map(|_| Arc::default()).collect();
+    let raw = Arc::new(Mutex::new(raw));
+    let links = [inside.clone(), outside.clone()];
+    std::thread::scope(|s| -> Result<(), LiveError> {
+        // Control: follow the kernel's routes and neighbours; resolve neighbours on request.
+        {
+            let (stop, published, links) =
+                (Arc::clone(&stop), Arc::clone(&published), links.clone());
+            let mut events = events;
+            s.spawn(move || {
+                control(
+                    &mut nl,
+                    &mut events,
+                    &links,
+                    &published,
+                    &probe_rx,
+                    &stop,
+                    log,
+                )
+            });
+        }
+        // Reaper.
+        {
+            let (stop, shared) = (Arc::clone(&stop), Arc::clone(&shared));
+            s.spawn(move || {
+                let mut r = shared.reaper();
+                while !stop.load(Ordering::Relaxed) {
+                    r.handle_timeout(clock());
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+        }
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        for (id, (rx_in, rx_out, tx_in, tx_out)) in socks.into_iter().enumerate() {
+            let ctx = WorkerCtx {
+                worker: shared.worker(id),
+                rx: [rx_in, rx_out],
+                tx: [tx_in, tx_out],
+                links: links.clone(),
+                published: Arc::clone(&published),
+                probe: probe_tx.clone(),
+                raw: Arc::clone(&raw),
+                snapshot: Arc::clone(&snapshots[id]),
+                io: IoCounters::default(),
+                busy_poll: gw.busy_poll,
+            };
+            let stop = Arc::clone(&stop);
+            let core = cores.get(id % cores.len().max(1)).copied();
+            s.spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                ctx.run(&stop, &clock);
+            });
+        }
+        // Periodic counters until stopped.
+        let mut last = Instant::now();
+        let mut warned_oversize = false;
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            if last.elapsed() >= gw.stats_interval {
+                last = Instant::now();
+                let (e, io) = totals(&snapshots);
+                log(stats_line(&e, &io, shared.session_count()));
+                if io.oversize > 0 && !warned_oversize {
+                    warned_oversize = true;
+                    log(format!("warning: {} frames larger than the MTU arrived (GRO/GSO super-packets); turn offloads off on {} and {}: ethtool -K IF gro off tso off gso off", io.oversize, inside.name, outside.name));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let (engine, io) = totals(&snapshots);
+    Ok(Summary {
+        engine,
+        io,
+        sessions: shared.session_count(),
+    })
+}
+
+fn totals(snapshots: &[Arc<Mutex<(Counters, IoCounters)>>]) -> (Counters, IoCounters) {
+    let (mut e, mut io) = (Counters::default(), IoCounters::default());
+    for s in snapshots {
+        if let Ok(g) = s.lock() {
+            e.merge(&g.0);
+            io.merge(&g.1);
+        }
+    }
+    (e, io)
+}
+
+/// One line of counters for the log.
+pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
+    let drops: Vec<String> = e
+        .drop_summary()
+        .iter()
+        .map(|(r, n)| format!("{r}={n}"))
+        .collect();
+    format!(
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} csum_completed={} tx_dropped={} drops[{}]",
+        io.rx[0],
+        io.rx[1],
+        io.tx[0],
+        io.tx[1],
+        e.forwarded,
+        sessions,
+        io.to_kernel,
+        io.via_kernel,
+        io.no_route,
+        io.oversize,
+        io.csum_completed,
+        io.tx_dropped,
+        drops.join(" ")
+    )
+}
+
+fn control(
+    nl: &mut Netlink,
+    events: &mut Netlink,
+    links: &[Link; 2],
+    published: &Published,
+    probes: &mpsc::Receiver<(u32, Ipv4Addr)>,
+    stop: &AtomicBool,
+    log: &(dyn Fn(String) + Sync),
+) {
+    let mut last_probe: HashMap<(u32, Ipv4Addr), Instant> = HashMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        let changed = match events.recv_events(Duration::from_millis(100)) {
+            Ok(ev) => !ev.is_empty(),
+            Err(e) => {
+                // ENOBUFS and friends: we may have missed events; re-read everything.
+                log(format!(
+                    "warning: rtnetlink events: {e}; re-reading routes and neighbours"
+                ));
+                std::thread::sleep(Duration::from_millis(100));
+                true
+            }
+        };
+        while let Ok((ifindex, addr)) = probes.try_recv() {
+            let due = last_probe
+                .get(&(ifindex, addr))
+                .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
+            if due {
+                last_probe.insert((ifindex, addr), Instant::now());
+                let _ = nl.probe_neighbor(ifindex, addr);
+            }
+        }
+        if changed {
+            match read_net(&links[0], &links[1], nl) {
+                Ok(v) => published.publish(v),
+                Err(e) => log(format!("warning: reading routes and neighbours: {e}")),
+            }
+        }
+    }
+}
+
+struct WorkerCtx {
+    worker: Nat44Worker,
+    rx: [AfPacket; 2],
+    tx: [AfPacketTx; 2],
+    links: [Link; 2],
+    published: Arc<Published>,
+    probe: mpsc::Sender<(u32, Ipv4Addr)>,
+    raw: Arc<Mutex<RawIpv4>>,
+    snapshot: Arc<Mutex<(Counters, IoCounters)>>,
+    io: IoCounters,
+    busy_poll: bool,
+}
+
+impl WorkerCtx {
+    fn run(mut self, stop: &AtomicBool, clock: &dyn Fn() -> Timestamp) {
+        let mut view = self.published.current();
+        let mut version = self.published.version.load(Ordering::Acquire);
+        let mut last_snapshot = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let v = self.published.version.load(Ordering::Acquire);
+            if v != version {
+                version = v;
+                view = self.published.current();
+            }
+            let now = clock();
+            let mut seen = 0;
+            for side in 0..2 {
+                let dir = if side == 0 {
+                    Direction::Outbound
+                } else {
+                    Direction::Inbound
+                };
+                let rx = &mut self.rx[side];
+                let mut handler = FrameHandler {
+                    worker: &mut self.worker,
+                    tx: &mut self.tx,
+                    links: &self.links,
+                    view: &view,
+                    probe: &self.probe,
+                    raw: &self.raw,
+                    io: &mut self.io,
+                    now,
+                    side,
+                };
+                match rx.recv_batch(Duration::ZERO, |frame, meta| {
+                    handler.frame(frame, meta, dir)
+                }) {
+                    Ok(n) => seen += n,
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+            for tx in self.tx.iter_mut() {
+                let _ = tx.flush();
+            }
+            self.io.tx_dropped = self.tx.iter().map(AfPacketTx::dropped).sum();
+            self.worker.quiescent();
+            if last_snapshot.elapsed() > Duration::from_millis(500) {
+                last_snapshot = Instant::now();
+                if let Ok(mut g) = self.snapshot.try_lock() {
+                    *g = (self.worker.counters().clone(), self.io.clone());
+                }
+            }
+            if seen == 0 && !self.busy_poll {
+                // Idle: hold no references while waiting, then wait on both rings.
+                self.worker.offline();
+                let _ = io::afpacket::wait_readable(
+                    &[&self.rx[0], &self.rx[1]],
+                    Duration::from_millis(50),
+                );
+                self.worker.quiescent();
+            }
+        }
+        if let Ok(mut g) = self.snapshot.lock() {
+            *g = (self.worker.counters().clone(), self.io.clone());
+        }
+        self.worker.offline();
+    }
+}
+
+struct FrameHandler<'a> {
+    worker: &'a mut Nat44Worker,
+    tx: &'a mut [AfPacketTx; 2],
+    links: &'a [Link; 2],
+    view: &'a NetView,
+    probe: &'a mpsc::Sender<(u32, Ipv4Addr)>,
+    raw: &'a Mutex<RawIpv4>,
+    io: &'a mut IoCounters,
+    now: Timestamp,
+    side: usize,
+}
+
+impl FrameHandler<'_> {
+    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) {
+        self.io.rx[self.side] += 1;
+        let Some(l3) = crate::step::l3_offset(io::pcap::LinkType::Ethernet, frame) else {
+            self.io.to_kernel += 1; // ARP and friends: the kernel's business
+            return;
+        };
+        let pkt = &frame[l3..];
+        if pkt.first().map(|b| b >> 4) != Some(4) || pkt.len() < 20 {
+            self.io.to_kernel += 1;
+            return;
+        }
+        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+        if self.view.local.contains(&dst) {
+            self.io.to_kernel += 1; // management traffic to the gateway itself
+            return;
+        }
+        if meta.len > self.links[self.side].mtu + l3 {
+            self.io.oversize += 1;
+            return;
+        }
+        if meta.csum_not_ready && io::afpacket::complete_checksum(frame, meta) {
+            self.io.csum_completed += 1;
+        }
+        if self.worker.process(self.now, dir, &mut frame[l3..]) != Verdict::Forward {
+            return; // counted by the engine with its reason
+        }
+        let pkt = &frame[l3..];
+        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+        let Some((ifindex, next_hop)) = self.view.routes.as_ref().and_then(|r| r.lookup(dst))
+        else {
+            self.io.no_route += 1;
+            return;
+        };
+        let Some(out) = self.links.iter().position(|l| l.index == ifindex) else {
+            self.io.no_route += 1;
+            return;
+        };
+        match self
+            .view
+            .neighbors
+            .as_ref()
+            .and_then(|n| n.get(ifindex, next_hop))
+        {
+            Some(mac) => {
+                frame[0..6].copy_from_slice(&mac);
+                frame[6..12].copy_from_slice(&self.links[out].mac);
+                match self.tx[out].send(frame) {
+                    Ok(()) => self.io.tx[out] += 1,
+                    Err(_) => self.io.tx_dropped += 1,
+                }
+            }
+            None => {
+                // Unknown next hop: let the kernel route and resolve it this time, and ask
+                // it to resolve the neighbour for the packets that follow.
+                let _ = self.probe.send((ifindex, next_hop));
+                if let Ok(mut raw) = self.raw.lock() {
+                    raw.send(&frame[l3..]);
+                }
+                self.io.via_kernel += 1;
+            }
+        }
+    }
+}
