@@ -10,16 +10,40 @@ if ! python3 -c "import scapy" 2>/dev/null; then
     python3 -m pip install --quiet -r scripts/requirements.txt
 fi
 
+# Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables.
+need=()
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
+if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
+    echo "==> installing ${need[*]}"
+    apt-get update -qq >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> golden captures match their generator"
 python3 scripts/gen_golden.py --check
+echo "==> live gateway end to end (network namespaces, real kernels on both sides)"
+cargo build --release --quiet -p quicknat
+e2e_line=""
+if [ "$(id -u)" = 0 ]; then
+    python3 scripts/e2e_live.py --quicknat target/release/quicknat 2>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e.out
+    e2e_line=$(tail -n 1 /tmp/quicknat-e2e.out)
+else
+    echo "skipped: needs root"
+fi
+
 echo "==> cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
 # One closing line for the whole workspace (cargo prints one per test binary).
+# The live end-to-end checks count too (their script prints "N passed, M failed").
+echo "$e2e_line" >> "$log"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "%d passed, %d failed\n", p, f }' "$log"
+     /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
+     END { printf "%d passed, %d failed\n", p, f; exit (f > 0) }' "$log"
