@@ -1,0 +1,635 @@
+//! A small-packet UDP traffic generator and a counting sink, for the lab.
+//!
+//! [`run`] offers UDP datagrams (64-byte Ethernet frames with the default 18-byte
+//! payload) to one destination from `flows` distinct source ports: one connected
+//! UDP socket per flow, bound to `src_ip:0` so the kernel picks each ephemeral
+//! port. Datagrams leave in `sendmmsg` batches, one socket per call, cycling the
+//! sockets round robin between calls. An optional token bucket paces the batches.
+//! [`recv_count`] is the matching sink: it counts what arrives (`recvmmsg`).
+//!
+//! This module is lab equipment at the I/O edge: it never parses packets, knows
+//! nothing of NAT and must never be used on the data path.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Most flows (sockets, source ports) one generator opens.
+pub const MAX_FLOWS: u16 = 4096;
+/// Largest UDP payload over IPv4 (65535 - 20 - 8).
+pub const MAX_PAYLOAD: usize = 65_507;
+/// Largest `sendmmsg` batch (the kernel's UIO_MAXIOV).
+pub const MAX_BATCH: usize = 1024;
+/// The payload that makes 64-byte Ethernet frames (14 + 20 + 8 + 18 + 4 FCS).
+pub const PAYLOAD_64B_FRAME: usize = 18;
+/// The default `sendmmsg` batch.
+pub const DEFAULT_BATCH: usize = 64;
+/// Below this rate the pacer sleeps between batches; at or above it, it spins and yields.
+const SLEEP_BELOW_PPS: u64 = 50_000;
+
+/// What to send, where, how fast and for how long.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    /// Destination address and port.
+    pub dst: SocketAddrV4,
+    /// Local address to bind the sockets to (`None`: any, the kernel chooses).
+    pub src_ip: Option<Ipv4Addr>,
+    /// Distinct source ports (one socket each), 1..=4096, used round robin.
+    pub flows: u16,
+    /// Bytes of UDP payload; 18 gives 64-byte Ethernet frames.
+    pub payload: usize,
+    /// Offered rate in packets per second (`None`: as fast as possible).
+    pub rate_pps: Option<u64>,
+    /// How long to send.
+    pub duration: Duration,
+    /// Datagrams per `sendmmsg` call, 1..=1024.
+    pub batch: usize,
+}
+
+impl GenConfig {
+    /// A one-flow, 64-byte-frame, unpaced, one-second configuration towards `dst`.
+    pub fn new(dst: SocketAddrV4) -> GenConfig {
+        GenConfig {
+            dst,
+            src_ip: None,
+            flows: 1,
+            payload: PAYLOAD_64B_FRAME,
+            rate_pps: None,
+            duration: Duration::from_secs(1),
+            batch: DEFAULT_BATCH,
+        }
+    }
+
+    /// Checks every field's range; the message names the field and its limits.
+    pub fn validate(&self) -> io::Result<()> {
+        let bad = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
+        if self.dst.ip().is_unspecified() || self.dst.port() == 0 {
+            return bad(format!(
+                "gen: destination {} must have an address and a non-zero port",
+                self.dst
+            ));
+        }
+        if !(1..=MAX_FLOWS).contains(&self.flows) {
+            return bad(format!(
+                "gen: flows {} out of range 1..={MAX_FLOWS}",
+                self.flows
+            ));
+        }
+        if self.payload > MAX_PAYLOAD {
+            return bad(format!(
+                "gen: payload {} bytes exceeds {MAX_PAYLOAD}",
+                self.payload
+            ));
+        }
+        if !(1..=MAX_BATCH).contains(&self.batch) {
+            return bad(format!(
+                "gen: batch {} out of range 1..={MAX_BATCH}",
+                self.batch
+            ));
+        }
+        if self.rate_pps == Some(0) {
+            return bad("gen: rate must be at least 1 packet per second".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// What a generator run did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenReport {
+    /// Datagrams the kernel accepted.
+    pub sent: u64,
+    /// Datagrams offered but refused (ENOBUFS, EAGAIN, ECONNREFUSED, ...).
+    pub failed: u64,
+    /// Wall-clock seconds from the first send to the end.
+    pub seconds: f64,
+    /// `sent / seconds`.
+    pub pps: f64,
+}
+
+impl std::fmt::Display for GenReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sent {} failed {} in {:.3} s: {:.0} pps",
+            self.sent, self.failed, self.seconds, self.pps
+        )
+    }
+}
+
+impl GenReport {
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"sent\":{},\"failed\":{},\"seconds\":{:.6},\"pps\":{:.1}}}",
+            self.sent, self.failed, self.seconds, self.pps
+        )
+    }
+}
+
+/// A token bucket checked once per batch. Time is an argument, so it is testable.
+#[derive(Debug)]
+struct Pacer {
+    rate: f64,
+    tokens: f64,
+    /// Tokens never exceed this, so a stall does not turn into a burst.
+    depth: f64,
+    /// Tokens a batch waits for: about 1 ms of traffic, 1..=batch.
+    want: f64,
+    last: Instant,
+}
+
+impl Pacer {
+    fn new(rate_pps: u64, batch: usize, now: Instant) -> Pacer {
+        let rate = rate_pps as f64;
+        let want = (rate / 1000.0).clamp(1.0, batch as f64).floor();
+        Pacer {
+            rate,
+            tokens: want,
+            depth: batch as f64,
+            want,
+            last: now,
+        }
+    }
+
+    /// How many datagrams may go now (0: wait [`Pacer::wait_time`] first), at most `batch`.
+    fn grant(&mut self, now: Instant, batch: usize) -> usize {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + self.rate * dt).min(self.depth);
+        self.last = now;
+        if self.tokens >= self.want {
+            (self.tokens as usize).min(batch)
+        } else {
+            0
+        }
+    }
+
+    /// Time until `want` tokens are available.
+    fn wait_time(&self) -> Duration {
+        Duration::from_secs_f64(((self.want - self.tokens) / self.rate).max(0.0))
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.tokens -= n as f64;
+    }
+}
+
+/// Errors that mean "this datagram was not sent", not "the generator is broken":
+/// full buffers, queue drops, ICMP errors reported back, a firewall drop (EPERM).
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EAGAIN
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNREFUSED
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+                | libc::EPERM
+        )
+    )
+}
+
+/// Raises the soft open-file limit to at least `need` (up to the hard limit).
+fn ensure_fd_limit(need: u64) -> io::Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the duration of the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur >= need as libc::rlim_t {
+        return Ok(());
+    }
+    lim.rlim_cur = (need as libc::rlim_t).min(lim.rlim_max);
+    // SAFETY: `lim` is a valid rlimit; setrlimit only reads it.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One UDP socket bound to `src:0` and connected to `dst`, non-blocking.
+fn flow_socket(src: Ipv4Addr, dst: SocketAddrV4) -> io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    let local = SocketAddr::V4(SocketAddrV4::new(src, 0));
+    s.bind(&local.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("gen: bind {local}: {e}")))?;
+    s.connect(&SocketAddr::V4(dst).into())
+        .map_err(|e| io::Error::new(e.kind(), format!("gen: connect to {dst}: {e}")))?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// `count` message headers whose single iovec each points at `bufs[i * len..][..len]`
+/// (or all at `bufs` when `shared`). The caller keeps `iovs` and `bufs` alive and unmoved.
+fn headers(
+    iovs: &mut [libc::iovec],
+    bufs: &mut [u8],
+    len: usize,
+    shared: bool,
+) -> Vec<libc::mmsghdr> {
+    let base = bufs.as_mut_ptr();
+    iovs.iter_mut()
+        .enumerate()
+        .map(|(i, iov)| {
+            let off = if shared { 0 } else { i * len };
+            debug_assert!(off + len <= bufs.len());
+            // SAFETY: `off + len <= bufs.len()`, so the pointer stays inside `bufs`.
+            iov.iov_base = unsafe { base.add(off) }.cast();
+            iov.iov_len = len;
+            // SAFETY: mmsghdr is plain old data (integers and raw pointers); all-zero
+            // is a valid value (null name and control, no flags).
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect()
+}
+
+/// One `sendmmsg` of `hdrs` on `fd`; Ok(datagrams accepted).
+fn send_batch(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    // SAFETY: every header points at a live iovec over a live buffer (see `headers`),
+    // with no name or control data; `hdrs.len()` <= MAX_BATCH fits in c_uint.
+    let n = unsafe {
+        libc::sendmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            hdrs.len() as libc::c_uint,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Sends per `cfg` until `cfg.duration` passes or `stop` is set, then reports.
+///
+/// Opens `cfg.flows` sockets (raising the soft open-file limit if that needs it).
+/// Refused datagrams are counted as `failed`; only setup errors and unexpected send
+/// errors (EBADF, EINVAL, EMSGSIZE, ...) end the run with an error.
+pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
+    cfg.validate()?;
+    ensure_fd_limit(u64::from(cfg.flows) + 64)?;
+    let src = cfg.src_ip.unwrap_or(Ipv4Addr::UNSPECIFIED);
+    let socks = (0..cfg.flows)
+        .map(|i| {
+            flow_socket(src, cfg.dst).map_err(|e| match e.raw_os_error() {
+                Some(libc::EMFILE | libc::ENFILE) => io::Error::new(
+                    e.kind(),
+                    format!(
+                        "gen: flow socket {} of {}: {e} (raise `ulimit -n` or use fewer flows)",
+                        i + 1,
+                        cfg.flows
+                    ),
+                ),
+                _ => e,
+            })
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+
+    let mut payload = vec![0u8; cfg.payload.max(1)];
+    for (b, m) in payload.iter_mut().zip(b"quicknat-gen ".iter().cycle()) {
+        *b = *m;
+    }
+    let mut iovs = vec![
+        libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        cfg.batch
+    ];
+    let mut hdrs = headers(&mut iovs, &mut payload, cfg.payload, true);
+
+    let (mut sent, mut failed) = (0u64, 0u64);
+    let start = Instant::now();
+    let deadline = start.checked_add(cfg.duration);
+    let mut pacer = cfg.rate_pps.map(|r| Pacer::new(r, cfg.batch, start));
+    let sleepy = cfg.rate_pps.is_some_and(|r| r < SLEEP_BELOW_PPS);
+    let mut next = 0usize;
+    loop {
+        let now = Instant::now();
+        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        let k = match pacer.as_mut() {
+            None => cfg.batch,
+            Some(p) => match p.grant(now, cfg.batch) {
+                0 => {
+                    let wait = p.wait_time();
+                    if sleepy {
+                        let left = deadline.map_or(wait, |d| d.saturating_duration_since(now));
+                        std::thread::sleep(wait.min(left));
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    continue;
+                }
+                k => k,
+            },
+        };
+        let fd = socks[next].as_raw_fd();
+        next = (next + 1) % socks.len();
+        match send_batch(fd, &mut hdrs[..k]) {
+            Ok(n) => {
+                sent += n as u64;
+                failed += (k - n) as u64;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) if is_transient(&e) => {
+                failed += k as u64;
+                if pacer.is_none() {
+                    std::thread::yield_now();
+                }
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("gen: sendmmsg to {}: {e}", cfg.dst),
+                ))
+            }
+        }
+        if let Some(p) = pacer.as_mut() {
+            p.consume(k);
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let pps = if seconds > 0.0 {
+        sent as f64 / seconds
+    } else {
+        0.0
+    };
+    Ok(GenReport {
+        sent,
+        failed,
+        seconds,
+        pps,
+    })
+}
+
+/// Binds a UDP socket to `bind` and counts datagrams received for `duration`.
+///
+/// Datagrams are read in `recvmmsg` batches into small buffers (longer ones are
+/// truncated; each still counts once).
+pub fn recv_count(bind: SocketAddrV4, duration: Duration) -> io::Result<u64> {
+    const BATCH: usize = 64;
+    const BUF: usize = 256;
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    // A deep queue absorbs bursts; capped by net.core.rmem_max, which is fine.
+    let _ = s.set_recv_buffer_size(4 << 20);
+    s.bind(&SocketAddr::V4(bind).into())
+        .map_err(|e| io::Error::new(e.kind(), format!("gen: bind sink {bind}: {e}")))?;
+    s.set_read_timeout(Some(Duration::from_millis(20)))?;
+
+    let mut bufs = vec![0u8; BATCH * BUF];
+    let mut iovs = vec![
+        libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        BATCH
+    ];
+    let mut hdrs = headers(&mut iovs, &mut bufs, BUF, false);
+    let deadline = Instant::now() + duration;
+    let mut count = 0u64;
+    while Instant::now() < deadline {
+        // SAFETY: each header points at its own live iovec over a distinct BUF-byte
+        // slice of `bufs`, all alive and unmoved for the call; null timeout.
+        let n = unsafe {
+            libc::recvmmsg(
+                s.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                BATCH as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n >= 0 {
+            count += n as u64;
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN | libc::EINTR) => {}
+            _ => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("gen: recvmmsg on {bind}: {e}"),
+                ))
+            }
+        }
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::thread;
+
+    #[test]
+    fn pacer_grants_about_a_millisecond_per_batch_and_keeps_the_rate() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(20_000, 64, t0);
+        assert_eq!(p.grant(t0, 64), 20, "starts with one batch of credit");
+        p.consume(20);
+        assert_eq!(p.grant(t0 + Duration::from_micros(500), 64), 0);
+        let w = p.wait_time();
+        assert!(w > Duration::from_micros(400) && w <= Duration::from_micros(500));
+        // Simulate one second at 1.1 ms steps (sleep overshoot): the rate holds.
+        let mut sent = 20usize;
+        let mut t = t0 + Duration::from_micros(500);
+        while t < t0 + Duration::from_secs(1) {
+            t += Duration::from_micros(1100);
+            let k = p.grant(t, 64);
+            p.consume(k);
+            sent += k;
+        }
+        assert!((20_000..=20_100).contains(&sent), "sent {sent}");
+        // A long stall refills to the bucket depth only, not a burst.
+        assert_eq!(p.grant(t + Duration::from_secs(5), 64), 64);
+        // Slow rates send single datagrams.
+        let mut slow = Pacer::new(10, 64, t0);
+        assert_eq!(slow.grant(t0, 64), 1);
+    }
+
+    #[test]
+    fn gen_config_ranges_are_checked() {
+        let dst = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
+        assert!(GenConfig::new(dst).validate().is_ok());
+        let bad = [
+            GenConfig {
+                flows: 0,
+                ..GenConfig::new(dst)
+            },
+            GenConfig {
+                flows: MAX_FLOWS + 1,
+                ..GenConfig::new(dst)
+            },
+            GenConfig {
+                batch: 0,
+                ..GenConfig::new(dst)
+            },
+            GenConfig {
+                payload: MAX_PAYLOAD + 1,
+                ..GenConfig::new(dst)
+            },
+            GenConfig {
+                rate_pps: Some(0),
+                ..GenConfig::new(dst)
+            },
+            GenConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)),
+            GenConfig::new(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9)),
+        ];
+        for c in bad {
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{c:?}");
+            assert!(e.to_string().starts_with("gen: "), "{e}");
+        }
+    }
+
+    /// A network namespace of our own, deleted on drop (also when a test fails).
+    struct Netns {
+        name: String,
+    }
+
+    fn ip(args: &[&str]) -> bool {
+        Command::new("ip")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn is_root() -> bool {
+        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2))
+                == Some("0")
+        })
+    }
+
+    impl Netns {
+        /// Creates the namespace with `lo` up, or None (test skipped) when not root / no `ip`.
+        fn new() -> Option<Netns> {
+            let has_ip = Command::new("ip")
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !is_root() || !has_ip {
+                eprintln!("skipping gen live test: needs root and iproute2");
+                return None;
+            }
+            let ns = Netns {
+                name: format!("qn-gen-{}", std::process::id()),
+            };
+            assert!(ip(&["netns", "add", &ns.name]), "ip netns add {}", ns.name);
+            assert!(
+                ip(&["-n", &ns.name, "link", "set", "lo", "up"]),
+                "lo up in {}",
+                ns.name
+            );
+            Some(ns)
+        }
+
+        /// Runs `f` in a new thread inside the namespace.
+        fn spawn<T: Send + 'static>(
+            &self,
+            f: impl FnOnce() -> T + Send + 'static,
+        ) -> thread::JoinHandle<T> {
+            let path = format!("/var/run/netns/{}", self.name);
+            thread::spawn(move || {
+                let file = std::fs::File::open(&path).expect("open netns");
+                // SAFETY: `file` is an open netns file for the duration of the call;
+                // setns only changes this thread's network namespace.
+                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+                f()
+            })
+        }
+    }
+
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.name])
+                .status();
+        }
+    }
+
+    /// Joins a test thread, re-raising its panic with the original message.
+    fn join<T>(h: thread::JoinHandle<T>) -> T {
+        h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+
+    /// Sink and generator on `lo` in the namespace: paced run, then an unpaced one.
+    fn sink_and_gen(ns: &Netns, port: u16, cfg: GenConfig, sink_for: Duration) -> (GenReport, u64) {
+        let sink = ns.spawn(move || {
+            recv_count(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port), sink_for).expect("sink")
+        });
+        thread::sleep(Duration::from_millis(200)); // let the sink bind first
+        let stop = AtomicBool::new(false);
+        let report = join(ns.spawn(move || run(&cfg, &stop).expect("gen")));
+        (report, join(sink))
+    }
+
+    #[test]
+    fn gen_paced_and_unpaced_on_loopback() {
+        let Some(ns) = Netns::new() else { return };
+        let dst = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9999);
+
+        let paced = GenConfig {
+            flows: 8,
+            rate_pps: Some(20_000),
+            duration: Duration::from_secs(1),
+            ..GenConfig::new(dst)
+        };
+        let (r, received) = sink_and_gen(&ns, 9999, paced, Duration::from_millis(1600));
+        eprintln!("paced 20 kpps, 8 flows: {r}; received {received}");
+        assert!((18_000..=22_000).contains(&r.sent), "{r}");
+        assert!(
+            received * 10 >= r.sent * 9,
+            "received {received} of {}",
+            r.sent
+        );
+        assert!(r.failed * 100 <= r.sent, "{r}");
+        assert!((0.95..1.2).contains(&r.seconds), "{r}");
+
+        let unpaced = GenConfig {
+            flows: 8,
+            duration: Duration::from_millis(500),
+            dst: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9998),
+            ..GenConfig::new(dst)
+        };
+        let (r, received) = sink_and_gen(&ns, 9998, unpaced, Duration::from_millis(1000));
+        eprintln!("unpaced, 8 flows, 18-byte payload: {r}; received {received}");
+        assert!(r.sent > 0 && r.pps > 0.0, "{r}");
+    }
+
+    #[test]
+    fn gen_stops_when_asked() {
+        let dst = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
+        let cfg = GenConfig {
+            duration: Duration::from_secs(60),
+            rate_pps: Some(1000),
+            ..GenConfig::new(dst)
+        };
+        let stop = AtomicBool::new(true);
+        let t = Instant::now();
+        let r = run(&cfg, &stop).expect("gen");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(r.sent + r.failed, 0, "{r}");
+    }
+}
