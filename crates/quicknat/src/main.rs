@@ -4,6 +4,7 @@
 //! it holds no NAT logic of its own.
 
 mod config;
+mod lab;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -78,8 +79,49 @@ enum Command {
         #[arg(long, value_name = "N")]
         workers: Option<usize>,
     },
-    // Later subcommands go here, each with its own `run_*` function below:
-    //   Lab   - network-namespace test bed
+    /// Offer 64-byte UDP traffic (by default) to IP:PORT from many source ports, for the lab.
+    Gen {
+        /// Destination IPv4 address and port.
+        #[arg(long, value_name = "IP:PORT")]
+        dst: String,
+        /// Local IPv4 address to send from (default: the kernel chooses).
+        #[arg(long, value_name = "IP")]
+        src: Option<String>,
+        /// Distinct source ports, 1..=4096, used round robin.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        flows: u16,
+        /// UDP payload bytes (18 gives 64-byte Ethernet frames).
+        #[arg(long, value_name = "BYTES", default_value_t = io::gen::PAYLOAD_64B_FRAME)]
+        payload: usize,
+        /// Packets per second (default: as fast as possible).
+        #[arg(long, value_name = "RATE")]
+        pps: Option<u64>,
+        /// How long to send, in seconds.
+        #[arg(long, value_name = "S", default_value_t = 10.0)]
+        seconds: f64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build client, gateway and server network namespaces and measure quicknat against
+    /// the kernel's nftables NAT on the same topology, alternating (root).
+    Lab {
+        /// Seconds per measurement (default 5).
+        #[arg(long, value_name = "S", default_value_t = 5)]
+        seconds: u64,
+        /// Alternating rounds; medians are reported (default 3).
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        rounds: usize,
+        /// Offered load for the CPU-per-packet measurement, packets per second.
+        #[arg(long, value_name = "PPS", default_value_t = 200_000)]
+        fixed_pps: u64,
+        /// Skip the TCP run with offloads on.
+        #[arg(long)]
+        no_offloads_on: bool,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -98,12 +140,28 @@ fn main() -> ExitCode {
             seconds,
             rounds,
         } => run_bench(quick, json, workers, seconds, rounds),
+        Command::Lab {
+            seconds,
+            rounds,
+            fixed_pps,
+            no_offloads_on,
+            json,
+        } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json),
         Command::Run {
             config,
             inside,
             outside,
             workers,
         } => run_gateway(config.as_deref(), inside, outside, workers),
+        Command::Gen {
+            dst,
+            src,
+            flows,
+            payload,
+            pps,
+            seconds,
+            json,
+        } => run_gen(&dst, src.as_deref(), flows, payload, pps, seconds, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -292,6 +350,7 @@ fn run_gateway(
             workers: 1,
             busy_poll: false,
             stats_interval: std::time::Duration::from_secs(10),
+            kernel_bypass: true,
         },
         _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
     };
@@ -324,4 +383,88 @@ fn unix_time() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format!("[{}.{:03}]", d.as_secs(), d.subsec_millis())
+}
+
+/// `quicknat gen`: the lab traffic generator; prints one report line (or JSON).
+fn run_gen(
+    dst: &str,
+    src: Option<&str>,
+    flows: u16,
+    payload: usize,
+    pps: Option<u64>,
+    seconds: f64,
+    json: bool,
+) -> anyhow::Result<()> {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let dst: SocketAddrV4 = dst.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--dst {dst:?}: not an IPv4 address and port (expected IP:PORT, e.g. 198.51.100.2:9000)"
+        )
+    })?;
+    let src_ip = src
+        .map(|s| {
+            s.parse::<Ipv4Addr>()
+                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IPv4 address"))
+        })
+        .transpose()?;
+    anyhow::ensure!(
+        seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
+        "--seconds must be between 0 and 86400"
+    );
+    let cfg = io::gen::GenConfig {
+        src_ip,
+        flows,
+        payload,
+        rate_pps: pps,
+        duration: std::time::Duration::from_secs_f64(seconds),
+        ..io::gen::GenConfig::new(dst)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let report = io::gen::run(&cfg, &stop)?;
+    if json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+    }
+    Ok(())
+}
+
+/// `quicknat lab`: quicknat vs the kernel's NAT in network namespaces.
+fn run_lab(
+    seconds: u64,
+    rounds: usize,
+    fixed_pps: u64,
+    offloads_on: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=600).contains(&seconds),
+        "--seconds must be between 1 and 600"
+    );
+    anyhow::ensure!(
+        (1..=50).contains(&rounds),
+        "--rounds must be between 1 and 50"
+    );
+    anyhow::ensure!(
+        (1_000..=10_000_000).contains(&fixed_pps),
+        "--fixed-pps must be between 1000 and 10000000"
+    );
+    let report = lab::run_lab(&lab::LabOptions {
+        seconds,
+        rounds,
+        fixed_pps,
+        offloads_on,
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(())
 }

@@ -46,6 +46,8 @@ pub struct GatewayConfig {
     pub busy_poll: bool,
     /// Time between counter log lines.
     pub stats_interval: Duration,
+    /// Drop transit IPv4 at the kernel's ingress hook once quicknat has its copy.
+    pub kernel_bypass: bool,
 }
 
 /// Why the gateway could not start.
@@ -178,6 +180,62 @@ fn read_net(inside: &Link, outside: &Link, nl: &mut Netlink) -> std::io::Result<
     })
 }
 
+/// An nftables netdev ingress table that drops transit IPv4 after AF_PACKET has taken its
+/// copy (packet taps run before the ingress hook), so the kernel does not also route and
+/// discard every packet quicknat forwards. Removed on drop.
+#[derive(Debug)]
+struct IngressFilter {
+    table: String,
+}
+
+impl IngressFilter {
+    fn install(ifaces: &[&str], local: &[Ipv4Addr]) -> std::io::Result<Self> {
+        let table = format!("quicknat_{}", std::process::id());
+        let nft = |args: &[&str]| -> std::io::Result<()> {
+            let out = std::process::Command::new("nft").args(args).output()?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!(
+                    "nft {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )))
+            }
+        };
+        nft(&["add", "table", "netdev", &table])?;
+        let f = IngressFilter { table };
+        let mut keep: Vec<String> = local.iter().map(Ipv4Addr::to_string).collect();
+        keep.push("255.255.255.255".into());
+        keep.push("224.0.0.0/4".into());
+        let set = format!("{{ {} }}", keep.join(", "));
+        for (i, dev) in ifaces.iter().enumerate() {
+            let chain = format!("in{i}");
+            nft(&[
+                "add",
+                "chain",
+                "netdev",
+                &f.table,
+                &chain,
+                &format!("{{ type filter hook ingress device \"{dev}\" priority -500; }}"),
+            ])?;
+            nft(&[
+                "add", "rule", "netdev", &f.table, &chain, "meta", "protocol", "ip", "ip", "daddr",
+                "!=", &set, "drop",
+            ])?;
+        }
+        Ok(f)
+    }
+}
+
+impl Drop for IngressFilter {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("nft")
+            .args(["delete", "table", "netdev", &self.table])
+            .output();
+    }
+}
+
 /// The summary `run` returns at shutdown.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
@@ -250,6 +308,24 @@ pub fn run(
             tx(&outside)?,
         ));
     }
+    let _filter = if gw.kernel_bypass {
+        let local: Vec<Ipv4Addr> = published.current().local.iter().copied().collect();
+        match IngressFilter::install(&[&inside.name, &outside.name], &local) {
+            Ok(f) => {
+                log(format!(
+                    "kernel bypass: nftables netdev ingress table {} drops transit IPv4 on {} and {} after quicknat's AF_PACKET copy (the kernel would only drop it later; ARP, IPv6 and traffic to {:?} still reach the kernel)",
+                    f.table, inside.name, outside.name, local
+                ));
+                Some(f)
+            }
+            Err(e) => {
+                log(format!("warning: kernel bypass filter not installed ({e}); the kernel also processes every transit packet"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let raw = RawIpv4::open().map_err(|source| LiveError::Io {
         what: "raw IPv4 socket",
         source,

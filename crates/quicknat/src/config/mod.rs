@@ -180,6 +180,7 @@ fn convert_gateway(
         backend,
         workers,
         busy_poll: g.busy_poll.unwrap_or(false),
+        kernel_bypass: g.kernel_bypass.unwrap_or(true),
         stats_interval,
     })
 }

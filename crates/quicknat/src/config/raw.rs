@@ -35,6 +35,8 @@ pub(super) struct RawGateway {
     pub busy_poll: Option<bool>,
     /// Seconds between counter log lines.
     pub stats_interval: Option<Spanned<u64>>,
+    /// Drop transit IPv4 at the kernel's ingress hook after quicknat's copy.
+    pub kernel_bypass: Option<bool>,
 }
 
 /// The `[nat44]` table.
