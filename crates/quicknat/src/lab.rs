@@ -182,26 +182,47 @@ impl Lab {
     }
 }
 
-/// Busy jiffies of one CPU (user, nice, system, irq, softirq, steal) from /proc/stat.
-fn cpu_busy(core: usize) -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let tag = format!("cpu{core} ");
-    stat.lines()
-        .find(|l| l.starts_with(&tag))
-        .map(|l| {
-            let f: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            // user nice system idle iowait irq softirq steal
-            [0, 1, 2, 5, 6, 7].iter().filter_map(|i| f.get(*i)).sum()
-        })
-        .unwrap_or(0)
+/// Spins for `d`, returning loop iterations per second (the `soak` subcommand).
+pub fn soak(d: Duration) -> f64 {
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    while t0.elapsed() < d {
+        for _ in 0..4096 {
+            x = std::hint::black_box(x.rotate_left(7) ^ 0x1234_5678);
+        }
+        n += 4096;
+    }
+    n as f64 / t0.elapsed().as_secs_f64()
 }
 
-fn ticks_per_sec() -> f64 {
-    100.0 // USER_HZ on Linux
+/// Starts a soaker on `core` at SCHED_IDLE priority: it only gets what nothing else wants.
+fn soak_on(core: usize, seconds: u64) -> Result<Child> {
+    let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+    Command::new("chrt")
+        .args([
+            "-i",
+            "0",
+            "taskset",
+            "-c",
+            &core.to_string(),
+            &exe,
+            "soak",
+            "--seconds",
+            &seconds.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the CPU soaker (chrt, taskset)")
+}
+
+fn soak_rate(child: Child) -> f64 {
+    child
+        .wait_with_output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// One mode's measurements.
@@ -217,7 +238,8 @@ pub struct ModeResult {
     pub udp64_capacity_pps: f64,
     /// Packets the generator offered per second in that cell.
     pub udp64_offered_pps: f64,
-    /// Gateway core CPU per forwarded packet at the fixed load (nanoseconds).
+    /// Gateway core CPU per forwarded packet at the fixed load (nanoseconds), from a
+    /// SCHED_IDLE soaker's lost rate.
     pub cpu_ns_per_packet: f64,
     /// Packets forwarded per second at the fixed load.
     pub fixed_forwarded_pps: f64,
@@ -331,11 +353,18 @@ fn iperf(lab: &Lab, streams: u32, seconds: u64) -> Result<f64> {
         / 1e9)
 }
 
-/// Offers 64-byte UDP (64 flows) for `seconds`; returns (offered pps, forwarded pps, gateway core CPU ns per forwarded packet).
-fn udp64(lab: &Lab, pps: Option<u64>, seconds: u64) -> Result<(f64, f64, f64)> {
+/// Offers 64-byte UDP (64 flows) for `seconds`; returns (offered pps, forwarded pps, gateway
+/// core CPU ns per forwarded packet). The CPU figure comes from a SCHED_IDLE soaker on the
+/// gateway core: the share of its idle-core rate it lost is the share the gateway used
+/// (the kernel's per-CPU tick accounting proved unreliable on these VMs).
+fn udp64(lab: &Lab, pps: Option<u64>, seconds: u64, idle_rate: f64) -> Result<(f64, f64, f64)> {
     let exe = std::env::current_exe()?.to_string_lossy().into_owned();
     let before_fwd = lab.counter(&lab.gw, "g-out", "tx_packets");
-    let busy0 = cpu_busy(GW_CORE);
+    let soaker = if idle_rate > 0.0 {
+        Some(soak_on(GW_CORE, seconds)?)
+    } else {
+        None
+    };
     let t0 = Instant::now();
     let mut args = vec![
         "taskset",
@@ -361,16 +390,23 @@ fn udp64(lab: &Lab, pps: Option<u64>, seconds: u64) -> Result<(f64, f64, f64)> {
     args.push("--json");
     let out = lab.ns(&lab.cli, &args)?;
     let elapsed = t0.elapsed().as_secs_f64();
-    let busy = cpu_busy(GW_CORE).saturating_sub(busy0) as f64 / ticks_per_sec();
     let fwd = lab
         .counter(&lab.gw, "g-out", "tx_packets")
         .saturating_sub(before_fwd) as f64;
+    let busy = soaker
+        .map(|c| (1.0 - soak_rate(c) / idle_rate).clamp(0.0, 1.0))
+        .unwrap_or(0.0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
     let offered = v["pps"].as_f64().unwrap_or(0.0);
+    let fwd_pps = fwd / elapsed;
     Ok((
         offered,
-        fwd / elapsed,
-        if fwd > 0.0 { busy * 1e9 / fwd } else { 0.0 },
+        fwd_pps,
+        if fwd_pps > 0.0 {
+            busy * 1e9 / fwd_pps
+        } else {
+            0.0
+        },
     ))
 }
 
@@ -408,10 +444,12 @@ fn measure(lab: &Lab, opts: &LabOptions) -> Result<ModeResult> {
             "{ type filter hook ingress device \"s0\" priority 0; policy drop; }",
         ],
     )?;
-    let (offered, fwd, _) = udp64(lab, None, s)?;
+    let (offered, fwd, _) = udp64(lab, None, s, 0.0)?;
     r.udp64_offered_pps = offered;
     r.udp64_capacity_pps = fwd;
-    let (_, fwd, cpu) = udp64(lab, Some(opts.fixed_pps), s)?;
+    // The soaker's rate on an idle gateway core, measured now (same mode, no traffic).
+    let idle = soak_rate(soak_on(GW_CORE, 1)?);
+    let (_, fwd, cpu) = udp64(lab, Some(opts.fixed_pps), s, idle)?;
     r.fixed_forwarded_pps = fwd;
     r.cpu_ns_per_packet = cpu;
     lab.ns(&lab.srv, &["nft", "delete", "table", "netdev", "qnsink"])?;

@@ -103,6 +103,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Spin on one core counting loop iterations; `quicknat lab` runs it at the lowest
+    /// priority to measure how much of a core the gateway leaves idle.
+    #[command(hide = true)]
+    Soak {
+        /// Seconds to spin.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+    },
     /// Build client, gateway and server network namespaces and measure quicknat against
     /// the kernel's nftables NAT on the same topology, alternating (root).
     Lab {
@@ -147,6 +155,15 @@ fn main() -> ExitCode {
             no_offloads_on,
             json,
         } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json),
+        Command::Soak { seconds } => {
+            println!(
+                "{}",
+                lab::soak(std::time::Duration::from_secs_f64(
+                    seconds.clamp(0.01, 600.0)
+                ))
+            );
+            Ok(())
+        }
         Command::Run {
             config,
             inside,
