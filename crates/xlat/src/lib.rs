@@ -7,4 +7,8 @@
 //! reported as `false` and left untouched.
 
 pub mod csum;
+pub mod icmp_map;
+pub mod ila;
 pub mod nat44;
+pub mod rfc6052;
+pub mod siit;

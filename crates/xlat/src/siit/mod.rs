@@ -1,0 +1,397 @@
+//! Stateless IP/ICMP translation between IPv4 and IPv6 (SIIT, RFC 7915): the header
+//! rewrite under NAT64 and 464XLAT.
+//!
+//! Both directions work in place, in the caller's buffer. IPv4 -> IPv6 grows the packet,
+//! so the IPv6 header is written into headroom in front of the IPv4 payload; IPv6 -> IPv4
+//! shrinks it, so the IPv4 header is written just in front of the IPv6 upper-layer data.
+//! The payload is never copied on the normal path; only an ICMPv4 error whose buffer has
+//! too little headroom for its two grown headers has its quoted data moved.
+//!
+//! Addresses are the caller's business: it passes the translated outer addresses (RFC
+//! 6052 embedding, an EAM table or a NAT64 binding) and a closure for the addresses of the
+//! packet quoted in an ICMP error. This module decides nothing about sessions.
+//!
+//! Transport checksums are updated incrementally (RFC 1624) so an end-to-end checksum
+//! that was wrong stays wrong; only ICMP error messages, whose bodies are rewritten, get a
+//! full recompute (after their received checksum has been verified).
+//!
+//! This module must never panic on any input (any bytes, any `start`/`len`, any
+//! headroom), never allocate, and never use `unsafe`. A packet it cannot translate is
+//! dropped with a [`SiitDrop`] reason; where RFC 7915 wants an ICMP error sent back, the
+//! reason carries what the caller needs to build it.
+
+mod v4_to_v6;
+mod v6_to_v4;
+
+#[cfg(test)]
+mod tests;
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use wire::checksum::{combine, fold, sum};
+
+use crate::csum::Delta;
+
+pub use v4_to_v6::ipv4_to_ipv6;
+pub use v6_to_v4::ipv6_to_ipv4;
+
+/// The knobs RFC 7915 asks a translator to offer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiitOptions {
+    /// MTU of the IPv6 next hop ("lowest-ipv6-mtu"), at least 1280.
+    pub ipv6_mtu: u32,
+    /// MTU of the IPv4 next hop.
+    pub ipv4_mtu: u32,
+    /// RFC 7915 §4.5: compute a checksum for an unfragmented IPv4 UDP packet sent with
+    /// checksum 0 (otherwise such packets are dropped with [`SiitDrop::UdpZeroChecksum`]).
+    pub translate_udp_zero_csum: bool,
+    /// Decrement TTL / Hop Limit (the translator is a router); off when the caller does it.
+    pub decrement_ttl: bool,
+    /// RFC 7915 §4.1/§5.1: copy TOS <-> Traffic Class (true) or always write zero (false).
+    pub tos_to_traffic_class: bool,
+}
+
+impl Default for SiitOptions {
+    /// 1280/1500 MTUs, zero-checksum UDP dropped, TTL decremented, TOS copied.
+    fn default() -> Self {
+        SiitOptions {
+            ipv6_mtu: 1280,
+            ipv4_mtu: 1500,
+            translate_udp_zero_csum: false,
+            decrement_ttl: true,
+            tos_to_traffic_class: true,
+        }
+    }
+}
+
+/// What to do with the packet after translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiitVerdict {
+    /// Send `buf[start..start + len]`, the translated packet.
+    Forward {
+        /// Offset of the translated IP header in the buffer.
+        start: usize,
+        /// Length of the translated packet.
+        len: usize,
+    },
+    /// Do not send anything; the buffer content is unspecified.
+    Drop(SiitDrop),
+}
+
+/// Why a packet was not translated.
+///
+/// Where a variant says "answer", the caller may send that ICMP error, but never about an
+/// ICMP error message (RFC 7915 §4.4: "unless the discarded packet is itself an ICMPv4
+/// error message"; §5.4 likewise for ICMPv6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiitDrop {
+    /// `start..start + len` is outside the buffer, or shorter than the headers it announces.
+    Truncated,
+    /// Bad version, header length, header checksum, options or ICMP checksum.
+    Malformed,
+    /// A protocol the translator refuses: ICMPv6 inside IPv4, ICMPv4 inside IPv6, an
+    /// extension header after the IPv6 Fragment header (RFC 7915 §5.1.1: "SHOULD be
+    /// dropped").
+    UnsupportedProtocol,
+    /// An ICMP type/code the RFC's table drops, or an ICMP error whose pointer or quoted
+    /// addresses have no translation.
+    IcmpDropped,
+    /// TTL / Hop Limit would reach zero: answer ICMPv4 Time Exceeded / ICMPv6 Hop Limit
+    /// Exceeded.
+    TtlExpired,
+    /// IPv4 -> IPv6, DF set, the IPv6 packet would exceed `ipv6_mtu`: answer ICMPv4
+    /// Fragmentation Needed (type 3 code 4) carrying `mtu`.
+    FragmentNeeded {
+        /// Next-hop MTU to report, as the IPv4 sender counts it (`ipv6_mtu` - 20).
+        mtu: u16,
+    },
+    /// IPv6 -> IPv4 with DF to be set, the IPv4 packet would exceed `ipv4_mtu`: answer
+    /// ICMPv6 Packet Too Big carrying `mtu`.
+    PacketTooBig {
+        /// MTU to report, as the IPv6 sender counts it (`ipv4_mtu` + 20).
+        mtu: u32,
+    },
+    /// The packet may be fragmented (IPv4 DF clear) but is too big for the next hop.
+    /// RFC 7915 §4.1 says the translator SHOULD fragment it; that is not implemented yet
+    /// (one packet in, one packet out), so it is dropped and no ICMP error is owed.
+    NeedsFragmentation,
+    /// An ICMP message that is a fragment: its checksum cannot be translated (RFC 7915
+    /// §1.2: "Fragmented ICMP/ICMPv6 packets will not be translated").
+    FragmentedIcmp,
+    /// IPv4 UDP with checksum 0 that may not or cannot be given one (RFC 7915 §4.5).
+    UdpZeroChecksum,
+    /// An unexpired IPv4 LSRR/SSRR option (answer ICMPv4 type 3 code 5), or an IPv6
+    /// Routing header with Segments Left != 0 (answer ICMPv6 Parameter Problem code 0).
+    SourceRouted {
+        /// IPv6 only: the Parameter Problem pointer, the offset of Segments Left.
+        pointer: Option<u32>,
+    },
+    /// The packet quoted in an ICMP error is itself an ICMP error (RFC 7915 §4.3: "drop
+    /// the packet if it contains more embedded headers").
+    IcmpErrorAboutError,
+    /// The buffer has too little room around the packet for the translated headers.
+    NoHeadroom,
+}
+
+impl SiitDrop {
+    /// A short, stable, lower-case name (also the metric label).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SiitDrop::Truncated => "truncated",
+            SiitDrop::Malformed => "malformed",
+            SiitDrop::UnsupportedProtocol => "unsupported_protocol",
+            SiitDrop::IcmpDropped => "icmp_dropped",
+            SiitDrop::TtlExpired => "ttl_expired",
+            SiitDrop::FragmentNeeded { .. } => "fragment_needed",
+            SiitDrop::PacketTooBig { .. } => "packet_too_big",
+            SiitDrop::NeedsFragmentation => "needs_fragmentation",
+            SiitDrop::FragmentedIcmp => "fragmented_icmp",
+            SiitDrop::UdpZeroChecksum => "udp_zero_checksum",
+            SiitDrop::SourceRouted { .. } => "source_routed",
+            SiitDrop::IcmpErrorAboutError => "icmp_error_about_error",
+            SiitDrop::NoHeadroom => "no_headroom",
+        }
+    }
+}
+
+/// The result type of the internal steps: `(start, len)` of the translated packet.
+type Step = Result<(usize, usize), SiitDrop>;
+
+/// Turns an internal step into the public verdict.
+#[inline]
+fn verdict(step: Step) -> SiitVerdict {
+    match step {
+        Ok((start, len)) => SiitVerdict::Forward { start, len },
+        Err(d) => SiitVerdict::Drop(d),
+    }
+}
+
+/// Maps a `wire` parse error to a drop reason.
+#[inline]
+fn parse_err(e: wire::Error) -> SiitDrop {
+    match e {
+        wire::Error::Truncated => SiitDrop::Truncated,
+        _ => SiitDrop::Malformed,
+    }
+}
+
+/// `start..start + len` as a range inside `buf`, if it is one.
+#[inline]
+fn packet_range(buf: &[u8], start: usize, len: usize) -> Result<(usize, usize), SiitDrop> {
+    match start.checked_add(len) {
+        Some(end) if end <= buf.len() => Ok((start, end)),
+        _ => Err(SiitDrop::Truncated),
+    }
+}
+
+/// The forwarded TTL / Hop Limit.
+///
+/// RFC 7915 §4.1: "As part of decrementing the TTL or Hop Limit, the translator (as any
+/// router) MUST check for zero and send the ICMPv4 "TTL Exceeded" or ICMPv6 "Hop Limit
+/// Exceeded" error."
+#[inline]
+fn forwarded_ttl(ttl: u8, opts: &SiitOptions) -> Result<u8, SiitDrop> {
+    if !opts.decrement_ttl {
+        return Ok(ttl);
+    }
+    if ttl <= 1 {
+        return Err(SiitDrop::TtlExpired);
+    }
+    Ok(ttl - 1)
+}
+
+/// The checksum delta of replacing IPv4 pseudo-header addresses by IPv6 ones (or back).
+///
+/// TCP, UDP: protocol and upper-layer length are the same number in both pseudo-headers
+/// (a 16-bit length summed as a 32-bit one adds the same), so only addresses change.
+#[inline]
+fn addr_delta(v4: (Ipv4Addr, Ipv4Addr), v6: (Ipv6Addr, Ipv6Addr), to_v6: bool) -> Delta {
+    let s4 = fold(combine(sum(&v4.0.octets()), sum(&v4.1.octets())));
+    let s6 = fold(combine(sum(&v6.0.octets()), sum(&v6.1.octets())));
+    let mut d = Delta::ZERO;
+    if to_v6 {
+        d.word(s4, s6);
+    } else {
+        d.word(s6, s4);
+    }
+    d
+}
+
+/// The partial sum of the ICMPv6 pseudo-header (RFC 4443 §2.3), folded to 16 bits.
+#[inline]
+fn icmp6_pseudo(src: Ipv6Addr, dst: Ipv6Addr, len: u32) -> u16 {
+    fold(wire::checksum::pseudo_header_v6(
+        &src.octets(),
+        &dst.octets(),
+        58,
+        len,
+    ))
+}
+
+/// Which ICMPv4 types are errors (RFC 792; RFC 1122 §3.2.2: no error about an error).
+#[inline]
+fn is_icmp4_error(ty: u8) -> bool {
+    matches!(ty, 3 | 4 | 5 | 11 | 12)
+}
+
+/// IPv4 protocol / IPv6 next header numbers used here.
+mod proto {
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const ICMPV6: u8 = 58;
+    pub const HOP_BY_HOP: u8 = 0;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const AH: u8 = 51;
+    pub const DST_OPTS: u8 = 60;
+}
+
+/// What the IPv6 Fragment header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Frag {
+    /// Fragment offset in bytes.
+    offset: u16,
+    /// M flag.
+    more: bool,
+    /// Identification (32 bits).
+    ident: u32,
+}
+
+/// The end of an IPv6 extension-header chain, walked by RFC 7915 §5.1's rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Chain {
+    /// The first next-header value that is not HbH / Routing / Fragment / DestOpts.
+    proto: u8,
+    /// Offset of the upper-layer data from the IPv6 header.
+    upper: usize,
+    /// The Fragment header, if any.
+    frag: Option<Frag>,
+}
+
+/// How many extension headers the walk follows before giving up.
+const MAX_EXT_HEADERS: usize = 8;
+
+/// Walks the IPv6 extension headers of `pkt` (a slice already clamped to the packet).
+///
+/// Unlike [`wire::Ipv6Packet::upper_layer`], this stops at AH (RFC 7915 §5.1 translates
+/// only Hop-by-Hop, Routing, Fragment and Destination Options: "For the first 'next
+/// header' that does not match one of the cases above, its Next Header value ... is
+/// copied to the protocol field"), checks every Routing header (not only the last) and
+/// refuses extension headers after the Fragment header. `outer` enables the Segments Left
+/// check (a quoted packet in an ICMP error is translated whatever its routing header).
+fn walk_chain(pkt: &[u8], outer: bool) -> Result<Chain, SiitDrop> {
+    let mut nh = pkt.get(6).copied().ok_or(SiitDrop::Truncated)?;
+    let mut off = wire::ipv6::field::HEADER_LEN;
+    let mut frag: Option<Frag> = None;
+    for _ in 0..=MAX_EXT_HEADERS {
+        match nh {
+            proto::HOP_BY_HOP | proto::ROUTING | proto::DST_OPTS | proto::FRAGMENT | proto::AH
+                if frag.is_some() =>
+            {
+                // RFC 7915 §5.1.1: "If the Next Header field of the Fragment Header is an
+                // extension header (except ESP, but including the Authentication Header
+                // (AH)), then the packet SHOULD be dropped and logged."
+                return Err(SiitDrop::UnsupportedProtocol);
+            }
+            proto::HOP_BY_HOP | proto::ROUTING | proto::DST_OPTS => {
+                if nh == proto::HOP_BY_HOP && off != wire::ipv6::field::HEADER_LEN {
+                    return Err(SiitDrop::Malformed);
+                }
+                let hdr = pkt.get(off..off + 8).ok_or(SiitDrop::Truncated)?;
+                let len = (usize::from(hdr[1]) + 1) * 8;
+                // RFC 7915 §5.1: "If a Routing header with a non-zero Segments Left field
+                // is present, then the packet MUST NOT be translated, and an ICMPv6
+                // "parameter problem/erroneous header field encountered" (Type 4, Code 0)
+                // error message, with the Pointer field indicating the first byte of the
+                // Segments Left field, SHOULD be returned to the sender."
+                if outer && nh == proto::ROUTING && hdr[3] != 0 {
+                    return Err(SiitDrop::SourceRouted {
+                        pointer: Some(off as u32 + 3),
+                    });
+                }
+                if off + len > pkt.len() {
+                    return Err(SiitDrop::Truncated);
+                }
+                nh = hdr[0];
+                off += len;
+            }
+            proto::FRAGMENT => {
+                let hdr = pkt.get(off..off + 8).ok_or(SiitDrop::Truncated)?;
+                let off_flags = u16::from_be_bytes([hdr[2], hdr[3]]);
+                frag = Some(Frag {
+                    offset: off_flags & !0x7,
+                    more: off_flags & 1 != 0,
+                    ident: u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]),
+                });
+                nh = hdr[0];
+                off += 8;
+            }
+            _ => {
+                return Ok(Chain {
+                    proto: nh,
+                    upper: off,
+                    frag,
+                })
+            }
+        }
+    }
+    Err(SiitDrop::Malformed)
+}
+
+/// Why an IPv4 options walk stopped.
+///
+/// RFC 7915 §4.1: "If IPv4 options are present in the IPv4 packet, they MUST be ignored
+/// (i.e., there is no attempt to translate the options), except that, if an unexpired
+/// source route option (LSRR or SSRR) is present, then the packet MUST instead be
+/// discarded, and an ICMPv4 "Destination Unreachable, Source Route Failed" (Type 3, Code
+/// 5) error message SHOULD be returned to the sender."
+fn check_v4_options(opts: &[u8]) -> Result<(), SiitDrop> {
+    const EOL: u8 = 0;
+    const NOP: u8 = 1;
+    const LSRR: u8 = 131;
+    const SSRR: u8 = 137;
+    let mut i = 0;
+    while let Some(&kind) = opts.get(i) {
+        match kind {
+            EOL => break,
+            NOP => i += 1,
+            _ => {
+                let len = usize::from(opts.get(i + 1).copied().ok_or(SiitDrop::Malformed)?);
+                if len < 2 || i + len > opts.len() {
+                    return Err(SiitDrop::Malformed);
+                }
+                if kind == LSRR || kind == SSRR {
+                    // RFC 791: "If the pointer is greater than the length, the source
+                    // route is empty" (expired); otherwise it still names a next hop.
+                    let ptr = usize::from(opts.get(i + 2).copied().ok_or(SiitDrop::Malformed)?);
+                    if len < 3 {
+                        return Err(SiitDrop::Malformed);
+                    }
+                    if ptr <= len {
+                        return Err(SiitDrop::SourceRouted { pointer: None });
+                    }
+                }
+                i += len;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A 16-bit Identification derived from the datagram's first bytes (its transport header,
+/// checksum included), for IPv4 packets sent with DF clear.
+///
+/// RFC 6864 wants distinct IDs for non-atomic datagrams of one src/dst/protocol; a
+/// stateless function has no counter, so the ID is a hash of content: different segments
+/// spread over 16 bits like random IDs, and only byte-identical datagrams (which reassemble
+/// correctly whichever way their fragments mix) share one.
+#[inline]
+fn derived_ident(data: &[u8]) -> u16 {
+    let mut h: u32 = 0x811C_9DC5;
+    for &b in data.iter().take(32) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    ((h >> 16) ^ h) as u16
+}

@@ -1,0 +1,466 @@
+//! IPv6 -> IPv4 (RFC 7915 §5): the IPv4 header is written just in front of the IPv6
+//! upper-layer data; the fixed header and the skipped extension headers fall away.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet};
+
+use super::{
+    addr_delta, derived_ident, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto,
+    verdict, walk_chain, Chain, Frag, SiitDrop, SiitOptions, SiitVerdict, Step,
+};
+use crate::csum::{get16, put16, Delta};
+use crate::icmp_map::{self, Adjust, IcmpAction};
+
+/// IPv4 header length without options (RFC 7915 §5.1: "Internet Header Length: 5 (no
+/// IPv4 options)").
+const V4_HDR: usize = 20;
+/// Fixed IPv6 header length.
+const V6_HDR: usize = 40;
+/// ICMP header length (type, code, checksum, 32-bit rest).
+const ICMP_HDR: usize = 8;
+/// Above this IPv4 size DF is set (RFC 7915 §5: 1280 - 20).
+const DF_THRESHOLD: usize = 1260;
+/// RFC 1812 §4.3.2.3: an ICMPv4 error "SHOULD contain as much of the original datagram as
+/// possible without the length of the ICMP datagram exceeding 576 bytes".
+const ICMP4_ERROR_MAX: usize = 576;
+
+/// Translates the IPv6 packet `buf[start..start + len]` into IPv4 (RFC 7915 §5).
+///
+/// The IPv4 packet ends where the IPv6 payload ends (bytes past the IPv6 Payload Length
+/// are ignored) and starts 20 bytes plus the skipped extension headers after `start`; an
+/// ICMPv6 error, whose quoted header shrinks too, starts later still. No headroom is
+/// needed. Always use the returned `start`.
+///
+/// `src4`/`dst4` are the translated outer addresses; `inner` maps the addresses of the
+/// packet quoted in an ICMPv6 error (`None` drops the error).
+pub fn ipv6_to_ipv4(
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+    src4: Ipv4Addr,
+    dst4: Ipv4Addr,
+    inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    opts: &SiitOptions,
+) -> SiitVerdict {
+    verdict(translate(buf, start, len, (src4, dst4), inner, opts))
+}
+
+/// The IPv6 header fields the translation needs, read before any byte is overwritten.
+#[derive(Clone, Copy, Debug)]
+struct V6Hdr {
+    tc: u8,
+    payload_len: usize,
+    hop: u8,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    chain: Chain,
+}
+
+impl V6Hdr {
+    /// Reads the fixed header of `p` and walks its extension headers.
+    fn read(p: &Ipv6Packet<&[u8]>, outer: bool) -> Result<Self, SiitDrop> {
+        let data: &[u8] = p.as_ref();
+        let end = (V6_HDR + usize::from(p.payload_len())).min(data.len());
+        let chain = walk_chain(&data[..end], outer)?;
+        Ok(V6Hdr {
+            tc: p.traffic_class(),
+            payload_len: usize::from(p.payload_len()),
+            hop: p.hop_limit(),
+            src: p.src_addr(),
+            dst: p.dst_addr(),
+            chain,
+        })
+    }
+
+    /// The IPv4 TOS.
+    ///
+    /// RFC 7915 §5.1: "Type of Service (TOS): By default, copied from the IPv6 Traffic
+    /// Class (all 8 bits). ... An implementation of a translator SHOULD provide the ability
+    /// to ignore the IPv6 traffic class and always set the IPv4 TOS Octet to a specified
+    /// value" (here: zero, with `tos_to_traffic_class` off).
+    fn tos(&self, opts: &SiitOptions) -> u8 {
+        if opts.tos_to_traffic_class {
+            self.tc
+        } else {
+            0
+        }
+    }
+
+    /// Bytes of upper-layer data the header announces (extension headers excluded).
+    ///
+    /// RFC 7915 §5.1.1: "the Total Length MUST be set to Payload Length value from IPv6
+    /// header, minus length of extension headers up to Fragmentation Header, minus 8 for
+    /// the Fragment Header, plus the size of the IPv4 header."
+    fn upper_len(&self) -> usize {
+        (V6_HDR + self.payload_len).saturating_sub(self.chain.upper)
+    }
+}
+
+/// An IPv4 header to write.
+#[derive(Clone, Copy, Debug)]
+struct V4Out {
+    tos: u8,
+    total: usize,
+    ident: u16,
+    df: bool,
+    mf: bool,
+    offset: u16,
+    ttl: u8,
+    proto: u8,
+    addrs: (Ipv4Addr, Ipv4Addr),
+}
+
+/// Identification, DF, MF and offset of the IPv4 packet (`total` bytes, upper-layer data
+/// `data`).
+fn frag_fields(frag: Option<Frag>, total: usize, data: &[u8]) -> (u16, bool, bool, u16) {
+    match frag {
+        // RFC 7915 §5.1.1: "Identification: Copied from the low-order 16 bits in the
+        // Identification field in the Fragment Header. Flags: The IPv4 More Fragments (MF)
+        // flag is copied from the M flag in the IPv6 Fragment Header. The IPv4 Don't
+        // Fragment (DF) flag is cleared (set to zero), allowing this packet to be further
+        // fragmented by IPv4 routers. Fragment Offset: Copied from the Fragment Offset
+        // field of the IPv6 Fragment Header."
+        Some(f) => (f.ident as u16, false, f.more, f.offset),
+        // RFC 7915 §5.1: "Flags: The More Fragments flag is set to zero. The Don't
+        // Fragment (DF) flag is set as follows: If the size of the translated IPv4 packet
+        // is less than or equal to 1260 bytes, it is set to zero; otherwise, it is set to
+        // one." and "Identification: Set according to a Fragment Identification algorithm
+        // as discussed in [RFC6864]." RFC 6864 §4.1 lets atomic datagrams (DF set) carry
+        // any ID, so those get 0; the others a content-derived ID (see `derived_ident`).
+        None if total > DF_THRESHOLD => (0, true, false, 0),
+        None => (derived_ident(data), false, false, 0),
+    }
+}
+
+/// Writes an IPv4 header (IHL 5) at `at`, checksum included.
+fn write_v4(buf: &mut [u8], at: usize, h: &V4Out) -> Result<(), SiitDrop> {
+    let total = u16::try_from(h.total).map_err(|_| SiitDrop::NeedsFragmentation)?;
+    let hdr = buf.get_mut(at..at + V4_HDR).ok_or(SiitDrop::NoHeadroom)?;
+    let mut p = Ipv4Packet::new_unchecked(hdr);
+    p.set_version(4);
+    p.set_header_len(V4_HDR);
+    p.set_dscp_ecn(h.tos);
+    p.set_total_len(total);
+    p.set_ident(h.ident);
+    p.set_flags_and_offset(h.df, h.mf, h.offset);
+    p.set_ttl(h.ttl);
+    p.set_protocol(IpProtocol::from(h.proto));
+    p.set_src_addr(h.addrs.0);
+    p.set_dst_addr(h.addrs.1);
+    // RFC 7915 §5.1: "Header Checksum: Computed once the IPv4 header has been created."
+    p.fill_checksum();
+    Ok(())
+}
+
+/// Refuses an IPv4 packet bigger than the IPv4 next hop takes.
+///
+/// RFC 7915 §1.4: "the translator MUST send a Packet Too Big error message or fragment the
+/// packet when the packet size exceeds the MTU of the next-hop interface." The packet
+/// would have DF set: the IPv6 sender is told the MTU as it counts it (+20). With DF clear
+/// it should be fragmented in IPv4, which this translator does not do yet.
+fn check_mtu(total: usize, df: bool, opts: &SiitOptions) -> Result<(), SiitDrop> {
+    if total as u64 <= u64::from(opts.ipv4_mtu) && total <= usize::from(u16::MAX) {
+        return Ok(());
+    }
+    if df {
+        let mtu = opts.ipv4_mtu.saturating_add((V6_HDR - V4_HDR) as u32);
+        return Err(SiitDrop::PacketTooBig { mtu });
+    }
+    Err(SiitDrop::NeedsFragmentation)
+}
+
+/// The whole IPv6 -> IPv4 translation.
+fn translate(
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+    addrs4: (Ipv4Addr, Ipv4Addr),
+    inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    opts: &SiitOptions,
+) -> Step {
+    let (start, end) = packet_range(buf, start, len)?;
+    let pkt = Ipv6Packet::new_checked(&buf[start..end]).map_err(parse_err)?;
+    let h = V6Hdr::read(&pkt, true)?;
+    // RFC 7915 §5.1: "Time to Live: Time To Live is derived from Hop Limit value in IPv6
+    // header. Since the translator is a router, as part of forwarding the packet it needs
+    // to decrement either the IPv6 Hop Limit (before the translation) or the IPv4 TTL
+    // (after the translation)."
+    let ttl = forwarded_ttl(h.hop, opts)?;
+    let up = start + h.chain.upper;
+    let up_end = start + V6_HDR + h.payload_len;
+
+    // RFC 7915 §5.1: "Protocol: ... ICMPv6 (58) is changed to ICMPv4 (1), and the payload
+    // is translated as discussed in Section 5.2. The IPv6 headers HOPOPT (0), IPv6-Route
+    // (43), and IPv6-Opts (60) are skipped over during processing ... For the first 'next
+    // header' that does not match one of the cases above, its Next Header value ... is
+    // copied to the protocol field in the IPv4 header."
+    match h.chain.proto {
+        proto::ICMPV6 => return icmp(buf, up, up_end, &h, ttl, addrs4, inner, opts),
+        // ICMPv4 carried in IPv6 would keep a checksum meant for ICMPv6's rules.
+        proto::ICMP => return Err(SiitDrop::UnsupportedProtocol),
+        _ => {}
+    }
+
+    // RFC 7915 §5.5: "Translators MUST do this [update the transport checksum] for TCP,
+    // UDP, and ICMP." A non-first fragment carries no transport header.
+    if h.chain.frag.is_none_or(|f| f.offset == 0) {
+        let l4 = &mut buf[up..up_end];
+        let d = addr_delta(addrs4, (h.src, h.dst), false);
+        match h.chain.proto {
+            proto::TCP => {
+                let c = get16(l4, 16).ok_or(SiitDrop::Truncated)?;
+                put16(l4, 16, d.apply(c));
+            }
+            proto::UDP => {
+                // A zero checksum is illegal in IPv6 (RFC 8200 §8.1) but means "none" in
+                // IPv4: it is passed on unchanged, which IPv4 receivers accept.
+                let c = get16(l4, 6).ok_or(SiitDrop::Truncated)?;
+                put16(l4, 6, d.apply_udp4(c));
+            }
+            _ => {}
+        }
+    }
+
+    let total = V4_HDR + (up_end - up);
+    let (ident, df, mf, offset) = frag_fields(h.chain.frag, total, &buf[up..up_end]);
+    check_mtu(total, df, opts)?;
+    let at = up - V4_HDR;
+    let out = V4Out {
+        tos: h.tos(opts),
+        total,
+        ident,
+        df,
+        mf,
+        offset,
+        ttl,
+        proto: h.chain.proto,
+        addrs: addrs4,
+    };
+    write_v4(buf, at, &out)?;
+    Ok((at, total))
+}
+
+/// ICMPv6 -> ICMPv4 (RFC 7915 §5.2, §5.3).
+#[allow(clippy::too_many_arguments)]
+fn icmp(
+    buf: &mut [u8],
+    up: usize,
+    up_end: usize,
+    h: &V6Hdr,
+    ttl: u8,
+    addrs4: (Ipv4Addr, Ipv4Addr),
+    inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    opts: &SiitOptions,
+) -> Step {
+    // RFC 7915 §1.2: "Fragmented ICMP/ICMPv6 packets will not be translated by IP/ICMP
+    // translators." (An atomic fragment, offset 0 and M clear, is whole.)
+    if h.chain.frag.is_some_and(|f| f.offset != 0 || f.more) {
+        return Err(SiitDrop::FragmentedIcmp);
+    }
+    let msg = Icmpv6Packet::new_checked(&buf[up..up_end]).map_err(parse_err)?;
+    let (ty, code) = (u8::from(msg.msg_type()), msg.msg_code());
+    // RFC 7915 §5.2: "all ICMP packets MUST have the Type translated"; the table says
+    // which are translated and which are silently dropped.
+    let out = match icmp_map::icmp6_to_4(ty, code) {
+        IcmpAction::Translate(o) => o,
+        IcmpAction::Drop => return Err(SiitDrop::IcmpDropped),
+    };
+    if msg.is_error() {
+        return icmp_error(buf, up, up_end, h, ttl, addrs4, out, inner, opts);
+    }
+
+    // An informational message (echo): same length, new type, pseudo-header removed.
+    // RFC 7915 §5.2: "ICMPv6 messages MUST have their ICMPv4 checksum field be updated as
+    // part of the translation since ICMPv6 (unlike ICMPv4) includes a pseudo-header in the
+    // checksum just like UDP and TCP." Done incrementally.
+    let icmp_len = up_end - up;
+    let mut d = Delta::ZERO;
+    d.word(
+        u16::from_be_bytes([ty, code]),
+        u16::from_be_bytes([out.msg_type, out.code]),
+    );
+    d.word(icmp6_pseudo(h.src, h.dst, icmp_len as u32), 0);
+    let c = d.apply(msg.checksum());
+    let l4 = &mut buf[up..up_end];
+    l4[0] = out.msg_type;
+    l4[1] = out.code;
+    put16(l4, 2, c);
+
+    let total = V4_HDR + icmp_len;
+    let (ident, df, mf, offset) = frag_fields(h.chain.frag, total, &buf[up..up_end]);
+    check_mtu(total, df, opts)?;
+    let at = up - V4_HDR;
+    let o = V4Out {
+        tos: h.tos(opts),
+        total,
+        ident,
+        df,
+        mf,
+        offset,
+        ttl,
+        proto: proto::ICMP,
+        addrs: addrs4,
+    };
+    write_v4(buf, at, &o)?;
+    Ok((at, total))
+}
+
+/// ICMPv6 error -> ICMPv4 error, quoted packet translated (RFC 7915 §5.3).
+#[allow(clippy::too_many_arguments)]
+fn icmp_error(
+    buf: &mut [u8],
+    up: usize,
+    up_end: usize,
+    h: &V6Hdr,
+    ttl: u8,
+    addrs4: (Ipv4Addr, Ipv4Addr),
+    out: icmp_map::Icmp4Out,
+    inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    opts: &SiitOptions,
+) -> Step {
+    let msg = Icmpv6Packet::new_unchecked(&buf[up..up_end]);
+    // The body is rewritten and the checksum recomputed: verify the received one first.
+    if !msg.verify_checksum(&h.src.octets(), &h.dst.octets()) {
+        return Err(SiitDrop::Malformed);
+    }
+    let quote = msg.data();
+    let ip = Ipv6Packet::new_checked_embedded(quote).map_err(parse_err)?;
+    // The quoted packet's Routing header is not the translator's concern (outer = false).
+    let q = V6Hdr::read(&ip, false)?;
+    let qaddrs4 = inner(q.src, q.dst).ok_or(SiitDrop::IcmpDropped)?;
+
+    let rest: u32 = match out.adjust {
+        Adjust::None => 0,
+        // RFC 7915 §5.2: "The MTU field MUST be adjusted for the difference between the
+        // IPv4 and IPv6 header sizes, taking into account whether or not the packet in
+        // error includes a Fragment Header, i.e., minimum(advertised MTU-20,
+        // MTU_of_IPv4_nexthop, (MTU_of_IPv6_nexthop)-20)."
+        Adjust::Mtu => {
+            let frag = if q.chain.frag.is_some() { 8 } else { 0 };
+            let ptb = msg.mtu().saturating_sub(frag);
+            u32::from(icmp_map::mtu_6_to_4(ptb, opts.ipv4_mtu, opts.ipv6_mtu))
+        }
+        // RFC 7915 §5.2: "the Pointer field MUST be updated", per Figure 6; unlisted
+        // pointers: "silently drop the packet".
+        Adjust::Pointer => {
+            let p = icmp_map::pointer_6_to_4(msg.pointer()).ok_or(SiitDrop::IcmpDropped)?;
+            u32::from(p) << 24
+        }
+        Adjust::SetPointer(p) => p.min(255) << 24,
+    };
+
+    // The quoted upper-layer data stays where it is; the three headers are written in
+    // front of it (they are 48 bytes, it is preceded by at least 88).
+    let q_up = up + ICMP_HDR + q.chain.upper;
+    let q_avail = up_end.saturating_sub(q_up);
+    let q_first = q.chain.frag.is_none_or(|f| f.offset == 0);
+    let mut q_icmp4 = None;
+    let q_proto = match q.chain.proto {
+        proto::ICMPV6 => {
+            if q_first && q_avail >= 1 {
+                let ity = buf[q_up];
+                let icode = if q_avail >= 2 { buf[q_up + 1] } else { 0 };
+                // RFC 7915 §5.3: "This process MUST stop at the first embedded header and
+                // drop the packet if it contains more embedded headers."
+                if ity < 128 {
+                    return Err(SiitDrop::IcmpErrorAboutError);
+                }
+                match icmp_map::icmp6_to_4(ity, icode) {
+                    IcmpAction::Translate(o) => q_icmp4 = Some((ity, icode, o)),
+                    IcmpAction::Drop => return Err(SiitDrop::IcmpDropped),
+                }
+            }
+            proto::ICMP
+        }
+        proto::ICMP => return Err(SiitDrop::UnsupportedProtocol),
+        p => p,
+    };
+    let hdrs = V4_HDR + ICMP_HDR + V4_HDR;
+    let cap = ICMP4_ERROR_MAX.min(opts.ipv4_mtu as usize);
+    let keep = q_avail.min(cap.saturating_sub(hdrs));
+    let at = q_up.checked_sub(hdrs).ok_or(SiitDrop::Malformed)?;
+
+    // RFC 7915 §5.3: "The ICMP error messages containing the packet in error MUST be
+    // translated just like a normal IP packet (except that the TTL/Hop Limit value of the
+    // inner IPv4/IPv6 packet are not decremented)." The quoted transport checksum follows
+    // the quoted addresses, where the quote still holds it.
+    if q_first {
+        let qd = &mut buf[q_up..q_up + keep];
+        let d = addr_delta(qaddrs4, (q.src, q.dst), false);
+        match q.chain.proto {
+            proto::TCP => {
+                if let Some(c) = get16(qd, 16) {
+                    put16(qd, 16, d.apply(c));
+                }
+            }
+            proto::UDP => {
+                if let Some(c) = get16(qd, 6) {
+                    put16(qd, 6, d.apply_udp4(c));
+                }
+            }
+            proto::ICMPV6 => {
+                if let Some((ity, icode, o)) = q_icmp4 {
+                    let mut d = Delta::ZERO;
+                    d.word(
+                        u16::from_be_bytes([ity, icode]),
+                        u16::from_be_bytes([o.msg_type, o.code]),
+                    );
+                    d.word(icmp6_pseudo(q.src, q.dst, q.upper_len() as u32), 0);
+                    if let Some(c) = get16(qd, 2) {
+                        put16(qd, 2, d.apply(c));
+                    }
+                    if let Some(b) = qd.get_mut(0) {
+                        *b = o.msg_type;
+                    }
+                    if let Some(b) = qd.get_mut(1) {
+                        *b = o.code;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // The quoted header: lengths as the original said, Hop Limit copied as TTL.
+    let q_total = (V4_HDR + q.upper_len()).min(usize::from(u16::MAX));
+    let (ident, df, mf, offset) = frag_fields(q.chain.frag, q_total, &buf[q_up..q_up + keep]);
+    let q_out = V4Out {
+        tos: q.tos(opts),
+        total: q_total,
+        ident,
+        df,
+        mf,
+        offset,
+        ttl: q.hop,
+        proto: q_proto,
+        addrs: qaddrs4,
+    };
+    write_v4(buf, at + V4_HDR + ICMP_HDR, &q_out)?;
+
+    let icmp_at = at + V4_HDR;
+    let icmp_len = ICMP_HDR + V4_HDR + keep;
+    let m = &mut buf[icmp_at..icmp_at + icmp_len];
+    m[0] = out.msg_type;
+    m[1] = out.code;
+    m[4..8].copy_from_slice(&rest.to_be_bytes());
+    // RFC 4884 lengths are not carried: the rest-of-header word above is the MTU, the
+    // pointer or zero, so an extension, if any, is passed as quoted data.
+    Icmpv4Packet::new_unchecked(&mut *m).fill_checksum();
+
+    let total = V4_HDR + icmp_len;
+    let (ident, df, mf, offset) = frag_fields(None, total, &buf[icmp_at..icmp_at + icmp_len]);
+    let o = V4Out {
+        tos: h.tos(opts),
+        total,
+        ident,
+        df,
+        mf,
+        offset,
+        ttl,
+        proto: proto::ICMP,
+        addrs: addrs4,
+    };
+    write_v4(buf, at, &o)?;
+    Ok((at, total))
+}
