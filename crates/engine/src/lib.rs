@@ -10,4 +10,4 @@ mod stats;
 mod verdict;
 
 pub use stats::Counters;
-pub use verdict::{Direction, DropReason, Verdict};
+pub use verdict::{Direction, DropReason, Offload, Verdict};

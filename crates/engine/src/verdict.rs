@@ -9,6 +9,18 @@ pub enum Direction {
     Inbound,
 }
 
+/// What a receive offload left unfinished in a packet (see
+/// `Nat44Worker::process_offloaded`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// A complete packet.
+    None,
+    /// The transport checksum field holds only the pseudo-header sum (CHECKSUM_PARTIAL).
+    PartialCsum,
+    /// A GSO super-packet: partial transport checksum, IPv4 header checksum not final.
+    Gso,
+}
+
 /// The outcome of processing one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {

@@ -45,6 +45,15 @@ impl Delta {
         !fold(combine(s as u32, 0))
     }
 
+    /// Applies the delta to a *partial* checksum (a field holding the folded pseudo-header
+    /// sum, not its complement, as CHECKSUM_PARTIAL offloads leave it): `HC + delta`.
+    #[inline]
+    pub fn apply_partial(self, partial: u16) -> u16 {
+        let mut s = u64::from(partial) + self.0;
+        s = (s & 0xFFFF_FFFF) + (s >> 32);
+        fold(combine(s as u32, 0))
+    }
+
     /// Like [`apply`](Self::apply) under the IPv4 UDP rule: a zero checksum (none sent)
     /// stays zero, and a computed zero is sent as 0xFFFF (RFC 768).
     #[inline]

@@ -208,6 +208,48 @@ pub fn rewrite(
     true
 }
 
+/// Like [`rewrite`] for a packet whose transport checksum field holds only the
+/// pseudo-header sum (Linux's CHECKSUM_PARTIAL, e.g. a GSO super-packet from veth or
+/// virtio): the field is moved by the address change alone, *not* complemented, because
+/// whoever completes the checksum later sums the transport header (new ports included)
+/// onto it. The IPv4 header checksum is recomputed in full: a GSO super-packet's may be
+/// stale, and every segment gets a fresh one anyway.
+pub fn rewrite_partial(
+    pkt: &mut [u8],
+    l4_off: usize,
+    kind: L4Kind,
+    to: &Rewrite,
+    decrement_ttl: bool,
+) -> bool {
+    if kind == L4Kind::IcmpQuery {
+        return rewrite(pkt, l4_off, kind, to, decrement_ttl);
+    }
+    if l4_off < 20 || pkt.len() < l4_off + if kind == L4Kind::Tcp { 18 } else { 8 } {
+        return false;
+    }
+    let mut pseudo = Delta::ZERO;
+    set_addr(pkt, ip::SRC, to.src.octets(), &mut pseudo);
+    set_addr(pkt, ip::DST, to.dst.octets(), &mut pseudo);
+    if decrement_ttl {
+        let mut ignored = Delta::ZERO;
+        if let Some(w) = get16(pkt, ip::TTL) {
+            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut ignored);
+        }
+    }
+    crate::csum::put16(pkt, ip::CHECKSUM, 0);
+    let c = wire::checksum::checksum(&pkt[..l4_off]);
+    crate::csum::put16(pkt, ip::CHECKSUM, c);
+    let (_, l4) = pkt.split_at_mut(l4_off);
+    let mut ports = Delta::ZERO;
+    set16(l4, 0, to.sport, &mut ports);
+    set16(l4, 2, to.dport, &mut ports);
+    let off = if kind == L4Kind::Tcp { 16 } else { 6 };
+    if let Some(c) = get16(l4, off) {
+        crate::csum::put16(l4, off, pseudo.apply_partial(c));
+    }
+    true
+}
+
 /// What an ICMP error must look like after translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IcmpErrorRewrite {
@@ -287,4 +329,61 @@ pub fn rewrite_icmp_error(pkt: &mut [u8], e: &IcmpErrorRewrite, decrement_ttl: b
         crate::csum::put16(icmp, 2, inner.apply(c));
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
+
+    /// An IPv4/TCP packet as a CHECKSUM_PARTIAL offload leaves it: the TCP checksum field
+    /// holds the folded pseudo-header sum.
+    fn partial_tcp(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+        let mut p = vec![0x45, 0, 0, 60, 0, 1, 0x40, 0, 64, 6, 0, 0];
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        let c = checksum(&p);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut t = vec![
+            0x9c, 0x40, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0,
+        ];
+        t.extend_from_slice(b"payload of twenty b.");
+        let ps = fold(pseudo_header_v4(src, dst, 6, t.len() as u16));
+        t[16..18].copy_from_slice(&ps.to_be_bytes());
+        p.extend_from_slice(&t);
+        p
+    }
+
+    /// What the NIC or the kernel's segmentation does later: sum the segment (with the
+    /// partial field in it) and store the complement.
+    fn complete(p: &mut [u8]) {
+        let s = !fold(sum(&p[20..]));
+        p[36..38].copy_from_slice(&s.to_be_bytes());
+    }
+
+    #[test]
+    fn partial_checksum_survives_translation_and_completes_right() {
+        let mut p = partial_tcp([10, 0, 0, 2], [198, 51, 100, 2]);
+        let to = Rewrite {
+            src: Ipv4Addr::new(203, 0, 113, 1),
+            sport: 61000,
+            dst: Ipv4Addr::new(198, 51, 100, 2),
+            dport: 80,
+        };
+        assert!(rewrite_partial(&mut p, 20, L4Kind::Tcp, &to, true));
+        assert_eq!(checksum(&p[..20]), 0, "IPv4 header checksum recomputed");
+        assert_eq!(p[8], 63);
+        // Still partial: the field is the pseudo-header sum of the new addresses.
+        let want = fold(pseudo_header_v4([203, 0, 113, 1], [198, 51, 100, 2], 6, 40));
+        assert_eq!(u16::from_be_bytes([p[36], p[37]]), want);
+        complete(&mut p);
+        let full = fold(combine(
+            pseudo_header_v4([203, 0, 113, 1], [198, 51, 100, 2], 6, 40),
+            sum(&p[20..]),
+        ));
+        assert_eq!(
+            full, 0xffff,
+            "completed checksum verifies against the new addresses and ports"
+        );
+    }
 }

@@ -40,6 +40,7 @@ use rustc_hash::FxHasher;
 
 use crate::config::{ConfigError, L4Proto, Nat44Config, Timeouts};
 use crate::stats::Counters;
+pub use crate::verdict::Offload;
 use crate::verdict::{Direction, Verdict};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;

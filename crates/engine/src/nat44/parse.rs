@@ -32,6 +32,8 @@ pub struct Flow {
     pub total_len: usize,
     /// TTL as received.
     pub ttl: u8,
+    /// What a receive offload left unfinished (set by the worker, not the parser).
+    pub offload: crate::verdict::Offload,
 }
 
 /// An ICMP error and the flow it quotes.
@@ -96,7 +98,7 @@ fn ports(proto: IpProtocol, l4: &[u8]) -> Option<(Proto, L4Kind, u16, u16)> {
 /// and takes the full parse, which also names the reason for a drop. When this returns
 /// a flow, it is exactly the flow the full parse returns (a test holds it to that).
 #[inline]
-fn parse_fast(pkt: &[u8]) -> Option<Flow> {
+fn parse_fast(pkt: &[u8], verify_ip: bool) -> Option<Flow> {
     let h: &[u8; 28] = pkt.first_chunk::<28>()?;
     if h[0] != 0x45 || h[6] & 0x3f != 0 || h[7] != 0 {
         return None;
@@ -109,7 +111,7 @@ fn parse_fast(pkt: &[u8]) -> Option<Flow> {
     for i in 0..10 {
         sum += u32::from(u16::from_be_bytes([h[2 * i], h[2 * i + 1]]));
     }
-    if wire::checksum::fold(sum) != 0xffff {
+    if verify_ip && wire::checksum::fold(sum) != 0xffff {
         return None;
     }
     let src = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
@@ -141,20 +143,22 @@ fn parse_fast(pkt: &[u8]) -> Option<Flow> {
         tcp_flags,
         total_len: total,
         ttl: h[8],
+        offload: crate::verdict::Offload::None,
     })
 }
 
-/// Classifies an IPv4 packet, verifying the header checksum as a router must.
+/// Classifies an IPv4 packet; `verify_ip` is false only for GSO super-packets, whose IPv4
+/// header checksum is recomputed for every segment when the kernel splits them.
 #[inline]
-pub fn parse(pkt: &[u8]) -> Result<Parsed, DropReason> {
-    if let Some(f) = parse_fast(pkt) {
+pub fn parse_with(pkt: &[u8], verify_ip: bool) -> Result<Parsed, DropReason> {
+    if let Some(f) = parse_fast(pkt, verify_ip) {
         return Ok(Parsed::Flow(f));
     }
-    parse_full(pkt)
+    parse_full(pkt, verify_ip)
 }
 
 /// The full parse through the `wire` views: every shape, every drop reason.
-pub fn parse_full(pkt: &[u8]) -> Result<Parsed, DropReason> {
+pub fn parse_full(pkt: &[u8], verify_ip: bool) -> Result<Parsed, DropReason> {
     if pkt.first().map(|b| b >> 4) == Some(6) {
         return Err(DropReason::NotIpv4);
     }
@@ -170,7 +174,7 @@ pub fn parse_full(pkt: &[u8]) -> Result<Parsed, DropReason> {
         }
         e => wire_reason(e),
     })?;
-    if !ip.verify_checksum() {
+    if verify_ip && !ip.verify_checksum() {
         return Err(DropReason::BadIpChecksum);
     }
     if ip.is_fragment() {
@@ -192,6 +196,7 @@ pub fn parse_full(pkt: &[u8]) -> Result<Parsed, DropReason> {
                 tcp_flags: tcp.flags(),
                 total_len,
                 ttl,
+                offload: crate::verdict::Offload::None,
             }))
         }
         IpProtocol::Udp => {
@@ -203,6 +208,7 @@ pub fn parse_full(pkt: &[u8]) -> Result<Parsed, DropReason> {
                 tcp_flags: 0,
                 total_len,
                 ttl,
+                offload: crate::verdict::Offload::None,
             }))
         }
         IpProtocol::Icmp => {
@@ -217,6 +223,7 @@ pub fn parse_full(pkt: &[u8]) -> Result<Parsed, DropReason> {
                         tcp_flags: 0,
                         total_len,
                         ttl,
+                        offload: crate::verdict::Offload::None,
                     }))
                 }
                 Icmpv4Type::DstUnreachable
@@ -317,15 +324,15 @@ mod tests {
                 p[10..12].copy_from_slice(&c.to_be_bytes());
             }
             p.truncate(cut);
-            if let Some(f) = parse_fast(&p) {
-                prop_assert_eq!(parse_full(&p), Ok(Parsed::Flow(f)));
+            if let Some(f) = parse_fast(&p, true) {
+                prop_assert_eq!(parse_full(&p, true), Ok(Parsed::Flow(f)));
             }
         }
     }
 
     #[test]
     fn fast_path_takes_the_common_packets() {
-        assert!(parse_fast(&sample(true)).is_some());
-        assert!(parse_fast(&sample(false)).is_some());
+        assert!(parse_fast(&sample(true), true).is_some());
+        assert!(parse_fast(&sample(false), true).is_some());
     }
 }

@@ -7,12 +7,13 @@ use conntrack::{
     Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef, RefInsertError,
     SessionId, Side, Timestamp, Tuple,
 };
-use xlat::nat44::{rewrite, rewrite_icmp_error, IcmpErrorRewrite, L4Kind};
+use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
 
-use super::parse::{parse, Flow, IcmpError, Parsed};
+use super::parse::{parse_with, Flow, IcmpError, Parsed};
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
 use crate::stats::Counters;
+use crate::verdict::Offload;
 use crate::verdict::{Direction, DropReason, Verdict};
 
 /// One data-plane thread's handle on a NAT44 instance.
@@ -79,7 +80,22 @@ impl Nat44Worker {
     /// the IPv4 total length (link padding) are left alone.
     #[inline]
     pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Verdict {
-        match self.process_inner(now, dir, pkt) {
+        self.process_offloaded(now, dir, pkt, Offload::None)
+    }
+
+    /// Like [`process`](Self::process) for a packet an offload left unfinished: its
+    /// transport checksum holds only the pseudo-header sum (`PartialCsum`), and for a GSO
+    /// super-packet also its IPv4 header checksum is left to the segmentation (`Gso`).
+    /// The checksum stays partial; whoever finishes the offload completes it.
+    #[inline]
+    pub fn process_offloaded(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        pkt: &mut [u8],
+        offload: Offload,
+    ) -> Verdict {
+        match self.process_inner(now, dir, pkt, offload) {
             Ok(()) => {
                 self.counters.forwarded += 1;
                 Verdict::Forward
@@ -97,8 +113,9 @@ impl Nat44Worker {
         now: Timestamp,
         dir: Direction,
         pkt: &mut [u8],
+        offload: Offload,
     ) -> Result<(), DropReason> {
-        let parsed = parse(pkt)?;
+        let parsed = parse_with(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
             Parsed::Flow(f) => f.ttl,
             Parsed::IcmpError(e) => e.ttl,
@@ -107,7 +124,7 @@ impl Nat44Worker {
             return Err(DropReason::TtlExpired);
         }
         match parsed {
-            Parsed::Flow(f) => self.flow(now, dir, f, pkt),
+            Parsed::Flow(f) => self.flow(now, dir, Flow { offload, ..f }, pkt),
             Parsed::IcmpError(e) => self.icmp_error(now, dir, e, pkt),
         }
     }
@@ -405,13 +422,13 @@ fn forward(
     h.touch(now);
     let to = h.revised();
     let end = f.total_len.min(pkt.len());
-    rewrite(
-        &mut pkt[..end],
-        f.l4_off,
-        f.kind,
-        &rewrite_of(&to),
-        sh.cfg.decrement_ttl,
-    );
+    let to = rewrite_of(&to);
+    match f.offload {
+        Offload::None => rewrite(&mut pkt[..end], f.l4_off, f.kind, &to, sh.cfg.decrement_ttl),
+        Offload::PartialCsum | Offload::Gso => {
+            rewrite_partial(&mut pkt[..end], f.l4_off, f.kind, &to, sh.cfg.decrement_ttl)
+        }
+    };
     Ok(())
 }
 
