@@ -31,14 +31,6 @@ impl AfPacketTx {
         let fd = sys::packet_socket()?;
         sys::bind_packet(&fd, ifindex, 0)
             .map_err(|e| io::Error::new(e.kind(), format!("af_packet tx {ifname}: bind: {e}")))?;
-        // Frames go straight to the driver, skipping the qdisc layer (as a NIC ring would);
-        // harmless if the kernel refuses it.
-        let _ = sys::setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            libc::PACKET_QDISC_BYPASS,
-            &1 as &libc::c_int,
-        );
         Ok(AfPacketTx {
             fd,
             ifindex,
