@@ -10,9 +10,10 @@ if ! python3 -c "import scapy" 2>/dev/null; then
     python3 -m pip install --quiet -r scripts/requirements.txt
 fi
 
-# Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables.
+# Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
+# clang compiles the XDP program of the AF_XDP backend (crates/io/bpf).
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then

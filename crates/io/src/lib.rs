@@ -6,6 +6,7 @@
 //! configuration. The runtime is the one place where io and the engine meet.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod gen;
 pub mod netlink;
 pub mod pcap;

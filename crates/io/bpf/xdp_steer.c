@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// xdp_steer: the XDP half of quicknat's AF_XDP backend.
+//
+// Sends IPv4 and IPv6 frames (optionally behind one 802.1Q/802.1ad tag) to
+// the AF_XDP socket bound to the receiving queue (`xsks_map`), and passes
+// everything else to the kernel: ARP, IPv6 neighbour discovery / router
+// messages (ICMPv6 133..137), LLDP, ... so neighbour resolution keeps working.
+// When `config[0] & QN_CFG_PASS_LOCAL` is set, IPv4 frames addressed to one of
+// the host's own addresses (`local_v4`, filled by userspace) also go to the
+// kernel, so management traffic (ssh, ping to the gateway) keeps working.
+// If no socket is bound to the queue, bpf_redirect_map falls back to XDP_PASS.
+//
+// Self-contained on purpose (no kernel or libbpf headers): building it needs
+// only `clang -O2 -g -target bpf -c`.
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+
+struct xdp_md {
+	__u32 data;
+	__u32 data_end;
+	__u32 data_meta;
+	__u32 ingress_ifindex;
+	__u32 rx_queue_index;
+	__u32 egress_ifindex;
+};
+
+enum { XDP_ABORTED = 0, XDP_DROP = 1, XDP_PASS = 2, XDP_TX = 3, XDP_REDIRECT = 4 };
+enum { BPF_MAP_TYPE_HASH = 1, BPF_MAP_TYPE_ARRAY = 2, BPF_MAP_TYPE_XSKMAP = 17 };
+
+#define SEC(name) __attribute__((section(name), used))
+#define __uint(name, val) int(*name)[val]
+#define __type(name, val) typeof(val) *name
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define be16(x) ((__u16)__builtin_bswap16(x))
+#else
+#define be16(x) ((__u16)(x))
+#endif
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+#define IPPROTO_ICMPV6 58
+
+/* config[0] bits. Keep in sync with crates/io/src/afxdp/loader.rs. */
+#define QN_CFG_PASS_LOCAL 1u
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_map SEC(".maps");
+
+/* IPv4 address (network byte order, as on the wire) -> 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} local_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} config SEC(".maps");
+
+SEC("xdp")
+int xdp_steer(struct xdp_md *ctx)
+{
+	__u8 *data = (__u8 *)(long)ctx->data;
+	__u8 *end = (__u8 *)(long)ctx->data_end;
+	__u16 proto;
+	__u8 *l3;
+
+	if (data + 14 > end)
+		return XDP_PASS;
+	proto = *(__u16 *)(data + 12);
+	l3 = data + 14;
+	if (proto == be16(ETH_P_8021Q) || proto == be16(ETH_P_8021AD)) {
+		if (data + 18 > end)
+			return XDP_PASS;
+		proto = *(__u16 *)(data + 16);
+		l3 = data + 18;
+	}
+
+	if (proto == be16(ETH_P_IP)) {
+		__u32 zero = 0;
+		__u32 *cfg;
+
+		if (l3 + 20 > end)
+			return XDP_PASS;
+		cfg = bpf_map_lookup_elem(&config, &zero);
+		if (cfg && (*cfg & QN_CFG_PASS_LOCAL)) {
+			__u32 dst = *(__u32 *)(l3 + 16);
+
+			if (bpf_map_lookup_elem(&local_v4, &dst))
+				return XDP_PASS;
+		}
+	} else if (proto == be16(ETH_P_IPV6)) {
+		if (l3 + 40 > end)
+			return XDP_PASS;
+		/* Neighbour discovery and router messages belong to the kernel. */
+		if (l3[6] == IPPROTO_ICMPV6) {
+			if (l3 + 41 > end)
+				return XDP_PASS;
+			if (l3[40] >= 133 && l3[40] <= 137)
+				return XDP_PASS;
+		}
+	} else {
+		return XDP_PASS;
+	}
+	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+}
+
+char _license[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,125 @@
+//! Loads the steering program (`bpf/xdp_steer.c`, compiled by build.rs) with
+//! aya, fills its maps and attaches it to the interface.
+//!
+//! The attachment is a BPF link (`BPF_LINK_CREATE`, Linux >= 5.9) whenever
+//! the kernel has them: the link lives exactly as long as its file
+//! descriptor, so the program is detached on drop, on a clean exit and also
+//! when the process is killed with SIGKILL (the kernel closes the fd). Only
+//! on kernels without XDP links does aya fall back to a netlink attachment,
+//! which survives a SIGKILL (a clean drop still detaches it).
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
+
+use aya::maps::{Array, HashMap, XskMap};
+use aya::programs::{Xdp, XdpMode};
+use aya::Ebpf;
+
+/// The compiled program, or empty when clang was missing at build time.
+static XDP_STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_steer.o"));
+
+/// `config[0]` bit: pass IPv4 frames for `local_v4` addresses to the kernel.
+/// Keep in sync with `QN_CFG_PASS_LOCAL` in bpf/xdp_steer.c.
+const CFG_PASS_LOCAL: u32 = 1;
+
+/// The message `AfXdp::open` fails with when build.rs found no clang.
+pub(crate) const NO_CLANG: &str =
+    "AF_XDP support was built without clang; install clang and rebuild";
+
+/// Whether this build carries the XDP program (clang was found at build time).
+pub fn built_with_bpf() -> bool {
+    !XDP_STEER_OBJ.is_empty()
+}
+
+/// The loaded program with its attachment; dropping it detaches the program.
+pub(crate) struct Steering {
+    /// Owns the program, its maps and its link.
+    _ebpf: Ebpf,
+    /// Whether the program runs in the driver (native) rather than generic mode.
+    pub(crate) native: bool,
+}
+
+fn err(what: &str, ifname: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("AF_XDP on {ifname}: {what}: {e}"))
+}
+
+/// Loads the program, registers `xsk` for `queue`, fills `local_v4` and
+/// attaches to `ifindex` (native mode first, then generic).
+pub(crate) fn attach(
+    ifname: &str,
+    ifindex: u32,
+    queue: u32,
+    xsk: &OwnedFd,
+    local_v4: &[Ipv4Addr],
+) -> io::Result<Steering> {
+    if !built_with_bpf() {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, NO_CLANG));
+    }
+    let mut ebpf =
+        Ebpf::load(XDP_STEER_OBJ).map_err(|e| err("loading the XDP object", ifname, e))?;
+    {
+        let map = ebpf
+            .map_mut("xsks_map")
+            .ok_or_else(|| err("XDP object", ifname, "no xsks_map"))?;
+        let mut xsks = XskMap::try_from(map).map_err(|e| err("xsks_map", ifname, e))?;
+        xsks.set(queue, xsk.as_raw_fd(), 0).map_err(|e| {
+            err(
+                &format!("registering the socket for queue {queue}"),
+                ifname,
+                e,
+            )
+        })?;
+    }
+    {
+        let map = ebpf
+            .map_mut("local_v4")
+            .ok_or_else(|| err("XDP object", ifname, "no local_v4 map"))?;
+        let mut local: HashMap<_, u32, u8> =
+            HashMap::try_from(map).map_err(|e| err("local_v4", ifname, e))?;
+        for a in local_v4 {
+            // The program compares the address as it lies in the packet.
+            local
+                .insert(u32::from_ne_bytes(a.octets()), 1, 0)
+                .map_err(|e| err(&format!("adding local address {a}"), ifname, e))?;
+        }
+    }
+    {
+        let map = ebpf
+            .map_mut("config")
+            .ok_or_else(|| err("XDP object", ifname, "no config map"))?;
+        let mut cfg: Array<_, u32> = Array::try_from(map).map_err(|e| err("config", ifname, e))?;
+        let flags = if local_v4.is_empty() {
+            0
+        } else {
+            CFG_PASS_LOCAL
+        };
+        cfg.set(0, flags, 0).map_err(|e| err("config", ifname, e))?;
+    }
+    let prog: &mut Xdp = ebpf
+        .program_mut("xdp_steer")
+        .ok_or_else(|| err("XDP object", ifname, "no program xdp_steer"))?
+        .try_into()
+        .map_err(|e| err("XDP object", ifname, e))?;
+    prog.load()
+        .map_err(|e| err("loading the XDP program", ifname, e))?;
+    let native = match prog.attach_to_if_index(ifindex, XdpMode::Driver) {
+        Ok(_) => true,
+        Err(native_err) => {
+            prog.attach_to_if_index(ifindex, XdpMode::Skb)
+                .map_err(|e| {
+                    err(
+                        "XDP attach failed",
+                        ifname,
+                        format!("native: {native_err}; generic: {e}"),
+                    )
+                })?;
+            false
+        }
+    };
+    Ok(Steering {
+        _ebpf: ebpf,
+        native,
+    })
+}

@@ -1,0 +1,300 @@
+//! The unsafe edge of the AF_XDP backend: thin, safe wrappers over the
+//! syscalls it needs (socket, socket options, bind, mmap, poll, sendto).
+//!
+//! Every `unsafe` block of the socket side lives here or in `ring.rs`/
+//! `umem.rs` next to the raw memory it guards. Each wrapper takes only safe
+//! Rust types, checks the return value and turns `-1` into an [`io::Error`].
+
+use std::ffi::CString;
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+/// Turns a `-1` syscall return into the thread's `errno`.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Resolves an interface name in the calling thread's network namespace.
+pub(crate) fn ifindex(ifname: &str) -> io::Result<u32> {
+    let not_found = || {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no such interface: {ifname}"),
+        )
+    };
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
+        return Err(not_found());
+    }
+    let c = CString::new(ifname).map_err(|_| not_found())?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call;
+    // if_nametoindex only reads it.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(not_found())
+    } else {
+        Ok(idx)
+    }
+}
+
+/// Opens an `AF_XDP` socket, close-on-exec, with clear errors for a kernel
+/// without AF_XDP (`Unsupported`) and a caller without privileges.
+pub(crate) fn xdp_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments; no memory is passed.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    match cvt(fd) {
+        // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "AF_XDP needs root (CAP_NET_RAW and CAP_BPF/CAP_SYS_ADMIN)",
+            ))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "AF_XDP is not supported by this kernel (CONFIG_XDP_SOCKETS)",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// `setsockopt(fd, SOL_XDP, name, &value, sizeof value)` for a plain-old-data `T`.
+pub(crate) fn setsockopt_xdp<T: Copy>(
+    fd: &OwnedFd,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` points to a live, initialised T of the size we pass;
+    // the kernel only reads it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            name,
+            (value as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(drop)
+}
+
+/// Reads the ring layout (`XDP_MMAP_OFFSETS`, the flags-carrying version).
+pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
+    // SAFETY: xdp_mmap_offsets is plain integers; all-zero is a valid value.
+    let mut off: libc::xdp_mmap_offsets = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: `off` is writable for `len` bytes; the kernel writes at most that.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret)?;
+    if len as usize != mem::size_of::<libc::xdp_mmap_offsets>() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "AF_XDP: kernel too old (XDP_MMAP_OFFSETS without ring flags, < 5.4)",
+        ));
+    }
+    Ok(off)
+}
+
+/// Reads the socket's drop counters (`XDP_STATISTICS`).
+pub(crate) fn statistics(fd: &OwnedFd) -> io::Result<libc::xdp_statistics> {
+    // SAFETY: xdp_statistics is plain integers; all-zero is a valid value.
+    let mut st: libc::xdp_statistics = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: `st` is writable for `len` bytes; an older kernel writes fewer.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&mut st as *mut libc::xdp_statistics).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret).map(|_| st)
+}
+
+/// Binds the socket to `ifindex`/`queue` with `flags` (`XDP_COPY`, ...).
+pub(crate) fn bind_xdp(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    let sxdp = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: 0,
+    };
+    // SAFETY: `sxdp` is a valid sockaddr_xdp and we pass its exact size.
+    let ret = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sxdp as *const libc::sockaddr_xdp).cast(),
+            mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(drop)
+}
+
+/// Kicks the kernel to process the tx ring (`sendto(fd, NULL, 0, MSG_DONTWAIT)`).
+/// Transient conditions (ring busy, no buffers, device down) are not errors.
+pub(crate) fn kick_tx(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: a zero-length send with no buffer and no address; the kernel
+    // touches no memory of ours.
+    let ret = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if ret >= 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN | libc::EINTR) => Ok(()),
+        _ => Err(e),
+    }
+}
+
+/// Kicks the kernel to refill from the fill ring (`recvfrom(MSG_DONTWAIT)`), for
+/// drivers that set `XDP_RING_NEED_WAKEUP` on the fill ring.
+pub(crate) fn kick_rx(fd: &OwnedFd) {
+    // SAFETY: a zero-length receive with no buffer and no address.
+    let _ = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes. Returns whether any is.
+pub(crate) fn poll_any_readable(
+    fds: &[&OwnedFd],
+    timeout: std::time::Duration,
+) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `pfds` is a live, correctly sized array of pollfd for the duration
+    // of the call, and every fd in it is borrowed from an OwnedFd, so it stays open.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(n > 0)
+}
+
+/// A shared or anonymous memory mapping, unmapped on drop.
+pub(crate) struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; moving the owner to
+// another thread moves nothing the kernel ties to a thread.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Anonymous, private, pre-faulted memory of `len` bytes (the UMEM).
+    pub(crate) fn anonymous(len: usize) -> io::Result<Mmap> {
+        // SAFETY: a fresh anonymous mapping aliases nothing; the kernel picks the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        Self::from_raw(p, len)
+    }
+
+    /// Maps `len` bytes of the socket's ring at page offset `pgoff`
+    /// (`XDP_PGOFF_RX_RING`, ...).
+    pub(crate) fn ring(fd: &OwnedFd, len: usize, pgoff: u64) -> io::Result<Mmap> {
+        // SAFETY: maps a region the kernel exposes for this socket; the kernel
+        // checks `len` against the ring it set up and fails otherwise.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                pgoff as libc::off_t,
+            )
+        };
+        Self::from_raw(p, len)
+    }
+
+    fn from_raw(p: *mut libc::c_void, len: usize) -> io::Result<Mmap> {
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(Mmap { ptr, len })
+    }
+
+    /// The mapping's first byte.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The mapping's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping; no reference into it outlives `self`
+        // (all slices handed out borrow from the owner).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Moves the calling thread into the network namespace `ns` (a file under
+/// `/var/run/netns`). Test support.
+#[cfg(test)]
+pub(crate) fn setns_net(ns: &std::fs::File) -> io::Result<()> {
+    // SAFETY: `ns` is an open file descriptor for the duration of the call;
+    // setns only changes the calling thread's namespace and touches no memory.
+    let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    cvt(ret).map(drop)
+}
