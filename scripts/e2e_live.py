@@ -41,6 +41,7 @@ CONFIG = """
 [gateway]
 inside = "g-in"
 outside = "g-out"
+backend = "{backend}"
 workers = 1
 stats_interval = 1
 
@@ -159,6 +160,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
     ap.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+    ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("e2e_live: needs root (network namespaces)")
@@ -171,7 +173,7 @@ def main():
         print(f"{'ok  ' if ok else 'FAIL'} {name}{(': ' + detail) if detail and not ok else ''}", flush=True)
 
     cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    cfg.write(CONFIG)
+    cfg.write(CONFIG.replace("{backend}", args.backend))
     cfg.close()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     procs = []
@@ -187,7 +189,10 @@ def main():
         wait_listening("srv", SERVER, 80)
         wait_listening("cli", "10.0.0.20", 80)
         time.sleep(0.5)
-        check("quicknat started", qn.poll() is None, open(log.name).read()[-2000:])
+        check(f"quicknat started ({args.backend})", qn.poll() is None, open(log.name).read()[-2000:])
+        if args.backend == "af_xdp":
+            started = open(log.name).read()
+            check("AF_XDP backend in use (no fallback)", "AF_XDP (copy mode)" in started, started[-2000:])
 
         r = nsx("cli", "ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER, check=False)
         check("ping through the NAT", r.returncode == 0, r.stdout + r.stderr)
@@ -220,6 +225,8 @@ def main():
             rc = None
         text = open(log.name).read()
         check("quicknat stops cleanly on SIGTERM", rc == 0 and "stopped." in text, text[-2000:])
+        xdp_left = nsx("gw", "ip", "link", "show", check=False).stdout
+        check("no XDP program left attached", "xdp" not in xdp_left, xdp_left)
     finally:
         for p in procs:
             if p.poll() is None:

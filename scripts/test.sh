@@ -32,8 +32,12 @@ echo "==> live gateway end to end (network namespaces, real kernels on both side
 cargo build --release --quiet -p quicknat
 e2e_line=""
 if [ "$(id -u)" = 0 ]; then
-    python3 scripts/e2e_live.py --quicknat target/release/quicknat 2>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e.out
-    e2e_line=$(tail -n 1 /tmp/quicknat-e2e.out)
+    : > /tmp/quicknat-e2e.out
+    for backend in af_packet af_xdp; do
+        python3 scripts/e2e_live.py --backend "$backend" --quicknat target/release/quicknat \
+            2>>/tmp/quicknat-e2e.log | tee -a /tmp/quicknat-e2e.out
+    done
+    e2e_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/quicknat-e2e.out || true)
 else
     echo "skipped: needs root"
 fi

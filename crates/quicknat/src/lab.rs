@@ -31,6 +31,8 @@ pub struct LabOptions {
     pub fixed_pps: u64,
     /// Also measure TCP with offloads on.
     pub offloads_on: bool,
+    /// quicknat backends to measure, each against the same kernel runs ("af_xdp", "af_packet").
+    pub backends: Vec<String>,
 }
 
 const PUBLIC: &str = "203.0.113.1";
@@ -250,8 +252,8 @@ enum Mode {
     Quicknat(Child),
 }
 
-fn start_mode(lab: &Lab, quicknat: bool, cfg: &std::path::Path) -> Result<Mode> {
-    if quicknat {
+fn start_mode(lab: &Lab, quicknat: Option<&std::path::Path>) -> Result<Mode> {
+    if let Some(cfg) = quicknat {
         lab.ns(&lab.gw, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=0"])?;
         let exe = std::env::current_exe().context("finding the quicknat binary")?;
         let exe = exe.to_string_lossy().into_owned();
@@ -467,8 +469,8 @@ pub struct LabReport {
     pub rounds: usize,
     /// Fixed offered load for the CPU cell.
     pub fixed_pps: u64,
-    /// quicknat, medians.
-    pub quicknat: ModeResult,
+    /// quicknat per backend, medians.
+    pub quicknat: Vec<(String, ModeResult)>,
     /// Kernel nftables NAT, medians.
     pub kernel: ModeResult,
 }
@@ -494,76 +496,63 @@ fn combine(rs: &[ModeResult]) -> ModeResult {
 
 impl std::fmt::Display for LabReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (q, k) = (&self.quicknat, &self.kernel);
-        let ratio = |a: f64, b: f64| {
-            if b > 0.0 {
-                format!("{:.2}x", a / b)
-            } else {
-                "-".into()
-            }
-        };
+        let k = &self.kernel;
         writeln!(
             f,
             "quicknat lab — {} — median of {} alternating rounds, {} s each",
             self.when, self.rounds, self.seconds
         )?;
-        writeln!(
-            f,
-            "{:<44} {:>12} {:>12} {:>9}",
-            "measure", "quicknat", "kernel NAT", "ratio"
-        )?;
-        let mut row = |name: &str, a: f64, b: f64, unit: &str| {
-            writeln!(
-                f,
-                "{:<44} {:>12} {:>12} {:>9}",
-                name,
-                format!("{a:.2}{unit}"),
-                format!("{b:.2}{unit}"),
-                ratio(a, b)
-            )
-        };
-        row(
-            "TCP 1 stream, offloads off (Gbit/s)",
-            q.tcp1_off,
-            k.tcp1_off,
-            "",
-        )?;
-        row(
-            "TCP 4 streams, offloads off (Gbit/s)",
-            q.tcp4_off,
-            k.tcp4_off,
-            "",
-        )?;
-        if let (Some(a), Some(b)) = (q.tcp1_on, k.tcp1_on) {
-            row("TCP 1 stream, offloads on (Gbit/s)", a, b, "")?;
+        write!(f, "{:<44}", "measure")?;
+        for (b, _) in &self.quicknat {
+            write!(f, " {:>14}", format!("quicknat {b}"))?;
         }
-        row(
-            "64 B UDP capacity, 1 gateway core (Mpps)",
-            q.udp64_capacity_pps / 1e6,
-            k.udp64_capacity_pps / 1e6,
-            "",
-        )?;
-        row(
-            "  offered by the generator (Mpps)",
-            q.udp64_offered_pps / 1e6,
-            k.udp64_offered_pps / 1e6,
-            "",
-        )?;
+        write!(f, " {:>12}", "kernel NAT")?;
+        for (b, _) in &self.quicknat {
+            write!(f, " {:>12}", format!("{b}/kernel"))?;
+        }
+        writeln!(f)?;
+        let mut row = |name: &str, get: &dyn Fn(&ModeResult) -> Option<f64>| -> std::fmt::Result {
+            let Some(kv) = get(k) else { return Ok(()) };
+            write!(f, "{name:<44}")?;
+            for (_, q) in &self.quicknat {
+                write!(f, " {:>14.2}", get(q).unwrap_or(0.0))?;
+            }
+            write!(f, " {kv:>12.2}")?;
+            for (_, q) in &self.quicknat {
+                let v = get(q).unwrap_or(0.0);
+                write!(
+                    f,
+                    " {:>12}",
+                    if kv > 0.0 {
+                        format!("{:.2}x", v / kv)
+                    } else {
+                        "-".into()
+                    }
+                )?;
+            }
+            writeln!(f)
+        };
+        row("TCP 1 stream, offloads off (Gbit/s)", &|r| Some(r.tcp1_off))?;
+        row("TCP 4 streams, offloads off (Gbit/s)", &|r| {
+            Some(r.tcp4_off)
+        })?;
+        row("TCP 1 stream, offloads on (Gbit/s)", &|r| r.tcp1_on)?;
+        row("64 B UDP capacity, 1 gateway core (Mpps)", &|r| {
+            Some(r.udp64_capacity_pps / 1e6)
+        })?;
+        row("  offered by the generator (Mpps)", &|r| {
+            Some(r.udp64_offered_pps / 1e6)
+        })?;
         row(
             &format!(
                 "gateway core CPU per packet at {} kpps (ns)",
                 self.fixed_pps / 1000
             ),
-            q.cpu_ns_per_packet,
-            k.cpu_ns_per_packet,
-            "",
+            &|r| Some(r.cpu_ns_per_packet),
         )?;
-        row(
-            "  forwarded at that load (kpps)",
-            q.fixed_forwarded_pps / 1e3,
-            k.fixed_forwarded_pps / 1e3,
-            "",
-        )
+        row("  forwarded at that load (kpps)", &|r| {
+            Some(r.fixed_forwarded_pps / 1e3)
+        })
     }
 }
 
@@ -587,43 +576,49 @@ pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
             .context("installing signal handlers")?;
     }
     let lab = Lab::build(Arc::clone(&stop))?;
-    let cfg_path: PathBuf =
-        std::env::temp_dir().join(format!("quicknat-lab-{}.toml", std::process::id()));
-    std::fs::write(
-        &cfg_path,
-        "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nworkers = 1\nstats_interval = 3600\n\n[nat44]\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = [\"203.0.113.1/32\"]\n",
-    )?;
-    let mut q = Vec::new();
+    let cfgs: Vec<(String, PathBuf)> = opts
+        .backends
+        .iter()
+        .map(|b| {
+            (
+                b.clone(),
+                std::env::temp_dir().join(format!("quicknat-lab-{}-{b}.toml", std::process::id())),
+            )
+        })
+        .collect();
+    for (b, path) in &cfgs {
+        std::fs::write(
+            path,
+            format!("[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{b}\"\nworkers = 1\nstats_interval = 3600\n\n[nat44]\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = [\"203.0.113.1/32\"]\n"),
+        )?;
+    }
+    let mut q: Vec<Vec<ModeResult>> = vec![Vec::new(); cfgs.len()];
     let mut k = Vec::new();
     let result = (|| -> Result<()> {
         for round in 0..opts.rounds {
-            for quicknat in [false, true] {
+            // The kernel first, then each quicknat backend: alternating within every round.
+            for which in std::iter::once(None).chain((0..cfgs.len()).map(Some)) {
                 if lab.stop.load(Ordering::Relaxed) {
                     bail!("interrupted");
                 }
-                eprintln!(
-                    "lab: round {} of {}: {}",
-                    round + 1,
-                    opts.rounds,
-                    if quicknat {
-                        "quicknat"
-                    } else {
-                        "kernel nftables NAT"
-                    }
-                );
-                let mode = start_mode(&lab, quicknat, &cfg_path)?;
+                let name = which.map_or("kernel nftables NAT".to_string(), |i| {
+                    format!("quicknat {}", cfgs[i].0)
+                });
+                eprintln!("lab: round {} of {}: {name}", round + 1, opts.rounds);
+                let mode = start_mode(&lab, which.map(|i| cfgs[i].1.as_path()))?;
                 let r = measure(&lab, opts);
                 stop_mode(&lab, mode)?;
-                if quicknat {
-                    q.push(r?)
-                } else {
-                    k.push(r?)
+                match which {
+                    Some(i) => q[i].push(r?),
+                    None => k.push(r?),
                 }
             }
         }
         Ok(())
     })();
-    let _ = std::fs::remove_file(&cfg_path);
+    for (_, path) in &cfgs {
+        let _ = std::fs::remove_file(path);
+    }
     drop(lab);
     result?;
     let mut when = String::new();
@@ -633,7 +628,11 @@ pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
         seconds: opts.seconds,
         rounds: opts.rounds,
         fixed_pps: opts.fixed_pps,
-        quicknat: combine(&q),
+        quicknat: cfgs
+            .iter()
+            .map(|(b, _)| b.clone())
+            .zip(q.iter().map(|r| combine(r)))
+            .collect(),
         kernel: combine(&k),
     })
 }

@@ -129,6 +129,9 @@ enum Command {
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
+        /// quicknat backends to measure (comma-separated): af_xdp, af_packet.
+        #[arg(long, value_name = "LIST", default_value = "af_xdp,af_packet")]
+        backends: String,
     },
 }
 
@@ -154,7 +157,8 @@ fn main() -> ExitCode {
             fixed_pps,
             no_offloads_on,
             json,
-        } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json),
+            backends,
+        } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json, &backends),
         Command::Soak { seconds } => {
             println!(
                 "{}",
@@ -459,7 +463,19 @@ fn run_lab(
     fixed_pps: u64,
     offloads_on: bool,
     json: bool,
+    backends: &str,
 ) -> anyhow::Result<()> {
+    let backends: Vec<String> = backends
+        .split(',')
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+        .collect();
+    for b in &backends {
+        anyhow::ensure!(
+            b == "af_xdp" || b == "af_packet",
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet)"
+        );
+    }
     anyhow::ensure!(
         (1..=600).contains(&seconds),
         "--seconds must be between 1 and 600"
@@ -477,6 +493,7 @@ fn run_lab(
         rounds,
         fixed_pps,
         offloads_on,
+        backends,
     })?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -19,6 +19,7 @@ use engine::config::Nat44Config;
 use engine::nat44::{Nat44Shared, Nat44Worker};
 use engine::{Counters, Direction, Verdict};
 use io::afpacket::{AfPacket, AfPacketConfig, AfPacketTx, RxMeta};
+use io::afxdp::{AfXdp, AfXdpConfig};
 use io::netlink::{self, NeighborCache, Netlink, RouteTable};
 use io::rawip::RawIpv4;
 
@@ -27,7 +28,7 @@ use io::rawip::RawIpv4;
 pub enum Backend {
     /// AF_PACKET with TPACKET_V3 receive rings (works on any interface).
     AfPacket,
-    /// AF_XDP (not in this build: falls back to AF_PACKET with a warning).
+    /// AF_XDP in copy mode (falls back to AF_PACKET with a warning where unavailable).
     AfXdp,
 }
 
@@ -255,9 +256,6 @@ pub fn run(
     stop: Arc<AtomicBool>,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Summary, LiveError> {
-    if gw.backend == Backend::AfXdp {
-        log("warning: the AF_XDP backend is not in this build; falling back to AF_PACKET".into());
-    }
     let inside = Link::lookup(&gw.inside)?;
     let outside = Link::lookup(&gw.outside)?;
     let shared = Nat44Shared::new(nat, gw.workers)?;
@@ -284,32 +282,54 @@ pub fn run(
             None
         }
     };
-    let mut socks = Vec::new();
-    for _ in 0..gw.workers {
-        let open = |l: &Link, base: u16| {
-            let mut cfg = AfPacketConfig::new(l.name.clone());
-            cfg.fanout = fanout(base);
-            cfg.ignore_outgoing = true;
-            AfPacket::open(&cfg).map_err(|source| LiveError::Interface {
-                name: l.name.clone(),
-                source,
-            })
-        };
-        let tx = |l: &Link| {
-            AfPacketTx::open(&l.name).map_err(|source| LiveError::Interface {
-                name: l.name.clone(),
-                source,
-            })
-        };
-        socks.push((
-            open(&inside, 0x5100)?,
-            open(&outside, 0x5200)?,
-            tx(&inside)?,
-            tx(&outside)?,
-        ));
+    let local: Vec<Ipv4Addr> = published.current().local.iter().copied().collect();
+    let mut use_xdp = gw.backend == Backend::AfXdp;
+    let mut socks: Vec<Ports> = Vec::new();
+    if use_xdp {
+        for id in 0..gw.workers {
+            let open = |l: &Link| {
+                let mut cfg = AfXdpConfig::new(l.name.clone());
+                cfg.queue = id as u32;
+                cfg.local_v4 = local.clone();
+                AfXdp::open(&cfg)
+            };
+            match (open(&inside), open(&outside)) {
+                (Ok(a), Ok(b)) => socks.push(Ports::Xdp([a, b])),
+                (Err(e), _) | (_, Err(e)) => {
+                    log(format!(
+                        "warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"
+                    ));
+                    socks.clear();
+                    use_xdp = false;
+                    break;
+                }
+            }
+        }
     }
-    let _filter = if gw.kernel_bypass {
-        let local: Vec<Ipv4Addr> = published.current().local.iter().copied().collect();
+    if !use_xdp {
+        for _ in 0..gw.workers {
+            let open = |l: &Link, base: u16| {
+                let mut cfg = AfPacketConfig::new(l.name.clone());
+                cfg.fanout = fanout(base);
+                cfg.ignore_outgoing = true;
+                AfPacket::open(&cfg).map_err(|source| LiveError::Interface {
+                    name: l.name.clone(),
+                    source,
+                })
+            };
+            let tx = |l: &Link| {
+                AfPacketTx::open(&l.name).map_err(|source| LiveError::Interface {
+                    name: l.name.clone(),
+                    source,
+                })
+            };
+            socks.push(Ports::Packet {
+                rx: [open(&inside, 0x5100)?, open(&outside, 0x5200)?],
+                tx: [tx(&inside)?, tx(&outside)?],
+            });
+        }
+    }
+    let _filter = if gw.kernel_bypass && !use_xdp {
         match IngressFilter::install(&[&inside.name, &outside.name], &local) {
             Ok(f) => {
                 log(format!(
@@ -331,7 +351,7 @@ pub fn run(
         source,
     })?;
     log(format!(
-        "quicknat: NAT44 on inside {} (index {}, mtu {}) and outside {} (index {}, mtu {}), {} worker(s), AF_PACKET TPACKET_V3{}",
+        "quicknat: NAT44 on inside {} (index {}, mtu {}) and outside {} (index {}, mtu {}), {} worker(s), {}{}",
         inside.name,
         inside.index,
         inside.mtu,
@@ -339,6 +359,7 @@ pub fn run(
         outside.index,
         outside.mtu,
         gw.workers,
+        if use_xdp { "AF_XDP (copy mode)" } else { "AF_PACKET TPACKET_V3" },
         if gw.busy_poll { ", busy polling" } else { "" }
     ));
     let base = Instant::now();
@@ -378,11 +399,10 @@ pub fn run(
             });
         }
         let cores = core_affinity::get_core_ids().unwrap_or_default();
-        for (id, (rx_in, rx_out, tx_in, tx_out)) in socks.into_iter().enumerate() {
+        for (id, ports) in socks.into_iter().enumerate() {
             let ctx = WorkerCtx {
                 worker: shared.worker(id),
-                rx: [rx_in, rx_out],
-                tx: [tx_in, tx_out],
+                ports,
                 links: links.clone(),
                 published: Arc::clone(&published),
                 probe: probe_tx.clone(),
@@ -501,10 +521,22 @@ fn control(
     }
 }
 
+/// One worker's packet I/O on both interfaces (index 0 inside, 1 outside).
+// One value per worker, built once and never moved on the packet path: size is irrelevant.
+#[allow(clippy::large_enum_variant)]
+enum Ports {
+    /// AF_PACKET: receive rings and transmit sockets.
+    Packet {
+        rx: [AfPacket; 2],
+        tx: [AfPacketTx; 2],
+    },
+    /// AF_XDP: one socket per interface, receiving and transmitting.
+    Xdp([AfXdp; 2]),
+}
+
 struct WorkerCtx {
     worker: Nat44Worker,
-    rx: [AfPacket; 2],
-    tx: [AfPacketTx; 2],
+    ports: Ports,
     links: [Link; 2],
     published: Arc<Published>,
     probe: mpsc::Sender<(u32, Ipv4Addr)>,
@@ -533,10 +565,8 @@ impl WorkerCtx {
                 } else {
                     Direction::Inbound
                 };
-                let rx = &mut self.rx[side];
                 let mut handler = FrameHandler {
                     worker: &mut self.worker,
-                    tx: &mut self.tx,
                     links: &self.links,
                     view: &view,
                     probe: &self.probe,
@@ -545,17 +575,58 @@ impl WorkerCtx {
                     now,
                     side,
                 };
-                match rx.recv_batch(Duration::ZERO, |frame, meta| {
-                    handler.frame(frame, meta, dir)
-                }) {
+                let got = match &mut self.ports {
+                    Ports::Packet { rx, tx } => {
+                        rx[side].recv_batch(Duration::ZERO, |frame, meta| {
+                            if let Some(out) = handler.frame(frame, meta, dir) {
+                                let ok = tx[out].send(frame).is_ok();
+                                handler.sent(out, ok);
+                            }
+                        })
+                    }
+                    Ports::Xdp(xsk) => {
+                        let (a, b) = xsk.split_at_mut(1);
+                        let (me, other) = if side == 0 {
+                            (&mut a[0], &mut b[0])
+                        } else {
+                            (&mut b[0], &mut a[0])
+                        };
+                        me.recv_batch(Duration::ZERO, |frame| {
+                            let meta = RxMeta::whole(frame.len());
+                            match handler.frame(frame, &meta, dir) {
+                                // Hairpin: back out of the interface it came in on, no copy.
+                                Some(out) if out == side => {
+                                    handler.sent(out, true);
+                                    Some(frame.len())
+                                }
+                                Some(out) => {
+                                    let ok = other.send(frame).is_ok();
+                                    handler.sent(out, ok);
+                                    None
+                                }
+                                None => None,
+                            }
+                        })
+                    }
+                };
+                match got {
                     Ok(n) => seen += n,
                     Err(_) => std::thread::sleep(Duration::from_millis(1)),
                 }
             }
-            for tx in self.tx.iter_mut() {
-                let _ = tx.flush();
+            match &mut self.ports {
+                Ports::Packet { tx, .. } => {
+                    for t in tx.iter_mut() {
+                        let _ = t.flush();
+                    }
+                    self.io.tx_dropped = tx.iter().map(AfPacketTx::dropped).sum();
+                }
+                Ports::Xdp(xsk) => {
+                    for x in xsk.iter_mut() {
+                        let _ = x.flush();
+                    }
+                }
             }
-            self.io.tx_dropped = self.tx.iter().map(AfPacketTx::dropped).sum();
             self.worker.quiescent();
             if last_snapshot.elapsed() > Duration::from_millis(500) {
                 last_snapshot = Instant::now();
@@ -566,10 +637,14 @@ impl WorkerCtx {
             if seen == 0 && !self.busy_poll {
                 // Idle: hold no references while waiting, then wait on both rings.
                 self.worker.offline();
-                let _ = io::afpacket::wait_readable(
-                    &[&self.rx[0], &self.rx[1]],
-                    Duration::from_millis(50),
-                );
+                let _ = match &self.ports {
+                    Ports::Packet { rx, .. } => {
+                        io::afpacket::wait_readable(&[&rx[0], &rx[1]], Duration::from_millis(50))
+                    }
+                    Ports::Xdp(x) => {
+                        io::afxdp::wait_readable(&[&x[0], &x[1]], Duration::from_millis(50))
+                    }
+                };
                 self.worker.quiescent();
             }
         }
@@ -582,7 +657,6 @@ impl WorkerCtx {
 
 struct FrameHandler<'a> {
     worker: &'a mut Nat44Worker,
-    tx: &'a mut [AfPacketTx; 2],
     links: &'a [Link; 2],
     view: &'a NetView,
     probe: &'a mpsc::Sender<(u32, Ipv4Addr)>,
@@ -593,42 +667,54 @@ struct FrameHandler<'a> {
 }
 
 impl FrameHandler<'_> {
-    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) {
+    /// Counts a transmission the caller made.
+    fn sent(&mut self, out: usize, ok: bool) {
+        if ok {
+            self.io.tx[out] += 1;
+        } else {
+            self.io.tx_dropped += 1;
+        }
+    }
+
+    /// Handles one received frame; returns the interface (0 inside, 1 outside) the
+    /// rewritten frame must leave by, or `None` when it is dropped, left to the kernel or
+    /// already handed to it.
+    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<usize> {
         self.io.rx[self.side] += 1;
         let Some(l3) = crate::step::l3_offset(io::pcap::LinkType::Ethernet, frame) else {
             self.io.to_kernel += 1; // ARP and friends: the kernel's business
-            return;
+            return None;
         };
         let pkt = &frame[l3..];
         if pkt.first().map(|b| b >> 4) != Some(4) || pkt.len() < 20 {
             self.io.to_kernel += 1;
-            return;
+            return None;
         }
         let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
         if self.view.local.contains(&dst) {
             self.io.to_kernel += 1; // management traffic to the gateway itself
-            return;
+            return None;
         }
         if meta.len > self.links[self.side].mtu + l3 {
             self.io.oversize += 1;
-            return;
+            return None;
         }
         if meta.csum_not_ready && io::afpacket::complete_checksum(frame, meta) {
             self.io.csum_completed += 1;
         }
         if self.worker.process(self.now, dir, &mut frame[l3..]) != Verdict::Forward {
-            return; // counted by the engine with its reason
+            return None; // counted by the engine with its reason
         }
         let pkt = &frame[l3..];
         let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
         let Some((ifindex, next_hop)) = self.view.routes.as_ref().and_then(|r| r.lookup(dst))
         else {
             self.io.no_route += 1;
-            return;
+            return None;
         };
         let Some(out) = self.links.iter().position(|l| l.index == ifindex) else {
             self.io.no_route += 1;
-            return;
+            return None;
         };
         match self
             .view
@@ -639,10 +725,7 @@ impl FrameHandler<'_> {
             Some(mac) => {
                 frame[0..6].copy_from_slice(&mac);
                 frame[6..12].copy_from_slice(&self.links[out].mac);
-                match self.tx[out].send(frame) {
-                    Ok(()) => self.io.tx[out] += 1,
-                    Err(_) => self.io.tx_dropped += 1,
-                }
+                Some(out)
             }
             None => {
                 // Unknown next hop: let the kernel route and resolve it this time, and ask
@@ -652,6 +735,7 @@ impl FrameHandler<'_> {
                     raw.send(&frame[l3..]);
                 }
                 self.io.via_kernel += 1;
+                None
             }
         }
     }
