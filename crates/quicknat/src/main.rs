@@ -372,6 +372,7 @@ fn run_gateway(
             busy_poll: false,
             stats_interval: std::time::Duration::from_secs(10),
             kernel_bypass: true,
+            offloads_off: true,
         },
         _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
     };

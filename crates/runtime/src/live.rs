@@ -49,6 +49,8 @@ pub struct GatewayConfig {
     pub stats_interval: Duration,
     /// Drop transit IPv4 at the kernel's ingress hook once quicknat has its copy.
     pub kernel_bypass: bool,
+    /// Turn receive/segmentation offloads off on both interfaces at start-up.
+    pub offloads_off: bool,
 }
 
 /// Why the gateway could not start.
@@ -328,6 +330,27 @@ pub fn run(
                 tx: [tx(&inside)?, tx(&outside)?],
             });
         }
+    }
+    if gw.offloads_off {
+        // quicknat translates whole frames: a receive offload that merges them (GRO, LRO)
+        // would hand it 64 KB super-packets it cannot send on. Turn them off and say so.
+        for l in [&inside, &outside] {
+            let out = std::process::Command::new("ethtool")
+                .args([
+                    "-K", &l.name, "gro", "off", "lro", "off", "tso", "off", "gso", "off", "tx",
+                    "off",
+                ])
+                .output();
+            match out {
+                Ok(o) if o.status.success() || o.stderr.is_empty() => {}
+                Ok(o) => log(format!("note: ethtool -K {}: {}", l.name, String::from_utf8_lossy(&o.stderr).trim())),
+                Err(e) => log(format!("warning: offloads left on {} (ethtool: {e}); super-packets will be dropped as oversize", l.name)),
+            }
+        }
+        log(format!(
+            "offloads: gro, lro, tso, gso and tx checksumming turned off on {} and {} (set offloads_off = false to keep them)",
+            inside.name, outside.name
+        ));
     }
     let _filter = if gw.kernel_bypass && !use_xdp {
         match IngressFilter::install(&[&inside.name, &outside.name], &local) {

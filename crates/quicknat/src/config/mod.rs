@@ -181,6 +181,7 @@ fn convert_gateway(
         workers,
         busy_poll: g.busy_poll.unwrap_or(false),
         kernel_bypass: g.kernel_bypass.unwrap_or(true),
+        offloads_off: g.offloads_off.unwrap_or(true),
         stats_interval,
     })
 }

@@ -37,6 +37,8 @@ pub(super) struct RawGateway {
     pub stats_interval: Option<Spanned<u64>>,
     /// Drop transit IPv4 at the kernel's ingress hook after quicknat's copy.
     pub kernel_bypass: Option<bool>,
+    /// Turn offloads off on the interfaces at start-up.
+    pub offloads_off: Option<bool>,
 }
 
 /// The `[nat44]` table.
