@@ -5,7 +5,6 @@
 //! `umem.rs` next to the raw memory it guards. Each wrapper takes only safe
 //! Rust types, checks the return value and turns `-1` into an [`io::Error`].
 
-use std::ffi::CString;
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -20,27 +19,9 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// Resolves an interface name in the calling thread's network namespace.
-pub(crate) fn ifindex(ifname: &str) -> io::Result<u32> {
-    let not_found = || {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no such interface: {ifname}"),
-        )
-    };
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
-        return Err(not_found());
-    }
-    let c = CString::new(ifname).map_err(|_| not_found())?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call;
-    // if_nametoindex only reads it.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        Err(not_found())
-    } else {
-        Ok(idx)
-    }
-}
+/// Resolves an interface name in the calling thread's network namespace (one
+/// implementation for every backend: [`crate::netlink::if_index`]).
+pub(crate) use crate::netlink::if_index as ifindex;
 
 /// Opens an `AF_XDP` socket, close-on-exec, with clear errors for a kernel
 /// without AF_XDP (`Unsupported`) and a caller without privileges.
