@@ -436,7 +436,6 @@ pub fn recv_count(bind: SocketAddrV4, duration: Duration) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
     use std::thread;
 
     #[test]
@@ -500,48 +499,23 @@ mod tests {
         }
     }
 
-    /// A network namespace of our own, deleted on drop (also when a test fails).
+    use crate::testnet::{has_iproute2, is_root, join, spawn_in, Namespaces};
+
+    /// A network namespace of our own (with `lo` up), deleted on drop.
     struct Netns {
-        name: String,
-    }
-
-    fn ip(args: &[&str]) -> bool {
-        Command::new("ip")
-            .args(args)
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-
-    fn is_root() -> bool {
-        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2))
-                == Some("0")
-        })
+        ns: Namespaces,
     }
 
     impl Netns {
-        /// Creates the namespace with `lo` up, or None (test skipped) when not root / no `ip`.
+        /// Creates the namespace, or None (test skipped) when not root / no `ip`.
         fn new() -> Option<Netns> {
-            let has_ip = Command::new("ip")
-                .arg("-V")
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if !is_root() || !has_ip {
+            if !is_root() || !has_iproute2() {
                 eprintln!("skipping gen live test: needs root and iproute2");
                 return None;
             }
-            let ns = Netns {
-                name: format!("qn-gen-{}", std::process::id()),
-            };
-            assert!(ip(&["netns", "add", &ns.name]), "ip netns add {}", ns.name);
-            assert!(
-                ip(&["-n", &ns.name, "link", "set", "lo", "up"]),
-                "lo up in {}",
-                ns.name
-            );
-            Some(ns)
+            Some(Netns {
+                ns: Namespaces::create(&[format!("qn-gen-{}", std::process::id())]),
+            })
         }
 
         /// Runs `f` in a new thread inside the namespace.
@@ -549,29 +523,8 @@ mod tests {
             &self,
             f: impl FnOnce() -> T + Send + 'static,
         ) -> thread::JoinHandle<T> {
-            let path = format!("/var/run/netns/{}", self.name);
-            thread::spawn(move || {
-                let file = std::fs::File::open(&path).expect("open netns");
-                // SAFETY: `file` is an open netns file for the duration of the call;
-                // setns only changes this thread's network namespace.
-                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
-                f()
-            })
+            spawn_in(&self.ns.names[0], f)
         }
-    }
-
-    impl Drop for Netns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.name])
-                .status();
-        }
-    }
-
-    /// Joins a test thread, re-raising its panic with the original message.
-    fn join<T>(h: thread::JoinHandle<T>) -> T {
-        h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
     }
 
     /// Sink and generator on `lo` in the namespace: paced run, then an unpaced one.

@@ -11,3 +11,5 @@ pub mod gen;
 pub mod netlink;
 pub mod pcap;
 pub mod rawip;
+#[cfg(test)]
+mod testnet;

@@ -329,17 +329,6 @@ pub(crate) fn store_release(w: &AtomicU32, v: u32) {
     w.store(v, Ordering::Release)
 }
 
-/// Moves the calling thread into the network namespace `ns` (a file under
-/// `/var/run/netns`). Test support: the integration tests run each side of a
-/// veth pair in a thread of its own namespace.
-#[cfg(test)]
-pub(crate) fn setns_net(ns: &std::fs::File) -> io::Result<()> {
-    // SAFETY: `ns` is an open file descriptor for the duration of the call;
-    // setns only changes the calling thread's namespace and touches no memory.
-    let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    cvt(ret).map(drop)
-}
-
 /// Waits until one of `fds` is readable or `timeout` passes. Returns whether any is.
 pub(crate) fn poll_any_readable(
     fds: &[&OwnedFd],

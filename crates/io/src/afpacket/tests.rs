@@ -12,7 +12,6 @@
 //! not root or without `ip`.
 
 use std::net::{Ipv4Addr, UdpSocket};
-use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,49 +26,34 @@ const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const IP_A: [u8; 4] = [10, 77, 0, 1];
 const IP_B: [u8; 4] = [10, 77, 0, 2];
 
+use crate::testnet::{has_iproute2, ip, is_root, join, spawn_in, Namespaces};
+
 /// Two namespaces joined by a veth pair; deleted on drop.
 struct Lab {
     a: String,
     b: String,
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
+    _ns: Namespaces,
 }
 
 impl Lab {
     /// Builds the lab, or returns None (test skipped) when not root / no `ip`.
     fn new(tag: &str) -> Option<Lab> {
-        if !is_root()
-            || !Command::new("ip")
-                .arg("-V")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        {
+        if !is_root() || !has_iproute2() {
             eprintln!("skipping af_packet live test {tag}: needs root and iproute2");
             return None;
         }
         let pid = std::process::id();
+        let (a, b) = (
+            format!("qn-afp-{pid}-{tag}-a"),
+            format!("qn-afp-{pid}-{tag}-b"),
+        );
         let lab = Lab {
-            a: format!("qn-afp-{pid}-{tag}-a"),
-            b: format!("qn-afp-{pid}-{tag}-b"),
+            _ns: Namespaces::create(&[a.clone(), b.clone()]),
+            a,
+            b,
         };
         let (a, b) = (lab.a.as_str(), lab.b.as_str());
         let steps: &[&[&str]] = &[
-            &["netns", "add", a],
-            &["netns", "add", b],
             &[
                 "-n", a, "link", "add", "afp0", "type", "veth", "peer", "name", "afp1", "netns", b,
             ],
@@ -95,8 +79,6 @@ impl Lab {
             &["-n", b, "addr", "add", "10.77.0.2/24", "dev", "afp1"],
             &["-n", a, "link", "set", "afp0", "up"],
             &["-n", b, "link", "set", "afp1", "up"],
-            &["-n", a, "link", "set", "lo", "up"],
-            &["-n", b, "link", "set", "lo", "up"],
         ];
         for s in steps {
             // `lab` is dropped (namespaces deleted) if a step fails.
@@ -109,27 +91,9 @@ impl Lab {
     fn spawn<T: Send + 'static>(
         ns: &str,
         f: impl FnOnce() -> T + Send + 'static,
-    ) -> thread::JoinHandle<T> {
-        let path = format!("/var/run/netns/{ns}");
-        thread::spawn(move || {
-            let file = std::fs::File::open(&path).expect("open netns");
-            sys::setns_net(&file).expect("setns");
-            f()
-        })
+    ) -> std::thread::JoinHandle<T> {
+        spawn_in(ns, f)
     }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-/// Joins a test thread, re-raising its panic with the original message.
-fn join<T>(h: thread::JoinHandle<T>) -> T {
-    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 
 /// Ethernet + IPv4 header for `proto` around `l4`, with the IP checksum.

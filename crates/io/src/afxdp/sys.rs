@@ -269,13 +269,3 @@ impl Drop for Mmap {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
-
-/// Moves the calling thread into the network namespace `ns` (a file under
-/// `/var/run/netns`). Test support.
-#[cfg(test)]
-pub(crate) fn setns_net(ns: &std::fs::File) -> io::Result<()> {
-    // SAFETY: `ns` is an open file descriptor for the duration of the call;
-    // setns only changes the calling thread's namespace and touches no memory.
-    let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    cvt(ret).map(drop)
-}

@@ -33,26 +33,13 @@ const IP_B: [u8; 4] = [10, 78, 0, 2];
 /// A forwarded (non-local) destination behind the AF_XDP side.
 const IP_FWD: [u8; 4] = [198, 51, 100, 7];
 
+use crate::testnet::{has_iproute2, ip, is_root, join, spawn_in, Namespaces};
+
 /// Two namespaces joined by a veth pair; deleted on drop.
 struct Lab {
     a: String,
     b: String,
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
+    _ns: Namespaces,
 }
 
 /// Why live tests cannot run here, if they cannot. Missing clang is NOT a
@@ -61,11 +48,7 @@ fn skip_reason() -> Option<&'static str> {
     if !is_root() {
         return Some("needs root");
     }
-    if !Command::new("ip")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
+    if !has_iproute2() {
         return Some("needs iproute2");
     }
     match sys::xdp_socket() {
@@ -89,14 +72,17 @@ impl Lab {
             loader::NO_CLANG
         );
         let pid = std::process::id();
+        let (a, b) = (
+            format!("qn-xdp-{pid}-{tag}-a"),
+            format!("qn-xdp-{pid}-{tag}-b"),
+        );
         let lab = Lab {
-            a: format!("qn-xdp-{pid}-{tag}-a"),
-            b: format!("qn-xdp-{pid}-{tag}-b"),
+            _ns: Namespaces::create(&[a.clone(), b.clone()]),
+            a,
+            b,
         };
         let (a, b) = (lab.a.as_str(), lab.b.as_str());
         let steps: &[&[&str]] = &[
-            &["netns", "add", a],
-            &["netns", "add", b],
             &[
                 "-n", a, "link", "add", "xdp0", "type", "veth", "peer", "name", "xdp1", "netns", b,
             ],
@@ -122,8 +108,6 @@ impl Lab {
             &["-n", b, "addr", "add", "10.78.0.2/24", "dev", "xdp1"],
             &["-n", a, "link", "set", "xdp0", "up"],
             &["-n", b, "link", "set", "xdp1", "up"],
-            &["-n", a, "link", "set", "lo", "up"],
-            &["-n", b, "link", "set", "lo", "up"],
             &[
                 "-n",
                 b,
@@ -145,13 +129,8 @@ impl Lab {
     fn spawn<T: Send + 'static>(
         ns: &str,
         f: impl FnOnce() -> T + Send + 'static,
-    ) -> thread::JoinHandle<T> {
-        let path = format!("/var/run/netns/{ns}");
-        thread::spawn(move || {
-            let file = std::fs::File::open(&path).expect("open netns");
-            sys::setns_net(&file).expect("setns");
-            f()
-        })
+    ) -> std::thread::JoinHandle<T> {
+        spawn_in(ns, f)
     }
 
     /// Whether an XDP program is attached to xdp0 (per `ip link show`).
@@ -181,19 +160,6 @@ impl Lab {
             .status()
             .is_ok_and(|s| s.success())
     }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-/// Joins a test thread, re-raising its panic with the original message.
-fn join<T>(h: thread::JoinHandle<T>) -> T {
-    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 
 fn config(local: bool) -> AfXdpConfig {
@@ -470,8 +436,7 @@ fn sigkill_child() {
     let Ok(ns) = std::env::var("QN_XDP_CHILD_NS") else {
         return;
     };
-    let file = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("open netns");
-    sys::setns_net(&file).expect("setns");
+    crate::testnet::enter(&ns).expect("setns");
     let _x = AfXdp::open(&config(true)).expect("child: open AfXdp");
     println!("QN-XDP-CHILD-READY");
     thread::sleep(Duration::from_secs(30));

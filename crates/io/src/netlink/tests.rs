@@ -5,7 +5,6 @@ use super::parse::*;
 use super::*;
 use proptest::prelude::*;
 use std::io::Write as _;
-use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use std::time::Instant;
@@ -459,16 +458,7 @@ impl Netns {
 
     /// Runs `f` on a thread that has joined this namespace; re-raises its panic.
     fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.name);
-        let t = std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).expect("open netns");
-            // SAFETY: `ns` is an open netns file; setns only changes this
-            // thread's network namespace, and the thread ends after `f`.
-            let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
-            f()
-        });
-        t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        crate::testnet::join(crate::testnet::spawn_in(&self.name, f))
     }
 }
 
