@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use runtime::bench::median;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -418,14 +419,6 @@ fn udp64(lab: &Lab, pps: Option<u64>, seconds: u64, idle_rate: f64) -> Result<(f
     ))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
-    }
-}
 
 fn measure(lab: &Lab, opts: &LabOptions) -> Result<ModeResult> {
     let s = opts.seconds;

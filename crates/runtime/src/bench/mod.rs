@@ -49,7 +49,9 @@ impl BenchOptions {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of a set of measurements (the upper middle one for an even count; 0 for
+/// none). Shared by the benchmark and the lab, which both report medians of rounds.
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
         0.0
