@@ -12,6 +12,7 @@
 //! after a QSBR grace period.
 
 pub mod chain;
+pub mod ila_table;
 pub mod key;
 pub mod pool;
 pub mod qsbr;

@@ -5,6 +5,7 @@
 //! lets the same code run under a pcap replay, a live worker and a deterministic test.
 
 pub mod config;
+pub mod ila;
 pub mod nat44;
 mod stats;
 mod verdict;
