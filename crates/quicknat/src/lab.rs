@@ -419,7 +419,6 @@ fn udp64(lab: &Lab, pps: Option<u64>, seconds: u64, idle_rate: f64) -> Result<(f
     ))
 }
 
-
 fn measure(lab: &Lab, opts: &LabOptions) -> Result<ModeResult> {
     let s = opts.seconds;
     let mut r = ModeResult::default();
