@@ -218,6 +218,18 @@ def main():
                 gbps = "%.2f Gbit/s" % (json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9)
             check(f"iperf3 TCP through the NAT ({gbps})", ok, r.stdout[-500:] + r.stderr)
 
+        # An interface going down and up must not kill the daemon or stop forwarding.
+        nsx("gw", "ip", "link", "set", "g-out", "down")
+        time.sleep(0.5)
+        nsx("gw", "ip", "link", "set", "g-out", "up")
+        r = None
+        for _ in range(10):
+            r = nsx("cli", "ping", "-c", "1", "-W", "1", SERVER, check=False)
+            if r.returncode == 0:
+                break
+            time.sleep(0.5)
+        check("forwarding resumes after the outside interface goes down and up", qn.poll() is None and r.returncode == 0, (r.stdout + r.stderr) if r else "")
+
         qn.send_signal(signal.SIGTERM)
         try:
             rc = qn.wait(timeout=5)
