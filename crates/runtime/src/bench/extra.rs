@@ -315,3 +315,86 @@ pub fn syn_flood(d: Duration, flood: usize) -> SynFlood {
     r.mpps = (r.established_sent + r.flood_sent) as f64 / t0.elapsed().as_secs_f64() / 1e6;
     r
 }
+
+/// One row of the ILA table: SIR -> ILA translation rate with a number of mappings.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IlaRow {
+    /// Mappings in the table.
+    pub mappings: usize,
+    /// Million packets per second, one worker, 64-byte frames (IPv6/UDP), AdjustTransport.
+    pub mpps: f64,
+    /// Packets that did not translate (must be 0).
+    pub failed: u64,
+}
+
+/// SIR -> ILA on one worker for `mappings` mappings: IPv6/UDP packets to 65536 distinct
+/// identifiers (or fewer), delivered into a small ring, adjust-transport checksums.
+pub fn ila(mappings: usize, d: Duration) -> IlaRow {
+    use engine::ila::{IlaConfig, IlaDir, IlaRouter, UnmappedAction};
+    use xlat::ila::{CsumMode, IdentFormat};
+    const SIR: u64 = 0x3333_0000_0000_0001;
+    let router = IlaRouter::new(
+        IlaConfig {
+            sir_prefix: SIR,
+            csum: CsumMode::AdjustTransport,
+            format: IdentFormat::Luid,
+            unmapped: UnmappedAction::Drop,
+        },
+        mappings + 16,
+    )
+    .expect("valid ILA config");
+    let mut rng = Rng(0x11A);
+    let ids: Vec<u64> = (0..mappings)
+        .map(|_| rng.next_u64() & 0x1FFF_FFFF_FFFF_FFFF | 1)
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        let _ = router.table().insert(*id, 0x2001_0000_0087_0000 | i as u64);
+    }
+    // 64-byte frames: IPv6 (40) + UDP (8) + 2 bytes of payload = 50 bytes of IP.
+    let n = ids.len().clamp(1, 65_536);
+    let step = (ids.len() / n).max(1);
+    let mut wire = Vec::with_capacity(n * 50);
+    for k in 0..n {
+        let id = ids.get(k * step).copied().unwrap_or(1);
+        let mut p = vec![0u8; 50];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&10u16.to_be_bytes());
+        p[6] = 17;
+        p[7] = 64;
+        p[8..16].copy_from_slice(&0x2001_0db8_0000_0001u64.to_be_bytes());
+        p[16..24].copy_from_slice(&(k as u64 + 1).to_be_bytes());
+        p[24..32].copy_from_slice(&SIR.to_be_bytes());
+        p[32..40].copy_from_slice(&id.to_be_bytes());
+        p[40..42].copy_from_slice(&40000u16.to_be_bytes());
+        p[42..44].copy_from_slice(&443u16.to_be_bytes());
+        p[44..46].copy_from_slice(&10u16.to_be_bytes());
+        let src: [u8; 16] = p[8..24].try_into().expect("16 bytes");
+        let dst: [u8; 16] = p[24..40].try_into().expect("16 bytes");
+        let c = !wire::checksum::fold(wire::checksum::combine(
+            wire::checksum::pseudo_header_v6(&src, &dst, 17, 10),
+            wire::checksum::sum(&p[40..50]),
+        ));
+        p[46..48].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+        wire.extend_from_slice(&p);
+    }
+    let mut w = router.worker();
+    let mut ring = vec![0u8; 512 * 64];
+    let t0 = Instant::now();
+    let (mut done, mut failed, mut at) = (0u64, 0u64, 0usize);
+    while t0.elapsed() < d {
+        for _ in 0..1024 {
+            let slot = (done as usize % 512) * 64;
+            ring[slot..slot + 50].copy_from_slice(&wire[at * 50..at * 50 + 50]);
+            if w.process(&mut ring[slot..slot + 50], IlaDir::SirToIla) != Verdict::Forward {
+                failed += 1;
+            }
+            done += 1;
+            at = if at + 1 == n { 0 } else { at + 1 };
+        }
+    }
+    IlaRow {
+        mappings,
+        mpps: done as f64 / t0.elapsed().as_secs_f64() / 1e6,
+        failed,
+    }
+}

@@ -135,6 +135,14 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
     eprintln!("bench: per-core share of 32 flows (IPv4, IPv6)");
     r.share = extra::share();
 
+    let ila_counts: &[usize] = if opts.quick {
+        &[1000, 100_000]
+    } else {
+        &[1000, 100_000, 1_000_000]
+    };
+    eprintln!("bench: ILA SIR->ILA with {ila_counts:?} mappings (1 worker, 64 B)");
+    r.ila = ila_counts.iter().map(|&m| extra::ila(m, cell)).collect();
+
     eprintln!("bench: established traffic under a SYN flood");
     r.syn_flood = Some(extra::syn_flood(cell, 400_000));
     r
@@ -165,6 +173,14 @@ mod tests {
         for row in extra::share() {
             assert!((row.balanced_ratio - 1.0).abs() < 1e-9, "{row:?}");
         }
+    }
+
+    /// Every ILA benchmark packet translates (a mapping exists for each identifier).
+    #[test]
+    fn ila_cell_translates_everything() {
+        let row = extra::ila(1000, Duration::from_millis(20));
+        assert_eq!(row.failed, 0);
+        assert!(row.mpps > 0.0);
     }
 
     /// New flows beyond the table's capacity are refused; established ones never are.

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::extra::{Connections, ShareRow, SynFlood};
+use super::extra::{Connections, IlaRow, ShareRow, SynFlood};
 use super::run::Measurement;
 use super::traffic::FrameMix;
 use super::BenchOptions;
@@ -86,6 +86,8 @@ pub struct BenchReport {
     pub share: Vec<ShareRow>,
     /// SYN flood.
     pub syn_flood: Option<SynFlood>,
+    /// ILA SIR -> ILA translation.
+    pub ila: Vec<IlaRow>,
     /// Sampled outputs verified (checksums by full recompute, translated endpoint).
     pub verified: u64,
     /// Of which wrong (must be 0).
@@ -143,6 +145,7 @@ impl BenchReport {
             connections: Connections::default(),
             share: Vec::new(),
             syn_flood: None,
+            ila: Vec::new(),
             verified: 0,
             verify_failures: 0,
         }
@@ -330,6 +333,16 @@ impl fmt::Display for BenchReport {
                 s.flood_table_full,
                 s.mpps
             )?;
+        }
+        if !self.ila.is_empty() {
+            writeln!(
+                f,
+                "\nILA, SIR -> ILA (1 worker, 64 B IPv6/UDP, adjust-transport checksums)"
+            )?;
+            writeln!(f, "  {:>9} {:>8} {:>8}", "mappings", "Mpps", "failed")?;
+            for r in &self.ila {
+                writeln!(f, "  {:>9} {:>8.2} {:>8}", r.mappings, r.mpps, r.failed)?;
+            }
         }
         write!(
             f,
