@@ -398,3 +398,126 @@ pub fn ila(mappings: usize, d: Duration) -> IlaRow {
         failed,
     }
 }
+
+/// Stateless SIIT (RFC 7915) translation rates, one worker, 64-byte frames.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SiitRow {
+    /// IPv4 -> IPv6, million packets per second (RFC 6052 addresses computed per packet).
+    pub v4_to_v6_mpps: f64,
+    /// IPv6 -> IPv4.
+    pub v6_to_v4_mpps: f64,
+    /// Packets that did not translate (must be 0).
+    pub failed: u64,
+}
+
+/// Runs both SIIT directions for about `d` each over 1024 distinct UDP flows.
+pub fn siit(d: Duration) -> SiitRow {
+    use std::net::Ipv6Addr;
+    use xlat::rfc6052::Pref64;
+    use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
+    let pref: Pref64 = "2001:db8:64::/96".parse().expect("literal prefix");
+    let opts = SiitOptions {
+        translate_udp_zero_csum: true,
+        ..SiitOptions::default()
+    };
+    const HEADROOM: usize = 64;
+    const SLOT: usize = 192;
+    let mut row = SiitRow::default();
+    // IPv4 -> IPv6: 46-byte IPv4/UDP packets (64-byte Ethernet frames).
+    let v4: Vec<Vec<u8>> = (0..1024u32)
+        .map(|i| {
+            let mut v = Vec::new();
+            build(
+                &mut v,
+                false,
+                (Ipv4Addr::from(0xC633_6400 | (i & 0xff)), 443),
+                (Ipv4Addr::from(0xC000_0200 | (i >> 8)), 40000 + i as u16),
+                46,
+            );
+            v
+        })
+        .collect();
+    let mut ring = vec![0u8; 512 * SLOT];
+    let no_inner = |_: Ipv4Addr, _: Ipv4Addr| None;
+    let (mut done, mut at, t0) = (0u64, 0usize, Instant::now());
+    while t0.elapsed() < d {
+        for _ in 0..1024 {
+            let slot = (done as usize % 512) * SLOT;
+            let p = &v4[at];
+            ring[slot + HEADROOM..slot + HEADROOM + p.len()].copy_from_slice(p);
+            let (s4, d4) = (
+                Ipv4Addr::new(p[12], p[13], p[14], p[15]),
+                Ipv4Addr::new(p[16], p[17], p[18], p[19]),
+            );
+            let v = ipv4_to_ipv6(
+                &mut ring[slot..slot + SLOT],
+                HEADROOM,
+                p.len(),
+                pref.embed(s4),
+                pref.embed(d4),
+                &no_inner,
+                &opts,
+            );
+            if !matches!(v, SiitVerdict::Forward { .. }) {
+                row.failed += 1;
+            }
+            done += 1;
+            at = (at + 1) % v4.len();
+        }
+    }
+    row.v4_to_v6_mpps = done as f64 / t0.elapsed().as_secs_f64() / 1e6;
+    // IPv6 -> IPv4: the same flows as 66-byte IPv6/UDP packets.
+    let v6: Vec<Vec<u8>> = (0..1024u32)
+        .map(|i| {
+            let src = pref.embed(Ipv4Addr::from(0xC000_0200 | (i >> 8)));
+            let dst = pref.embed(Ipv4Addr::from(0xC633_6400 | (i & 0xff)));
+            let mut p = vec![0u8; 58];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&18u16.to_be_bytes());
+            p[6] = 17;
+            p[7] = 64;
+            p[8..24].copy_from_slice(&src.octets());
+            p[24..40].copy_from_slice(&dst.octets());
+            p[40..42].copy_from_slice(&(40000 + i as u16).to_be_bytes());
+            p[42..44].copy_from_slice(&443u16.to_be_bytes());
+            p[44..46].copy_from_slice(&18u16.to_be_bytes());
+            let c = !wire::checksum::fold(wire::checksum::combine(
+                wire::checksum::pseudo_header_v6(&src.octets(), &dst.octets(), 17, 18),
+                wire::checksum::sum(&p[40..58]),
+            ));
+            p[46..48].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+            p
+        })
+        .collect();
+    let no_inner6 = |_: Ipv6Addr, _: Ipv6Addr| None;
+    let (mut done, mut at, t0) = (0u64, 0usize, Instant::now());
+    while t0.elapsed() < d {
+        for _ in 0..1024 {
+            let slot = (done as usize % 512) * SLOT;
+            let p = &v6[at];
+            ring[slot + HEADROOM..slot + HEADROOM + p.len()].copy_from_slice(p);
+            let s6 = Ipv6Addr::from(<[u8; 16]>::try_from(&p[8..24]).expect("16 bytes"));
+            let d6 = Ipv6Addr::from(<[u8; 16]>::try_from(&p[24..40]).expect("16 bytes"));
+            let (Some(s4), Some(d4)) = (pref.extract(s6), pref.extract(d6)) else {
+                row.failed += 1;
+                continue;
+            };
+            let v = ipv6_to_ipv4(
+                &mut ring[slot..slot + SLOT],
+                HEADROOM,
+                p.len(),
+                s4,
+                d4,
+                &no_inner6,
+                &opts,
+            );
+            if !matches!(v, SiitVerdict::Forward { .. }) {
+                row.failed += 1;
+            }
+            done += 1;
+            at = (at + 1) % v6.len();
+        }
+    }
+    row.v6_to_v4_mpps = done as f64 / t0.elapsed().as_secs_f64() / 1e6;
+    row
+}

@@ -143,6 +143,9 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
     eprintln!("bench: ILA SIR->ILA with {ila_counts:?} mappings (1 worker, 64 B)");
     r.ila = ila_counts.iter().map(|&m| extra::ila(m, cell)).collect();
 
+    eprintln!("bench: stateless SIIT (RFC 7915) both directions (1 worker, 64 B)");
+    r.siit = Some(extra::siit(cell));
+
     eprintln!("bench: established traffic under a SYN flood");
     r.syn_flood = Some(extra::syn_flood(cell, 400_000));
     r
@@ -173,6 +176,14 @@ mod tests {
         for row in extra::share() {
             assert!((row.balanced_ratio - 1.0).abs() < 1e-9, "{row:?}");
         }
+    }
+
+    /// Every SIIT benchmark packet translates, both ways.
+    #[test]
+    fn siit_cell_translates_everything() {
+        let row = extra::siit(Duration::from_millis(20));
+        assert_eq!(row.failed, 0);
+        assert!(row.v4_to_v6_mpps > 0.0 && row.v6_to_v4_mpps > 0.0);
     }
 
     /// Every ILA benchmark packet translates (a mapping exists for each identifier).

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::extra::{Connections, IlaRow, ShareRow, SynFlood};
+use super::extra::{Connections, IlaRow, ShareRow, SiitRow, SynFlood};
 use super::run::Measurement;
 use super::traffic::FrameMix;
 use super::BenchOptions;
@@ -88,6 +88,8 @@ pub struct BenchReport {
     pub syn_flood: Option<SynFlood>,
     /// ILA SIR -> ILA translation.
     pub ila: Vec<IlaRow>,
+    /// Stateless SIIT translation.
+    pub siit: Option<SiitRow>,
     /// Sampled outputs verified (checksums by full recompute, translated endpoint).
     pub verified: u64,
     /// Of which wrong (must be 0).
@@ -146,6 +148,7 @@ impl BenchReport {
             share: Vec::new(),
             syn_flood: None,
             ila: Vec::new(),
+            siit: None,
             verified: 0,
             verify_failures: 0,
         }
@@ -332,6 +335,17 @@ impl fmt::Display for BenchReport {
                 s.flood_admitted,
                 s.flood_table_full,
                 s.mpps
+            )?;
+        }
+        if let Some(x) = &self.siit {
+            writeln!(
+                f,
+                "\nSIIT, stateless RFC 7915 (1 worker, 64 B frames, RFC 6052 /96 addresses)"
+            )?;
+            writeln!(
+                f,
+                "  IPv4 -> IPv6 {:.2} Mpps, IPv6 -> IPv4 {:.2} Mpps, failed {}",
+                x.v4_to_v6_mpps, x.v6_to_v4_mpps, x.failed
             )?;
         }
         if !self.ila.is_empty() {
