@@ -11,5 +11,6 @@ pub mod gen;
 pub mod netlink;
 pub mod pcap;
 pub mod rawip;
+mod sys;
 #[cfg(test)]
 mod testnet;

@@ -9,6 +9,9 @@ use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
+
+use crate::sys::cvt;
+pub(crate) use crate::sys::{poll_any_readable, setsockopt};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// `htons(ETH_P_ALL)`: the protocol number that receives every frame.
@@ -19,15 +22,6 @@ pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf takes an integer and touches no memory of ours.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
-}
-
-/// Turns a `-1` syscall return into the thread's `errno`.
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }
 
 /// Resolves an interface name in the calling thread's network namespace (one
@@ -50,28 +44,6 @@ pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// `setsockopt(fd, level, name, &value, sizeof value)` for a plain-old-data `T`.
-pub(crate) fn setsockopt<T: Copy>(
-    fd: &OwnedFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
-    // SAFETY: `value` is a live, initialised `T` (Copy: no drop glue, no
-    // interior pointers the kernel could retain) and the length passed is
-    // exactly its size, so the kernel reads only within it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(drop)
 }
 
 /// `getsockopt(PACKET_STATISTICS)` with a `tpacket_stats_v3` (reading resets the kernel's counters).
@@ -327,32 +299,4 @@ pub(crate) fn load_acquire(w: &AtomicU32) -> u32 {
 /// before the kernel may reuse it).
 pub(crate) fn store_release(w: &AtomicU32, v: u32) {
     w.store(v, Ordering::Release)
-}
-
-/// Waits until one of `fds` is readable or `timeout` passes. Returns whether any is.
-pub(crate) fn poll_any_readable(
-    fds: &[&OwnedFd],
-    timeout: std::time::Duration,
-) -> io::Result<bool> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `pfds` is a live, correctly sized array of pollfd for the duration of the
-    // call, and every fd in it is owned by a borrowed OwnedFd, so it stays open.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(n > 0)
 }

@@ -10,14 +10,8 @@ use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
-/// Turns a `-1` syscall return into the thread's `errno`.
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
+use crate::sys::cvt;
+pub(crate) use crate::sys::poll_any_readable;
 
 /// Resolves an interface name in the calling thread's network namespace (one
 /// implementation for every backend: [`crate::netlink::if_index`]).
@@ -51,18 +45,7 @@ pub(crate) fn setsockopt_xdp<T: Copy>(
     name: libc::c_int,
     value: &T,
 ) -> io::Result<()> {
-    // SAFETY: `value` points to a live, initialised T of the size we pass;
-    // the kernel only reads it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            name,
-            (value as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(drop)
+    crate::sys::setsockopt(fd, libc::SOL_XDP, name, value)
 }
 
 /// Reads the ring layout (`XDP_MMAP_OFFSETS`, the flags-carrying version).
@@ -167,34 +150,6 @@ pub(crate) fn kick_rx(fd: &OwnedFd) {
             std::ptr::null_mut(),
         )
     };
-}
-
-/// Waits until one of `fds` is readable or `timeout` passes. Returns whether any is.
-pub(crate) fn poll_any_readable(
-    fds: &[&OwnedFd],
-    timeout: std::time::Duration,
-) -> io::Result<bool> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `pfds` is a live, correctly sized array of pollfd for the duration
-    // of the call, and every fd in it is borrowed from an OwnedFd, so it stays open.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(n > 0)
 }
 
 /// A shared or anonymous memory mapping, unmapped on drop.
