@@ -168,6 +168,28 @@ fn rewrite_headers(
     true
 }
 
+/// Writes an IPv4 header's addresses and (when asked) decrements its TTL. Returns the
+/// pseudo-header delta (the addresses alone, for a transport checksum) and the header
+/// delta (addresses and TTL, for the IPv4 header checksum). The checksum field itself
+/// is left to the caller, which updates or recomputes it.
+fn set_ip_addrs_ttl(
+    pkt: &mut [u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    decrement_ttl: bool,
+) -> (Delta, Delta) {
+    let mut pseudo = Delta::ZERO;
+    set_addr(pkt, ip::SRC, src.octets(), &mut pseudo);
+    set_addr(pkt, ip::DST, dst.octets(), &mut pseudo);
+    let mut header = pseudo;
+    if decrement_ttl {
+        if let Some(w) = get16(pkt, ip::TTL) {
+            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut header);
+        }
+    }
+    (pseudo, header)
+}
+
 /// Sets the packet's source and destination addresses and ports to `to`, updates the IPv4
 /// header checksum and the transport checksum incrementally, and decrements the TTL when
 /// asked. `l4_off` is the transport header's offset (the IPv4 header length).
@@ -186,15 +208,7 @@ pub fn rewrite(
     if pkt.len() < l4_off.max(20) {
         return false;
     }
-    let mut ip_delta = Delta::ZERO;
-    set_addr(pkt, ip::SRC, to.src.octets(), &mut ip_delta);
-    set_addr(pkt, ip::DST, to.dst.octets(), &mut ip_delta);
-    let pseudo = ip_delta;
-    if decrement_ttl {
-        if let Some(w) = get16(pkt, ip::TTL) {
-            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut ip_delta);
-        }
-    }
+    let (pseudo, ip_delta) = set_ip_addrs_ttl(pkt, to.src, to.dst, decrement_ttl);
     if let Some(c) = get16(pkt, ip::CHECKSUM) {
         crate::csum::put16(pkt, ip::CHECKSUM, ip_delta.apply(c));
     }
@@ -227,15 +241,7 @@ pub fn rewrite_partial(
     if l4_off < 20 || pkt.len() < l4_off + if kind == L4Kind::Tcp { 18 } else { 8 } {
         return false;
     }
-    let mut pseudo = Delta::ZERO;
-    set_addr(pkt, ip::SRC, to.src.octets(), &mut pseudo);
-    set_addr(pkt, ip::DST, to.dst.octets(), &mut pseudo);
-    if decrement_ttl {
-        let mut ignored = Delta::ZERO;
-        if let Some(w) = get16(pkt, ip::TTL) {
-            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut ignored);
-        }
-    }
+    let (pseudo, _) = set_ip_addrs_ttl(pkt, to.src, to.dst, decrement_ttl);
     crate::csum::put16(pkt, ip::CHECKSUM, 0);
     let c = wire::checksum::checksum(&pkt[..l4_off]);
     crate::csum::put16(pkt, ip::CHECKSUM, c);
@@ -290,14 +296,7 @@ pub fn rewrite_icmp_error(pkt: &mut [u8], e: &IcmpErrorRewrite, decrement_ttl: b
         return false;
     }
     // Outer header.
-    let mut outer = Delta::ZERO;
-    set_addr(pkt, ip::SRC, outer_src.octets(), &mut outer);
-    set_addr(pkt, ip::DST, outer_dst.octets(), &mut outer);
-    if decrement_ttl {
-        if let Some(w) = get16(pkt, ip::TTL) {
-            set16(pkt, ip::TTL, w.wrapping_sub(0x0100), &mut outer);
-        }
-    }
+    let (_, outer) = set_ip_addrs_ttl(pkt, outer_src, outer_dst, decrement_ttl);
     if let Some(c) = get16(pkt, ip::CHECKSUM) {
         crate::csum::put16(pkt, ip::CHECKSUM, outer.apply(c));
     }
