@@ -12,6 +12,7 @@
 //! after a QSBR grace period.
 
 pub mod chain;
+pub mod host_table;
 pub mod ila_table;
 pub mod key;
 pub mod pool;

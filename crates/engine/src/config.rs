@@ -6,7 +6,7 @@
 //! prefixes, static mappings outside dynamic pools, sane timeouts, ...).
 
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -110,6 +110,90 @@ impl FromStr for Ipv4Prefix {
             None => 32,
         };
         Ipv4Prefix::new(addr, len)
+    }
+}
+
+/// An IPv6 prefix such as `2001:db8::/32`; host bits are always zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ipv6Prefix {
+    addr: Ipv6Addr,
+    len: u8,
+}
+
+impl Ipv6Prefix {
+    /// Builds a prefix; rejects a length over 128 and set host bits.
+    pub fn new(addr: Ipv6Addr, len: u8) -> Result<Self, String> {
+        if len > 128 {
+            return Err(format!("prefix length /{len} is longer than 128"));
+        }
+        let masked = u128::from(addr) & mask6(len);
+        if masked != u128::from(addr) {
+            return Err(format!(
+                "{addr}/{len} has host bits set (did you mean {}/{len}?)",
+                Ipv6Addr::from(masked)
+            ));
+        }
+        Ok(Self { addr, len })
+    }
+
+    /// The network address.
+    pub fn addr(&self) -> Ipv6Addr {
+        self.addr
+    }
+
+    /// The prefix length in bits (0..=128).
+    #[allow(clippy::len_without_is_empty)] // a prefix length, not a collection
+    pub fn len(&self) -> u8 {
+        self.len
+    }
+
+    /// Whether `ip` lies inside this prefix.
+    pub fn contains(&self, ip: Ipv6Addr) -> bool {
+        u128::from(ip) & mask6(self.len) == u128::from(self.addr)
+    }
+
+    /// Whether the two prefixes share any address.
+    pub fn overlaps(&self, other: &Ipv6Prefix) -> bool {
+        let l = self.len.min(other.len);
+        u128::from(self.addr) & mask6(l) == u128::from(other.addr) & mask6(l)
+    }
+}
+
+/// Host-order IPv6 netmask for a prefix length.
+pub fn mask6(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len.min(128)))
+    }
+}
+
+impl fmt::Display for Ipv6Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl FromStr for Ipv6Prefix {
+    type Err = String;
+    /// Parses `addr/len`, or a bare address as a /128.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: Ipv6Addr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("\"{a}\" is not an IPv6 address"))?;
+        let len = match l {
+            Some(l) => l
+                .trim()
+                .parse::<u8>()
+                .map_err(|_| format!("\"{l}\" is not a prefix length (0-128)"))?,
+            None => 128,
+        };
+        Ipv6Prefix::new(addr, len)
     }
 }
 

@@ -7,8 +7,12 @@
 pub mod config;
 pub mod ila;
 pub mod nat44;
+pub mod nat64;
+pub mod siit;
 mod stats;
+#[cfg(test)]
+mod testpkt;
 mod verdict;
 
 pub use stats::Counters;
-pub use verdict::{Direction, DropReason, Offload, Verdict};
+pub use verdict::{Direction, DropReason, Emit, Offload, Verdict, HEADROOM};

@@ -86,7 +86,76 @@ drop_reasons! {
     WrongDirection => "wrong_direction",
     /// An inside host addressed a public address while hairpinning is off.
     HairpinDisabled => "hairpin_disabled",
+    /// Not an IPv6 packet where IPv6 is expected (NAT64 inside, SIIT IPv6 side).
+    NotIpv6 => "not_ipv6",
+    /// An address with no translation: outside the Pref64 and the explicit mappings, or a
+    /// non-global IPv4 address under the Well-Known Prefix (RFC 6052 §3.1).
+    NoAddressMapping => "no_address_mapping",
+    /// IPv4 -> IPv6 with DF set and too big for the IPv6 MTU (RFC 7915 §4: answer ICMPv4
+    /// Fragmentation Needed).
+    FragmentNeeded => "fragment_needed",
+    /// IPv6 -> IPv4 too big for the IPv4 MTU (RFC 7915 §5: answer ICMPv6 Packet Too Big).
+    PacketTooBig => "packet_too_big",
+    /// IPv4 without DF too big for the IPv6 MTU: translator fragmentation not implemented.
+    NeedsFragmentation => "needs_fragmentation",
+    /// A fragmented ICMP message (RFC 7915 §1.2: not translated).
+    FragmentedIcmp => "fragmented_icmp",
+    /// IPv4 UDP with checksum zero that the translator may not complete (RFC 7915 §4.5).
+    UdpZeroChecksum => "udp_zero_checksum",
+    /// An unexpired IPv4 source route or an IPv6 Routing header with Segments Left.
+    SourceRouted => "source_routed",
+    /// An ICMP error quoting an ICMP error (RFC 7915 §4.3).
+    IcmpErrorAboutError => "icmp_error_about_error",
+    /// The buffer had too little room for the translated headers (a runtime defect).
+    NoHeadroom => "no_headroom",
 }
+
+impl From<xlat::siit::SiitDrop> for DropReason {
+    fn from(d: xlat::siit::SiitDrop) -> Self {
+        use xlat::siit::SiitDrop as S;
+        match d {
+            S::Truncated => DropReason::Truncated,
+            S::Malformed => DropReason::Malformed,
+            S::UnsupportedProtocol => DropReason::UnsupportedProtocol,
+            S::IcmpDropped => DropReason::UnsupportedIcmp,
+            S::TtlExpired => DropReason::TtlExpired,
+            S::FragmentNeeded { .. } => DropReason::FragmentNeeded,
+            S::PacketTooBig { .. } => DropReason::PacketTooBig,
+            S::NeedsFragmentation => DropReason::NeedsFragmentation,
+            S::FragmentedIcmp => DropReason::FragmentedIcmp,
+            S::UdpZeroChecksum => DropReason::UdpZeroChecksum,
+            S::SourceRouted { .. } => DropReason::SourceRouted,
+            S::IcmpErrorAboutError => DropReason::IcmpErrorAboutError,
+            S::NoHeadroom => DropReason::NoHeadroom,
+        }
+    }
+}
+
+/// The outcome of a translation that may move the packet in its buffer (IPv4 <-> IPv6
+/// headers differ in size): where the packet to send now lies, and which way it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// Send `buf[start..start + len]` out of the other side.
+    Forward {
+        /// Offset of the IP header.
+        start: usize,
+        /// Packet length.
+        len: usize,
+    },
+    /// Send `buf[start..start + len]` back out of the side it came in on (hairpinning).
+    Hairpin {
+        /// Offset of the IP header.
+        start: usize,
+        /// Packet length.
+        len: usize,
+    },
+    /// Send nothing; the reason is counted.
+    Drop(DropReason),
+}
+
+/// Headroom a buffer must leave in front of a packet handed to a translator that can grow
+/// it (IPv4 -> IPv6: 20 bytes more, 28 with a Fragment header).
+pub const HEADROOM: usize = 64;
 
 impl std::fmt::Display for DropReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

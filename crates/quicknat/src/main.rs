@@ -229,7 +229,7 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 fn run_translate(config: Option<&Path>, input: &Path, output: &Path) -> anyhow::Result<()> {
     let config = load_config(config)?;
     let report =
-        runtime::offline::translate_pcap(&config.nat44, input, output).with_context(|| {
+        runtime::offline::translate_pcap_mode(&config.mode, input, output).with_context(|| {
             format!(
                 "cannot translate {} into {}",
                 input.display(),
@@ -248,8 +248,69 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
         |p| p.display().to_string(),
     );
     println!("{origin}: valid");
-    print!("{}", summary(&config.nat44));
+    match &config.mode {
+        runtime::pipeline::ModeConfig::Nat44(n) => print!("{}", summary(n)),
+        m => print!("{}", mode_summary(m)),
+    }
     Ok(())
+}
+
+/// What an IPv4/IPv6 translation mode sets up.
+fn mode_summary(m: &runtime::pipeline::ModeConfig) -> String {
+    use runtime::pipeline::ModeConfig;
+    use std::fmt::Write;
+    let mut s = String::new();
+    let siit = |s: &mut String, c: &engine::siit::SiitConfig| {
+        if let Some(p) = c.pref64 {
+            let _ = writeln!(s, "pref64 {p}");
+        }
+        for e in &c.eam {
+            let _ = writeln!(s, "eam {} <-> {}", e.ipv4, e.ipv6);
+        }
+        if let Some(a) = c.icmp_error_source {
+            let _ = writeln!(s, "icmp error source (RFC 6791) {a}");
+        }
+        let _ = writeln!(
+            s,
+            "mtu ipv6 {} ipv4 {}; udp zero checksum {}",
+            c.options.ipv6_mtu,
+            c.options.ipv4_mtu,
+            if c.options.translate_udp_zero_csum {
+                "computed"
+            } else {
+                "dropped"
+            }
+        );
+    };
+    match m {
+        ModeConfig::Nat44(n) => s.push_str(&summary(n)),
+        ModeConfig::Siit(c) => {
+            let _ = writeln!(s, "mode: siit (stateless, RFC 7915)");
+            siit(&mut s, c);
+        }
+        ModeConfig::Clat(c) => {
+            let _ = writeln!(s, "mode: clat (464XLAT customer side, RFC 6877)");
+            siit(&mut s, c);
+        }
+        ModeConfig::Nat64(c) => {
+            let pool: Vec<String> = c.pool4.iter().map(ToString::to_string).collect();
+            let _ = writeln!(s, "mode: nat64 (stateful, RFC 6146)");
+            let _ = writeln!(
+                s,
+                "pref64 {}; pool4 {} ports {}-{}; hairpinning {}",
+                c.pref64,
+                pool.join(", "),
+                c.ports.first,
+                c.ports.last,
+                if c.hairpinning { "on" } else { "off" }
+            );
+            for b in &c.static_bindings {
+                let _ = writeln!(s, "static {:?} {} -> {}", b.protocol, b.public, b.inside);
+            }
+            let _ = writeln!(s, "limits: max sessions {}", c.max_sessions);
+        }
+    }
+    s
 }
 
 /// A short human-readable description of what a configuration sets up.

@@ -7,6 +7,7 @@ pub mod balance;
 pub mod bench;
 pub mod live;
 pub mod offline;
+pub mod pipeline;
 pub mod rss;
 mod step;
 

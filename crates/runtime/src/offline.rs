@@ -12,7 +12,8 @@ use engine::nat44::Nat44;
 use engine::{Counters, Direction, Verdict};
 use io::pcap::{LinkType, PcapError, PcapReader, PcapWriter};
 
-use crate::step::{Nat44Step, StepOutcome};
+use crate::pipeline::{ModeConfig, ModeError, ModeShared};
+use crate::step::{l3_offset, Nat44Step, StepOutcome};
 
 /// Why an offline translation could not run (packet problems are drops, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +21,9 @@ pub enum OfflineError {
     /// The configuration was refused by the engine.
     #[error("configuration: {0}")]
     Config(#[from] ConfigError),
+    /// A SIIT/CLAT/NAT64 configuration was refused.
+    #[error("configuration: {0}")]
+    Mode(String),
     /// The input could not be opened.
     #[error("cannot open input {path}: {source}")]
     OpenInput {
@@ -101,6 +105,115 @@ fn pcap_err(path: &Path) -> impl Fn(PcapError) -> OfflineError + '_ {
     }
 }
 
+/// Replays `input` through the translator of `mode` and writes what it would transmit to
+/// `output` (same link type, same timestamps, input order).
+///
+/// NAT44 judges direction by the configuration (see [`translate_pcap`]). The IPv4/IPv6
+/// modes by the family: for NAT64 an IPv6 packet comes from the inside, an IPv4 packet from
+/// the outside; SIIT and CLAT translate every packet to the other family. Ethernet and
+/// Linux cooked frames get the ethertype of the family they now carry.
+pub fn translate_pcap_mode(
+    mode: &ModeConfig,
+    input: &Path,
+    output: &Path,
+) -> Result<TranslateReport, OfflineError> {
+    let shared = match mode {
+        ModeConfig::Nat44(c) => return translate_pcap(c, input, output),
+        m => ModeShared::new(m, 1).map_err(|e| match e {
+            ModeError::Config(c) => OfflineError::Config(c),
+            ModeError::Siit(s) => OfflineError::Mode(s),
+        })?,
+    };
+    let mut worker = shared.worker(0);
+    let mut reaper = shared.reaper();
+    let (mut reader, link) = open_input(input)?;
+    // DLT_IPV4/DLT_IPV6 name one family; the output mixes both, so it is raw IP.
+    let out_link = match link {
+        LinkType::Ipv4 | LinkType::Ipv6 => LinkType::Raw,
+        l => l,
+    };
+    let mut writer = open_output(output, out_link, reader.is_nanosecond())?;
+    let mut report = TranslateReport::default();
+    let mut buf = vec![0u8; engine::HEADROOM + 65_536 + 64];
+    let mut frame = Vec::with_capacity(2048);
+    while let Some(rec) = reader.next_record().map_err(pcap_err(input))? {
+        report.frames_in += 1;
+        let now = Timestamp::from_nanos(rec.ts_nanos);
+        if let Some(r) = reaper.as_mut() {
+            if r.poll_timeout().is_some_and(|t| t <= now) {
+                r.handle_timeout(now);
+            }
+        }
+        let Some(l3) = l3_offset(link, rec.data) else {
+            report.not_ip += 1;
+            continue;
+        };
+        let pkt = &rec.data[l3..];
+        let len = pkt.len().min(65_536);
+        buf[engine::HEADROOM..engine::HEADROOM + len].copy_from_slice(&pkt[..len]);
+        let dir = if pkt.first().map(|b| b >> 4) == Some(6) {
+            report.outbound += 1;
+            Direction::Outbound
+        } else {
+            report.inbound += 1;
+            Direction::Inbound
+        };
+        let (start, len) = match worker.process(now, dir, &mut buf, engine::HEADROOM, len) {
+            engine::Emit::Forward { start, len } | engine::Emit::Hairpin { start, len } => {
+                (start, len)
+            }
+            engine::Emit::Drop(_) => continue,
+        };
+        worker.quiescent();
+        frame.clear();
+        frame.extend_from_slice(&rec.data[..l3]);
+        if l3 >= 2 && matches!(link, LinkType::Ethernet | LinkType::LinuxSll) {
+            let ethertype: u16 = if buf[start] >> 4 == 6 { 0x86dd } else { 0x0800 };
+            frame[l3 - 2..l3].copy_from_slice(&ethertype.to_be_bytes());
+        }
+        frame.extend_from_slice(&buf[start..start + len]);
+        writer
+            .write(rec.ts_nanos, &frame)
+            .map_err(pcap_err(output))?;
+        report.frames_out += 1;
+    }
+    writer.flush().map_err(pcap_err(output))?;
+    report.sessions_live = shared.session_count();
+    report.counters = worker.counters().clone();
+    if let Some(r) = &reaper {
+        report.counters.merge(r.counters());
+    }
+    Ok(report)
+}
+
+fn open_input(input: &Path) -> Result<(PcapReader<BufReader<File>>, LinkType), OfflineError> {
+    let file = File::open(input).map_err(|source| OfflineError::OpenInput {
+        path: input.into(),
+        source,
+    })?;
+    let reader = PcapReader::new(BufReader::new(file)).map_err(pcap_err(input))?;
+    let link = reader.link_type();
+    if matches!(link, LinkType::Other(_)) {
+        return Err(OfflineError::LinkType {
+            path: input.into(),
+            link,
+        });
+    }
+    Ok((reader, link))
+}
+
+fn open_output(
+    output: &Path,
+    link: LinkType,
+    nanos: bool,
+) -> Result<PcapWriter<BufWriter<File>>, OfflineError> {
+    let out = File::create(output).map_err(|source| OfflineError::CreateOutput {
+        path: output.into(),
+        source,
+    })?;
+    PcapWriter::new(BufWriter::new(out), link, nanos).map_err(pcap_err(output))
+}
+
 /// Replays `input` through a NAT44 engine built from `config` and writes the frames it
 /// would transmit to `output` (same link type, same timestamps, input order).
 pub fn translate_pcap(
@@ -109,24 +222,8 @@ pub fn translate_pcap(
     output: &Path,
 ) -> Result<TranslateReport, OfflineError> {
     let nat = Nat44::new(config.clone())?;
-    let file = File::open(input).map_err(|source| OfflineError::OpenInput {
-        path: input.into(),
-        source,
-    })?;
-    let mut reader = PcapReader::new(BufReader::new(file)).map_err(pcap_err(input))?;
-    let link = reader.link_type();
-    if matches!(link, LinkType::Other(_)) {
-        return Err(OfflineError::LinkType {
-            path: input.into(),
-            link,
-        });
-    }
-    let out = File::create(output).map_err(|source| OfflineError::CreateOutput {
-        path: output.into(),
-        source,
-    })?;
-    let mut writer = PcapWriter::new(BufWriter::new(out), link, reader.is_nanosecond())
-        .map_err(pcap_err(output))?;
+    let (mut reader, link) = open_input(input)?;
+    let mut writer = open_output(output, link, reader.is_nanosecond())?;
     let mut step = Nat44Step::new(nat);
     let mut report = TranslateReport::default();
     let mut buf = Vec::with_capacity(2048);

@@ -71,6 +71,18 @@ pub struct Nat44Shared {
     /// Address-dependent filtering permits: key A: binding id << 32 | remote address.
     permits: RefTable,
     qsbr: Arc<Qsbr>,
+    /// Told when a binding starts or stops using an inside address (NAT64 host ids).
+    inside_hosts: Option<Arc<dyn InsideHosts>>,
+}
+
+/// Inside "addresses" that stand for something larger, such as the 32-bit ids NAT64 gives
+/// its IPv6 hosts: told when a binding starts and stops using one, so that whatever backs
+/// the id lives exactly as long as the bindings that use it.
+pub trait InsideHosts: Send + Sync + std::fmt::Debug {
+    /// A binding for `inside` is about to be made; `false` refuses it (the id is going).
+    fn acquire(&self, inside: Ipv4Addr) -> bool;
+    /// A binding for `inside` was not made after all, or has been removed.
+    fn release(&self, inside: Ipv4Addr, now: Timestamp);
 }
 
 /// Packs a protocol and endpoint into a binding key.
@@ -98,6 +110,16 @@ pub(crate) fn key_proto(k: u64) -> Proto {
 impl Nat44Shared {
     /// Validates `cfg` and builds the shared state for `workers` worker threads.
     pub fn new(cfg: Nat44Config, workers: usize) -> Result<Arc<Self>, ConfigError> {
+        Self::with_inside_hosts(cfg, workers, None)
+    }
+
+    /// Like [`new`](Self::new), telling `hosts` when bindings start and stop using an
+    /// inside address.
+    pub fn with_inside_hosts(
+        cfg: Nat44Config,
+        workers: usize,
+        hosts: Option<Arc<dyn InsideHosts>>,
+    ) -> Result<Arc<Self>, ConfigError> {
         cfg.validate()?;
         let workers = workers.max(1);
         let rules = RuleTable::new(cfg.rules.iter().map(|r| &r.inside));
@@ -148,6 +170,7 @@ impl Nat44Shared {
                 },
             ),
             qsbr: Qsbr::new(workers),
+            inside_hosts: hosts,
             cfg,
         };
         let mut shared = shared;
@@ -211,6 +234,12 @@ impl Nat44Shared {
     #[inline]
     pub fn is_public(&self, addr: Ipv4Addr) -> bool {
         self.public_hosts.contains(&addr)
+    }
+
+    /// The QSBR domain the workers announce quiescent states to (for tables that live
+    /// beside this instance's, such as NAT64's hosts).
+    pub fn qsbr(&self) -> &Arc<Qsbr> {
+        &self.qsbr
     }
 
     /// Live sessions (a walk over the table: for reports, not the packet path).

@@ -76,6 +76,9 @@ impl Nat44Reaper {
             },
         );
         sh.bindings.reap(|id, b| {
+            if let Some(h) = &sh.inside_hosts {
+                h.release(key_ep(b.key_a).addr, now);
+            }
             if !b.is_static && b.user > 0 {
                 if let Some(pool) = sh.pools.get(b.user as usize - 1) {
                     pool.release(key_proto(b.key_a), key_ep(b.key_b), now);

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
 
 use super::Nat44;
+use crate::testpkt::ipv4;
 use crate::config::{
     DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange, StaticNat,
 };
@@ -40,29 +41,6 @@ fn t(s: u64) -> Timestamp {
 
 // ---- packet building (by hand, independent of the views under test) ----
 
-fn ipv4(proto: u8, src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, l4: &[u8]) -> Vec<u8> {
-    let len = 20 + l4.len();
-    let mut p = vec![
-        0x45,
-        0,
-        (len >> 8) as u8,
-        len as u8,
-        0x12,
-        0x34,
-        0x40,
-        0,
-        ttl,
-        proto,
-        0,
-        0,
-    ];
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&dst.octets());
-    let c = checksum(&p);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p.extend_from_slice(l4);
-    p
-}
 
 fn l4_csum(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> u16 {
     !fold(combine(

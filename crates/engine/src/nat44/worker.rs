@@ -64,6 +64,12 @@ impl Nat44Worker {
         &self.counters
     }
 
+    /// This worker's counters, for a mode built around NAT44 (NAT64) that counts its own
+    /// drops in the same set.
+    pub fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
+
     /// Announces a quiescent point: call between batches (never while holding a packet
     /// half-processed). The reaper reuses slots only after every worker has done so.
     #[inline]
@@ -227,7 +233,7 @@ impl Nat44Worker {
         } else {
             (t.dst, None)
         };
-        let bid = self.outbound_binding(t.proto, t.src)?;
+        let bid = self.outbound_binding(now, t.proto, t.src)?;
         let public = self
             .shared
             .bindings
@@ -262,19 +268,29 @@ impl Nat44Worker {
                 b
             }
             // Static 1:1: the binding is made on demand, port kept.
-            None => match sh.bindings.insert(
-                ep_key(t.proto, inside),
-                ep_key(t.proto, t.dst),
-                true,
-                1,
-                false,
-                0,
-            ) {
-                Ok(b) => b,
-                Err(RefInsertError::ExistsA(b)) if sh.bindings.try_ref(b) => b,
-                Err(RefInsertError::Full) => return Err(DropReason::TableFull),
-                Err(_) => return Err(DropReason::NoMapping),
-            },
+            None => {
+                if !sh.acquire_inside(inside.addr) {
+                    return Err(DropReason::NoMapping);
+                }
+                match sh.bindings.insert(
+                    ep_key(t.proto, inside),
+                    ep_key(t.proto, t.dst),
+                    true,
+                    1,
+                    false,
+                    0,
+                ) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        sh.release_inside_unless_withdrawn(inside.addr, e, now);
+                        match e {
+                            RefInsertError::ExistsA(b) if sh.bindings.try_ref(b) => b,
+                            RefInsertError::Full => return Err(DropReason::TableFull),
+                            _ => return Err(DropReason::NoMapping),
+                        }
+                    }
+                }
+            }
         };
         let revised = Tuple::new(t.proto, t.src, inside);
         self.install(now, *t, revised, bid, 0)
@@ -284,7 +300,12 @@ impl Nat44Worker {
     /// existing, static 1:1, or newly allocated from its rule's pool (endpoint-independent
     /// mapping, paired pooling). When two workers create it at once, the binding table's
     /// insert picks one and the other gives its port back.
-    fn outbound_binding(&mut self, proto: Proto, inside: Endpoint) -> Result<u32, DropReason> {
+    fn outbound_binding(
+        &mut self,
+        now: Timestamp,
+        proto: Proto,
+        inside: Endpoint,
+    ) -> Result<u32, DropReason> {
         let sh = Arc::clone(&self.shared);
         let key = ep_key(proto, inside);
         for _ in 0..4 {
@@ -312,14 +333,22 @@ impl Nat44Worker {
                     sh.pools[r as usize].give_back_now(proto, public);
                 }
             };
-            match sh.bindings.insert(
+            if !sh.acquire_inside(inside.addr) {
+                give_back(&sh);
+                return Err(DropReason::NoMapping);
+            }
+            let inserted = sh.bindings.insert(
                 key,
                 ep_key(proto, public),
                 true,
                 1,
                 false,
                 rule.map_or(0, |r| r + 1),
-            ) {
+            );
+            if let Err(e) = inserted {
+                sh.release_inside_unless_withdrawn(inside.addr, e, now);
+            }
+            match inserted {
                 Ok(b) => {
                     self.counters.bindings_created += 1;
                     return Ok(b);
@@ -464,6 +493,28 @@ fn permit_key(binding: u32, remote: std::net::Ipv4Addr) -> u64 {
 }
 
 impl Nat44Shared {
+    /// Tells the inside-host hook a binding for `addr` is about to be made.
+    #[inline]
+    fn acquire_inside(&self, addr: std::net::Ipv4Addr) -> bool {
+        self.inside_hosts.as_ref().is_none_or(|h| h.acquire(addr))
+    }
+
+    /// Undoes [`acquire_inside`](Self::acquire_inside) after a failed binding insert,
+    /// except when the insert published and withdrew the entry: the reaper releases that
+    /// one when it collects it, exactly as for any removed binding.
+    fn release_inside_unless_withdrawn(
+        &self,
+        addr: std::net::Ipv4Addr,
+        e: RefInsertError,
+        now: Timestamp,
+    ) {
+        if !matches!(e, RefInsertError::ExistsB(_)) {
+            if let Some(h) = &self.inside_hosts {
+                h.release(addr, now);
+            }
+        }
+    }
+
     /// Where a packet to public endpoint `dst` goes: the inside endpoint, and the binding
     /// if one exists (a static 1:1 address may not have one yet).
     #[inline]

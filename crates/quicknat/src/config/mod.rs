@@ -7,6 +7,7 @@
 //! reads text; it never touches packets or the network, and never panics on bad input.
 
 mod locate;
+mod modes;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use engine::config::{
     ConfigError, ConfigItem, DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange,
-    StaticNat,
+    StaticNat, Timeouts,
 };
 use toml::Spanned;
 
@@ -36,6 +37,9 @@ pub const DEFAULT_CONFIG_ORIGIN: &str = "examples/nat44.toml (built in)";
 pub struct Config {
     /// The NAT44 settings, ready for the engine.
     pub nat44: Nat44Config,
+    /// What the gateway does: NAT44 (the `[nat44]` table, the default), or the section
+    /// of another translation mode.
+    pub mode: runtime::pipeline::ModeConfig,
     /// The live gateway's interfaces and threads (`[gateway]`), if the file has them.
     pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
@@ -91,6 +95,7 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
         .as_ref()
         .map(|g| convert_gateway(&src, g.get_ref()))
         .transpose()?;
+    let mode = convert_mode(&src, &file)?;
     let (raw, nat44_span) = match file.nat44 {
         Some(n) => {
             let span = n.span();
@@ -99,18 +104,62 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
         None => (RawNat44::default(), None),
     };
     let nat44 = convert(&src, &raw)?;
-    let warnings = nat44
-        .validate()
-        .map_err(|e| src.semantic_error(&raw, nat44_span, e))?;
-    let warnings = warnings
-        .into_iter()
-        .map(|w| src.locate_warning(&raw, w))
-        .collect();
+    // Another mode's section stands alone (and `convert_mode` refused it next to [nat44]).
+    let warnings = if mode.is_some() {
+        Vec::new()
+    } else {
+        nat44
+            .validate()
+            .map_err(|e| src.semantic_error(&raw, nat44_span, e))?
+            .into_iter()
+            .map(|w| src.locate_warning(&raw, w))
+            .collect()
+    };
+    let mode = mode.unwrap_or_else(|| runtime::pipeline::ModeConfig::Nat44(nat44.clone()));
     Ok(Config {
         nat44,
+        mode,
         gateway,
         warnings,
     })
+}
+
+/// The translation mode named by a non-NAT44 section, if any; one mode per file.
+fn convert_mode(
+    src: &Source<'_>,
+    file: &RawFile,
+) -> Result<Option<runtime::pipeline::ModeConfig>, ConfigFileError> {
+    use runtime::pipeline::ModeConfig;
+    let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+    if let Some(n) = &file.nat44 {
+        found.push(("nat44", n.span()));
+    }
+    let mut mode = None;
+    if let Some(s) = &file.siit {
+        found.push(("siit", s.span()));
+        mode = Some(ModeConfig::Siit(modes::convert_siit(src, s)?));
+    }
+    if let Some(c) = &file.clat {
+        found.push(("clat", c.span()));
+        mode = Some(ModeConfig::Clat(modes::convert_clat(src, c)?));
+    }
+    if let Some(n) = &file.nat64 {
+        found.push(("nat64", n.span()));
+        mode = Some(ModeConfig::Nat64(modes::convert_nat64(src, n)?));
+    }
+    if found.len() > 1 {
+        let names: Vec<String> = found.iter().map(|(n, _)| format!("[{n}]")).collect();
+        let (name, span) = found[1].clone();
+        return Err(src.error(
+            Some(span),
+            name,
+            format!(
+                "one translation mode per configuration file, found {} (run one quicknat per interface pair)",
+                names.join(" and ")
+            ),
+        ));
+    }
+    Ok(mode)
 }
 
 /// The `[gateway]` table into runtime values.
@@ -305,6 +354,41 @@ impl Source<'_> {
     }
 }
 
+/// The timeouts written in `t`, the others from `defaults`.
+fn timeouts(t: &raw::RawTimeouts, defaults: Timeouts) -> Timeouts {
+    let secs = |v: &Option<Spanned<u64>>, default: Duration| {
+        v.as_ref()
+            .map_or(default, |s| Duration::from_secs(*s.get_ref()))
+    };
+    Timeouts {
+        udp: secs(&t.udp, defaults.udp),
+        tcp_established: secs(&t.tcp_established, defaults.tcp_established),
+        tcp_transitory: secs(&t.tcp_transitory, defaults.tcp_transitory),
+        tcp_closed: secs(&t.tcp_closed, defaults.tcp_closed),
+        icmp: secs(&t.icmp, defaults.icmp),
+    }
+}
+
+/// The IPv4 prefixes of a pool written as one string or a list, each error at its entry.
+fn pool_prefixes(
+    src: &Source<'_>,
+    pool: &Spanned<Pool>,
+    field: &str,
+) -> Result<Vec<engine::config::Ipv4Prefix>, ConfigFileError> {
+    let entries: Vec<(&str, Range<usize>)> = match pool.get_ref() {
+        Pool::One(s) => vec![(s.as_str(), pool.span())],
+        Pool::Many(v) => v.iter().map(|s| (s.get_ref().as_str(), s.span())).collect(),
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (s, span) in entries {
+        let p = s
+            .parse()
+            .map_err(|why| src.error(Some(span), field, format!("\"{s}\": {why}")))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
 /// Turns the raw strings and integers into engine values, naming the field of any bad one.
 fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileError> {
     let mut c = Nat44Config::default();
@@ -340,17 +424,7 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
         })?;
     }
     if let Some(t) = &raw.timeouts {
-        let t = t.get_ref();
-        let secs = |v: &Option<Spanned<u64>>, default: Duration| {
-            v.as_ref()
-                .map_or(default, |s| Duration::from_secs(*s.get_ref()))
-        };
-        let d = c.timeouts;
-        c.timeouts.udp = secs(&t.udp, d.udp);
-        c.timeouts.tcp_established = secs(&t.tcp_established, d.tcp_established);
-        c.timeouts.tcp_transitory = secs(&t.tcp_transitory, d.tcp_transitory);
-        c.timeouts.tcp_closed = secs(&t.tcp_closed, d.tcp_closed);
-        c.timeouts.icmp = secs(&t.icmp, d.icmp);
+        c.timeouts = timeouts(t.get_ref(), c.timeouts);
     }
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();
@@ -360,17 +434,7 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
             .get_ref()
             .parse()
             .map_err(|why| src.bad_value(&r.inside, field("inside"), why))?;
-        let entries: Vec<(&str, Range<usize>)> = match r.pool.get_ref() {
-            Pool::One(s) => vec![(s.as_str(), r.pool.span())],
-            Pool::Many(v) => v.iter().map(|s| (s.get_ref().as_str(), s.span())).collect(),
-        };
-        let mut pool = Vec::with_capacity(entries.len());
-        for (s, span) in entries {
-            let p = s
-                .parse()
-                .map_err(|why| src.error(Some(span), field("pool"), format!("\"{s}\": {why}")))?;
-            pool.push(p);
-        }
+        let pool = pool_prefixes(src, &r.pool, &field("pool"))?;
         let ports = match &r.ports {
             Some(p) => p
                 .get_ref()

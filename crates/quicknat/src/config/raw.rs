@@ -17,6 +17,12 @@ pub(super) struct RawFile {
     pub nat44: Option<Spanned<RawNat44>>,
     /// The `[gateway]` table (live operation).
     pub gateway: Option<Spanned<RawGateway>>,
+    /// The `[siit]` table (stateless IPv4/IPv6 translation).
+    pub siit: Option<Spanned<super::modes::RawSiit>>,
+    /// The `[clat]` table (464XLAT customer side).
+    pub clat: Option<Spanned<super::modes::RawClat>>,
+    /// The `[nat64]` table (stateful NAT64).
+    pub nat64: Option<Spanned<super::modes::RawNat64>>,
 }
 
 /// The `[gateway]` table: which interfaces a live gateway uses, and how.

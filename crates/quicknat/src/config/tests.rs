@@ -394,3 +394,143 @@ fn line_of_counts_from_one() {
     assert_eq!(locate::line_of("a\nb\nc", 2), 2);
     assert_eq!(locate::line_of("a\nb\nc", 99), 3);
 }
+
+// ---- IPv4/IPv6 translation modes ----
+
+#[test]
+fn siit_section_loads_with_eam_and_options() {
+    let text = r#"
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.168.255.10/32", ipv6 = "2001:db8:1::10/128" } ]
+icmp_error_source = "192.0.0.8"
+
+[siit.options]
+ipv6_mtu = 1400
+udp_zero_checksum = "compute"
+"#;
+    let c = load_str(text, "t.toml").unwrap();
+    let runtime::pipeline::ModeConfig::Siit(s) = c.mode else {
+        panic!("expected siit, got {:?}", c.mode.name());
+    };
+    assert_eq!(s.eam.len(), 1);
+    assert_eq!(s.options.ipv6_mtu, 1400);
+    assert!(s.options.translate_udp_zero_csum);
+    assert_eq!(s.icmp_error_source, Some(Ipv4Addr::new(192, 0, 0, 8)));
+}
+
+#[test]
+fn siit_errors_name_the_entry() {
+    let text = r#"
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [
+  { ipv4 = "10.0.0.0/24", ipv6 = "2001:db8:1::/120" },
+  { ipv4 = "10.0.0.128/25", ipv6 = "2001:db8:2::/121" },
+]
+"#;
+    expect_err(text, "10.0.0.128/25", "siit.eam[2]", "overlaps");
+    let text = "[siit]\npref64 = \"2001:db8:64::/97\"\n";
+    expect_err(text, "/97", "siit.pref64", "97");
+    let text = "[siit]\neam = [ { ipv4 = \"10.0.0.0/24\", ipv6 = \"2001:db8::/64\" } ]\n";
+    expect_err(
+        text,
+        "2001:db8::/64",
+        "siit.eam[1].ipv6",
+        "suffixes of different lengths",
+    );
+    let text = "[siit]\npref64 = \"64:ff9b::/96\"\n[siit.options]\nipv6_mtu = 1000\n";
+    expect_err(text, "ipv6_mtu", "siit.options.ipv6_mtu", "1280");
+}
+
+#[test]
+fn clat_section_loads() {
+    let text = r#"
+[clat]
+ipv4 = "192.0.0.2/32"
+ipv6 = "2001:db8:aaaa::2/128"
+plat = "64:ff9b::/96"
+"#;
+    let c = load_str(text, "t.toml").unwrap();
+    assert_eq!(c.mode.name(), "clat");
+}
+
+#[test]
+fn nat64_section_loads_and_errors_are_located() {
+    let text = r#"
+[nat64]
+pref64 = "64:ff9b::/96"
+pool4 = ["203.0.113.1/32"]
+ports = "1024-65535"
+max_sessions = 1000
+
+[nat64.timeouts]
+udp = 301
+
+[[nat64.static]]
+protocol = "tcp"
+public = "203.0.113.1:8080"
+inside = "[2001:db8::80]:80"
+"#;
+    let c = load_str(text, "t.toml").unwrap();
+    let runtime::pipeline::ModeConfig::Nat64(n) = &c.mode else {
+        panic!("expected nat64");
+    };
+    assert_eq!(n.max_sessions, 1000);
+    assert_eq!(n.timeouts.udp, Duration::from_secs(301));
+    assert_eq!(n.static_bindings.len(), 1);
+    let bad = text.replace("[2001:db8::80]:80", "2001:db8::80");
+    expect_err(
+        &bad,
+        "2001:db8::80",
+        "nat64.static[1].inside",
+        "IPv6 address and port",
+    );
+    let bad = text.replace(
+        "pool4 = [\"203.0.113.1/32\"]",
+        "pool4 = [\"203.0.113.1/33\"]",
+    );
+    expect_err(&bad, "/33", "nat64.pool4", "longer than 32");
+    let bad = text.replace("203.0.113.1:8080", "198.51.100.1:8080");
+    expect_err(
+        &bad,
+        "198.51.100.1:8080",
+        "nat64.static[1].public",
+        "not in pool4",
+    );
+}
+
+#[test]
+fn one_mode_per_file() {
+    let text = format!("{BASE}\n[clat]\nipv4 = \"192.0.0.2/32\"\nipv6 = \"2001:db8:aaaa::2/128\"\nplat = \"64:ff9b::/96\"\n");
+    expect_err(
+        &text,
+        "[clat]",
+        "clat",
+        "one translation mode per configuration file",
+    );
+}
+
+#[test]
+fn example_mode_files_load() {
+    for (name, text, mode) in [
+        (
+            "nat64.toml",
+            include_str!("../../../../examples/nat64.toml"),
+            "nat64",
+        ),
+        (
+            "clat.toml",
+            include_str!("../../../../examples/clat.toml"),
+            "clat",
+        ),
+        (
+            "siit.toml",
+            include_str!("../../../../examples/siit.toml"),
+            "siit",
+        ),
+    ] {
+        let c = load_str(text, name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.mode.name(), mode);
+    }
+}

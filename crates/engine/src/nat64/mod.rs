@@ -1,0 +1,511 @@
+//! Stateful NAT64 (RFC 6146): IPv6-only hosts inside reach IPv4 servers through an IPv4
+//! pool, the servers seen at Pref64-embedded IPv6 addresses (RFC 6052).
+//!
+//! Built from two pieces that already exist rather than a third copy of either:
+//!
+//! - The header translation is SIIT (`xlat::siit`, RFC 7915), including ICMP errors and
+//!   their quoted packets.
+//! - The binding information base and the session table are NAT44's (lock-free session
+//!   table with an original and a reply record per session, bindings with
+//!   endpoint-independent mapping, port pools, filtering, hairpinning, the reaper, the TCP
+//!   state that drives timeouts). What NAT44 keys by an inside IPv4 address, NAT64 keys by
+//!   a 32-bit *host id* standing for the IPv6 source address ([`HostTable`]); a host id
+//!   lives exactly as long as the bindings that use it.
+//!
+//! An outbound IPv6 packet is translated to IPv4 with the host id as its source, then runs
+//! through NAT44 (which rewrites the host id and port to the pool address and port). An
+//! inbound IPv4 packet runs through NAT44 (public address and port -> host id and port),
+//! then is translated to IPv6 with the host id's IPv6 address as destination. A packet
+//! from one IPv6 host to another's public address comes back out of NAT44 addressed to a
+//! host id and is translated back to IPv6 (hairpinning, RFC 6146 §3.8).
+//!
+//! RFC 6146's TCP state machine is NAT44's (`conntrack::tcp`): SYN seen from both sides
+//! makes a session established (2 h 4 min idle timeout), FIN from both or RST makes it
+//! transitory (4 min) or closed. Inbound SYNs with no binding are dropped (RFC 6146
+//! §3.5.2.2 allows dropping instead of queueing them for 6 s).
+//!
+//! Never reads a clock, never does I/O, never panics on packet bytes.
+
+#[cfg(test)]
+mod tests;
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+use std::sync::Arc;
+use std::time::Duration;
+
+use conntrack::host_table::HostTable;
+use conntrack::Timestamp;
+use xlat::rfc6052::{wkp_allows, Pref64};
+use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions};
+
+use crate::config::{
+    ConfigError, DynamicRule, Filtering, Ipv4Prefix, L4Proto, Nat44Config, PortForward, PortRange,
+    Timeouts,
+};
+use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
+use crate::siit::{ipv6_at, verdict};
+use crate::{Counters, Direction, DropReason, Emit, Verdict};
+
+/// How long a host id stays after its last binding went (so a host that opens its next
+/// connection a moment later keeps its id).
+pub const HOST_GRACE: Duration = Duration::from_secs(10);
+
+/// A static binding: an IPv6 server reachable at a public IPv4 address and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nat64Static {
+    /// TCP or UDP.
+    pub protocol: L4Proto,
+    /// The public IPv4 transport address (inside the pool).
+    pub public: SocketAddrV4,
+    /// The IPv6 server.
+    pub inside: SocketAddrV6,
+}
+
+/// A NAT64 instance's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nat64Config {
+    /// The prefix IPv4 destinations are embedded in (RFC 6052).
+    pub pref64: Pref64,
+    /// The public IPv4 pool (pool4).
+    pub pool4: Vec<Ipv4Prefix>,
+    /// Ports (and ICMP identifiers) of the pool.
+    pub ports: PortRange,
+    /// Static bindings.
+    pub static_bindings: Vec<Nat64Static>,
+    /// Session idle timeouts (RFC 6146 §4: UDP ≥ 2 min default 5, TCP established
+    /// ≥ 2 h 4 min, transitory 4 min, ICMP 60 s).
+    pub timeouts: Timeouts,
+    /// Inbound filtering (RFC 6146 §3.5.1: endpoint-independent or address-dependent).
+    pub filtering: Filtering,
+    /// IPv6 hosts may reach each other through pool addresses.
+    pub hairpinning: bool,
+    /// How long a released pool port is held back.
+    pub port_reuse_hold: Duration,
+    /// Upper bound on live sessions (and on IPv6 hosts).
+    pub max_sessions: usize,
+    /// RFC 7915 knobs.
+    pub options: SiitOptions,
+}
+
+impl Default for Nat64Config {
+    fn default() -> Self {
+        let n = Nat44Config::default();
+        Nat64Config {
+            pref64: Pref64::WELL_KNOWN,
+            pool4: Vec::new(),
+            ports: PortRange::default(),
+            static_bindings: Vec::new(),
+            timeouts: n.timeouts,
+            filtering: Filtering::EndpointIndependent,
+            hairpinning: true,
+            port_reuse_hold: n.port_reuse_hold,
+            max_sessions: n.max_sessions,
+            options: SiitOptions::default(),
+        }
+    }
+}
+
+/// The host table as NAT44 sees it: bindings hold references on host ids.
+#[derive(Debug)]
+struct Hosts(HostTable);
+
+impl InsideHosts for Hosts {
+    fn acquire(&self, inside: Ipv4Addr) -> bool {
+        self.0.try_ref(inside)
+    }
+    fn release(&self, inside: Ipv4Addr, now: Timestamp) {
+        self.0.unref(inside, now);
+    }
+}
+
+/// Everything the threads of one NAT64 instance share.
+#[derive(Debug)]
+pub struct Nat64Shared {
+    pref64: Pref64,
+    options: SiitOptions,
+    /// `options` without a second TTL decrement (the hairpin leg).
+    options_again: SiitOptions,
+    hosts: Arc<Hosts>,
+    nat: Arc<Nat44Shared>,
+}
+
+impl Nat64Shared {
+    /// Validates `cfg` and builds the shared state for `workers` threads.
+    pub fn new(cfg: Nat64Config, workers: usize) -> Result<Arc<Self>, ConfigError> {
+        let hosts = Arc::new(Hosts(HostTable::new(cfg.max_sessions.max(1))));
+        let mut port_forwards = Vec::with_capacity(cfg.static_bindings.len());
+        for (i, s) in cfg.static_bindings.iter().enumerate() {
+            if !cfg.pool4.iter().any(|p| p.contains(*s.public.ip())) {
+                return Err(ConfigError {
+                    item: crate::config::ConfigItem::PortForward(i, "public"),
+                    message: format!(
+                        "{} is not in pool4: a static binding uses a pool4 address",
+                        s.public.ip()
+                    ),
+                });
+            }
+            let id = hosts
+                .0
+                .pin(*s.inside.ip(), Timestamp::ZERO)
+                .map_err(|_| ConfigError {
+                    item: crate::config::ConfigItem::Global("max_sessions"),
+                    message: "no room for the static bindings' hosts".into(),
+                })?;
+            port_forwards.push(PortForward {
+                protocol: s.protocol,
+                public: s.public,
+                inside: SocketAddrV4::new(id, s.inside.port()),
+            });
+        }
+        let nat = Nat44Config {
+            rules: vec![DynamicRule {
+                inside: Ipv4Prefix::new(Ipv4Addr::from(conntrack::host_table::HOST_NET), 4)
+                    .map_err(|m| ConfigError {
+                        item: crate::config::ConfigItem::Global("pool4"),
+                        message: m,
+                    })?,
+                pool: cfg.pool4.clone(),
+                ports: cfg.ports,
+            }],
+            static_nat: Vec::new(),
+            port_forwards,
+            timeouts: cfg.timeouts,
+            filtering: cfg.filtering,
+            hairpinning: cfg.hairpinning,
+            port_preservation: true,
+            port_reuse_hold: cfg.port_reuse_hold,
+            max_sessions: cfg.max_sessions,
+            // SIIT decrements the TTL / hop limit once.
+            decrement_ttl: false,
+        };
+        let inside: Arc<dyn InsideHosts> = hosts.clone();
+        let nat = Nat44Shared::with_inside_hosts(nat, workers, Some(inside))?;
+        Ok(Arc::new(Nat64Shared {
+            pref64: cfg.pref64,
+            options: cfg.options,
+            options_again: SiitOptions {
+                decrement_ttl: false,
+                ..cfg.options
+            },
+            hosts,
+            nat,
+        }))
+    }
+
+    /// A worker handle for thread `id`.
+    pub fn worker(self: &Arc<Self>, id: usize) -> Nat64Worker {
+        Nat64Worker {
+            shared: Arc::clone(self),
+            nat: self.nat.worker(id),
+        }
+    }
+
+    /// The reaper (one per instance).
+    pub fn reaper(self: &Arc<Self>) -> Nat64Reaper {
+        Nat64Reaper {
+            shared: Arc::clone(self),
+            nat: self.nat.reaper(),
+            limbo: Vec::new(),
+        }
+    }
+
+    /// Live sessions (a walk).
+    pub fn session_count(&self) -> usize {
+        self.nat.session_count()
+    }
+
+    /// Live IPv6 hosts (a walk).
+    pub fn host_count(&self) -> usize {
+        self.hosts.0.len()
+    }
+
+    /// Live bindings (a walk).
+    pub fn binding_count(&self) -> usize {
+        self.nat.binding_count()
+    }
+
+    /// The sessions as `(IPv6 host, its port, public IPv4 endpoint, remote IPv4 endpoint)`.
+    pub fn sessions(&self) -> Vec<(SocketAddrV6, SocketAddrV4, SocketAddrV4)> {
+        self.nat
+            .sessions()
+            .into_iter()
+            .filter(|v| HostTable::is_host_id(v.initial.src.addr))
+            .filter_map(|v| {
+                let host = self.hosts.0.addr(v.initial.src.addr)?;
+                Some((
+                    SocketAddrV6::new(host, v.initial.src.port, 0, 0),
+                    SocketAddrV4::new(v.revised.src.addr, v.revised.src.port),
+                    SocketAddrV4::new(v.revised.dst.addr, v.revised.dst.port),
+                ))
+            })
+            .collect()
+    }
+
+    /// The IPv4 address of IPv6 `a` seen from inside: a Pref64 address (a server) or a
+    /// known host.
+    #[inline]
+    fn inside_to_v4(&self, a: Ipv6Addr) -> Option<Ipv4Addr> {
+        if self.pref64.contains(a) {
+            self.server_v4(a)
+        } else {
+            self.hosts.0.find(a)
+        }
+    }
+
+    /// The IPv4 server behind Pref64 address `a`: never a host id, never a non-global
+    /// address under the Well-Known Prefix (RFC 6052 §3.1).
+    #[inline]
+    fn server_v4(&self, a: Ipv6Addr) -> Option<Ipv4Addr> {
+        let v4 = self.pref64.extract(a)?;
+        let ok = !HostTable::is_host_id(v4) && (!self.pref64.is_well_known() || wkp_allows(v4));
+        ok.then_some(v4)
+    }
+
+    /// The IPv6 address of IPv4 `a` seen from inside: a host id's host, or `a` embedded.
+    #[inline]
+    fn v4_to_inside(&self, a: Ipv4Addr) -> Option<Ipv6Addr> {
+        if HostTable::is_host_id(a) {
+            self.hosts.0.addr(a)
+        } else if !self.pref64.is_well_known() || wkp_allows(a) {
+            Some(self.pref64.embed(a))
+        } else {
+            None
+        }
+    }
+}
+
+/// One data-plane thread's handle on a NAT64 instance.
+#[derive(Debug)]
+pub struct Nat64Worker {
+    shared: Arc<Nat64Shared>,
+    nat: Nat44Worker,
+}
+
+impl Nat64Worker {
+    /// This worker's counters (NAT44 core and translation drops in one set).
+    pub fn counters(&self) -> &Counters {
+        self.nat.counters()
+    }
+
+    /// A quiescent point (between batches).
+    #[inline]
+    pub fn quiescent(&self) {
+        self.nat.quiescent();
+    }
+
+    /// Idle: holds no references.
+    pub fn offline(&self) {
+        self.nat.offline();
+    }
+
+    /// Translates `buf[start..start + len]`: an IPv6 packet from the inside
+    /// (`Outbound`) or an IPv4 packet from the outside (`Inbound`). Leave
+    /// [`crate::HEADROOM`] bytes in front of `start`.
+    #[inline]
+    pub fn process(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Emit {
+        let r = match dir {
+            Direction::Outbound => self.outbound(now, buf, start, len),
+            Direction::Inbound => self.inbound(now, buf, start, len),
+        };
+        match r {
+            Ok(e) => e,
+            Err((reason, nat_counted)) => {
+                let c = self.nat.counters_mut();
+                if nat_counted {
+                    // NAT44 forwarded it, translation afterwards refused it.
+                    c.forwarded = c.forwarded.saturating_sub(1);
+                }
+                c.drop(reason);
+                Emit::Drop(reason)
+            }
+        }
+    }
+
+    fn outbound(
+        &mut self,
+        now: Timestamp,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<Emit, (DropReason, bool)> {
+        let sh = &*self.shared;
+        let hdr = buf
+            .get(start..start + 40)
+            .ok_or((DropReason::Truncated, false))?;
+        if hdr[0] >> 4 != 6 {
+            return Err((DropReason::NotIpv6, false));
+        }
+        let (src6, dst6) = (ipv6_at(hdr, 8), ipv6_at(hdr, 24));
+        let dst4 = sh
+            .server_v4(dst6)
+            .ok_or((DropReason::NoAddressMapping, false))?;
+        let host = match sh.hosts.0.find(src6) {
+            Some(h) => h,
+            None => sh
+                .hosts
+                .0
+                .intern(src6, now)
+                .map_err(|_| (DropReason::TableFull, false))?,
+        };
+        let inner = |a: Ipv6Addr, b: Ipv6Addr| Some((sh.inside_to_v4(a)?, sh.inside_to_v4(b)?));
+        let v = ipv6_to_ipv4(buf, start, len, host, dst4, &inner, &sh.options);
+        let (s4, l4) = verdict(v).map_err(|r| (r, false))?;
+        let pkt = buf
+            .get_mut(s4..s4 + l4)
+            .ok_or((DropReason::Truncated, false))?;
+        if let Verdict::Drop(r) = self.nat.process(now, Direction::Outbound, pkt) {
+            return Ok(Emit::Drop(r)); // counted by NAT44
+        }
+        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+        if !HostTable::is_host_id(dst) {
+            return Ok(Emit::Forward { start: s4, len: l4 });
+        }
+        // Hairpin: NAT44 addressed it to another IPv6 host; back to IPv6.
+        let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
+        let src6 = sh
+            .v4_to_inside(src)
+            .ok_or((DropReason::NoAddressMapping, true))?;
+        let dst6 = sh.hosts.0.addr(dst).ok_or((DropReason::NoMapping, true))?;
+        let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((sh.v4_to_inside(a)?, sh.v4_to_inside(b)?));
+        let v = ipv4_to_ipv6(buf, s4, l4, src6, dst6, &inner, &sh.options_again);
+        let (start, len) = verdict(v).map_err(|r| (r, true))?;
+        Ok(Emit::Hairpin { start, len })
+    }
+
+    fn inbound(
+        &mut self,
+        now: Timestamp,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<Emit, (DropReason, bool)> {
+        let sh = &*self.shared;
+        let pkt = buf
+            .get_mut(start..start.saturating_add(len))
+            .ok_or((DropReason::Truncated, false))?;
+        if pkt.first().map(|b| b >> 4) != Some(4) {
+            return Err((DropReason::NotIpv4, false));
+        }
+        if let Verdict::Drop(r) = self.nat.process(now, Direction::Inbound, pkt) {
+            return Ok(Emit::Drop(r)); // counted by NAT44
+        }
+        let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
+        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+        let dst6 = sh.hosts.0.addr(dst).ok_or((DropReason::NoMapping, true))?;
+        let src6 = sh
+            .v4_to_inside(src)
+            .ok_or((DropReason::NoAddressMapping, true))?;
+        let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((sh.v4_to_inside(a)?, sh.v4_to_inside(b)?));
+        let v = ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &sh.options);
+        let (start, len) = verdict(v).map_err(|r| (r, true))?;
+        Ok(Emit::Forward { start, len })
+    }
+}
+
+/// The NAT64 reaper: NAT44's, then the host ids no binding uses any more.
+#[derive(Debug)]
+pub struct Nat64Reaper {
+    shared: Arc<Nat64Shared>,
+    nat: Nat44Reaper,
+    /// Host slots unlinked, waiting for their grace period: (epoch stamp, slot).
+    limbo: Vec<(u64, u32)>,
+}
+
+impl Nat64Reaper {
+    /// The reaper's counters (expiries).
+    pub fn counters(&self) -> &Counters {
+        self.nat.counters()
+    }
+
+    /// When the next pass is due.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.nat.poll_timeout()
+    }
+
+    /// One pass: NAT44's (sessions, bindings, ports), then idle hosts.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.nat.handle_timeout(now);
+        let qsbr = self.shared.nat.qsbr();
+        let mut unlinked = Vec::new();
+        self.shared
+            .hosts
+            .0
+            .reap(now, HOST_GRACE, |n| unlinked.push(n));
+        if !unlinked.is_empty() {
+            let stamp = qsbr.advance();
+            self.limbo.extend(unlinked.into_iter().map(|n| (stamp, n)));
+        }
+        let safe = qsbr.safe_epoch();
+        let hosts = &self.shared.hosts.0;
+        self.limbo.retain(|(stamp, n)| {
+            if *stamp > safe {
+                return true;
+            }
+            hosts.free(*n);
+            false
+        });
+    }
+}
+
+/// One worker and the reaper together: the single-threaded face (offline replay, tests).
+#[derive(Debug)]
+pub struct Nat64 {
+    shared: Arc<Nat64Shared>,
+    worker: Nat64Worker,
+    reaper: Nat64Reaper,
+}
+
+impl Nat64 {
+    /// Builds a single-threaded instance.
+    pub fn new(cfg: Nat64Config) -> Result<Self, ConfigError> {
+        let shared = Nat64Shared::new(cfg, 1)?;
+        Ok(Nat64 {
+            worker: shared.worker(0),
+            reaper: shared.reaper(),
+            shared,
+        })
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &Arc<Nat64Shared> {
+        &self.shared
+    }
+
+    /// Counters since start (worker and reaper).
+    pub fn counters(&self) -> Counters {
+        let mut c = self.worker.counters().clone();
+        c.merge(self.reaper.counters());
+        c
+    }
+
+    /// See [`Nat64Worker::process`].
+    pub fn process(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Emit {
+        let e = self.worker.process(now, dir, buf, start, len);
+        self.worker.quiescent();
+        e
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next run.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.reaper.poll_timeout()
+    }
+
+    /// Runs the reaper now.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.reaper.handle_timeout(now);
+    }
+}

@@ -1,0 +1,330 @@
+//! NAT64 behaviour: packets built by hand, checked field by field, every checksum
+//! recomputed from scratch.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::testpkt::*;
+use crate::HEADROOM;
+
+const HOST_A: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x10);
+const HOST_B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x11);
+const SRV4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+const POOL: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
+
+fn srv6() -> Ipv6Addr {
+    "2001:db8:64::c633:6407".parse().unwrap()
+}
+
+fn embed(a: Ipv4Addr) -> Ipv6Addr {
+    let p: Pref64 = "2001:db8:64::/96".parse().unwrap();
+    p.embed(a)
+}
+
+fn config() -> Nat64Config {
+    Nat64Config {
+        pref64: "2001:db8:64::/96".parse().unwrap(),
+        pool4: vec!["203.0.113.1/32".parse().unwrap()],
+        ..Nat64Config::default()
+    }
+}
+
+fn t(s: u64) -> Timestamp {
+    Timestamp::from_secs(s)
+}
+
+/// Runs one packet; returns the emitted bytes and whether it was a hairpin.
+fn run(n: &mut Nat64, now: u64, dir: Direction, pkt: &[u8]) -> Result<(Vec<u8>, bool), DropReason> {
+    let mut b = with_room(pkt, HEADROOM);
+    match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
+        Emit::Forward { start, len } => Ok((b[start..start + len].to_vec(), false)),
+        Emit::Hairpin { start, len } => Ok((b[start..start + len].to_vec(), true)),
+        Emit::Drop(r) => Err(r),
+    }
+}
+
+fn out(n: &mut Nat64, now: u64, pkt: &[u8]) -> Result<Vec<u8>, DropReason> {
+    run(n, now, Direction::Outbound, pkt).map(|(p, hairpin)| {
+        assert!(!hairpin);
+        p
+    })
+}
+
+fn inb(n: &mut Nat64, now: u64, pkt: &[u8]) -> Result<Vec<u8>, DropReason> {
+    run(n, now, Direction::Inbound, pkt).map(|(p, _)| p)
+}
+
+fn udp6(src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16) -> Vec<u8> {
+    let mut p = ipv6(UDP, src, dst, 64, &udp(sport, dport, b"hello nat64"));
+    fill_l4_csum(&mut p);
+    p
+}
+
+fn udp4(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+    let mut p = ipv4(UDP, src, dst, 64, &udp(sport, dport, b"hello back"));
+    fill_l4_csum(&mut p);
+    p
+}
+
+#[test]
+fn udp_out_and_back() {
+    let mut n = Nat64::new(config()).unwrap();
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    assert_eq!(o[0] >> 4, 4);
+    assert_eq!(v4_addrs(&o), (POOL, SRV4));
+    assert_eq!(ports(&o), (5000, 53), "port preserved");
+    assert_eq!(o[8], 63, "TTL = hop limit - 1");
+    assert_checksums(&o);
+
+    let r = inb(&mut n, 2, &udp4(SRV4, 53, POOL, 5000)).unwrap();
+    assert_eq!(r[0] >> 4, 6);
+    assert_eq!(v6_addrs(&r), (srv6(), HOST_A));
+    assert_eq!(ports(&r), (53, 5000));
+    assert_checksums(&r);
+    assert_eq!(n.shared().session_count(), 1);
+    assert_eq!(n.shared().host_count(), 1);
+    let s = n.shared().sessions();
+    assert_eq!(
+        s,
+        vec![(
+            SocketAddrV6::new(HOST_A, 5000, 0, 0),
+            SocketAddrV4::new(POOL, 5000),
+            SocketAddrV4::new(SRV4, 53)
+        )]
+    );
+}
+
+#[test]
+fn unsolicited_inbound_and_unmapped_destinations_are_dropped() {
+    let mut n = Nat64::new(config()).unwrap();
+    assert_eq!(
+        inb(&mut n, 1, &udp4(SRV4, 53, POOL, 5000)),
+        Err(DropReason::NoMapping)
+    );
+    let stray: Ipv6Addr = "2001:db8:99::1".parse().unwrap();
+    assert_eq!(
+        out(&mut n, 1, &udp6(HOST_A, 5000, stray, 53)),
+        Err(DropReason::NoAddressMapping)
+    );
+    // A Pref64 address embedding a host id (240.0.0.0/4) is no server.
+    assert_eq!(
+        out(
+            &mut n,
+            1,
+            &udp6(HOST_A, 5000, embed(Ipv4Addr::new(240, 0, 0, 1)), 53)
+        ),
+        Err(DropReason::NoAddressMapping)
+    );
+    let c = n.counters();
+    assert_eq!(c.dropped(DropReason::NoMapping), 1);
+    assert_eq!(c.dropped(DropReason::NoAddressMapping), 2);
+    assert_eq!(c.forwarded, 0);
+}
+
+#[test]
+fn two_hosts_same_port_get_distinct_public_endpoints_and_mapping_is_endpoint_independent() {
+    let mut n = Nat64::new(config()).unwrap();
+    let a = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let b = out(&mut n, 1, &udp6(HOST_B, 5000, srv6(), 53)).unwrap();
+    assert_ne!(ports(&a).0, ports(&b).0);
+    let other = embed(Ipv4Addr::new(198, 51, 100, 8));
+    let a2 = out(&mut n, 1, &udp6(HOST_A, 5000, other, 53)).unwrap();
+    assert_eq!(
+        ports(&a2).0,
+        ports(&a).0,
+        "EIM: same public port to any server"
+    );
+    // Replies reach the right host.
+    let rb = inb(&mut n, 2, &udp4(SRV4, 53, POOL, ports(&b).0)).unwrap();
+    assert_eq!(v6_addrs(&rb).1, HOST_B);
+    assert_eq!(ports(&rb).1, 5000);
+}
+
+#[test]
+fn tcp_and_icmp_echo() {
+    let mut n = Nat64::new(config()).unwrap();
+    let mut syn = ipv6(TCP, HOST_A, srv6(), 64, &tcp(40000, 80, 0x02));
+    fill_l4_csum(&mut syn);
+    let o = out(&mut n, 1, &syn).unwrap();
+    assert_eq!((o[9], v4_addrs(&o).0), (TCP, POOL));
+    assert_checksums(&o);
+    let mut synack = ipv4(TCP, SRV4, POOL, 60, &tcp(80, ports(&o).0, 0x12));
+    fill_l4_csum(&mut synack);
+    let r = inb(&mut n, 1, &synack).unwrap();
+    assert_eq!(v6_addrs(&r), (srv6(), HOST_A));
+    assert_eq!(r[7], 59);
+    assert_checksums(&r);
+
+    let mut ping = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(128, 0x77, 1));
+    fill_l4_csum(&mut ping);
+    let o = out(&mut n, 2, &ping).unwrap();
+    assert_eq!((o[9], o[20]), (ICMP, 8), "ICMPv4 echo request");
+    assert_checksums(&o);
+    let id = ports(&o).0;
+    let mut pong = ipv4(ICMP, SRV4, POOL, 60, &echo(0, id, 1));
+    fill_l4_csum(&mut pong);
+    let r = inb(&mut n, 2, &pong).unwrap();
+    assert_eq!((r[6], r[40]), (ICMP6, 129), "ICMPv6 echo reply");
+    assert_eq!(ports(&r).0, 0x77, "identifier restored");
+    assert_checksums(&r);
+}
+
+#[test]
+fn icmpv4_error_reaches_the_ipv6_host_with_its_quote_translated() {
+    let mut n = Nat64::new(config()).unwrap();
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    // The server says port unreachable, quoting what it received.
+    let mut body = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&o);
+    let mut err = ipv4(ICMP, SRV4, POOL, 60, &body);
+    fill_l4_csum(&mut err);
+    let r = inb(&mut n, 2, &err).unwrap();
+    assert_eq!(
+        (r[6], r[40], r[41]),
+        (ICMP6, 1, 4),
+        "ICMPv6 port unreachable"
+    );
+    assert_eq!(v6_addrs(&r), (srv6(), HOST_A));
+    let quote = &r[48..];
+    assert_eq!(
+        v6_addrs(quote),
+        (HOST_A, srv6()),
+        "quote as the host sent it"
+    );
+    assert_eq!(ports(quote), (5000, 53));
+    assert_checksums(&r);
+    assert_eq!(n.counters().icmp_errors_translated, 1);
+}
+
+#[test]
+fn icmpv6_error_from_the_host_reaches_the_ipv4_server() {
+    let mut n = Nat64::new(config()).unwrap();
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let reply = inb(&mut n, 2, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+    // The host answers the reply with ICMPv6 port unreachable quoting it.
+    let mut body = vec![1, 4, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&reply);
+    let mut err = ipv6(ICMP6, HOST_A, srv6(), 64, &body);
+    fill_l4_csum(&mut err);
+    let e = out(&mut n, 3, &err).unwrap();
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 3));
+    assert_eq!(v4_addrs(&e), (POOL, SRV4));
+    assert_eq!(v4_addrs(&e[28..]), (SRV4, POOL), "quote in public terms");
+    assert_eq!(ports(&e[28..]), (53, ports(&o).0));
+    assert_checksums(&e);
+}
+
+#[test]
+fn hairpin_between_two_ipv6_hosts() {
+    let mut n = Nat64::new(config()).unwrap();
+    // B talks to a server first, so it has a public endpoint.
+    let b = out(&mut n, 1, &udp6(HOST_B, 6000, srv6(), 53)).unwrap();
+    let b_pub = ports(&b).0;
+    // A reaches B at B's public endpoint, written as a Pref64 address.
+    let (h, hairpin) = run(
+        &mut n,
+        2,
+        Direction::Outbound,
+        &udp6(HOST_A, 5000, embed(POOL), b_pub),
+    )
+    .unwrap();
+    assert!(hairpin);
+    assert_eq!(h[0] >> 4, 6);
+    assert_eq!(v6_addrs(&h), (embed(POOL), HOST_B));
+    assert_eq!(ports(&h).1, 6000);
+    assert_eq!(h[7], 63, "one hop, one decrement");
+    assert_checksums(&h);
+    assert_eq!(n.counters().hairpinned, 1);
+}
+
+#[test]
+fn static_binding_makes_an_ipv6_server_reachable() {
+    let mut cfg = config();
+    cfg.static_bindings.push(Nat64Static {
+        protocol: crate::config::L4Proto::Tcp,
+        public: SocketAddrV4::new(POOL, 8080),
+        inside: SocketAddrV6::new(HOST_B, 80, 0, 0),
+    });
+    let mut n = Nat64::new(cfg).unwrap();
+    let client = Ipv4Addr::new(198, 51, 100, 50);
+    let mut syn = ipv4(TCP, client, POOL, 60, &tcp(33000, 8080, 0x02));
+    fill_l4_csum(&mut syn);
+    let r = inb(&mut n, 1, &syn).unwrap();
+    assert_eq!(v6_addrs(&r), (embed(client), HOST_B));
+    assert_eq!(ports(&r), (33000, 80));
+    assert_checksums(&r);
+    // The server's answer goes back out from the public endpoint.
+    let mut synack = ipv6(TCP, HOST_B, embed(client), 64, &tcp(80, 33000, 0x12));
+    fill_l4_csum(&mut synack);
+    let o = out(&mut n, 1, &synack).unwrap();
+    assert_eq!(v4_addrs(&o), (POOL, client));
+    assert_eq!(ports(&o), (8080, 33000));
+    // The pinned host outlives every sweep.
+    n.handle_timeout(t(100_000));
+    n.handle_timeout(t(100_100));
+    assert_eq!(n.shared().host_count(), 1);
+}
+
+#[test]
+fn idle_hosts_bindings_and_sessions_all_go() {
+    let mut n = Nat64::new(config()).unwrap();
+    for (i, h) in [HOST_A, HOST_B].into_iter().enumerate() {
+        out(&mut n, 1, &udp6(h, 5000 + i as u16, srv6(), 53)).unwrap();
+    }
+    assert_eq!(n.shared().host_count(), 2);
+    n.handle_timeout(t(200));
+    assert_eq!(n.shared().host_count(), 2, "sessions alive: hosts stay");
+    n.handle_timeout(t(302)); // UDP 300 s: sessions and bindings go
+    assert_eq!(n.shared().session_count(), 0);
+    assert_eq!(n.shared().binding_count(), 0);
+    n.handle_timeout(t(302 + HOST_GRACE.as_secs() + 1));
+    assert_eq!(n.shared().host_count(), 0);
+    // Malformed traffic that allocated a host id and nothing else is collected too.
+    let mut junk = udp6(HOST_A, 1, srv6(), 2);
+    junk[4..6].copy_from_slice(&1000u16.to_be_bytes()); // payload length past the end
+    assert!(out(&mut n, 400, &junk).is_err());
+    n.handle_timeout(t(400 + HOST_GRACE.as_secs() + 1));
+    n.handle_timeout(t(400 + HOST_GRACE.as_secs() + 2));
+    assert_eq!(n.shared().host_count(), 0);
+    // And a new flow works afterwards.
+    assert!(out(&mut n, 500, &udp6(HOST_A, 5000, srv6(), 53)).is_ok());
+}
+
+#[test]
+fn ttl_exhausted_is_dropped_with_its_reason() {
+    let mut n = Nat64::new(config()).unwrap();
+    let mut p = udp6(HOST_A, 5000, srv6(), 53);
+    p[7] = 1;
+    assert_eq!(out(&mut n, 1, &p), Err(DropReason::TtlExpired));
+}
+
+proptest! {
+    #[test]
+    fn never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..160), inbound in any::<bool>()) {
+        let mut n = Nat64::new(config()).unwrap();
+        let _ = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53));
+        let mut pkt = bytes;
+        if let Some(b) = pkt.first_mut() {
+            *b = (*b & 0x0f) | if inbound { 0x40 } else { 0x60 };
+        }
+        let dir = if inbound { Direction::Inbound } else { Direction::Outbound };
+        let _ = run(&mut n, 2, dir, &pkt);
+    }
+
+    /// Random hosts and ports: every reply comes back to the host and port that sent.
+    #[test]
+    fn replies_restore_the_inside_endpoint(hosts in proptest::collection::vec((any::<u16>(), 1024u16..65535), 1..20)) {
+        let mut n = Nat64::new(config()).unwrap();
+        for (h, port) in hosts {
+            let host = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 1, h);
+            let o = out(&mut n, 1, &udp6(host, port, srv6(), 53)).unwrap();
+            assert_checksums(&o);
+            let r = inb(&mut n, 1, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+            prop_assert_eq!(v6_addrs(&r).1, host);
+            prop_assert_eq!(ports(&r).1, port);
+            assert_checksums(&r);
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Stateless IP/ICMP translation as a gateway mode (SIIT, RFC 7915), and the CLAT of
+//! 464XLAT (RFC 6877) built on it.
+//!
+//! Every IPv4 packet becomes an IPv6 packet and every IPv6 packet an IPv4 packet; no state
+//! is kept. Addresses are mapped by an Explicit Address Mapping table (RFC 7757, longest
+//! match first) and otherwise by embedding in / extracting from a Pref64 (RFC 6052):
+//!
+//! - IPv4 -> IPv6: an address covered by an EAM entry gets that entry's IPv6 prefix and
+//!   its own suffix; any other address is embedded in the Pref64 (refused under the
+//!   Well-Known Prefix when it is not global, RFC 6052 §3.1).
+//! - IPv6 -> IPv4: the reverse; an address under neither is dropped
+//!   (`no_address_mapping`), except the source of an ICMPv6 error, which may be given the
+//!   RFC 6791 address configured for that purpose (an IPv6 router with no IPv4 address).
+//!
+//! A CLAT (RFC 6877 §6.3) is this translator with one EAM entry (the host's or LAN's
+//! private IPv4 prefix <-> the CLAT IPv6 prefix) and the provider's NAT64 prefix (PLAT)
+//! as the Pref64: see [`SiitConfig::clat`]. TAYGA's `map` lines are EAM entries too.
+//!
+//! The header work is `xlat::siit`'s; this module only chooses addresses. Never panics,
+//! never allocates on the packet path.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use xlat::rfc6052::{wkp_allows, Pref64};
+use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
+
+use crate::config::{Ipv4Prefix, Ipv6Prefix};
+use crate::{Counters, DropReason, Emit};
+
+/// One Explicit Address Mapping (RFC 7757): an IPv4 prefix and an IPv6 prefix with suffixes
+/// of the same length, so address `ipv4 + n` maps to `ipv6 + n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Eam {
+    /// The IPv4 side.
+    pub ipv4: Ipv4Prefix,
+    /// The IPv6 side.
+    pub ipv6: Ipv6Prefix,
+}
+
+impl Eam {
+    /// Builds an entry; both suffixes must have the same length (RFC 7757 §3.2 allows a
+    /// longer IPv6 suffix, not supported here).
+    pub fn new(ipv4: Ipv4Prefix, ipv6: Ipv6Prefix) -> Result<Self, String> {
+        if 32 - u32::from(ipv4.len()) != 128 - u32::from(ipv6.len()) {
+            return Err(format!(
+                "{ipv4} and {ipv6} have suffixes of different lengths ({} and {} bits); use e.g. {}/{}",
+                32 - u32::from(ipv4.len()),
+                128 - u32::from(ipv6.len()),
+                ipv6.addr(),
+                96 + u32::from(ipv4.len())
+            ));
+        }
+        Ok(Eam { ipv4, ipv6 })
+    }
+
+    fn suffix_bits(&self) -> u32 {
+        32 - u32::from(self.ipv4.len())
+    }
+
+    fn map_v4(&self, a: Ipv4Addr) -> Ipv6Addr {
+        let n = u128::from(u32::from(a) & low32(self.suffix_bits()));
+        Ipv6Addr::from(u128::from(self.ipv6.addr()) | n)
+    }
+
+    fn map_v6(&self, a: Ipv6Addr) -> Ipv4Addr {
+        let n = (u128::from(a) as u32) & low32(self.suffix_bits());
+        Ipv4Addr::from(u32::from(self.ipv4.addr()) | n)
+    }
+}
+
+fn low32(bits: u32) -> u32 {
+    if bits >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << bits) - 1
+    }
+}
+
+/// A stateless translator's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiitConfig {
+    /// The prefix IPv4 addresses without an EAM entry are embedded in (None: EAM only).
+    pub pref64: Option<Pref64>,
+    /// Explicit address mappings.
+    pub eam: Vec<Eam>,
+    /// RFC 6791: the IPv4 source for ICMPv6 errors whose IPv6 source has no mapping.
+    pub icmp_error_source: Option<Ipv4Addr>,
+    /// RFC 7915 knobs (MTUs, UDP zero checksum, TTL, TOS).
+    pub options: SiitOptions,
+}
+
+impl SiitConfig {
+    /// A CLAT (RFC 6877): the private IPv4 `ipv4` (a host or a LAN) <-> the CLAT IPv6
+    /// prefix `ipv6`, everything else through the provider's NAT64 prefix `plat`.
+    pub fn clat(ipv4: Ipv4Prefix, ipv6: Ipv6Prefix, plat: Pref64) -> Result<Self, String> {
+        let cfg = SiitConfig {
+            pref64: Some(plat),
+            eam: vec![Eam::new(ipv4, ipv6)?],
+            icmp_error_source: None,
+            options: SiitOptions::default(),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks the table: no two EAM entries overlap on either side, and an address
+    /// mapping exists at all.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.pref64.is_none() && self.eam.is_empty() {
+            return Err("neither pref64 nor an eam entry: no address can be translated".into());
+        }
+        for (i, a) in self.eam.iter().enumerate() {
+            for b in &self.eam[i + 1..] {
+                if a.ipv4.overlaps(&b.ipv4) {
+                    return Err(format!("eam {} overlaps {}", a.ipv4, b.ipv4));
+                }
+                if a.ipv6.overlaps(&b.ipv6) {
+                    return Err(format!("eam {} overlaps {}", a.ipv6, b.ipv6));
+                }
+            }
+            if let Some(p) = self.pref64 {
+                let p6 = Ipv6Prefix::new(p.prefix(), p.len()).map_err(|e| e.to_string())?;
+                if a.ipv6.overlaps(&p6) {
+                    return Err(format!("eam {} overlaps pref64 {p}", a.ipv6));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The IPv6 address of IPv4 `a`, or `None` when it has none.
+    #[inline]
+    pub fn map4(&self, a: Ipv4Addr) -> Option<Ipv6Addr> {
+        if let Some(e) = self.eam.iter().find(|e| e.ipv4.contains(a)) {
+            return Some(e.map_v4(a));
+        }
+        let p = self.pref64?;
+        (!p.is_well_known() || wkp_allows(a)).then(|| p.embed(a))
+    }
+
+    /// The IPv4 address of IPv6 `a`, or `None` when it has none.
+    #[inline]
+    pub fn map6(&self, a: Ipv6Addr) -> Option<Ipv4Addr> {
+        if let Some(e) = self.eam.iter().find(|e| e.ipv6.contains(a)) {
+            return Some(e.map_v6(a));
+        }
+        let p = self.pref64?;
+        let v4 = p.extract(a)?;
+        (!p.is_well_known() || wkp_allows(v4)).then_some(v4)
+    }
+}
+
+/// One thread's stateless translator.
+#[derive(Clone, Debug)]
+pub struct Siit {
+    cfg: SiitConfig,
+    counters: Counters,
+}
+
+impl Siit {
+    /// A translator; the configuration is validated.
+    pub fn new(cfg: SiitConfig) -> Result<Self, String> {
+        cfg.validate()?;
+        // Longest IPv4 prefix first, so `find` is a longest match. (IPv6 sides do not
+        // overlap, and their lengths follow the IPv4 ones.)
+        let mut cfg = cfg;
+        cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
+        Ok(Siit {
+            cfg,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SiitConfig {
+        &self.cfg
+    }
+
+    /// Counters (`forwarded`, drops by reason, `icmp_errors_translated`).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Translates the IP packet `buf[start..start + len]` to the other family. An IPv4
+    /// packet needs [`crate::HEADROOM`] bytes in front of `start`.
+    pub fn process(&mut self, buf: &mut [u8], start: usize, len: usize) -> Emit {
+        let r = match buf.get(start).map(|b| b >> 4) {
+            Some(4) => self.v4_to_v6(buf, start, len),
+            Some(6) => self.v6_to_v4(buf, start, len),
+            Some(_) => Err(DropReason::Malformed),
+            None => Err(DropReason::Truncated),
+        };
+        match r {
+            Ok((start, len)) => {
+                self.counters.forwarded += 1;
+                Emit::Forward { start, len }
+            }
+            Err(reason) => {
+                self.counters.drop(reason);
+                Emit::Drop(reason)
+            }
+        }
+    }
+
+    fn v4_to_v6(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<(usize, usize), DropReason> {
+        let hdr = buf.get(start..start + 20).ok_or(DropReason::Truncated)?;
+        let src = Ipv4Addr::new(hdr[12], hdr[13], hdr[14], hdr[15]);
+        let dst = Ipv4Addr::new(hdr[16], hdr[17], hdr[18], hdr[19]);
+        let is_icmp_error = hdr[9] == 1 && icmp4_is_error(buf, start);
+        let cfg = &self.cfg;
+        let src6 = cfg.map4(src).ok_or(DropReason::NoAddressMapping)?;
+        let dst6 = cfg.map4(dst).ok_or(DropReason::NoAddressMapping)?;
+        let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((cfg.map4(a)?, cfg.map4(b)?));
+        let v = ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &cfg.options);
+        let r = verdict(v)?;
+        if is_icmp_error {
+            self.counters.icmp_errors_translated += 1;
+        }
+        Ok(r)
+    }
+
+    fn v6_to_v4(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<(usize, usize), DropReason> {
+        let hdr = buf.get(start..start + 40).ok_or(DropReason::Truncated)?;
+        let src = ipv6_at(hdr, 8);
+        let dst = ipv6_at(hdr, 24);
+        let is_icmp_error = hdr[6] == 58 && buf.get(start + 40).is_some_and(|t| *t < 128);
+        let cfg = &self.cfg;
+        let src4 = match cfg.map6(src) {
+            Some(a) => a,
+            // RFC 6791: an ICMPv6 error from a router without an IPv4 address.
+            None if is_icmp_error => cfg.icmp_error_source.ok_or(DropReason::NoAddressMapping)?,
+            None => return Err(DropReason::NoAddressMapping),
+        };
+        let dst4 = cfg.map6(dst).ok_or(DropReason::NoAddressMapping)?;
+        let inner = |a: Ipv6Addr, b: Ipv6Addr| Some((cfg.map6(a)?, cfg.map6(b)?));
+        let v = ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, &cfg.options);
+        let r = verdict(v)?;
+        if is_icmp_error {
+            self.counters.icmp_errors_translated += 1;
+        }
+        Ok(r)
+    }
+}
+
+/// The IPv6 address at `off` in `b` (16 bytes must be there).
+#[inline]
+pub(crate) fn ipv6_at(b: &[u8], off: usize) -> Ipv6Addr {
+    let mut a = [0u8; 16];
+    if let Some(s) = b.get(off..off + 16) {
+        a.copy_from_slice(s);
+    }
+    Ipv6Addr::from(a)
+}
+
+/// Whether the IPv4 packet at `start` carries an ICMPv4 error (types 3, 11, 12).
+#[inline]
+pub(crate) fn icmp4_is_error(buf: &[u8], start: usize) -> bool {
+    let ihl = buf.get(start).map_or(0, |b| usize::from(b & 0x0f) * 4);
+    matches!(buf.get(start + ihl), Some(3 | 11 | 12))
+}
+
+/// An `xlat` verdict as `(start, len)` or a counted reason.
+#[inline]
+pub(crate) fn verdict(v: SiitVerdict) -> Result<(usize, usize), DropReason> {
+    match v {
+        SiitVerdict::Forward { start, len } => Ok((start, len)),
+        SiitVerdict::Drop(d) => Err(d.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,367 @@
+//! The IPv4/IPv6 translation sections: `[siit]` (stateless, RFC 7915 with RFC 6052 and
+//! RFC 7757 explicit address mappings) and `[clat]` (the customer side of 464XLAT, RFC
+//! 6877), turned into an [`engine::siit::SiitConfig`] with every error located.
+
+use std::net::Ipv4Addr;
+
+use engine::config::{Ipv4Prefix, Ipv6Prefix};
+use engine::siit::{Eam, SiitConfig};
+use serde::Deserialize;
+use toml::Spanned;
+use xlat::rfc6052::Pref64;
+use xlat::siit::SiitOptions;
+
+use super::{ConfigFileError, Source};
+
+/// The RFC 7915 knobs shared by every translating section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawXlatOptions {
+    /// MTU of the IPv6 side (at least 1280).
+    pub ipv6_mtu: Option<Spanned<u64>>,
+    /// MTU of the IPv4 side (at least 68).
+    pub ipv4_mtu: Option<Spanned<u64>>,
+    /// `"drop"` (default) or `"compute"`: IPv4 UDP packets with checksum zero.
+    pub udp_zero_checksum: Option<Spanned<String>>,
+    /// Copy TOS <-> Traffic Class (default) or write zero.
+    pub copy_tos: Option<bool>,
+}
+
+/// The `[siit]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSiit {
+    /// The RFC 6052 prefix, e.g. `"64:ff9b::/96"`.
+    pub pref64: Option<Spanned<String>>,
+    /// RFC 7757 explicit address mappings.
+    #[serde(default)]
+    pub eam: Vec<Spanned<RawEam>>,
+    /// RFC 6791: IPv4 source for ICMPv6 errors from unmapped IPv6 routers.
+    pub icmp_error_source: Option<Spanned<String>>,
+    /// `[siit.options]`.
+    pub options: Option<RawXlatOptions>,
+}
+
+/// One EAM entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEam {
+    /// IPv4 prefix.
+    pub ipv4: Spanned<String>,
+    /// IPv6 prefix with a suffix as long as the IPv4 one.
+    pub ipv6: Spanned<String>,
+}
+
+/// The `[clat]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClat {
+    /// The private IPv4 address or prefix of the host or LAN, e.g. `"192.0.0.2/32"`.
+    pub ipv4: Spanned<String>,
+    /// The CLAT IPv6 prefix it maps to (same suffix length), e.g. `"2001:db8:aaaa::2/128"`.
+    pub ipv6: Spanned<String>,
+    /// The provider's NAT64 prefix (PLAT side), e.g. `"64:ff9b::/96"`.
+    pub plat: Spanned<String>,
+    /// `[clat.options]`.
+    pub options: Option<RawXlatOptions>,
+}
+
+fn pref64(src: &Source<'_>, v: &Spanned<String>, field: &str) -> Result<Pref64, ConfigFileError> {
+    v.get_ref()
+        .parse::<Pref64>()
+        .map_err(|e| src.bad_value(v, field.into(), e.to_string()))
+}
+
+fn v4_prefix(
+    src: &Source<'_>,
+    v: &Spanned<String>,
+    field: &str,
+) -> Result<Ipv4Prefix, ConfigFileError> {
+    v.get_ref()
+        .parse()
+        .map_err(|why| src.bad_value(v, field.into(), why))
+}
+
+fn v6_prefix(
+    src: &Source<'_>,
+    v: &Spanned<String>,
+    field: &str,
+) -> Result<Ipv6Prefix, ConfigFileError> {
+    v.get_ref()
+        .parse()
+        .map_err(|why| src.bad_value(v, field.into(), why))
+}
+
+/// The RFC 7915 options of `section`.
+pub(super) fn options(
+    src: &Source<'_>,
+    raw: Option<&RawXlatOptions>,
+    section: &str,
+) -> Result<SiitOptions, ConfigFileError> {
+    let mut o = SiitOptions::default();
+    let Some(raw) = raw else { return Ok(o) };
+    let field = |f: &str| format!("{section}.options.{f}");
+    if let Some(m) = &raw.ipv6_mtu {
+        if !(1280..=65535).contains(m.get_ref()) {
+            return Err(src.error(
+                Some(m.span()),
+                field("ipv6_mtu"),
+                format!("{}: must be between 1280 and 65535", m.get_ref()),
+            ));
+        }
+        o.ipv6_mtu = *m.get_ref() as u32;
+    }
+    if let Some(m) = &raw.ipv4_mtu {
+        if !(68..=65535).contains(m.get_ref()) {
+            return Err(src.error(
+                Some(m.span()),
+                field("ipv4_mtu"),
+                format!("{}: must be between 68 and 65535", m.get_ref()),
+            ));
+        }
+        o.ipv4_mtu = *m.get_ref() as u32;
+    }
+    if let Some(u) = &raw.udp_zero_checksum {
+        o.translate_udp_zero_csum = match u.get_ref().as_str() {
+            "drop" => false,
+            "compute" => true,
+            _ => {
+                return Err(src.bad_value(
+                    u,
+                    field("udp_zero_checksum"),
+                    "must be \"drop\" or \"compute\"".into(),
+                ))
+            }
+        };
+    }
+    o.tos_to_traffic_class = raw.copy_tos.unwrap_or(o.tos_to_traffic_class);
+    Ok(o)
+}
+
+/// `[siit]` into a validated configuration.
+pub(super) fn convert_siit(
+    src: &Source<'_>,
+    raw: &Spanned<RawSiit>,
+) -> Result<SiitConfig, ConfigFileError> {
+    let r = raw.get_ref();
+    let pref64 = r
+        .pref64
+        .as_ref()
+        .map(|p| pref64(src, p, "siit.pref64"))
+        .transpose()?;
+    let mut eam: Vec<Eam> = Vec::with_capacity(r.eam.len());
+    for (i, e) in r.eam.iter().enumerate() {
+        let field = |f: &str| format!("siit.eam[{}].{f}", i + 1);
+        let v = e.get_ref();
+        let a = v4_prefix(src, &v.ipv4, &field("ipv4"))?;
+        let b = v6_prefix(src, &v.ipv6, &field("ipv6"))?;
+        let entry = Eam::new(a, b).map_err(|why| src.bad_value(&v.ipv6, field("ipv6"), why))?;
+        // Check against the entries before it, so the error points at the later line.
+        let cfg = SiitConfig {
+            pref64,
+            eam: eam.iter().copied().chain([entry]).collect(),
+            icmp_error_source: None,
+            options: SiitOptions::default(),
+        };
+        cfg.validate()
+            .map_err(|why| src.error(Some(e.span()), format!("siit.eam[{}]", i + 1), why))?;
+        eam.push(entry);
+    }
+    let icmp_error_source = r
+        .icmp_error_source
+        .as_ref()
+        .map(|v| {
+            v.get_ref().trim().parse::<Ipv4Addr>().map_err(|_| {
+                src.bad_value(
+                    v,
+                    "siit.icmp_error_source".into(),
+                    "not an IPv4 address (RFC 7600 reserves 192.0.0.8 for this)".into(),
+                )
+            })
+        })
+        .transpose()?;
+    let cfg = SiitConfig {
+        pref64,
+        eam,
+        icmp_error_source,
+        options: options(src, r.options.as_ref(), "siit")?,
+    };
+    cfg.validate()
+        .map_err(|why| src.error(Some(raw.span()), "siit", why))?;
+    Ok(cfg)
+}
+
+/// `[clat]` into a validated stateless configuration.
+pub(super) fn convert_clat(
+    src: &Source<'_>,
+    raw: &Spanned<RawClat>,
+) -> Result<SiitConfig, ConfigFileError> {
+    let r = raw.get_ref();
+    let a = v4_prefix(src, &r.ipv4, "clat.ipv4")?;
+    let b = v6_prefix(src, &r.ipv6, "clat.ipv6")?;
+    let plat = pref64(src, &r.plat, "clat.plat")?;
+    let mut cfg = SiitConfig::clat(a, b, plat)
+        .map_err(|why| src.bad_value(&r.ipv6, "clat.ipv6".into(), why))?;
+    cfg.options = options(src, r.options.as_ref(), "clat")?;
+    Ok(cfg)
+}
+
+/// The `[nat64]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat64 {
+    /// The RFC 6052 prefix IPv4 servers are reached at, e.g. `"64:ff9b::/96"`.
+    pub pref64: Option<Spanned<String>>,
+    /// The public IPv4 pool: one prefix or a list.
+    pub pool4: Spanned<super::raw::Pool>,
+    /// Port range of the pool, e.g. `"1024-65535"`.
+    pub ports: Option<Spanned<String>>,
+    /// `"endpoint-independent"` or `"address-dependent"`.
+    pub filtering: Option<Spanned<String>>,
+    /// IPv6 hosts may reach each other through pool addresses.
+    pub hairpinning: Option<bool>,
+    /// Seconds a released pool port is held back.
+    pub port_reuse_hold: Option<Spanned<u64>>,
+    /// Upper bound on live sessions.
+    pub max_sessions: Option<Spanned<u64>>,
+    /// `[nat64.timeouts]`, in seconds.
+    pub timeouts: Option<Spanned<super::raw::RawTimeouts>>,
+    /// `[[nat64.static]]` bindings.
+    #[serde(default, rename = "static")]
+    pub static_bindings: Vec<Spanned<RawNat64Static>>,
+    /// `[nat64.options]`.
+    pub options: Option<RawXlatOptions>,
+}
+
+/// One `[[nat64.static]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat64Static {
+    /// `"tcp"` or `"udp"`.
+    pub protocol: Spanned<String>,
+    /// Public `address:port` (in the pool).
+    pub public: Spanned<String>,
+    /// IPv6 server `[address]:port`.
+    pub inside: Spanned<String>,
+}
+
+/// `[nat64]` into a validated configuration.
+pub(super) fn convert_nat64(
+    src: &Source<'_>,
+    raw: &Spanned<RawNat64>,
+) -> Result<engine::nat64::Nat64Config, ConfigFileError> {
+    use engine::config::{Filtering, L4Proto, PortRange};
+    use engine::nat64::{Nat64Config, Nat64Static};
+    let r = raw.get_ref();
+    let mut c = Nat64Config::default();
+    if let Some(p) = &r.pref64 {
+        c.pref64 = pref64(src, p, "nat64.pref64")?;
+    }
+    c.pool4 = super::pool_prefixes(src, &r.pool4, "nat64.pool4")?;
+    if let Some(p) = &r.ports {
+        c.ports = p
+            .get_ref()
+            .parse::<PortRange>()
+            .map_err(|why| src.bad_value(p, "nat64.ports".into(), why))?;
+    }
+    if let Some(f) = &r.filtering {
+        c.filtering =
+            match f.get_ref().as_str() {
+                "endpoint-independent" => Filtering::EndpointIndependent,
+                "address-dependent" => Filtering::AddressDependent,
+                _ => return Err(src.bad_value(
+                    f,
+                    "nat64.filtering".into(),
+                    "must be \"endpoint-independent\" or \"address-dependent\" (RFC 6146 §3.5.1)"
+                        .into(),
+                )),
+            };
+    }
+    c.hairpinning = r.hairpinning.unwrap_or(c.hairpinning);
+    if let Some(h) = &r.port_reuse_hold {
+        c.port_reuse_hold = std::time::Duration::from_secs(*h.get_ref());
+    }
+    if let Some(m) = &r.max_sessions {
+        c.max_sessions = usize::try_from(*m.get_ref())
+            .ok()
+            .filter(|n| *n <= conntrack::host_table::MAX_HOSTS)
+            .ok_or_else(|| {
+                src.error(
+                    Some(m.span()),
+                    "nat64.max_sessions",
+                    format!(
+                        "{} is too large (at most {})",
+                        m.get_ref(),
+                        conntrack::host_table::MAX_HOSTS
+                    ),
+                )
+            })?;
+    }
+    if let Some(t) = &r.timeouts {
+        c.timeouts = super::timeouts(t.get_ref(), c.timeouts);
+    }
+    for (i, s) in r.static_bindings.iter().enumerate() {
+        let s = s.get_ref();
+        let field = |f: &str| format!("nat64.static[{}].{f}", i + 1);
+        let protocol = match s.protocol.get_ref().as_str() {
+            "tcp" => L4Proto::Tcp,
+            "udp" => L4Proto::Udp,
+            _ => {
+                return Err(src.bad_value(
+                    &s.protocol,
+                    field("protocol"),
+                    "must be \"tcp\" or \"udp\"".into(),
+                ))
+            }
+        };
+        let public = s.public.get_ref().trim().parse().map_err(|_| {
+            src.bad_value(
+                &s.public,
+                field("public"),
+                "not an IPv4 address and port (like 203.0.113.1:8080)".into(),
+            )
+        })?;
+        let inside = s.inside.get_ref().trim().parse().map_err(|_| {
+            src.bad_value(
+                &s.inside,
+                field("inside"),
+                "not an IPv6 address and port (like [2001:db8::80]:80)".into(),
+            )
+        })?;
+        c.static_bindings.push(Nat64Static {
+            protocol,
+            public,
+            inside,
+        });
+    }
+    c.options = options(src, r.options.as_ref(), "nat64")?;
+    // The engine's own checks (pool sizes, static bindings in the pool, timeouts).
+    if let Err(e) = engine::nat64::Nat64Shared::new(c.clone(), 1) {
+        use engine::config::ConfigItem;
+        let (field, span) = match e.item {
+            ConfigItem::Rule(_, "ports") => (
+                "nat64.ports".to_owned(),
+                r.ports.as_ref().map(Spanned::span),
+            ),
+            ConfigItem::Rule(_, _) => ("nat64.pool4".to_owned(), Some(r.pool4.span())),
+            ConfigItem::PortForward(i, f) => (
+                format!("nat64.static[{}].{f}", i + 1),
+                r.static_bindings.get(i).map(|s| match f {
+                    "public" => s.get_ref().public.span(),
+                    "inside" => s.get_ref().inside.span(),
+                    "protocol" => s.get_ref().protocol.span(),
+                    _ => s.span(),
+                }),
+            ),
+            ConfigItem::Timeouts(f) => (
+                format!("nat64.timeouts.{f}"),
+                r.timeouts
+                    .as_ref()
+                    .map(|t| t.get_ref().span_of(f).unwrap_or_else(|| t.span())),
+            ),
+            ConfigItem::StaticNat(..) | ConfigItem::Global(_) => ("nat64".to_owned(), None),
+        };
+        return Err(src.error(span.or(Some(raw.span())), field, e.message));
+    }
+    Ok(c)
+}
