@@ -1,12 +1,17 @@
-//! rtnetlink for the live gateway: IPv4 routes, the neighbour (ARP) table and
-//! interface facts (index, MAC, MTU, addresses).
+//! rtnetlink for the live gateway: IPv4 and IPv6 routes, the neighbour (ARP
+//! and ND) tables and interface facts (index, MAC, MTU, addresses).
 //!
 //! The gateway transmits Ethernet frames itself, so it must know the next
 //! hop's MAC. It follows the kernel's routes and neighbour table instead of
-//! keeping its own: the kernel keeps answering and sending ARP, and
-//! [`Netlink::probe_neighbor`] asks it to resolve an address on demand.
+//! keeping its own: the kernel keeps answering and sending ARP and neighbour
+//! solicitations, and [`Netlink::probe_neighbor`] / [`Netlink::probe_neighbor6`]
+//! ask it to resolve an address on demand.
 //! [`RouteTable`] and [`NeighborCache`] are the data path's immutable-ish
 //! views, rebuilt or updated from dumps and [`Event`]s.
+//!
+//! Both families share one code path: [`Route`] and [`Neighbor`] are generic
+//! over the address type (IPv4 by default; [`Route6`], [`Neighbor6`] for
+//! IPv6), and the parser and prefix match are written once over `Family`.
 //!
 //! Contract: messages from the kernel are parsed with bounds-checked code
 //! only. No length read from a message is trusted: a malformed or truncated
@@ -19,16 +24,21 @@
 //! public types and the data path's views.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::BitAnd;
 
 mod parse;
 mod socket;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests6;
 
 pub use parse::ParseError;
-pub use socket::{if_index, if_ipv4_addrs, if_mac, if_mtu, Netlink};
+pub use socket::{if_index, if_ipv4_addrs, if_ipv6_addrs, if_mac, if_mtu, Netlink};
 
 /// Neighbour states (`NUD_*` from `<linux/neighbour.h>`), the bits of [`Neighbor::state`].
 pub mod nud {
@@ -57,20 +67,75 @@ pub const RT_TABLE_MAIN: u32 = 254;
 /// The kernel's local table of own and broadcast addresses (`RT_TABLE_LOCAL`).
 pub const RT_TABLE_LOCAL: u32 = 255;
 
-/// One IPv4 neighbour (ARP) entry.
+/// An address family this module speaks: implemented by [`Ipv4Addr`] and [`Ipv6Addr`].
+trait Family: Copy + Eq + Hash + Debug + Into<IpAddr> {
+    /// AF_INET / AF_INET6 as the one-byte family field of ndmsg/rtmsg/ifaddrmsg.
+    const AF: u8;
+    /// Address length in bits, the longest valid prefix.
+    const BITS: u8;
+    /// The all-zeros address (the network of a default route).
+    const UNSPECIFIED: Self;
+    /// The address as a host-order integer, for prefix matching.
+    type Bits: Copy + Eq + Hash + Debug + BitAnd<Output = Self::Bits>;
+    /// The address as [`Family::Bits`].
+    fn bits(self) -> Self::Bits;
+    /// The netmask of a prefix length 0..=BITS (longer lengths clamp to BITS).
+    fn mask(prefix_len: u8) -> Self::Bits;
+    /// The address from exactly BITS/8 network-order bytes.
+    fn from_octets(b: &[u8]) -> Option<Self>;
+}
+
+impl Family for Ipv4Addr {
+    const AF: u8 = parse::sys::AF_INET;
+    const BITS: u8 = 32;
+    const UNSPECIFIED: Self = Ipv4Addr::UNSPECIFIED;
+    type Bits = u32;
+    fn bits(self) -> u32 {
+        u32::from(self)
+    }
+    fn mask(prefix_len: u8) -> u32 {
+        mask(prefix_len)
+    }
+    fn from_octets(b: &[u8]) -> Option<Self> {
+        <[u8; 4]>::try_from(b).ok().map(Ipv4Addr::from)
+    }
+}
+
+impl Family for Ipv6Addr {
+    const AF: u8 = parse::sys::AF_INET6;
+    const BITS: u8 = 128;
+    const UNSPECIFIED: Self = Ipv6Addr::UNSPECIFIED;
+    type Bits = u128;
+    fn bits(self) -> u128 {
+        u128::from(self)
+    }
+    fn mask(prefix_len: u8) -> u128 {
+        u128::MAX
+            .checked_shl(128 - u32::from(prefix_len.min(128)))
+            .unwrap_or(0)
+    }
+    fn from_octets(b: &[u8]) -> Option<Self> {
+        <[u8; 16]>::try_from(b).ok().map(Ipv6Addr::from)
+    }
+}
+
+/// One neighbour entry: ARP for `Neighbor` (IPv4), ND for [`Neighbor6`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Neighbor {
+pub struct Neighbor<A = Ipv4Addr> {
     /// Interface the entry belongs to.
     pub ifindex: u32,
-    /// The neighbour's IPv4 address.
-    pub addr: Ipv4Addr,
+    /// The neighbour's IP address.
+    pub addr: A,
     /// Its link-layer address, when known and 6 bytes long.
     pub mac: Option<[u8; 6]>,
     /// `NUD_*` state bits, see [`nud`].
     pub state: u16,
 }
 
-impl Neighbor {
+/// One IPv6 neighbour (ND) entry.
+pub type Neighbor6 = Neighbor<Ipv6Addr>;
+
+impl<A> Neighbor<A> {
     /// True when frames may be sent to `mac` now: a valid state and a MAC.
     pub fn is_usable(&self) -> bool {
         const VALID: u16 =
@@ -79,25 +144,29 @@ impl Neighbor {
     }
 }
 
-/// One IPv4 route as the kernel reports it.
+/// One route as the kernel reports it: IPv4 for `Route`, IPv6 for [`Route6`].
 ///
 /// Blackhole, unreachable and prohibit routes have no output interface and
-/// show `ifindex == 0`; for a multipath route the first next hop is given.
+/// show `ifindex == 0` (IPv6 reports them on `lo`; the parser clears that);
+/// for a multipath route the first next hop is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Route {
+pub struct Route<A = Ipv4Addr> {
     /// Destination network (host bits zero).
-    pub dst: Ipv4Addr,
-    /// Destination prefix length, 0..=32.
+    pub dst: A,
+    /// Destination prefix length, 0..=32 (IPv4) or 0..=128 (IPv6).
     pub prefix_len: u8,
     /// Next-hop router, `None` for an on-link route.
-    pub gateway: Option<Ipv4Addr>,
+    pub gateway: Option<A>,
     /// Output interface, 0 when the route has none.
     pub ifindex: u32,
     /// Preferred source address for locally sent packets.
-    pub prefsrc: Option<Ipv4Addr>,
+    pub prefsrc: Option<A>,
     /// Routing table id (254 main, 255 local).
     pub table: u32,
 }
+
+/// One IPv6 route.
+pub type Route6 = Route<Ipv6Addr>;
 
 /// A change the kernel announced on a [`Netlink::subscribe`] socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,6 +179,14 @@ pub enum Event {
     RouteAdded(Route),
     /// A route was deleted (RTM_DELROUTE).
     RouteRemoved(Route),
+    /// An IPv6 neighbour was created or changed state (RTM_NEWNEIGH).
+    Neighbor6Added(Neighbor6),
+    /// An IPv6 neighbour was deleted (RTM_DELNEIGH).
+    Neighbor6Removed(Neighbor6),
+    /// An IPv6 route was added or replaced (RTM_NEWROUTE).
+    Route6Added(Route6),
+    /// An IPv6 route was deleted (RTM_DELROUTE).
+    Route6Removed(Route6),
 }
 
 /// Whether `e` from [`Netlink::recv_events`] means events were lost
@@ -120,42 +197,47 @@ pub fn is_events_lost(e: &io::Error) -> bool {
 
 /// Where a matched route sends a packet; `ifindex == 0` means "no route" (blackhole etc.).
 #[derive(Debug, Clone, Copy)]
-struct Hop {
+struct Hop<A> {
     ifindex: u32,
-    gateway: Option<Ipv4Addr>,
+    gateway: Option<A>,
 }
 
-/// Longest-prefix match over the main table's routes, for the data path.
-///
-/// Immutable: rebuild it (from a fresh [`Netlink::dump_routes`]) on route events.
-#[derive(Debug, Clone, Default)]
-pub struct RouteTable {
-    /// One map per prefix length present, longest first: (mask, network -> hop).
-    levels: Vec<(u32, HashMap<u32, Hop>)>,
-    len: usize,
-}
-
-/// Host-order netmask for a prefix length 0..=32.
+/// Host-order netmask for an IPv4 prefix length 0..=32.
 fn mask(prefix_len: u8) -> u32 {
     u32::MAX
         .checked_shl(32 - u32::from(prefix_len.min(32)))
         .unwrap_or(0)
 }
 
-impl RouteTable {
-    /// Builds the table from the routes of table 254 (main).
-    ///
-    /// For one prefix the first route wins (the kernel dumps the lowest
-    /// metric first). Routes without an interface (blackhole, unreachable,
-    /// prohibit) match but give no next hop, as in the kernel.
-    pub fn new(routes: &[Route]) -> Self {
-        let mut by_len: Vec<HashMap<u32, Hop>> = vec![HashMap::new(); 33];
+/// The routes of one prefix length: network -> hop.
+type Level<A> = HashMap<<A as Family>::Bits, Hop<A>>;
+
+/// Longest-prefix match over one family's main-table routes.
+#[derive(Debug, Clone)]
+struct Lpm<A: Family> {
+    /// One map per prefix length present, longest first: (mask, routes).
+    levels: Vec<(A::Bits, Level<A>)>,
+    len: usize,
+}
+
+impl<A: Family> Default for Lpm<A> {
+    fn default() -> Self {
+        Lpm {
+            levels: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<A: Family> Lpm<A> {
+    fn new(routes: &[Route<A>]) -> Self {
+        let mut by_len: Vec<Level<A>> = vec![HashMap::new(); usize::from(A::BITS) + 1];
         let mut len = 0;
         for r in routes
             .iter()
-            .filter(|r| r.table == RT_TABLE_MAIN && r.prefix_len <= 32)
+            .filter(|r| r.table == RT_TABLE_MAIN && r.prefix_len <= A::BITS)
         {
-            let net = u32::from(r.dst) & mask(r.prefix_len);
+            let net = r.dst.bits() & A::mask(r.prefix_len);
             let hop = Hop {
                 ifindex: r.ifindex,
                 gateway: r.gateway,
@@ -167,76 +249,136 @@ impl RouteTable {
                 len += 1;
             }
         }
-        let levels = (0..=32u8)
+        let levels = (0..=A::BITS)
             .rev()
             .zip(by_len.into_iter().rev())
             .filter(|(_, m)| !m.is_empty())
-            .map(|(l, m)| (mask(l), m))
+            .map(|(l, m)| (A::mask(l), m))
             .collect();
-        RouteTable { levels, len }
+        Lpm { levels, len }
+    }
+
+    fn lookup(&self, dst: A) -> Option<(u32, A)> {
+        let d = dst.bits();
+        let hop = self
+            .levels
+            .iter()
+            .find_map(|(m, routes)| routes.get(&(d & *m)))?;
+        (hop.ifindex != 0).then(|| (hop.ifindex, hop.gateway.unwrap_or(dst)))
+    }
+}
+
+/// Longest-prefix match over the main table's routes, both families, for the data path.
+///
+/// Immutable: rebuild it (from a fresh [`Netlink::dump_routes`] and
+/// [`Netlink::dump_routes6`]) on route events.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    v4: Lpm<Ipv4Addr>,
+    v6: Lpm<Ipv6Addr>,
+}
+
+impl RouteTable {
+    /// Builds the table from the IPv4 routes of table 254 (main); it has no IPv6 routes
+    /// until [`RouteTable::with_ipv6`].
+    ///
+    /// For one prefix the first route wins (the kernel dumps the lowest
+    /// metric first). Routes without an interface (blackhole, unreachable,
+    /// prohibit) match but give no next hop, as in the kernel.
+    pub fn new(routes: &[Route]) -> Self {
+        RouteTable {
+            v4: Lpm::new(routes),
+            v6: Lpm::default(),
+        }
+    }
+
+    /// The table with its IPv6 routes replaced by those of `routes` in table 254, by
+    /// the same rules as [`RouteTable::new`].
+    pub fn with_ipv6(self, routes: &[Route6]) -> Self {
+        RouteTable {
+            v6: Lpm::new(routes),
+            ..self
+        }
     }
 
     /// The output interface and next hop (the gateway, or `dst` itself on-link) for `dst`.
     pub fn lookup(&self, dst: Ipv4Addr) -> Option<(u32, Ipv4Addr)> {
-        let d = u32::from(dst);
-        let hop = self
-            .levels
-            .iter()
-            .find_map(|(m, routes)| routes.get(&(d & m)))?;
-        (hop.ifindex != 0).then(|| (hop.ifindex, hop.gateway.unwrap_or(dst)))
+        self.v4.lookup(dst)
     }
 
-    /// Number of distinct prefixes in the table.
+    /// The output interface and next hop (the gateway, or `dst` itself on-link) for IPv6 `dst`.
+    pub fn lookup6(&self, dst: Ipv6Addr) -> Option<(u32, Ipv6Addr)> {
+        self.v6.lookup(dst)
+    }
+
+    /// Number of distinct prefixes in the table, both families.
     pub fn len(&self) -> usize {
-        self.len
+        self.v4.len + self.v6.len
     }
 
     /// True when the table has no route at all.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 }
 
-/// The usable neighbour entries, as the data path sees them.
+/// The usable neighbour entries of both families, as the data path sees them.
 #[derive(Debug, Clone, Default)]
 pub struct NeighborCache {
-    macs: HashMap<(u32, Ipv4Addr), [u8; 6]>,
+    macs: HashMap<(u32, IpAddr), [u8; 6]>,
 }
 
 impl NeighborCache {
-    /// Builds the cache from a dump, keeping only usable entries.
+    /// Builds the cache from an IPv4 dump, keeping only usable entries.
     pub fn from_dump(n: &[Neighbor]) -> Self {
         let mut cache = NeighborCache::default();
-        for nb in n {
-            cache.update(nb);
-        }
+        n.iter().for_each(|nb| cache.update(nb));
         cache
     }
 
-    fn update(&mut self, n: &Neighbor) {
+    /// The cache with the usable entries of an IPv6 dump added.
+    pub fn with_ipv6(mut self, n: &[Neighbor6]) -> Self {
+        n.iter().for_each(|nb| self.update(nb));
+        self
+    }
+
+    fn update<A: Family>(&mut self, n: &Neighbor<A>) {
+        let key = (n.ifindex, n.addr.into());
         match n.mac.filter(|_| n.is_usable()) {
-            Some(mac) => self.macs.insert((n.ifindex, n.addr), mac),
-            None => self.macs.remove(&(n.ifindex, n.addr)),
+            Some(mac) => self.macs.insert(key, mac),
+            None => self.macs.remove(&key),
         };
+    }
+
+    fn remove<A: Family>(&mut self, n: &Neighbor<A>) {
+        self.macs.remove(&(n.ifindex, n.addr.into()));
     }
 
     /// Applies one event: an entry that became unusable (FAILED, INCOMPLETE) or was removed is dropped.
     pub fn apply(&mut self, e: &Event) {
         match e {
             Event::NeighborAdded(n) => self.update(n),
-            Event::NeighborRemoved(n) => {
-                self.macs.remove(&(n.ifindex, n.addr));
-            }
-            Event::RouteAdded(_) | Event::RouteRemoved(_) => {}
+            Event::NeighborRemoved(n) => self.remove(n),
+            Event::Neighbor6Added(n) => self.update(n),
+            Event::Neighbor6Removed(n) => self.remove(n),
+            Event::RouteAdded(_)
+            | Event::RouteRemoved(_)
+            | Event::Route6Added(_)
+            | Event::Route6Removed(_) => {}
         }
     }
 
     /// The MAC of `addr` on `ifindex`, if usable.
     pub fn get(&self, ifindex: u32, addr: Ipv4Addr) -> Option<[u8; 6]> {
-        self.macs.get(&(ifindex, addr)).copied()
+        self.macs.get(&(ifindex, IpAddr::V4(addr))).copied()
     }
 
-    /// Number of usable entries.
+    /// The MAC of IPv6 `addr` on `ifindex`, if usable.
+    pub fn get6(&self, ifindex: u32, addr: Ipv6Addr) -> Option<[u8; 6]> {
+        self.macs.get(&(ifindex, IpAddr::V6(addr))).copied()
+    }
+
+    /// Number of usable entries, both families.
     pub fn len(&self) -> usize {
         self.macs.len()
     }

@@ -1,15 +1,15 @@
-//! Bounds-checked parsing and building of rtnetlink messages (IPv4 only).
+//! Bounds-checked parsing and building of rtnetlink messages (IPv4 and IPv6).
 //!
 //! Every length read from the kernel is checked against the bytes that are
 //! really there: malformed input gives a [`ParseError`], never a panic or an
 //! out-of-bounds read. Netlink is in host byte order, so are these views.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use thiserror::Error;
 
-use super::{Event, Neighbor, Route};
+use super::{Event, Family, Neighbor, Route};
 
 /// Kernel ABI numbers, typed for this module. Values from the uapi headers
 /// named on each group; a test compares those libc also has.
@@ -47,6 +47,11 @@ pub(super) mod sys {
     /// Multicast group numbers (bit n-1 of the legacy nl_groups mask).
     pub const RTNLGRP_NEIGH: u32 = 3;
     pub const RTNLGRP_IPV4_ROUTE: u32 = 7;
+    pub const RTNLGRP_IPV6_ROUTE: u32 = 11;
+    /// rtm_type values of routes that match but send nowhere.
+    pub const RTN_BLACKHOLE: u8 = 6;
+    pub const RTN_UNREACHABLE: u8 = 7;
+    pub const RTN_PROHIBIT: u8 = 8;
     pub const RTA_DST: u16 = 1;
     pub const RTA_OIF: u16 = 4;
     pub const RTA_GATEWAY: u16 = 5;
@@ -69,8 +74,9 @@ pub(super) mod sys {
     pub const IFA_ADDRESS: u16 = 1;
     pub const IFA_LOCAL: u16 = 2;
 
-    /// AF_INET as the one-byte family field of ndmsg/rtmsg/ifaddrmsg.
+    /// AF_INET and AF_INET6 as the one-byte family field of ndmsg/rtmsg/ifaddrmsg.
     pub const AF_INET: u8 = 2;
+    pub const AF_INET6: u8 = 10;
 }
 
 /// Why bytes from the kernel could not be parsed as netlink.
@@ -108,9 +114,13 @@ pub enum ParseError {
         len: usize,
         need: usize,
     },
-    /// A prefix length over 32 in an IPv4 message.
-    #[error("netlink: {what}: prefix length {len} is longer than 32")]
-    BadPrefixLen { what: &'static str, len: u8 },
+    /// A prefix length longer than the family's addresses (32 for IPv4, 128 for IPv6).
+    #[error("netlink: {what}: prefix length {len} is longer than {max}")]
+    BadPrefixLen {
+        what: &'static str,
+        len: u8,
+        max: u8,
+    },
 }
 
 impl From<ParseError> for io::Error {
@@ -260,16 +270,26 @@ impl<'a> Iterator for Attrs<'a> {
     }
 }
 
-/// Reads an attribute payload that must be exactly one IPv4 address.
-fn attr_ipv4(what: &'static str, attr: u16, p: &[u8]) -> Result<Ipv4Addr, ParseError> {
-    <[u8; 4]>::try_from(p)
-        .map(Ipv4Addr::from)
-        .map_err(|_| ParseError::BadAttrSize {
+/// Reads an attribute payload that must be exactly one address of family `A`.
+fn attr_addr<A: Family>(what: &'static str, attr: u16, p: &[u8]) -> Result<A, ParseError> {
+    A::from_octets(p).ok_or(ParseError::BadAttrSize {
+        what,
+        attr,
+        len: p.len(),
+        need: usize::from(A::BITS / 8),
+    })
+}
+
+/// A prefix length from a fixed header, checked against the family's address length.
+fn prefix_len<A: Family>(what: &'static str, len: u8) -> Result<u8, ParseError> {
+    if len > A::BITS {
+        return Err(ParseError::BadPrefixLen {
             what,
-            attr,
-            len: p.len(),
-            need: 4,
-        })
+            len,
+            max: A::BITS,
+        });
+    }
+    Ok(len)
 }
 
 /// Reads an attribute payload that must be exactly one host-order u32.
@@ -302,10 +322,10 @@ fn split_body<'a>(
 }
 
 /// Parses an RTM_NEWNEIGH/RTM_DELNEIGH body; `None` for other families or no NDA_DST.
-pub(super) fn parse_neighbor(body: &[u8]) -> Result<Option<Neighbor>, ParseError> {
+pub(super) fn parse_neighbor<A: Family>(body: &[u8]) -> Result<Option<Neighbor<A>>, ParseError> {
     const WHAT: &str = "ndmsg";
     let (fixed, attrs) = split_body(WHAT, body, sys::NDMSG_LEN)?;
-    if fixed[0] != sys::AF_INET {
+    if fixed[0] != A::AF {
         return Ok(None);
     }
     // struct ndmsg { u8 family, pad1; u16 pad2; s32 ifindex; u16 state; u8 flags, type; }
@@ -314,7 +334,7 @@ pub(super) fn parse_neighbor(body: &[u8]) -> Result<Option<Neighbor>, ParseError
     let (mut addr, mut mac) = (None, None);
     for a in Attrs::new(attrs) {
         match a? {
-            (sys::NDA_DST, p) => addr = Some(attr_ipv4(WHAT, sys::NDA_DST, p)?),
+            (sys::NDA_DST, p) => addr = Some(attr_addr(WHAT, sys::NDA_DST, p)?),
             // Devices without 6-byte addresses (none, IPoIB) give no MAC.
             (sys::NDA_LLADDR, p) => mac = <[u8; 6]>::try_from(p).ok(),
             _ => {}
@@ -329,23 +349,17 @@ pub(super) fn parse_neighbor(body: &[u8]) -> Result<Option<Neighbor>, ParseError
 }
 
 /// Parses an RTM_NEWROUTE/RTM_DELROUTE body; `None` for other families.
-pub(super) fn parse_route(body: &[u8]) -> Result<Option<Route>, ParseError> {
+pub(super) fn parse_route<A: Family>(body: &[u8]) -> Result<Option<Route<A>>, ParseError> {
     const WHAT: &str = "rtmsg";
     let (fixed, attrs) = split_body(WHAT, body, sys::RTMSG_LEN)?;
     // struct rtmsg { u8 family, dst_len, src_len, tos, table, protocol, scope, type; u32 flags; }
-    if fixed[0] != sys::AF_INET {
+    if fixed[0] != A::AF {
         return Ok(None);
     }
-    let prefix_len = fixed[1];
-    if prefix_len > 32 {
-        return Err(ParseError::BadPrefixLen {
-            what: WHAT,
-            len: prefix_len,
-        });
-    }
     let mut route = Route {
-        dst: Ipv4Addr::UNSPECIFIED,
-        prefix_len,
+        // A default route has no RTA_DST: the all-zeros network.
+        dst: A::UNSPECIFIED,
+        prefix_len: prefix_len::<A>(WHAT, fixed[1])?,
         gateway: None,
         ifindex: 0,
         prefsrc: None,
@@ -354,10 +368,10 @@ pub(super) fn parse_route(body: &[u8]) -> Result<Option<Route>, ParseError> {
     let mut first_hop = None;
     for a in Attrs::new(attrs) {
         match a? {
-            (t @ sys::RTA_DST, p) => route.dst = attr_ipv4(WHAT, t, p)?,
-            (t @ sys::RTA_GATEWAY, p) => route.gateway = Some(attr_ipv4(WHAT, t, p)?),
+            (t @ sys::RTA_DST, p) => route.dst = attr_addr(WHAT, t, p)?,
+            (t @ sys::RTA_GATEWAY, p) => route.gateway = Some(attr_addr(WHAT, t, p)?),
             (t @ sys::RTA_OIF, p) => route.ifindex = attr_u32(WHAT, t, p)?,
-            (t @ sys::RTA_PREFSRC, p) => route.prefsrc = Some(attr_ipv4(WHAT, t, p)?),
+            (t @ sys::RTA_PREFSRC, p) => route.prefsrc = Some(attr_addr(WHAT, t, p)?),
             (t @ sys::RTA_TABLE, p) => route.table = attr_u32(WHAT, t, p)?,
             (sys::RTA_MULTIPATH, p) => first_hop = parse_first_nexthop(p)?,
             _ => {}
@@ -369,11 +383,20 @@ pub(super) fn parse_route(body: &[u8]) -> Result<Option<Route>, ParseError> {
             route.gateway = route.gateway.or(gateway);
         }
     }
+    // IPv6 reports blackhole, unreachable and prohibit routes on `lo`; they send nowhere.
+    if matches!(
+        fixed[7],
+        sys::RTN_BLACKHOLE | sys::RTN_UNREACHABLE | sys::RTN_PROHIBIT
+    ) {
+        route.ifindex = 0;
+    }
     Ok(Some(route))
 }
 
 /// The first `struct rtnexthop` of an RTA_MULTIPATH payload: (ifindex, gateway).
-pub(super) fn parse_first_nexthop(p: &[u8]) -> Result<Option<(u32, Option<Ipv4Addr>)>, ParseError> {
+pub(super) fn parse_first_nexthop<A: Family>(
+    p: &[u8],
+) -> Result<Option<(u32, Option<A>)>, ParseError> {
     const WHAT: &str = "rtnexthop";
     // struct rtnexthop { u16 len; u8 flags, hops; s32 ifindex; } then attributes.
     let Some(len) = u16_at(p, 0) else {
@@ -391,34 +414,28 @@ pub(super) fn parse_first_nexthop(p: &[u8]) -> Result<Option<(u32, Option<Ipv4Ad
     let mut gateway = None;
     for a in Attrs::new(&hop[sys::RTNEXTHOP_LEN..]) {
         if let (t @ sys::RTA_GATEWAY, g) = a? {
-            gateway = Some(attr_ipv4(WHAT, t, g)?);
+            gateway = Some(attr_addr(WHAT, t, g)?);
         }
     }
     Ok(Some((ifindex, gateway)))
 }
 
 /// Parses an RTM_NEWADDR body: `(ifindex, address, prefix_len)`, `None` for other families.
-pub(super) fn parse_ifaddr(body: &[u8]) -> Result<Option<(u32, Ipv4Addr, u8)>, ParseError> {
+pub(super) fn parse_ifaddr<A: Family>(body: &[u8]) -> Result<Option<(u32, A, u8)>, ParseError> {
     const WHAT: &str = "ifaddrmsg";
     let (fixed, attrs) = split_body(WHAT, body, sys::IFADDRMSG_LEN)?;
     // struct ifaddrmsg { u8 family, prefixlen, flags, scope; u32 index; }
-    if fixed[0] != sys::AF_INET {
+    if fixed[0] != A::AF {
         return Ok(None);
     }
-    let prefix_len = fixed[1];
-    if prefix_len > 32 {
-        return Err(ParseError::BadPrefixLen {
-            what: WHAT,
-            len: prefix_len,
-        });
-    }
+    let prefix_len = prefix_len::<A>(WHAT, fixed[1])?;
     let ifindex = u32_at(fixed, 4).unwrap_or(0);
     let (mut local, mut address) = (None, None);
     for a in Attrs::new(attrs) {
         match a? {
             // IFA_LOCAL is the own address; IFA_ADDRESS the peer on point-to-point links.
-            (t @ sys::IFA_LOCAL, p) => local = Some(attr_ipv4(WHAT, t, p)?),
-            (t @ sys::IFA_ADDRESS, p) => address = Some(attr_ipv4(WHAT, t, p)?),
+            (t @ sys::IFA_LOCAL, p) => local = Some(attr_addr(WHAT, t, p)?),
+            (t @ sys::IFA_ADDRESS, p) => address = Some(attr_addr(WHAT, t, p)?),
             _ => {}
         }
     }
@@ -452,11 +469,20 @@ pub(super) fn check_done(body: &[u8]) -> io::Result<()> {
 
 /// Turns one message from an event socket into an [`Event`], if it is one.
 pub(super) fn parse_event(msg: &NlMsg<'_>) -> Result<Option<Event>, ParseError> {
-    Ok(match msg.ty {
-        sys::RTM_NEWNEIGH => parse_neighbor(msg.body)?.map(Event::NeighborAdded),
-        sys::RTM_DELNEIGH => parse_neighbor(msg.body)?.map(Event::NeighborRemoved),
-        sys::RTM_NEWROUTE => parse_route(msg.body)?.map(Event::RouteAdded),
-        sys::RTM_DELROUTE => parse_route(msg.body)?.map(Event::RouteRemoved),
+    type V4 = Ipv4Addr;
+    type V6 = Ipv6Addr;
+    let b = msg.body;
+    // The family is the first byte of ndmsg and rtmsg alike; each parser skips the other.
+    let v6 = b.first() == Some(&sys::AF_INET6);
+    Ok(match (msg.ty, v6) {
+        (sys::RTM_NEWNEIGH, false) => parse_neighbor::<V4>(b)?.map(Event::NeighborAdded),
+        (sys::RTM_DELNEIGH, false) => parse_neighbor::<V4>(b)?.map(Event::NeighborRemoved),
+        (sys::RTM_NEWROUTE, false) => parse_route::<V4>(b)?.map(Event::RouteAdded),
+        (sys::RTM_DELROUTE, false) => parse_route::<V4>(b)?.map(Event::RouteRemoved),
+        (sys::RTM_NEWNEIGH, true) => parse_neighbor::<V6>(b)?.map(Event::Neighbor6Added),
+        (sys::RTM_DELNEIGH, true) => parse_neighbor::<V6>(b)?.map(Event::Neighbor6Removed),
+        (sys::RTM_NEWROUTE, true) => parse_route::<V6>(b)?.map(Event::Route6Added),
+        (sys::RTM_DELROUTE, true) => parse_route::<V6>(b)?.map(Event::Route6Removed),
         _ => None,
     })
 }

@@ -6,12 +6,12 @@
 
 use std::ffi::CString;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 use super::parse::*;
-use super::{nud, Event, Neighbor, Route};
+use super::{nud, Event, Family, Neighbor, Neighbor6, Route, Route6};
 
 /// Size of the receive buffer; a kernel dump datagram is at most ~32 KiB.
 const RECV_BUF_LEN: usize = 64 * 1024;
@@ -23,7 +23,7 @@ const MAX_EVENT_DATAGRAMS: usize = 256;
 const DUMP_ATTEMPTS: usize = 5;
 
 /// A NETLINK_ROUTE socket: requests (dumps, probes) or, after
-/// [`Netlink::subscribe`], neighbour and IPv4 route events.
+/// [`Netlink::subscribe`], neighbour and route events of both families.
 ///
 /// Use separate sockets for the two jobs: a dump on an event socket would
 /// skip (drop) the events that arrive while it runs.
@@ -136,10 +136,16 @@ impl Netlink {
         })
     }
 
-    /// Opens a socket joined to RTNLGRP_NEIGH and RTNLGRP_IPV4_ROUTE, for [`Netlink::recv_events`].
+    /// Opens a socket joined to RTNLGRP_NEIGH (both families), RTNLGRP_IPV4_ROUTE and
+    /// RTNLGRP_IPV6_ROUTE, for [`Netlink::recv_events`].
     pub fn subscribe() -> io::Result<Self> {
         let nl = Self::open()?;
-        for group in [sys::RTNLGRP_NEIGH, sys::RTNLGRP_IPV4_ROUTE] {
+        let groups = [
+            sys::RTNLGRP_NEIGH,
+            sys::RTNLGRP_IPV4_ROUTE,
+            sys::RTNLGRP_IPV6_ROUTE,
+        ];
+        for group in groups {
             setsockopt_int(
                 &nl.fd,
                 sys::SOL_NETLINK,
@@ -234,33 +240,67 @@ impl Netlink {
         ))
     }
 
-    /// All IPv4 neighbour (ARP) entries, in every state (RTM_GETNEIGH dump).
-    pub fn dump_neighbors(&mut self) -> io::Result<Vec<Neighbor>> {
-        let fixed = [sys::AF_INET, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        self.dump(sys::RTM_GETNEIGH, &fixed, |m| match m.ty {
-            sys::RTM_NEWNEIGH => parse_neighbor(m.body),
+    /// Dumps one kind of object of family `A`: request `get` with an all-zero fixed
+    /// header of `fixed_len` bytes but for the family, replies `new` parsed by `parse`.
+    fn dump_family<A: Family, T>(
+        &mut self,
+        (get, new, fixed_len): (u16, u16, usize),
+        parse: fn(&[u8]) -> Result<Option<T>, ParseError>,
+    ) -> io::Result<Vec<T>> {
+        let mut fixed = vec![0u8; fixed_len];
+        fixed[0] = A::AF;
+        self.dump(get, &fixed, |m| match m.ty {
+            t if t == new => parse(m.body),
             _ => Ok(None),
         })
+    }
+
+    fn dump_neighbors_of<A: Family>(&mut self) -> io::Result<Vec<Neighbor<A>>> {
+        let kind = (sys::RTM_GETNEIGH, sys::RTM_NEWNEIGH, sys::NDMSG_LEN);
+        self.dump_family::<A, _>(kind, parse_neighbor::<A>)
+    }
+
+    fn dump_routes_of<A: Family>(&mut self) -> io::Result<Vec<Route<A>>> {
+        let kind = (sys::RTM_GETROUTE, sys::RTM_NEWROUTE, sys::RTMSG_LEN);
+        self.dump_family::<A, _>(kind, parse_route::<A>)
+    }
+
+    fn dump_addrs<A: Family>(&mut self) -> io::Result<Vec<(u32, A, u8)>> {
+        let kind = (sys::RTM_GETADDR, sys::RTM_NEWADDR, sys::IFADDRMSG_LEN);
+        self.dump_family::<A, _>(kind, parse_ifaddr::<A>)
+    }
+
+    /// All IPv4 neighbour (ARP) entries, in every state (RTM_GETNEIGH dump).
+    pub fn dump_neighbors(&mut self) -> io::Result<Vec<Neighbor>> {
+        self.dump_neighbors_of()
+    }
+
+    /// All IPv6 neighbour (ND) entries, in every state (RTM_GETNEIGH dump).
+    pub fn dump_neighbors6(&mut self) -> io::Result<Vec<Neighbor6>> {
+        self.dump_neighbors_of()
     }
 
     /// All IPv4 routes of every table (RTM_GETROUTE dump); filter on [`Route::table`].
     ///
     /// For one prefix the kernel lists the lowest metric first.
     pub fn dump_routes(&mut self) -> io::Result<Vec<Route>> {
-        let fixed = [sys::AF_INET, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        self.dump(sys::RTM_GETROUTE, &fixed, |m| match m.ty {
-            sys::RTM_NEWROUTE => parse_route(m.body),
-            _ => Ok(None),
-        })
+        self.dump_routes_of()
+    }
+
+    /// All IPv6 routes of every table (RTM_GETROUTE dump), as [`Netlink::dump_routes`].
+    pub fn dump_routes6(&mut self) -> io::Result<Vec<Route6>> {
+        self.dump_routes_of()
     }
 
     /// All IPv4 interface addresses: `(ifindex, address, prefix_len)` (RTM_GETADDR dump).
     pub fn dump_ipv4_addrs(&mut self) -> io::Result<Vec<(u32, Ipv4Addr, u8)>> {
-        let fixed = [sys::AF_INET, 0, 0, 0, 0, 0, 0, 0];
-        self.dump(sys::RTM_GETADDR, &fixed, |m| match m.ty {
-            sys::RTM_NEWADDR => parse_ifaddr(m.body),
-            _ => Ok(None),
-        })
+        self.dump_addrs()
+    }
+
+    /// All IPv6 interface addresses: `(ifindex, address, prefix_len)` (RTM_GETADDR dump),
+    /// link-local and still tentative ones included.
+    pub fn dump_ipv6_addrs(&mut self) -> io::Result<Vec<(u32, Ipv6Addr, u8)>> {
+        self.dump_addrs()
     }
 
     /// Asks the kernel to resolve `addr` on `ifindex` as `ip neigh replace ADDR dev IF use`
@@ -269,10 +309,24 @@ impl Netlink {
     /// Returns once the kernel acknowledged the request; the answer (if any)
     /// arrives later as a neighbour event or in the next dump.
     pub fn probe_neighbor(&mut self, ifindex: u32, addr: Ipv4Addr) -> io::Result<()> {
-        // struct ndmsg: family AF_INET, ifindex, state NUD_NONE (so a created
+        self.probe(ifindex, IpAddr::V4(addr))
+    }
+
+    /// As [`Netlink::probe_neighbor`] for an IPv6 neighbour: the kernel starts
+    /// neighbour discovery (`ip -6 neigh replace ADDR dev IF use`).
+    pub fn probe_neighbor6(&mut self, ifindex: u32, addr: Ipv6Addr) -> io::Result<()> {
+        self.probe(ifindex, IpAddr::V6(addr))
+    }
+
+    fn probe(&mut self, ifindex: u32, addr: IpAddr) -> io::Result<()> {
+        let (family, octets) = match addr {
+            IpAddr::V4(a) => (sys::AF_INET, a.octets().to_vec()),
+            IpAddr::V6(a) => (sys::AF_INET6, a.octets().to_vec()),
+        };
+        // struct ndmsg: family, ifindex, state NUD_NONE (so a created
         // entry is an ordinary, garbage-collectable one), flags NTF_USE.
         let mut fixed = [0u8; sys::NDMSG_LEN];
-        fixed[0] = sys::AF_INET;
+        fixed[0] = family;
         fixed[4..8].copy_from_slice(&ifindex.to_ne_bytes());
         fixed[8..10].copy_from_slice(&nud::NONE.to_ne_bytes());
         fixed[10] = sys::NTF_USE;
@@ -280,7 +334,7 @@ impl Netlink {
         let flags = sys::NLM_F_REQUEST | sys::NLM_F_ACK | sys::NLM_F_CREATE | sys::NLM_F_REPLACE;
         let req = MsgBuilder::new(sys::RTM_NEWNEIGH, flags, seq)
             .body(&fixed)
-            .attr(sys::NDA_DST, &addr.octets())
+            .attr(sys::NDA_DST, &octets)
             .finish();
         self.send(&req)?;
         loop {
@@ -418,7 +472,17 @@ pub fn if_mtu(name: &str) -> io::Result<u32> {
 
 /// The IPv4 addresses (with prefix length) configured on interface `ifindex`.
 pub fn if_ipv4_addrs(ifindex: u32) -> io::Result<Vec<(Ipv4Addr, u8)>> {
-    let all = Netlink::open()?.dump_ipv4_addrs()?;
+    if_addrs(ifindex)
+}
+
+/// The IPv6 addresses (with prefix length) configured on interface `ifindex`,
+/// link-local and still tentative ones included.
+pub fn if_ipv6_addrs(ifindex: u32) -> io::Result<Vec<(Ipv6Addr, u8)>> {
+    if_addrs(ifindex)
+}
+
+fn if_addrs<A: Family>(ifindex: u32) -> io::Result<Vec<(A, u8)>> {
+    let all = Netlink::open()?.dump_addrs::<A>()?;
     Ok(all
         .into_iter()
         .filter(|a| a.0 == ifindex)

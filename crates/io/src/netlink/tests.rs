@@ -10,7 +10,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
-const MAC2: [u8; 6] = [2, 0, 0, 0, 0, 2];
+pub(super) const MAC2: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 fn ndmsg(ifindex: u32, state: u16) -> Vec<u8> {
     let mut b = vec![sys::AF_INET, 0, 0, 0];
@@ -70,7 +70,7 @@ fn parses_a_neighbor_message() {
     let bytes = neigh_msg(sys::RTM_NEWNEIGH, A, &MAC2, nud::REACHABLE);
     let msgs: Vec<_> = Messages::new(&bytes).collect::<Result<_, _>>().unwrap();
     assert_eq!(msgs.len(), 1);
-    let n = parse_neighbor(msgs[0].body).unwrap().unwrap();
+    let n = parse_neighbor::<Ipv4Addr>(msgs[0].body).unwrap().unwrap();
     assert_eq!(
         n,
         Neighbor {
@@ -91,7 +91,7 @@ fn parses_a_neighbor_message() {
 #[test]
 fn neighbor_without_6_byte_mac_or_valid_state_is_unusable() {
     let bytes = neigh_msg(sys::RTM_NEWNEIGH, A, &[], nud::REACHABLE);
-    let n = parse_neighbor(Messages::new(&bytes).next().unwrap().unwrap().body)
+    let n = parse_neighbor::<Ipv4Addr>(Messages::new(&bytes).next().unwrap().unwrap().body)
         .unwrap()
         .unwrap();
     assert_eq!(n.mac, None);
@@ -129,10 +129,10 @@ fn neighbor_without_6_byte_mac_or_valid_state_is_unusable() {
 fn non_ipv4_messages_are_skipped() {
     let mut body = ndmsg(1, nud::REACHABLE);
     body[0] = 10; // AF_INET6
-    assert_eq!(parse_neighbor(&body).unwrap(), None);
+    assert_eq!(parse_neighbor::<Ipv4Addr>(&body).unwrap(), None);
     let mut body = rtmsg(64, 254);
     body[0] = 10;
-    assert_eq!(parse_route(&body).unwrap(), None);
+    assert_eq!(parse_route::<Ipv4Addr>(&body).unwrap(), None);
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn parses_a_route_with_table_attribute_and_multipath() {
         .attr(sys::RTA_PREFSRC, &[10, 9, 0, 1])
         .finish();
     let msg = Messages::new(&bytes).next().unwrap().unwrap();
-    let r = parse_route(msg.body).unwrap().unwrap();
+    let r = parse_route::<Ipv4Addr>(msg.body).unwrap().unwrap();
     assert_eq!(
         r,
         Route {
@@ -171,7 +171,7 @@ fn parses_a_route_with_table_attribute_and_multipath() {
         .body(&rtmsg(0, 254))
         .attr(sys::RTA_MULTIPATH, &hop)
         .finish();
-    let r = parse_route(Messages::new(&bytes).next().unwrap().unwrap().body)
+    let r = parse_route::<Ipv4Addr>(Messages::new(&bytes).next().unwrap().unwrap().body)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -191,7 +191,10 @@ fn parses_ifaddr_preferring_local() {
         .attr(sys::IFA_LOCAL, &A.octets())
         .finish();
     let msg = Messages::new(&bytes).next().unwrap().unwrap();
-    assert_eq!(parse_ifaddr(msg.body).unwrap(), Some((4, A, 24)));
+    assert_eq!(
+        parse_ifaddr::<Ipv4Addr>(msg.body).unwrap(),
+        Some((4, A, 24))
+    );
 }
 
 #[test]
@@ -257,7 +260,7 @@ fn malformed_lengths_are_errors() {
     let mut body = ndmsg(1, nud::STALE);
     body.extend_from_slice(&[200, 0, 1, 0, 10, 9, 0, 1]);
     assert!(matches!(
-        parse_neighbor(&body),
+        parse_neighbor::<Ipv4Addr>(&body),
         Err(ParseError::BadAttrLength {
             offset: 0,
             len: 200,
@@ -266,20 +269,20 @@ fn malformed_lengths_are_errors() {
     ));
     let mut body = ndmsg(1, nud::STALE);
     body.extend_from_slice(&[2, 0, 1, 0]);
-    assert!(parse_neighbor(&body).is_err());
+    assert!(parse_neighbor::<Ipv4Addr>(&body).is_err());
     // A 3-byte NDA_DST and a /33 route.
     let mut body = ndmsg(1, nud::STALE);
     body.extend_from_slice(&[7, 0, 1, 0, 10, 9, 0, 0]);
     assert!(matches!(
-        parse_neighbor(&body),
+        parse_neighbor::<Ipv4Addr>(&body),
         Err(ParseError::BadAttrSize { len: 3, .. })
     ));
     assert!(matches!(
-        parse_route(&rtmsg(33, 254)),
+        parse_route::<Ipv4Addr>(&rtmsg(33, 254)),
         Err(ParseError::BadPrefixLen { len: 33, .. })
     ));
     assert!(matches!(
-        parse_route(&[2, 0]),
+        parse_route::<Ipv4Addr>(&[2, 0]),
         Err(ParseError::ShortBody { .. })
     ));
     let e: io::Error = ParseError::ShortBody {
@@ -292,19 +295,54 @@ fn malformed_lengths_are_errors() {
     assert!(e.to_string().contains("rtmsg"), "{e}");
 }
 
+/// Overwrites bytes of `dgram` at `pos` (wrapped), cuts it at `cut` (wrapped), and
+/// parses every message as events: nothing may panic.
+pub(super) fn parse_mutated(mut dgram: Vec<u8>, pos: &[(usize, u8)], cut: usize) {
+    for &(p, v) in pos {
+        let i = p % dgram.len();
+        dgram[i] = v;
+    }
+    dgram.truncate(cut % (dgram.len() + 1));
+    for m in Messages::new(&dgram) {
+        match m {
+            Ok(m) => {
+                let _ = parse_event(&m);
+            }
+            Err(e) => {
+                let _ = io::Error::from(e).to_string();
+            }
+        }
+    }
+}
+
+/// The oracle for prefix matching: of the routes that `matches`, the longest prefix
+/// (the first listed among equals).
+pub(super) fn longest_match<A>(
+    routes: &[Route<A>],
+    matches: impl Fn(&Route<A>) -> bool,
+) -> Option<&Route<A>> {
+    routes
+        .iter()
+        .filter(|r| matches(r))
+        .fold(None, |b, r| match b {
+            Some(b) if b.prefix_len >= r.prefix_len => Some(b),
+            _ => Some(r),
+        })
+}
+
 proptest! {
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         for m in Messages::new(&bytes).flatten() {
             let _ = parse_event(&m);
-            let _ = parse_ifaddr(m.body);
+            let _ = parse_ifaddr::<Ipv4Addr>(m.body);
             let _ = check_error(m.body);
             let _ = check_done(m.body);
         }
-        let _ = parse_neighbor(&bytes);
-        let _ = parse_route(&bytes);
-        let _ = parse_ifaddr(&bytes);
-        let _ = parse_first_nexthop(&bytes);
+        let _ = parse_neighbor::<Ipv4Addr>(&bytes);
+        let _ = parse_route::<Ipv4Addr>(&bytes);
+        let _ = parse_ifaddr::<Ipv4Addr>(&bytes);
+        let _ = parse_first_nexthop::<Ipv4Addr>(&bytes);
         let _ = Attrs::new(&bytes).count();
     }
 
@@ -321,17 +359,7 @@ proptest! {
                 .attr(sys::RTA_MULTIPATH, &[16, 0, 0, 0, 5, 0, 0, 0, 8, 0, 5, 0, 192, 0, 2, 1])
                 .finish(),
         );
-        for (p, v) in pos {
-            let i = p % dgram.len();
-            dgram[i] = v;
-        }
-        dgram.truncate(cut % (dgram.len() + 1));
-        for m in Messages::new(&dgram) {
-            match m {
-                Ok(m) => { let _ = parse_event(&m); }
-                Err(e) => { let _ = io::Error::from(e).to_string(); }
-            }
-        }
+        parse_mutated(dgram, &pos, cut);
     }
 
     #[test]
@@ -344,13 +372,7 @@ proptest! {
             .map(|(d, l, i)| route((d & mask(l)).to_be_bytes(), l, None, i))
             .collect();
         let table = RouteTable::new(&routes);
-        let best = routes
-            .iter()
-            .filter(|r| dst & mask(r.prefix_len) == u32::from(r.dst))
-            .fold(None::<&Route>, |b, r| match b {
-                Some(b) if b.prefix_len >= r.prefix_len => Some(b),
-                _ => Some(r),
-            });
+        let best = longest_match(&routes, |r| dst & mask(r.prefix_len) == u32::from(r.dst));
         let dst = Ipv4Addr::from(dst);
         prop_assert_eq!(table.lookup(dst), best.map(|r| (r.ifindex, dst)));
     }
@@ -428,13 +450,13 @@ fn neighbor_cache_follows_events() {
 // --- the real kernel, in throwaway namespaces -----------------------------------
 
 /// A network namespace that exists for the guard's lifetime (`ip netns del` on drop).
-struct Netns {
-    name: String,
+pub(super) struct Netns {
+    pub(super) name: String,
 }
 
 impl Netns {
     /// Creates `qn-nl-<pid>-<tag>`; `None` (test skipped) when not root.
-    fn new(tag: &str) -> Option<Self> {
+    pub(super) fn new(tag: &str) -> Option<Self> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: kernel netlink tests need root");
@@ -450,14 +472,26 @@ impl Netns {
     }
 
     /// Runs `ip -n NAME ARGS...`, panicking with ip's stderr on failure.
-    fn ip(&self, args: &str) {
-        let mut full = vec!["-n", self.name.as_str()];
-        full.extend(args.split_whitespace());
-        run_ip(&full);
+    pub(super) fn ip(&self, args: &str) {
+        ip_in(&self.name, args);
+    }
+
+    /// Two namespaces joined by a veth: `vethA` (up) in the first, `vethB`
+    /// (MAC 02:00:00:00:00:03, up) in the second; `None` when not root.
+    pub(super) fn linked_pair(tag: &str) -> Option<(Self, Self)> {
+        let ns = Netns::new(tag)?;
+        let peer = Netns::new(&format!("{tag}peer"))?;
+        ns.ip(&format!(
+            "link add vethA type veth peer name vethB netns {}",
+            peer.name
+        ));
+        ns.ip("link set vethA up");
+        peer.ip("link set vethB address 02:00:00:00:00:03 up");
+        Some((ns, peer))
     }
 
     /// Runs `f` on a thread that has joined this namespace; re-raises its panic.
-    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+    pub(super) fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         crate::testnet::join(crate::testnet::spawn_in(&self.name, f))
     }
 }
@@ -468,6 +502,13 @@ impl Drop for Netns {
             .args(["netns", "del", &self.name])
             .status();
     }
+}
+
+/// Runs `ip -n NS ARGS...` (ARGS split on whitespace), panicking with ip's stderr on failure.
+pub(super) fn ip_in(ns: &str, args: &str) {
+    let mut full = vec!["-n", ns];
+    full.extend(args.split_whitespace());
+    run_ip(&full);
 }
 
 fn run_ip(args: &[&str]) {
@@ -481,7 +522,7 @@ fn run_ip(args: &[&str]) {
 }
 
 /// Receives events until `pred` matches one or `limit` passes; returns all seen.
-fn events_until(
+pub(super) fn events_until(
     nl: &mut Netlink,
     limit: Duration,
     pred: impl Fn(&Event) -> bool,
@@ -590,26 +631,15 @@ fn kernel_dumps_routes_neighbors_and_interface_facts() {
 
 #[test]
 fn kernel_events_and_neighbor_probes() {
-    let Some(ns) = Netns::new("ev") else { return };
-    let Some(peer) = Netns::new("evpeer") else {
+    let Some((ns, peer)) = Netns::linked_pair("ev") else {
         return;
     };
-    ns.ip(&format!(
-        "link add vethA type veth peer name vethB netns {}",
-        peer.name
-    ));
     ns.ip("addr add 10.9.0.1/24 dev vethA");
-    ns.ip("link set vethA up");
-    peer.ip("link set vethB address 02:00:00:00:00:03 up");
     peer.ip("addr add 10.9.0.3/24 dev vethB");
     let ns_name = ns.name.clone();
 
     let r = ns.run(move || {
-        let ip_n = |args: &str| {
-            let mut full = vec!["-n", ns_name.as_str()];
-            full.extend(args.split_whitespace());
-            run_ip(&full);
-        };
+        let ip_n = |args: &str| ip_in(&ns_name, args);
         let idx = if_index("vethA").unwrap();
         let mut sub = Netlink::subscribe().unwrap();
         let mut req = Netlink::open().unwrap();
