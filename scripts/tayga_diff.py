@@ -322,7 +322,8 @@ class Tayga:
         self.ns_made = False
 
     def start(self):
-        if not shutil.which("tayga"):
+        tayga = shutil.which("tayga", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        if not tayga:
             raise RuntimeError("tayga is not installed (Debian package `tayga`)")
         if not os.path.exists("/dev/net/tun"):
             raise RuntimeError("/dev/net/tun is missing: TAYGA cannot run here")
@@ -338,10 +339,10 @@ class Tayga:
         conf_path = os.path.join(self.workdir, "tayga.conf")
         with open(conf_path, "w") as f:
             f.write(TAYGA_CONF.format(datadir=datadir))
-        sh(*ex, "tayga", "--config", conf_path, "--mktun")
+        sh(*ex, tayga, "--config", conf_path, "--mktun")
         sh(*ex, "ip", "link", "set", TUN, "up")
         self.proc = subprocess.Popen(
-            [*ex, "tayga", "-d", "--config", conf_path],
+            [*ex, tayga, "-d", "--config", conf_path],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
