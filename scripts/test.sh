@@ -11,10 +11,11 @@ if ! python3 -c "import scapy" 2>/dev/null; then
 fi
 
 # Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
-# clang compiles the XDP program of the AF_XDP backend (crates/io/bpf).
+# clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
+# the SIIT translation is compared with (scripts/tayga_diff.py).
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
@@ -41,6 +42,20 @@ if [ "$(id -u)" = 0 ]; then
 else
     echo "skipped: needs root"
 fi
+
+# Differential SIIT test against TAYGA: it counts in the total, and a run that could not
+# compare anything (no root, no TUN, no tayga, a crash) counts as a failure, never a skip.
+echo "==> SIIT translation compared with TAYGA (RFC 7915)"
+set +e
+PATH="$PATH:/usr/sbin:/sbin" python3 scripts/tayga_diff.py --quicknat target/release/quicknat \
+    | tee /tmp/quicknat-tayga.out
+tayga_rc=${PIPESTATUS[0]}
+set -e
+tayga_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/quicknat-tayga.out || true)
+if [ "$tayga_rc" != 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' /tmp/quicknat-tayga.out; then
+    tayga_line="${tayga_line}${tayga_line:+$'\n'}0 passed, 1 failed"
+fi
+e2e_line="${e2e_line}${e2e_line:+$'\n'}${tayga_line}"
 
 echo "==> cargo test"
 log=$(mktemp)
