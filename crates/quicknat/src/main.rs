@@ -249,6 +249,9 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
     );
     println!("{origin}: valid");
     print!("{}", summary(&config.nat44));
+    if let Some(ila) = &config.ila {
+        print!("{}", config::ila::summary(ila));
+    }
     Ok(())
 }
 

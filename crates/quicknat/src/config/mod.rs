@@ -6,6 +6,7 @@
 //! Unknown keys are errors: a typo must never be silently ignored. This module only
 //! reads text; it never touches packets or the network, and never panics on bad input.
 
+pub mod ila;
 mod locate;
 mod raw;
 #[cfg(test)]
@@ -38,6 +39,8 @@ pub struct Config {
     pub nat44: Nat44Config,
     /// The live gateway's interfaces and threads (`[gateway]`), if the file has them.
     pub gateway: Option<runtime::live::GatewayConfig>,
+    /// The ILA router and its mappings (`[ila]`), if the file has them.
+    pub ila: Option<engine::ila::IlaSettings>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
     pub warnings: Vec<String>,
 }
@@ -91,6 +94,11 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
         .as_ref()
         .map(|g| convert_gateway(&src, g.get_ref()))
         .transpose()?;
+    let ila = file
+        .ila
+        .as_ref()
+        .map(|i| ila::convert(&src, i))
+        .transpose()?;
     let (raw, nat44_span) = match file.nat44 {
         Some(n) => {
             let span = n.span();
@@ -109,6 +117,7 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
     Ok(Config {
         nat44,
         gateway,
+        ila,
         warnings,
     })
 }

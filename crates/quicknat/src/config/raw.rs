@@ -17,6 +17,8 @@ pub(super) struct RawFile {
     pub nat44: Option<Spanned<RawNat44>>,
     /// The `[gateway]` table (live operation).
     pub gateway: Option<Spanned<RawGateway>>,
+    /// The `[ila]` table (read by `super::ila`).
+    pub ila: Option<Spanned<super::ila::RawIla>>,
 }
 
 /// The `[gateway]` table: which interfaces a live gateway uses, and how.
