@@ -4,6 +4,7 @@
 //! it holds no NAT logic of its own.
 
 mod config;
+mod ilactl;
 mod lab;
 
 use std::path::{Path, PathBuf};
@@ -103,6 +104,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List or change the ILA mappings of a running gateway through its control socket.
+    Ila(ilactl::IlaArgs),
     /// Spin on one core counting loop iterations; `quicknat lab` runs it at the lowest
     /// priority to measure how much of a core the gateway leaves idle.
     #[command(hide = true)]
@@ -159,6 +162,7 @@ fn main() -> ExitCode {
             json,
             backends,
         } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json, &backends),
+        Command::Ila(args) => ilactl::run(&args),
         Command::Soak { seconds } => {
             println!(
                 "{}",
