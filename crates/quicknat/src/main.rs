@@ -6,6 +6,7 @@
 mod config;
 mod ilactl;
 mod lab;
+mod rr;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -106,6 +107,9 @@ enum Command {
     },
     /// List or change the ILA mappings of a running gateway through its control socket.
     Ila(ilactl::IlaArgs),
+    /// TCP request/response load: `rr server` echoes, `rr client` keeps one request in
+    /// flight on each of N connections and reports transactions/s and p50/p90/p99.
+    Rr(rr::RrArgs),
     /// Spin on one core counting loop iterations; `quicknat lab` runs it at the lowest
     /// priority to measure how much of a core the gateway leaves idle.
     #[command(hide = true)]
@@ -163,6 +167,7 @@ fn main() -> ExitCode {
             backends,
         } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json, &backends),
         Command::Ila(args) => ilactl::run(&args),
+        Command::Rr(args) => rr::run(&args),
         Command::Soak { seconds } => {
             println!(
                 "{}",
