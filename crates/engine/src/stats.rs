@@ -22,6 +22,19 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// All zero (usable in a `static`).
+    pub const fn new() -> Self {
+        Counters {
+            forwarded: 0,
+            drops: [0; 32],
+            sessions_created: 0,
+            sessions_expired: 0,
+            bindings_created: 0,
+            icmp_errors_translated: 0,
+            hairpinned: 0,
+        }
+    }
+
     /// Counts one drop.
     #[inline]
     pub fn drop(&mut self, reason: DropReason) {

@@ -4,7 +4,9 @@
 //! it holds no NAT logic of its own.
 
 mod config;
+mod ilactl;
 mod lab;
+mod rr;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,6 +105,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List or change the ILA mappings of a running gateway through its control socket.
+    Ila(ilactl::IlaArgs),
+    /// TCP request/response load: `rr server` echoes, `rr client` keeps one request in
+    /// flight on each of N connections and reports transactions/s and p50/p90/p99.
+    Rr(rr::RrArgs),
     /// Spin on one core counting loop iterations; `quicknat lab` runs it at the lowest
     /// priority to measure how much of a core the gateway leaves idle.
     #[command(hide = true)]
@@ -159,6 +166,8 @@ fn main() -> ExitCode {
             json,
             backends,
         } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json, &backends),
+        Command::Ila(args) => ilactl::run(&args),
+        Command::Rr(args) => rr::run(&args),
         Command::Soak { seconds } => {
             println!(
                 "{}",
@@ -248,10 +257,7 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
         |p| p.display().to_string(),
     );
     println!("{origin}: valid");
-    match &config.mode {
-        runtime::pipeline::ModeConfig::Nat44(n) => print!("{}", summary(n)),
-        m => print!("{}", mode_summary(m)),
-    }
+    print!("{}", mode_summary(&config.mode));
     Ok(())
 }
 
@@ -308,6 +314,10 @@ fn mode_summary(m: &runtime::pipeline::ModeConfig) -> String {
                 let _ = writeln!(s, "static {:?} {} -> {}", b.protocol, b.public, b.inside);
             }
             let _ = writeln!(s, "limits: max sessions {}", c.max_sessions);
+        }
+        ModeConfig::Ila(c) => {
+            let _ = writeln!(s, "mode: ila (identifier-locator addressing)");
+            s.push_str(&config::ila::summary(c));
         }
     }
     s

@@ -5,6 +5,7 @@
 
 pub mod balance;
 pub mod bench;
+pub mod control;
 pub mod live;
 pub mod offline;
 pub mod pipeline;

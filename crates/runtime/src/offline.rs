@@ -121,7 +121,7 @@ pub fn translate_pcap_mode(
         ModeConfig::Nat44(c) => return translate_pcap(c, input, output),
         m => ModeShared::new(m, 1).map_err(|e| match e {
             ModeError::Config(c) => OfflineError::Config(c),
-            ModeError::Siit(s) => OfflineError::Mode(s),
+            ModeError::Siit(s) | ModeError::Ila(s) => OfflineError::Mode(s),
         })?,
     };
     let mut worker = shared.worker(0);

@@ -11,8 +11,9 @@
 
 use std::sync::Arc;
 
-use conntrack::Timestamp;
+use conntrack::{Qsbr, QsbrHandle, Timestamp};
 use engine::config::{ConfigError, Nat44Config};
+use engine::ila::{IlaDir, IlaRouter, IlaSettings, IlaWorker};
 use engine::nat44::{Nat44Reaper, Nat44Shared, Nat44Worker};
 use engine::nat64::{Nat64Config, Nat64Reaper, Nat64Shared, Nat64Worker};
 use engine::siit::{Siit, SiitConfig};
@@ -30,6 +31,9 @@ pub enum ModeConfig {
     Clat(SiitConfig),
     /// Stateful NAT64 (RFC 6146): IPv6 hosts inside, an IPv4 pool outside.
     Nat64(Nat64Config),
+    /// An ILA router: SIR -> ILA for packets from the inside (the hosts), ILA -> SIR for
+    /// packets from the outside (the ILA network).
+    Ila(IlaSettings),
 }
 
 impl ModeConfig {
@@ -40,6 +44,7 @@ impl ModeConfig {
             ModeConfig::Siit(_) => "siit",
             ModeConfig::Clat(_) => "clat",
             ModeConfig::Nat64(_) => "nat64",
+            ModeConfig::Ila(_) => "ila",
         }
     }
 }
@@ -53,6 +58,9 @@ pub enum ModeError {
     /// SIIT/CLAT validation.
     #[error("{0}")]
     Siit(String),
+    /// ILA settings.
+    #[error("{0}")]
+    Ila(String),
 }
 
 /// The state every worker of a mode shares.
@@ -64,6 +72,9 @@ pub enum ModeShared {
     Siit(Box<Siit>),
     /// NAT64 tables.
     Nat64(Arc<Nat64Shared>),
+    /// The ILA mapping table, and the QSBR domain its workers report to (a removed
+    /// mapping's slot is reused only after every worker has passed a quiescent point).
+    Ila(Arc<IlaRouter>, Arc<Qsbr>),
 }
 
 impl ModeShared {
@@ -75,6 +86,10 @@ impl ModeShared {
                 ModeShared::Siit(Box::new(Siit::new(c.clone()).map_err(ModeError::Siit)?))
             }
             ModeConfig::Nat64(c) => ModeShared::Nat64(Nat64Shared::new(c.clone(), workers)?),
+            ModeConfig::Ila(c) => ModeShared::Ila(
+                c.router().map_err(|e| ModeError::Ila(e.to_string()))?,
+                Qsbr::new(workers.max(1)),
+            ),
         })
     }
 
@@ -84,6 +99,11 @@ impl ModeShared {
             ModeShared::Nat44(s) => Pipeline::Nat44(s.worker(id)),
             ModeShared::Siit(s) => Pipeline::Siit(s.clone()),
             ModeShared::Nat64(s) => Pipeline::Nat64(s.worker(id)),
+            ModeShared::Ila(r, q) => Pipeline::Ila {
+                worker: r.worker(),
+                qsbr: q.handle(id),
+                counters: Counters::default(),
+            },
         }
     }
 
@@ -93,6 +113,7 @@ impl ModeShared {
             ModeShared::Nat44(s) => Some(Reaper::Nat44(s.reaper())),
             ModeShared::Siit(_) => None,
             ModeShared::Nat64(s) => Some(Reaper::Nat64(s.reaper())),
+            ModeShared::Ila(r, q) => Some(Reaper::Ila(Arc::clone(r), Arc::clone(q))),
         }
     }
 
@@ -102,6 +123,7 @@ impl ModeShared {
             ModeShared::Nat44(s) => s.session_count(),
             ModeShared::Siit(_) => 0,
             ModeShared::Nat64(s) => s.session_count(),
+            ModeShared::Ila(r, _) => r.table().len(),
         }
     }
 }
@@ -113,6 +135,8 @@ pub enum Reaper {
     Nat44(Nat44Reaper),
     /// NAT64's.
     Nat64(Nat64Reaper),
+    /// ILA: frees removed mappings' slots after their grace period.
+    Ila(Arc<IlaRouter>, Arc<Qsbr>),
 }
 
 impl Reaper {
@@ -121,6 +145,9 @@ impl Reaper {
         match self {
             Reaper::Nat44(r) => r.handle_timeout(now),
             Reaper::Nat64(r) => r.handle_timeout(now),
+            Reaper::Ila(r, q) => {
+                r.table().reclaim(q);
+            }
         }
     }
 
@@ -129,14 +156,17 @@ impl Reaper {
         match self {
             Reaper::Nat44(r) => r.poll_timeout(),
             Reaper::Nat64(r) => r.poll_timeout(),
+            Reaper::Ila(..) => None,
         }
     }
 
     /// The reaper's own counters (expiries).
     pub fn counters(&self) -> &Counters {
+        static NONE: Counters = Counters::new();
         match self {
             Reaper::Nat44(r) => r.counters(),
             Reaper::Nat64(r) => r.counters(),
+            Reaper::Ila(..) => &NONE,
         }
     }
 }
@@ -150,6 +180,16 @@ pub enum Pipeline {
     Siit(Box<Siit>),
     /// NAT64.
     Nat64(Nat64Worker),
+    /// ILA.
+    Ila {
+        /// The translator.
+        worker: IlaWorker,
+        /// This worker's QSBR handle.
+        qsbr: QsbrHandle,
+        /// Forwarded and dropped packets in the engine's terms (the worker's own
+        /// `IlaCounters` say more).
+        counters: Counters,
+    },
 }
 
 impl Pipeline {
@@ -176,6 +216,28 @@ impl Pipeline {
             }
             Pipeline::Siit(s) => s.process(buf, start, len),
             Pipeline::Nat64(w) => w.process(now, dir, buf, start, len),
+            Pipeline::Ila {
+                worker, counters, ..
+            } => {
+                let Some(pkt) = buf.get_mut(start..start.saturating_add(len)) else {
+                    counters.drop(engine::DropReason::Truncated);
+                    return Emit::Drop(engine::DropReason::Truncated);
+                };
+                let d = match dir {
+                    Direction::Outbound => IlaDir::SirToIla,
+                    Direction::Inbound => IlaDir::IlaToSir,
+                };
+                match worker.process(pkt, d) {
+                    Verdict::Forward => {
+                        counters.forwarded += 1;
+                        Emit::Forward { start, len }
+                    }
+                    Verdict::Drop(r) => {
+                        counters.drop(r);
+                        Emit::Drop(r)
+                    }
+                }
+            }
         }
     }
 
@@ -185,6 +247,7 @@ impl Pipeline {
             Pipeline::Nat44(w) => w.counters(),
             Pipeline::Siit(s) => s.counters(),
             Pipeline::Nat64(w) => w.counters(),
+            Pipeline::Ila { counters, .. } => counters,
         }
     }
 
@@ -195,6 +258,7 @@ impl Pipeline {
             Pipeline::Nat44(w) => w.quiescent(),
             Pipeline::Siit(_) => {}
             Pipeline::Nat64(w) => w.quiescent(),
+            Pipeline::Ila { qsbr, .. } => qsbr.quiescent(),
         }
     }
 
@@ -204,6 +268,7 @@ impl Pipeline {
             Pipeline::Nat44(w) => w.offline(),
             Pipeline::Siit(_) => {}
             Pipeline::Nat64(w) => w.offline(),
+            Pipeline::Ila { qsbr, .. } => qsbr.offline(),
         }
     }
 }

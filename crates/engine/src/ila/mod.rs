@@ -21,14 +21,17 @@ use std::sync::Arc;
 
 use conntrack::ila_table::IlaTable;
 use wire::ipv6::field;
-use xlat::ila::{
-    ila_to_sir, sir_to_ila, CsumMode, IdentFormat, IlaError, IlaMapping, Locator, SirPrefix,
-};
+use xlat::ila::{ila_to_sir, sir_to_ila, IlaError, IlaMapping, Locator, SirPrefix};
 
 use crate::{DropReason, Verdict};
 
+mod settings;
 #[cfg(test)]
 mod tests;
+
+pub use settings::{Addr64, IlaSettings, IlaSettingsError};
+/// The checksum mode and identifier format of [`IlaConfig`], from `xlat::ila`.
+pub use xlat::ila::{CsumMode, IdentFormat};
 
 /// What to do with a packet whose identifier has no mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,10 +8,10 @@ use proptest::prelude::*;
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
 
 use super::Nat44;
-use crate::testpkt::ipv4;
 use crate::config::{
     DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange, StaticNat,
 };
+use crate::testpkt::ipv4;
 use crate::verdict::{Direction::*, DropReason, Verdict};
 
 const IN_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -40,7 +40,6 @@ fn t(s: u64) -> Timestamp {
 }
 
 // ---- packet building (by hand, independent of the views under test) ----
-
 
 fn l4_csum(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> u16 {
     !fold(combine(

@@ -6,6 +6,7 @@
 //! Unknown keys are errors: a typo must never be silently ignored. This module only
 //! reads text; it never touches packets or the network, and never panics on bad input.
 
+pub mod ila;
 mod locate;
 mod modes;
 mod raw;
@@ -44,6 +45,17 @@ pub struct Config {
     pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
     pub warnings: Vec<String>,
+}
+
+impl Config {
+    #[cfg_attr(not(test), allow(dead_code))] // the ILA reload callback of `quicknat run` will read it
+    /// The ILA router and its mappings (`[ila]`), if the file has them.
+    pub fn ila(&self) -> Option<&engine::ila::IlaSettings> {
+        match &self.mode {
+            runtime::pipeline::ModeConfig::Ila(s) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// Why a configuration file was rejected, and where.
@@ -95,7 +107,12 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
         .as_ref()
         .map(|g| convert_gateway(&src, g.get_ref()))
         .transpose()?;
-    let mode = convert_mode(&src, &file)?;
+    let ila = file
+        .ila
+        .as_ref()
+        .map(|i| ila::convert(&src, i))
+        .transpose()?;
+    let mode = convert_mode(&src, &file, ila.as_ref())?;
     let (raw, nat44_span) = match file.nat44 {
         Some(n) => {
             let span = n.span();
@@ -128,6 +145,7 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
 fn convert_mode(
     src: &Source<'_>,
     file: &RawFile,
+    ila: Option<&engine::ila::IlaSettings>,
 ) -> Result<Option<runtime::pipeline::ModeConfig>, ConfigFileError> {
     use runtime::pipeline::ModeConfig;
     let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
@@ -146,6 +164,10 @@ fn convert_mode(
     if let Some(n) = &file.nat64 {
         found.push(("nat64", n.span()));
         mode = Some(ModeConfig::Nat64(modes::convert_nat64(src, n)?));
+    }
+    if let (Some(i), Some(settings)) = (&file.ila, ila) {
+        found.push(("ila", i.span()));
+        mode = Some(ModeConfig::Ila(settings.clone()));
     }
     if found.len() > 1 {
         let names: Vec<String> = found.iter().map(|(n, _)| format!("[{n}]")).collect();

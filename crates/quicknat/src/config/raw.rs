@@ -23,6 +23,8 @@ pub(super) struct RawFile {
     pub clat: Option<Spanned<super::modes::RawClat>>,
     /// The `[nat64]` table (stateful NAT64).
     pub nat64: Option<Spanned<super::modes::RawNat64>>,
+    /// The `[ila]` table (read by `super::ila`).
+    pub ila: Option<Spanned<super::ila::RawIla>>,
 }
 
 /// The `[gateway]` table: which interfaces a live gateway uses, and how.

@@ -1,0 +1,432 @@
+//! The local control socket: a line protocol on a Unix socket through which an operator
+//! lists and edits the ILA mappings of a running gateway while traffic flows.
+//!
+//! ```text
+//! ila list                 ok 2 mappings           then one "IDENT LOC" line per mapping
+//! ila add IDENT LOC        ok added 0:0:1:2 2001:0:87:0
+//! ila set IDENT LOC        ok set 0:0:1:2 2001:0:88:0 (was 2001:0:87:0)
+//! ila del IDENT            ok deleted 0:0:1:2
+//! ila reload               ok reload: 1 added, 1 changed, 0 removed, 3 unchanged
+//! anything else            error ...
+//! ```
+//!
+//! Identifiers and locators are written as iproute2 writes them (`2001:0:87:0`, see
+//! [`Addr64`]). Every change is one operation on the lock-free [`IlaTable`]: a worker
+//! translating at the same moment sees the mapping before or after it, never a torn
+//! locator. [`apply_mappings`] turns a desired list into adds, locator changes and
+//! removals; `ila reload` and the runtime's SIGHUP use it through
+//! [`ControlState::reload`]. Removed slots are recycled by [`ControlState::reclaim`],
+//! which the runtime calls with the workers' [`Qsbr`] (after removals here, and from its
+//! reaper tick).
+//!
+//! This module never touches packets; a misbehaving client can only get `error` lines
+//! or be disconnected (lines are capped at [`MAX_LINE`] bytes, connections at
+//! [`MAX_CLIENTS`]).
+//!
+//! [`IlaTable`]: conntrack::ila_table::IlaTable
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use conntrack::qsbr::Qsbr;
+use engine::ila::{Addr64, IlaRouter, IlaSettings};
+
+/// Where the control socket lives unless configured otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/quicknat.sock";
+
+/// Longest request line accepted, in bytes.
+pub const MAX_LINE: usize = 1024;
+
+/// Clients served at once; more are answered `error busy` and closed.
+pub const MAX_CLIENTS: usize = 16;
+
+/// How often blocked accept/read calls look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// One parsed request line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `ila list`
+    List,
+    /// `ila add IDENT LOC`: a new mapping.
+    Add {
+        /// The identifier.
+        identifier: u64,
+        /// Its locator.
+        locator: u64,
+    },
+    /// `ila set IDENT LOC`: a new locator for an existing mapping.
+    Set {
+        /// The identifier.
+        identifier: u64,
+        /// Its new locator.
+        locator: u64,
+    },
+    /// `ila del IDENT`
+    Del {
+        /// The identifier.
+        identifier: u64,
+    },
+    /// `ila reload`: re-read the configuration file and apply the difference.
+    Reload,
+}
+
+/// Parses one request line (surrounding whitespace ignored, words separated by spaces).
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    const USAGE: &str = "expected: ila list | ila add IDENT LOC | ila set IDENT LOC | \
+                         ila del IDENT | ila reload";
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let addr = |s: &str| s.parse::<Addr64>().map(|a| a.0);
+    match words.as_slice() {
+        ["ila", "list"] => Ok(Request::List),
+        ["ila", "reload"] => Ok(Request::Reload),
+        ["ila", "add", id, loc] => Ok(Request::Add {
+            identifier: addr(id)?,
+            locator: addr(loc)?,
+        }),
+        ["ila", "set", id, loc] => Ok(Request::Set {
+            identifier: addr(id)?,
+            locator: addr(loc)?,
+        }),
+        ["ila", "del", id] => Ok(Request::Del {
+            identifier: addr(id)?,
+        }),
+        [] => Err(format!("empty request; {USAGE}")),
+        _ => Err(format!("unknown request \"{}\"; {USAGE}", line.trim())),
+    }
+}
+
+/// What [`apply_mappings`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplySummary {
+    /// Mappings inserted.
+    pub added: usize,
+    /// Mappings whose locator changed.
+    pub changed: usize,
+    /// Mappings removed.
+    pub removed: usize,
+    /// Mappings already as desired.
+    pub unchanged: usize,
+    /// Identifiers that could not be inserted, with the reason (table full).
+    pub failed: Vec<(u64, String)>,
+}
+
+impl fmt::Display for ApplySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} added, {} changed, {} removed, {} unchanged",
+            self.added, self.changed, self.removed, self.unchanged
+        )?;
+        if let Some((id, why)) = self.failed.first() {
+            write!(
+                f,
+                ", {} failed (first: {}: {why})",
+                self.failed.len(),
+                Addr64(*id)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes the router's table hold exactly `desired` (`(identifier, locator)`; for a
+/// repeated identifier the last pair wins): removals first, then locator changes (one
+/// atomic store each), then inserts. Each mapping changes atomically; traffic for
+/// identifiers that stay mapped is never interrupted. Inserts that do not fit are listed
+/// in [`ApplySummary::failed`], the rest is still applied.
+pub fn apply_mappings(router: &IlaRouter, desired: &[(u64, u64)]) -> ApplySummary {
+    let table = router.table();
+    let want: HashMap<u64, u64> = desired.iter().copied().collect();
+    let have: HashMap<u64, u64> = table.iter().map(|e| (e.identifier, e.locator)).collect();
+    let mut s = ApplySummary::default();
+    for id in have.keys().filter(|id| !want.contains_key(id)) {
+        if table.remove(*id) {
+            s.removed += 1;
+        }
+    }
+    // In `desired` order, so a full table fails the same mappings every time.
+    let mut done = std::collections::HashSet::new();
+    for &(id, _) in desired {
+        if !done.insert(id) {
+            continue;
+        }
+        let loc = want[&id];
+        match have.get(&id) {
+            Some(&old) if old == loc => s.unchanged += 1,
+            Some(_) if table.set_locator(id, loc) => s.changed += 1,
+            _ => match table.insert(id, loc) {
+                Ok(()) => s.added += 1,
+                Err(e) => s.failed.push((id, e.to_string())),
+            },
+        }
+    }
+    s
+}
+
+/// Re-reads the configuration: the new ILA settings, or why they cannot be had.
+pub type ReloadFn = Box<dyn Fn() -> Result<IlaSettings, String> + Send + Sync>;
+
+/// What the control server acts on: the router, how to re-read the configuration, and
+/// the workers' QSBR state for recycling removed slots.
+pub struct ControlState {
+    router: Arc<IlaRouter>,
+    reload: Option<ReloadFn>,
+    qsbr: Option<Arc<Qsbr>>,
+    /// Serialises requests, so a reload's diff is not raced by an `add`.
+    ops: Mutex<()>,
+}
+
+impl fmt::Debug for ControlState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlState")
+            .field("router", &self.router)
+            .field("reload", &self.reload.is_some())
+            .field("qsbr", &self.qsbr)
+            .finish()
+    }
+}
+
+impl ControlState {
+    /// State for `router`; `reload` re-reads the configuration (`None`: `ila reload` is
+    /// refused); `qsbr` is what the router's workers report to (`None`: removed slots are
+    /// never recycled, which only costs capacity).
+    pub fn new(router: Arc<IlaRouter>, reload: Option<ReloadFn>, qsbr: Option<Arc<Qsbr>>) -> Self {
+        Self {
+            router,
+            reload,
+            qsbr,
+            ops: Mutex::new(()),
+        }
+    }
+
+    /// The router being controlled.
+    pub fn router(&self) -> &Arc<IlaRouter> {
+        &self.router
+    }
+
+    /// Frees removed mapping slots no worker can still reach; returns how many. The
+    /// runtime also calls this from its reaper tick.
+    pub fn reclaim(&self) -> usize {
+        self.qsbr
+            .as_ref()
+            .map_or(0, |q| self.router.table().reclaim(q))
+    }
+
+    /// Re-reads the configuration and applies its mappings (`ila reload`, SIGHUP). The
+    /// router's own settings (SIR prefix, modes) cannot change while running: if they
+    /// differ, nothing is applied.
+    pub fn reload(&self) -> Result<ApplySummary, String> {
+        let _ops = self.lock();
+        self.reload_locked()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The guarded value is `()`: a poisoned lock holds nothing inconsistent.
+        self.ops.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn reload_locked(&self) -> Result<ApplySummary, String> {
+        let reload = self
+            .reload
+            .as_ref()
+            .ok_or("no configuration file to reload from")?;
+        let settings = reload()?;
+        if settings.config != *self.router.config() {
+            return Err(
+                "the [ila] settings other than the mappings changed; they need a \
+                        restart (no mapping was changed)"
+                    .into(),
+            );
+        }
+        let summary = apply_mappings(&self.router, &settings.mappings);
+        self.reclaim();
+        Ok(summary)
+    }
+
+    /// Answers one request line: `ok ...` or `error ...`, then (for `list`) the mappings,
+    /// each line ending in `\n`.
+    pub fn handle(&self, line: &str) -> String {
+        let req = match parse_request(line) {
+            Ok(r) => r,
+            Err(e) => return format!("error {e}\n"),
+        };
+        let _ops = self.lock();
+        let table = self.router.table();
+        match req {
+            Request::List => {
+                let mut entries: Vec<_> = table.iter().collect();
+                entries.sort_by_key(|e| e.identifier);
+                let mut out = format!("ok {} mappings\n", entries.len());
+                for e in entries {
+                    out.push_str(&format!("{} {}\n", Addr64(e.identifier), Addr64(e.locator)));
+                }
+                out
+            }
+            Request::Add {
+                identifier,
+                locator,
+            } => match table.insert(identifier, locator) {
+                Ok(()) => format!("ok added {} {}\n", Addr64(identifier), Addr64(locator)),
+                Err(e) => format!("error {e}\n"),
+            },
+            Request::Set {
+                identifier,
+                locator,
+            } => match table.lookup(identifier) {
+                Some(old) if table.set_locator(identifier, locator) => format!(
+                    "ok set {} {} (was {})\n",
+                    Addr64(identifier),
+                    Addr64(locator),
+                    Addr64(old)
+                ),
+                _ => format!(
+                    "error {}: no such mapping (use ila add)\n",
+                    Addr64(identifier)
+                ),
+            },
+            Request::Del { identifier } => {
+                if table.remove(identifier) {
+                    self.reclaim();
+                    format!("ok deleted {}\n", Addr64(identifier))
+                } else {
+                    format!("error {}: no such mapping\n", Addr64(identifier))
+                }
+            }
+            Request::Reload => match self.reload_locked() {
+                Ok(s) if s.failed.is_empty() => format!("ok reload: {s}\n"),
+                Ok(s) => format!("error reload: {s}\n"),
+                Err(e) => format!("error reload: {e}\n"),
+            },
+        }
+    }
+}
+
+/// Binds the control socket at `path` (mode 0600; a stale socket left by a dead process
+/// is replaced, a live one is an `AddrInUse` error) and serves it on a thread until
+/// `stop` is set; the socket file is removed on the way out.
+pub fn serve(
+    path: &Path,
+    state: Arc<ControlState>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<JoinHandle<()>> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(io::Error::new(
+                ErrorKind::AlreadyExists,
+                format!("{}: exists and is not a socket", path.display()),
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                ErrorKind::AddrInUse,
+                format!("{}: another quicknat is listening there", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    listener.set_nonblocking(true)?;
+    let path: PathBuf = path.to_owned();
+    std::thread::Builder::new()
+        .name("qn-control".into())
+        .spawn(move || accept_loop(&listener, &path, &state, &stop))
+}
+
+fn accept_loop(
+    listener: &UnixListener,
+    path: &Path,
+    state: &Arc<ControlState>,
+    stop: &Arc<AtomicBool>,
+) {
+    let clients = Arc::new(AtomicUsize::new(0));
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                threads.retain(|t| !t.is_finished());
+                if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
+                    let _ = stream.write_all(b"error busy: too many control clients\n");
+                    continue;
+                }
+                clients.fetch_add(1, Ordering::AcqRel);
+                let (state, stop, count) =
+                    (Arc::clone(state), Arc::clone(stop), Arc::clone(&clients));
+                let spawned = std::thread::Builder::new()
+                    .name("qn-control-client".into())
+                    .spawn(move || {
+                        // A client that goes away mid-answer is not the server's problem.
+                        let _ = serve_client(stream, &state, &stop);
+                        count.fetch_sub(1, Ordering::AcqRel);
+                    });
+                match spawned {
+                    Ok(t) => threads.push(t),
+                    Err(_) => {
+                        clients.fetch_sub(1, Ordering::AcqRel);
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let _ = std::fs::remove_file(path);
+}
+
+/// Answers request lines from one client until it hangs up, sends an over-long line, or
+/// `stop` is set.
+fn serve_client(stream: UnixStream, state: &ControlState, stop: &AtomicBool) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(POLL))?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        // `read_until` keeps what it read before a timeout in `line`, so a slow client's
+        // request is assembled across timeouts; `take` bounds what one call may append.
+        let room = (MAX_LINE + 1).saturating_sub(line.len()) as u64;
+        match (&mut reader).take(room).read_until(b'\n', &mut line) {
+            Ok(0) => return Ok(()),
+            Ok(_) if line.len() > MAX_LINE => {
+                let answer = format!("error request longer than {MAX_LINE} bytes\n");
+                return writer.write_all(answer.as_bytes());
+            }
+            Ok(_) => {
+                // Without a newline the client has finished sending: answer, then stop.
+                let last = !line.ends_with(b"\n");
+                let answer = match std::str::from_utf8(&line) {
+                    Ok(text) => state.handle(text),
+                    Err(_) => "error request is not UTF-8\n".to_owned(),
+                };
+                writer.write_all(answer.as_bytes())?;
+                line.clear();
+                if last {
+                    return Ok(());
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

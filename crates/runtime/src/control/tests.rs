@@ -1,0 +1,189 @@
+//! Control protocol tests: request parsing, the mapping diff, and answers to each request.
+
+use super::*;
+use engine::ila::{CsumMode, IdentFormat, IlaConfig, UnmappedAction};
+
+const CONFIG: IlaConfig = IlaConfig {
+    sir_prefix: 0x3333_0000_0000_0001,
+    csum: CsumMode::AdjustTransport,
+    format: IdentFormat::Luid,
+    unmapped: UnmappedAction::Forward,
+};
+
+fn router(capacity: usize, mappings: &[(u64, u64)]) -> Arc<IlaRouter> {
+    IlaSettings {
+        config: CONFIG,
+        capacity,
+        mappings: mappings.to_vec(),
+    }
+    .router()
+    .unwrap()
+}
+
+fn contents(r: &IlaRouter) -> Vec<(u64, u64)> {
+    let mut v: Vec<_> = r
+        .table()
+        .iter()
+        .map(|e| (e.identifier, e.locator))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn requests_parse() {
+    assert_eq!(parse_request("ila list\n"), Ok(Request::List));
+    assert_eq!(parse_request("  ila   reload  "), Ok(Request::Reload));
+    assert_eq!(
+        parse_request("ila add 0:0:1:2 2001:0:87:0"),
+        Ok(Request::Add {
+            identifier: 0x1_0002,
+            locator: 0x2001_0000_0087_0000
+        })
+    );
+    assert_eq!(
+        parse_request("ila set 2000:0:1:87 2001:0:88:0\r\n"),
+        Ok(Request::Set {
+            identifier: 0x2000_0000_0001_0087,
+            locator: 0x2001_0000_0088_0000
+        })
+    );
+    assert_eq!(
+        parse_request("ila del ffff:0:0:1"),
+        Ok(Request::Del {
+            identifier: 0xffff_0000_0000_0001
+        })
+    );
+    for bad in [
+        "",
+        "ila",
+        "ila list extra",
+        "ila add 0:0:1:2",
+        "ila add 0:0:1:2 2001::87",
+        "ila del 1:2:3",
+        "ILA list",
+        "nat44 list",
+        "ila add 0:0:1:2 1:2:3:4 5",
+    ] {
+        let e = parse_request(bad).expect_err(bad);
+        assert!(!e.contains('\n'), "{e}");
+    }
+    assert!(parse_request("ila add 0:0:1:2 2001::87")
+        .unwrap_err()
+        .contains("2001::87"));
+}
+
+#[test]
+fn apply_adds_changes_and_removes() {
+    let r = router(8, &[(1, 10), (2, 20), (3, 30)]);
+    let s = apply_mappings(&r, &[(1, 10), (2, 21), (4, 40)]);
+    assert_eq!(
+        s,
+        ApplySummary {
+            added: 1,
+            changed: 1,
+            removed: 1,
+            unchanged: 1,
+            failed: vec![]
+        }
+    );
+    assert_eq!(contents(&r), vec![(1, 10), (2, 21), (4, 40)]);
+    assert_eq!(s.to_string(), "1 added, 1 changed, 1 removed, 1 unchanged");
+    // Applying the same list again changes nothing.
+    let again = apply_mappings(&r, &[(1, 10), (2, 21), (4, 40)]);
+    assert_eq!(
+        (again.unchanged, again.added + again.changed + again.removed),
+        (3, 0)
+    );
+    // An empty list empties the table; a repeated identifier takes its last locator.
+    assert_eq!(apply_mappings(&r, &[]).removed, 3);
+    assert_eq!(apply_mappings(&r, &[(5, 50), (5, 51)]).added, 1);
+    assert_eq!(contents(&r), vec![(5, 51)]);
+}
+
+#[test]
+fn apply_reports_what_does_not_fit() {
+    let r = router(2, &[]);
+    let s = apply_mappings(&r, &[(1, 10), (2, 20), (3, 30), (4, 40)]);
+    assert_eq!(s.added, 2);
+    assert_eq!(s.failed.iter().map(|f| f.0).collect::<Vec<_>>(), vec![3, 4]);
+    assert!(
+        s.to_string()
+            .contains("2 failed (first: 0:0:0:3: ila table: full"),
+        "{s}"
+    );
+    assert_eq!(contents(&r), vec![(1, 10), (2, 20)]);
+}
+
+#[test]
+fn removed_slots_come_back_after_reclaim() {
+    let qsbr = Qsbr::new(1);
+    let worker = qsbr.handle(0);
+    let state = ControlState::new(router(1, &[(1, 10)]), None, Some(Arc::clone(&qsbr)));
+    assert_eq!(state.handle("ila del 0:0:0:1"), "ok deleted 0:0:0:1\n");
+    // The worker has not passed a quiescent point since the removal: still in limbo.
+    assert!(state
+        .handle("ila add 0:0:0:2 0:0:0:20")
+        .starts_with("error ila table: full"));
+    worker.quiescent();
+    assert_eq!(state.reclaim(), 1);
+    assert_eq!(
+        state.handle("ila add 0:0:0:2 0:0:0:20"),
+        "ok added 0:0:0:2 0:0:0:20\n"
+    );
+}
+
+#[test]
+fn each_request_is_answered() {
+    let state = ControlState::new(router(8, &[(2, 0x20)]), None, None);
+    assert_eq!(
+        state.handle("ila add 0:0:0:1 2001:0:87:0\n"),
+        "ok added 0:0:0:1 2001:0:87:0\n"
+    );
+    assert!(state
+        .handle("ila add 0:0:0:1 2001:0:87:0")
+        .starts_with("error ila table: identifier"));
+    assert_eq!(
+        state.handle("ila set 0:0:0:1 2001:0:88:0"),
+        "ok set 0:0:0:1 2001:0:88:0 (was 2001:0:87:0)\n"
+    );
+    assert_eq!(
+        state.handle("ila set 0:0:0:9 1:1:1:1"),
+        "error 0:0:0:9: no such mapping (use ila add)\n"
+    );
+    assert_eq!(
+        state.handle("ila list"),
+        "ok 2 mappings\n0:0:0:1 2001:0:88:0\n0:0:0:2 0:0:0:20\n"
+    );
+    assert_eq!(state.handle("ila del 0:0:0:2"), "ok deleted 0:0:0:2\n");
+    assert_eq!(
+        state.handle("ila del 0:0:0:2"),
+        "error 0:0:0:2: no such mapping\n"
+    );
+    assert!(state
+        .handle("ila reload")
+        .starts_with("error reload: no configuration file"));
+    assert!(state
+        .handle("bogus")
+        .starts_with("error unknown request \"bogus\""));
+}
+
+#[test]
+fn reload_applies_the_difference_or_refuses_new_settings() {
+    let next = Arc::new(Mutex::new(IlaSettings {
+        config: CONFIG,
+        capacity: 8,
+        mappings: vec![(1, 11), (3, 30)],
+    }));
+    let source = Arc::clone(&next);
+    let reload: ReloadFn = Box::new(move || Ok(source.lock().unwrap().clone()));
+    let state = ControlState::new(router(8, &[(1, 10), (2, 20)]), Some(reload), None);
+    assert_eq!(
+        state.handle("ila reload"),
+        "ok reload: 1 added, 1 changed, 1 removed, 0 unchanged\n"
+    );
+    assert_eq!(contents(state.router()), vec![(1, 11), (3, 30)]);
+    next.lock().unwrap().config.unmapped = UnmappedAction::Drop;
+    assert!(state.reload().unwrap_err().contains("need a restart"));
+    assert_eq!(contents(state.router()), vec![(1, 11), (3, 30)]);
+}
