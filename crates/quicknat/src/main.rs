@@ -444,6 +444,7 @@ fn run_gateway(
             stats_interval: std::time::Duration::from_secs(10),
             kernel_bypass: true,
             offloads_off: true,
+            control_socket: None,
         },
         _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
     };
@@ -460,9 +461,23 @@ fn run_gateway(
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing signal handlers")?;
     }
+    if matches!(cfg.mode, runtime::pipeline::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
+        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
+    }
+    // `quicknat ila reload` re-reads the file the gateway was started with.
+    let reload: Option<runtime::control::ReloadFn> = path.map(|p| {
+        let p = p.to_path_buf();
+        let f: runtime::control::ReloadFn = Box::new(move || {
+            let c = config::load_file(&p).map_err(|e| e.to_string())?;
+            c.ila()
+                .cloned()
+                .ok_or_else(|| format!("{}: no [ila] table any more", p.display()))
+        });
+        f
+    });
     let log = |line: String| eprintln!("{} {line}", unix_time());
-    let summary =
-        runtime::live::run(cfg.nat44, &gw, stop, &log).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, &log)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
         "stopped. {}",
         runtime::live::stats_line(&summary.engine, &summary.io, summary.sessions)

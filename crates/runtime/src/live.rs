@@ -1,27 +1,31 @@
 //! The live gateway: `quicknat run`. Workers receive Ethernet frames on the inside and
-//! outside interfaces, translate them in place in the receive ring, pick the next hop
-//! from the kernel's routes and neighbour table, and transmit. The kernel keeps its own
-//! job: ARP, the interfaces' own addresses, management traffic.
+//! outside interfaces, translate them with the configured mode ([`crate::pipeline`]: NAT44,
+//! NAT64, SIIT/CLAT or ILA), pick the next hop from the kernel's routes and neighbour table
+//! (IPv4 and IPv6), and transmit. NAT44 and ILA translate in place in the receive ring;
+//! the IPv4 <-> IPv6 modes translate into a per-worker buffer with headroom (the headers
+//! change size) and transmit from there. The kernel keeps its own job: ARP and neighbour
+//! discovery, the interfaces' own addresses, link-local and multicast traffic, and every
+//! family a mode does not translate on that side.
 //!
 //! Threads: one worker per core (PACKET_FANOUT spreads flows), the reaper, and a control
 //! thread that follows the kernel's routes and neighbours over rtnetlink and publishes
 //! snapshots the workers pick up between batches (no lock on the packet path).
 
 use std::collections::{HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
-use engine::config::Nat44Config;
-use engine::nat44::{Nat44Shared, Nat44Worker};
-use engine::{Counters, Direction, Verdict};
+use engine::{Counters, Direction, Emit};
 use io::afpacket::{AfPacket, AfPacketConfig, AfPacketTx, RxMeta};
 use io::afxdp::{AfXdp, AfXdpConfig};
 use io::netlink::{self, NeighborCache, Netlink, RouteTable};
-use io::rawip::RawIpv4;
+use io::rawip::{RawIpv4, RawIpv6};
+
+use crate::pipeline::{ModeConfig, ModeError, ModeShared, Pipeline};
 
 /// Which packet I/O backend carries the frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,14 +55,16 @@ pub struct GatewayConfig {
     pub kernel_bypass: bool,
     /// Turn receive/segmentation offloads off on both interfaces at start-up.
     pub offloads_off: bool,
+    /// The local control socket (ILA mapping updates), if any.
+    pub control_socket: Option<std::path::PathBuf>,
 }
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
-    /// The NAT configuration was refused.
+    /// The translation mode's configuration was refused.
     #[error("configuration: {0}")]
-    Config(#[from] engine::config::ConfigError),
+    Mode(#[from] ModeError),
     /// An interface is missing or unusable.
     #[error("interface {name}: {source}")]
     Interface {
@@ -84,7 +90,8 @@ pub struct IoCounters {
     pub rx: [u64; 2],
     /// Frames transmitted on the inside / outside interface.
     pub tx: [u64; 2],
-    /// Frames left to the kernel: not IPv4 (ARP, IPv6), or for the gateway's own addresses.
+    /// Frames left to the kernel: ARP and neighbour discovery, link-local and multicast,
+    /// the gateway's own addresses, and families the mode does not translate on that side.
     pub to_kernel: u64,
     /// Translated packets handed to the kernel because the next hop's MAC was unknown.
     pub via_kernel: u64,
@@ -144,6 +151,8 @@ struct NetView {
     neighbors: Option<NeighborCache>,
     /// The gateway's own addresses: traffic to them is the kernel's.
     local: HashSet<Ipv4Addr>,
+    /// The gateway's own IPv6 addresses.
+    local6: HashSet<Ipv6Addr>,
 }
 
 /// Published snapshots: workers check `version` (one load) per batch and take the new
@@ -168,19 +177,40 @@ impl Published {
 }
 
 fn read_net(inside: &Link, outside: &Link, nl: &mut Netlink) -> std::io::Result<NetView> {
-    let routes = nl.dump_routes()?;
-    let neigh = nl.dump_neighbors()?;
+    let routes = RouteTable::new(&nl.dump_routes()?).with_ipv6(&nl.dump_routes6()?);
+    let neigh = NeighborCache::from_dump(&nl.dump_neighbors()?).with_ipv6(&nl.dump_neighbors6()?);
     let mut local = HashSet::new();
+    let mut local6 = HashSet::new();
     for l in [inside, outside] {
         for (a, _) in netlink::if_ipv4_addrs(l.index)? {
             local.insert(a);
         }
+        for (a, _) in netlink::if_ipv6_addrs(l.index)? {
+            local6.insert(a);
+        }
     }
     Ok(NetView {
-        routes: Some(RouteTable::new(&routes)),
-        neighbors: Some(NeighborCache::from_dump(&neigh)),
+        routes: Some(routes),
+        neighbors: Some(neigh),
         local,
+        local6,
     })
+}
+
+/// The IP version a mode translates on each side (inside, outside); the other family is
+/// left to the kernel there.
+fn families(mode: &ModeConfig) -> [u8; 2] {
+    match mode {
+        ModeConfig::Nat44(_) => [4, 4],
+        ModeConfig::Nat64(_) => [6, 4],
+        ModeConfig::Siit(_) | ModeConfig::Clat(_) => [4, 6],
+        ModeConfig::Ila(_) => [6, 6],
+    }
+}
+
+/// Whether a mode keeps packet size (translates in the receive ring).
+fn in_place(mode: &ModeConfig) -> bool {
+    matches!(mode, ModeConfig::Nat44(_) | ModeConfig::Ila(_))
 }
 
 /// An nftables netdev ingress table that drops transit IPv4 after AF_PACKET has taken its
@@ -192,7 +222,12 @@ struct IngressFilter {
 }
 
 impl IngressFilter {
-    fn install(ifaces: &[&str], local: &[Ipv4Addr]) -> std::io::Result<Self> {
+    /// `ifaces`: each device with the IP version quicknat translates on it.
+    fn install(
+        ifaces: &[(&str, u8)],
+        local: &[Ipv4Addr],
+        local6: &[Ipv6Addr],
+    ) -> std::io::Result<Self> {
         let table = format!("quicknat_{}", std::process::id());
         let nft = |args: &[&str]| -> std::io::Result<()> {
             let out = std::process::Command::new("nft").args(args).output()?;
@@ -212,7 +247,11 @@ impl IngressFilter {
         keep.push("255.255.255.255".into());
         keep.push("224.0.0.0/4".into());
         let set = format!("{{ {} }}", keep.join(", "));
-        for (i, dev) in ifaces.iter().enumerate() {
+        let mut keep6: Vec<String> = local6.iter().map(Ipv6Addr::to_string).collect();
+        keep6.push("fe80::/10".into());
+        keep6.push("ff00::/8".into());
+        let set6 = format!("{{ {} }}", keep6.join(", "));
+        for (i, (dev, family)) in ifaces.iter().enumerate() {
             let chain = format!("in{i}");
             nft(&[
                 "add",
@@ -222,10 +261,17 @@ impl IngressFilter {
                 &chain,
                 &format!("{{ type filter hook ingress device \"{dev}\" priority -500; }}"),
             ])?;
-            nft(&[
-                "add", "rule", "netdev", &f.table, &chain, "meta", "protocol", "ip", "ip", "daddr",
-                "!=", &set, "drop",
-            ])?;
+            if *family == 4 {
+                nft(&[
+                    "add", "rule", "netdev", &f.table, &chain, "meta", "protocol", "ip", "ip",
+                    "daddr", "!=", &set, "drop",
+                ])?;
+            } else {
+                nft(&[
+                    "add", "rule", "netdev", &f.table, &chain, "meta", "protocol", "ip6", "ip6",
+                    "daddr", "!=", &set6, "drop",
+                ])?;
+            }
         }
         Ok(f)
     }
@@ -253,14 +299,17 @@ pub struct Summary {
 /// Runs the gateway until `stop` is set. `log` receives one line per event worth telling
 /// an operator (start-up facts, periodic counters, warnings).
 pub fn run(
-    nat: Nat44Config,
+    mode: ModeConfig,
     gw: &GatewayConfig,
     stop: Arc<AtomicBool>,
+    reload: Option<crate::control::ReloadFn>,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Summary, LiveError> {
     let inside = Link::lookup(&gw.inside)?;
     let outside = Link::lookup(&gw.outside)?;
-    let shared = Nat44Shared::new(nat, gw.workers)?;
+    let shared = ModeShared::new(&mode, gw.workers)?;
+    let fams = families(&mode);
+    let in_place = in_place(&mode);
     let mut nl = Netlink::open().map_err(|source| LiveError::Io {
         what: "rtnetlink",
         source,
@@ -285,6 +334,7 @@ pub fn run(
         }
     };
     let local: Vec<Ipv4Addr> = published.current().local.iter().copied().collect();
+    let local6: Vec<Ipv6Addr> = published.current().local6.iter().copied().collect();
     let mut use_xdp = gw.backend == Backend::AfXdp;
     let mut socks: Vec<Ports> = Vec::new();
     if use_xdp {
@@ -353,11 +403,15 @@ pub fn run(
         ));
     }
     let _filter = if gw.kernel_bypass && !use_xdp {
-        match IngressFilter::install(&[&inside.name, &outside.name], &local) {
+        match IngressFilter::install(
+            &[(&inside.name, fams[0]), (&outside.name, fams[1])],
+            &local,
+            &local6,
+        ) {
             Ok(f) => {
                 log(format!(
-                    "kernel bypass: nftables netdev ingress table {} drops transit IPv4 on {} and {} after quicknat's AF_PACKET copy (the kernel would only drop it later; ARP, IPv6 and traffic to {:?} still reach the kernel)",
-                    f.table, inside.name, outside.name, local
+                    "kernel bypass: nftables netdev ingress table {} drops transit IPv{} on {} and IPv{} on {} after quicknat's AF_PACKET copy (the kernel would only drop it later; ARP, neighbour discovery, link-local, multicast and traffic to {:?} {:?} still reach the kernel)",
+                    f.table, fams[0], inside.name, fams[1], outside.name, local, local6
                 ));
                 Some(f)
             }
@@ -373,8 +427,37 @@ pub fn run(
         what: "raw IPv4 socket",
         source,
     })?;
+    let raw6 = RawIpv6::open().map_err(|source| LiveError::Io {
+        what: "raw IPv6 socket",
+        source,
+    })?;
+    let _control = match (&shared, &gw.control_socket) {
+        (ModeShared::Ila(router, qsbr), Some(path)) => {
+            let state = Arc::new(crate::control::ControlState::new(
+                Arc::clone(router),
+                reload,
+                Some(Arc::clone(qsbr)),
+            ));
+            let h = crate::control::serve(path, state, Arc::clone(&stop)).map_err(|source| {
+                LiveError::Io {
+                    what: "control socket",
+                    source,
+                }
+            })?;
+            log(format!(
+                "control: ILA mappings on {} (quicknat ila list|add|set|del|reload --socket {})",
+                path.display(),
+                path.display()
+            ));
+            Some(h)
+        }
+        _ => None,
+    };
     log(format!(
-        "quicknat: NAT44 on inside {} (index {}, mtu {}) and outside {} (index {}, mtu {}), {} worker(s), {}{}",
+        "quicknat: {} (IPv{} inside, IPv{} outside) on inside {} (index {}, mtu {}) and outside {} (index {}, mtu {}), {} worker(s), {}{}",
+        mode.name(),
+        fams[0],
+        fams[1],
         inside.name,
         inside.index,
         inside.mtu,
@@ -387,10 +470,11 @@ pub fn run(
     ));
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
-    let (probe_tx, probe_rx) = mpsc::channel::<(u32, Ipv4Addr)>();
+    let (probe_tx, probe_rx) = mpsc::channel::<(u32, IpAddr)>();
     let snapshots: Vec<Arc<Mutex<(Counters, IoCounters)>>> =
         (0..gw.workers).map(|_| Arc::default()).collect();
     let raw = Arc::new(Mutex::new(raw));
+    let raw6 = Arc::new(Mutex::new(raw6));
     let links = [inside.clone(), outside.clone()];
     std::thread::scope(|s| -> Result<(), LiveError> {
         // Control: follow the kernel's routes and neighbours; resolve neighbours on request.
@@ -412,19 +496,24 @@ pub fn run(
         }
         // Reaper.
         {
-            let (stop, shared) = (Arc::clone(&stop), Arc::clone(&shared));
-            s.spawn(move || {
-                let mut r = shared.reaper();
-                while !stop.load(Ordering::Relaxed) {
-                    r.handle_timeout(clock());
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            });
+            let (stop, shared) = (Arc::clone(&stop), &shared);
+            if let Some(mut r) = shared.reaper() {
+                s.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        r.handle_timeout(clock());
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                });
+            }
         }
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         for (id, ports) in socks.into_iter().enumerate() {
             let ctx = WorkerCtx {
                 worker: shared.worker(id),
+                families: fams,
+                in_place,
+                scratch: vec![0u8; engine::HEADROOM + 65_536 + 128],
+                raw6: Arc::clone(&raw6),
                 ports,
                 links: links.clone(),
                 published: Arc::clone(&published),
@@ -509,11 +598,11 @@ fn control(
     events: &mut Netlink,
     links: &[Link; 2],
     published: &Published,
-    probes: &mpsc::Receiver<(u32, Ipv4Addr)>,
+    probes: &mpsc::Receiver<(u32, IpAddr)>,
     stop: &AtomicBool,
     log: &(dyn Fn(String) + Sync),
 ) {
-    let mut last_probe: HashMap<(u32, Ipv4Addr), Instant> = HashMap::new();
+    let mut last_probe: HashMap<(u32, IpAddr), Instant> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
         let changed = match events.recv_events(Duration::from_millis(100)) {
             Ok(ev) => !ev.is_empty(),
@@ -532,7 +621,10 @@ fn control(
                 .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
             if due {
                 last_probe.insert((ifindex, addr), Instant::now());
-                let _ = nl.probe_neighbor(ifindex, addr);
+                let _ = match addr {
+                    IpAddr::V4(a) => nl.probe_neighbor(ifindex, a),
+                    IpAddr::V6(a) => nl.probe_neighbor6(ifindex, a),
+                };
             }
         }
         if changed {
@@ -558,11 +650,18 @@ enum Ports {
 }
 
 struct WorkerCtx {
-    worker: Nat44Worker,
+    worker: Pipeline,
+    /// IP version translated on the inside / outside.
+    families: [u8; 2],
+    /// Translate in the receive ring (NAT44, ILA) or in `scratch` (IPv4 <-> IPv6).
+    in_place: bool,
+    /// Translation buffer with headroom for growing headers.
+    scratch: Vec<u8>,
+    raw6: Arc<Mutex<RawIpv6>>,
     ports: Ports,
     links: [Link; 2],
     published: Arc<Published>,
-    probe: mpsc::Sender<(u32, Ipv4Addr)>,
+    probe: mpsc::Sender<(u32, IpAddr)>,
     raw: Arc<Mutex<RawIpv4>>,
     snapshot: Arc<Mutex<(Counters, IoCounters)>>,
     io: IoCounters,
@@ -590,6 +689,10 @@ impl WorkerCtx {
                 };
                 let mut handler = FrameHandler {
                     worker: &mut self.worker,
+                    family: self.families[side],
+                    in_place: self.in_place,
+                    scratch: &mut self.scratch,
+                    raw6: &self.raw6,
                     links: &self.links,
                     view: &view,
                     probe: &self.probe,
@@ -601,9 +704,16 @@ impl WorkerCtx {
                 let got = match &mut self.ports {
                     Ports::Packet { rx, tx } => {
                         rx[side].recv_batch(Duration::ZERO, |frame, meta| {
-                            if let Some(out) = handler.frame(frame, meta, dir) {
-                                let ok = tx[out].send(frame).is_ok();
-                                handler.sent(out, ok);
+                            match handler.frame(frame, meta, dir) {
+                                Some(Out::InPlace(out)) => {
+                                    let ok = tx[out].send(frame).is_ok();
+                                    handler.sent(out, ok);
+                                }
+                                Some(Out::Scratch(out, r)) => {
+                                    let ok = tx[out].send(&handler.scratch[r]).is_ok();
+                                    handler.sent(out, ok);
+                                }
+                                None => {}
                             }
                         })
                     }
@@ -618,12 +728,28 @@ impl WorkerCtx {
                             let meta = RxMeta::whole(frame.len());
                             match handler.frame(frame, &meta, dir) {
                                 // Hairpin: back out of the interface it came in on, no copy.
-                                Some(out) if out == side => {
+                                Some(Out::InPlace(out)) if out == side => {
                                     handler.sent(out, true);
                                     Some(frame.len())
                                 }
-                                Some(out) => {
+                                Some(Out::InPlace(out)) => {
                                     let ok = other.send(frame).is_ok();
+                                    handler.sent(out, ok);
+                                    None
+                                }
+                                // Hairpin of a translated packet: copy it back into the
+                                // received frame and send that (NAT64 hairpins keep size).
+                                Some(Out::Scratch(out, r)) if out == side => {
+                                    let n = r.len();
+                                    let fits = n <= frame.len();
+                                    if fits {
+                                        frame[..n].copy_from_slice(&handler.scratch[r]);
+                                    }
+                                    handler.sent(out, fits);
+                                    fits.then_some(n)
+                                }
+                                Some(Out::Scratch(out, r)) => {
+                                    let ok = other.send(&handler.scratch[r]).is_ok();
                                     handler.sent(out, ok);
                                     None
                                 }
@@ -678,15 +804,40 @@ impl WorkerCtx {
     }
 }
 
+/// Where a handled frame goes.
+enum Out {
+    /// The received frame, rewritten in place, leaves by this interface.
+    InPlace(usize),
+    /// The translated frame in the worker's scratch buffer (this range) leaves by this
+    /// interface.
+    Scratch(usize, std::ops::Range<usize>),
+}
+
 struct FrameHandler<'a> {
-    worker: &'a mut Nat44Worker,
+    worker: &'a mut Pipeline,
+    /// The IP version the mode translates on this side.
+    family: u8,
+    in_place: bool,
+    scratch: &'a mut Vec<u8>,
+    raw6: &'a Mutex<RawIpv6>,
     links: &'a [Link; 2],
     view: &'a NetView,
-    probe: &'a mpsc::Sender<(u32, Ipv4Addr)>,
+    probe: &'a mpsc::Sender<(u32, IpAddr)>,
     raw: &'a Mutex<RawIpv4>,
     io: &'a mut IoCounters,
     now: Timestamp,
     side: usize,
+}
+
+/// The destination of the IP packet `p` (IPv4 or IPv6; the caller checked the length).
+fn ip_dst(p: &[u8]) -> IpAddr {
+    if p[0] >> 4 == 4 {
+        IpAddr::V4(Ipv4Addr::new(p[16], p[17], p[18], p[19]))
+    } else {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&p[24..40]);
+        IpAddr::V6(Ipv6Addr::from(a))
+    }
 }
 
 impl FrameHandler<'_> {
@@ -699,23 +850,33 @@ impl FrameHandler<'_> {
         }
     }
 
-    /// Handles one received frame; returns the interface (0 inside, 1 outside) the
-    /// rewritten frame must leave by, or `None` when it is dropped, left to the kernel or
-    /// already handed to it.
-    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<usize> {
+    /// Whether a packet to `dst` is the kernel's: the gateway's own addresses, and
+    /// link-local, multicast and broadcast destinations (neighbour discovery, routing
+    /// protocols).
+    fn for_kernel(&self, dst: IpAddr) -> bool {
+        match dst {
+            IpAddr::V4(a) => self.view.local.contains(&a) || a.is_broadcast() || a.is_multicast(),
+            IpAddr::V6(a) => {
+                self.view.local6.contains(&a)
+                    || a.is_multicast()
+                    || (a.segments()[0] & 0xffc0) == 0xfe80
+            }
+        }
+    }
+
+    /// Handles one received frame; returns where the translated frame goes, or `None`
+    /// when it is dropped, left to the kernel or already handed to it.
+    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
         self.io.rx[self.side] += 1;
         let Some(l3) = crate::step::l3_offset(io::pcap::LinkType::Ethernet, frame) else {
             self.io.to_kernel += 1; // ARP and friends: the kernel's business
             return None;
         };
         let pkt = &frame[l3..];
-        if pkt.first().map(|b| b >> 4) != Some(4) || pkt.len() < 20 {
+        let version = pkt.first().map_or(0, |b| b >> 4);
+        let min = if version == 6 { 40 } else { 20 };
+        if version != self.family || pkt.len() < min || self.for_kernel(ip_dst(pkt)) {
             self.io.to_kernel += 1;
-            return None;
-        }
-        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
-        if self.view.local.contains(&dst) {
-            self.io.to_kernel += 1; // management traffic to the gateway itself
             return None;
         }
         if meta.len > self.links[self.side].mtu + l3 {
@@ -725,13 +886,61 @@ impl FrameHandler<'_> {
         if meta.csum_not_ready && io::afpacket::complete_checksum(frame, meta) {
             self.io.csum_completed += 1;
         }
-        if self.worker.process(self.now, dir, &mut frame[l3..]) != Verdict::Forward {
-            return None; // counted by the engine with its reason
+        let len = frame.len() - l3;
+        if self.in_place {
+            match self.worker.process(self.now, dir, frame, l3, len) {
+                Emit::Forward { .. } | Emit::Hairpin { .. } => {}
+                Emit::Drop(_) => return None, // counted by the engine with its reason
+            }
+            let (out, mac) = self.next_hop(&frame[l3..])?;
+            frame[0..6].copy_from_slice(&mac);
+            frame[6..12].copy_from_slice(&self.links[out].mac);
+            return Some(Out::InPlace(out));
         }
-        let pkt = &frame[l3..];
-        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
-        let Some((ifindex, next_hop)) = self.view.routes.as_ref().and_then(|r| r.lookup(dst))
-        else {
+        // The headers change size: translate in the scratch buffer, behind headroom.
+        let h = engine::HEADROOM;
+        let n = len.min(self.scratch.len() - h - 64);
+        self.scratch[h..h + n].copy_from_slice(&frame[l3..l3 + n]);
+        let (start, len) = match self.worker.process(self.now, dir, self.scratch, h, n) {
+            Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
+            Emit::Drop(_) => return None,
+        };
+        let scratch = std::mem::take(self.scratch);
+        let hop = self.next_hop(&scratch[start..start + len]);
+        *self.scratch = scratch;
+        let (out, mac) = hop?;
+        if start < 14 || len > self.links[out].mtu {
+            self.io.oversize += 1;
+            return None;
+        }
+        let ethertype: u16 = if self.scratch[start] >> 4 == 6 {
+            0x86dd
+        } else {
+            0x0800
+        };
+        let eth = &mut self.scratch[start - 14..start];
+        eth[0..6].copy_from_slice(&mac);
+        eth[6..12].copy_from_slice(&self.links[out].mac);
+        eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        Some(Out::Scratch(out, start - 14..start + len))
+    }
+
+    /// The interface and next-hop MAC for the translated packet `pkt`. When the route
+    /// is missing or leaves by neither interface, counts `no_route`; when the neighbour
+    /// is not resolved yet, hands the packet to the kernel (which resolves it) and asks
+    /// the control thread to probe it for the packets that follow.
+    fn next_hop(&mut self, pkt: &[u8]) -> Option<(usize, [u8; 6])> {
+        let dst = ip_dst(pkt);
+        let routes = self.view.routes.as_ref();
+        let hop = match dst {
+            IpAddr::V4(a) => routes
+                .and_then(|r| r.lookup(a))
+                .map(|(i, h)| (i, IpAddr::V4(h))),
+            IpAddr::V6(a) => routes
+                .and_then(|r| r.lookup6(a))
+                .map(|(i, h)| (i, IpAddr::V6(h))),
+        };
+        let Some((ifindex, next_hop)) = hop else {
             self.io.no_route += 1;
             return None;
         };
@@ -739,27 +948,30 @@ impl FrameHandler<'_> {
             self.io.no_route += 1;
             return None;
         };
-        match self
-            .view
-            .neighbors
-            .as_ref()
-            .and_then(|n| n.get(ifindex, next_hop))
-        {
-            Some(mac) => {
-                frame[0..6].copy_from_slice(&mac);
-                frame[6..12].copy_from_slice(&self.links[out].mac);
-                Some(out)
-            }
-            None => {
-                // Unknown next hop: let the kernel route and resolve it this time, and ask
-                // it to resolve the neighbour for the packets that follow.
-                let _ = self.probe.send((ifindex, next_hop));
+        let neigh = self.view.neighbors.as_ref();
+        let mac = match next_hop {
+            IpAddr::V4(h) => neigh.and_then(|n| n.get(ifindex, h)),
+            IpAddr::V6(h) => neigh.and_then(|n| n.get6(ifindex, h)),
+        };
+        if let Some(mac) = mac {
+            return Some((out, mac));
+        }
+        // Unknown next hop: let the kernel route and resolve it this time, and ask it to
+        // resolve the neighbour for the packets that follow.
+        let _ = self.probe.send((ifindex, next_hop));
+        match next_hop {
+            IpAddr::V4(_) => {
                 if let Ok(mut raw) = self.raw.lock() {
-                    raw.send(&frame[l3..]);
+                    raw.send(pkt);
                 }
-                self.io.via_kernel += 1;
-                None
+            }
+            IpAddr::V6(_) => {
+                if let Ok(mut raw) = self.raw6.lock() {
+                    raw.send(pkt);
+                }
             }
         }
+        self.io.via_kernel += 1;
+        None
     }
 }

@@ -36,8 +36,6 @@ pub const DEFAULT_CONFIG_ORIGIN: &str = "examples/nat44.toml (built in)";
 /// A loaded and validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The NAT44 settings, ready for the engine.
-    pub nat44: Nat44Config,
     /// What the gateway does: NAT44 (the `[nat44]` table, the default), or the section
     /// of another translation mode.
     pub mode: runtime::pipeline::ModeConfig,
@@ -48,7 +46,15 @@ pub struct Config {
 }
 
 impl Config {
-    #[cfg_attr(not(test), allow(dead_code))] // the ILA reload callback of `quicknat run` will read it
+    /// The NAT44 settings, when NAT44 is the mode.
+    #[cfg(test)]
+    pub fn nat44(&self) -> Option<&Nat44Config> {
+        match &self.mode {
+            runtime::pipeline::ModeConfig::Nat44(n) => Some(n),
+            _ => None,
+        }
+    }
+
     /// The ILA router and its mappings (`[ila]`), if the file has them.
     pub fn ila(&self) -> Option<&engine::ila::IlaSettings> {
         match &self.mode {
@@ -132,9 +138,8 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
             .map(|w| src.locate_warning(&raw, w))
             .collect()
     };
-    let mode = mode.unwrap_or_else(|| runtime::pipeline::ModeConfig::Nat44(nat44.clone()));
+    let mode = mode.unwrap_or(runtime::pipeline::ModeConfig::Nat44(nat44));
     Ok(Config {
-        nat44,
         mode,
         gateway,
         warnings,
@@ -253,6 +258,7 @@ fn convert_gateway(
         busy_poll: g.busy_poll.unwrap_or(false),
         kernel_bypass: g.kernel_bypass.unwrap_or(true),
         offloads_off: g.offloads_off.unwrap_or(true),
+        control_socket: g.control_socket.as_ref().map(|p| p.into()),
         stats_interval,
     })
 }

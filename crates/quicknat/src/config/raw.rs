@@ -47,6 +47,8 @@ pub(super) struct RawGateway {
     pub kernel_bypass: Option<bool>,
     /// Turn offloads off on the interfaces at start-up.
     pub offloads_off: Option<bool>,
+    /// Path of the local control socket (ILA mapping updates).
+    pub control_socket: Option<String>,
 }
 
 /// The `[nat44]` table.

@@ -42,7 +42,7 @@ fn example_file_loads_with_defaults() {
         pool: vec!["203.0.113.0/28".parse().unwrap()],
         ports: PortRange::new(1024, 65535).unwrap(),
     });
-    assert_eq!(c.nat44, want);
+    assert_eq!(c.nat44(), Some(&want));
 }
 
 #[test]
@@ -81,7 +81,11 @@ protocol = "udp"
 public = "203.0.113.1:5353"
 inside = "10.0.0.20:53"
 "#;
-    let c = load_str(text, "t.toml").expect("valid").nat44;
+    let c = load_str(text, "t.toml")
+        .expect("valid")
+        .nat44()
+        .cloned()
+        .unwrap();
     assert_eq!(c.filtering, Filtering::AddressAndPortDependent);
     assert!(!c.hairpinning && !c.port_preservation && !c.decrement_ttl);
     assert_eq!(c.port_reuse_hold, Duration::from_secs(30));
@@ -352,7 +356,7 @@ fn nothing_to_translate() {
 fn timeout_below_rfc_minimum_is_a_warning() {
     let text = format!("{BASE}\n[nat44.timeouts]\nudp = 60\nicmp = 30\n");
     let c = load_str(&text, "t.toml").expect("below-minimum timeouts are allowed");
-    assert_eq!(c.nat44.timeouts.udp, Duration::from_secs(60));
+    assert_eq!(c.nat44().unwrap().timeouts.udp, Duration::from_secs(60));
     assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
     let udp = line_with(&text, "udp = 60");
     assert!(
