@@ -52,6 +52,13 @@ static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
 
 /* config[0] bits. Keep in sync with crates/io/src/afxdp/loader.rs. */
 #define QN_CFG_PASS_LOCAL 1u
+/* Steer IPv4 / IPv6 to the socket; a family without its bit goes to the kernel. */
+#define QN_CFG_STEER_V4 2u
+#define QN_CFG_STEER_V6 4u
+
+struct in6 {
+	__u32 a[4];
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -67,6 +74,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } local_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct in6);
+	__type(value, __u8);
+} local_v6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -94,21 +108,34 @@ int xdp_steer(struct xdp_md *ctx)
 		l3 = data + 18;
 	}
 
-	if (proto == be16(ETH_P_IP)) {
-		__u32 zero = 0;
-		__u32 *cfg;
+	__u32 zero = 0;
+	__u32 *cfg = bpf_map_lookup_elem(&config, &zero);
+	__u32 flags = cfg ? *cfg : (QN_CFG_STEER_V4 | QN_CFG_STEER_V6);
 
+	if (proto == be16(ETH_P_IP)) {
+		if (!(flags & QN_CFG_STEER_V4))
+			return XDP_PASS;
 		if (l3 + 20 > end)
 			return XDP_PASS;
-		cfg = bpf_map_lookup_elem(&config, &zero);
-		if (cfg && (*cfg & QN_CFG_PASS_LOCAL)) {
+		if (flags & QN_CFG_PASS_LOCAL) {
 			__u32 dst = *(__u32 *)(l3 + 16);
 
 			if (bpf_map_lookup_elem(&local_v4, &dst))
 				return XDP_PASS;
 		}
 	} else if (proto == be16(ETH_P_IPV6)) {
+		struct in6 dst;
+
+		if (!(flags & QN_CFG_STEER_V6))
+			return XDP_PASS;
 		if (l3 + 40 > end)
+			return XDP_PASS;
+		/* Multicast (ff00::/8) and link-local (fe80::/10) destinations, and the
+		 * host's own addresses, belong to the kernel. */
+		if (l3[24] == 0xff || (l3[24] == 0xfe && (l3[25] & 0xc0) == 0x80))
+			return XDP_PASS;
+		__builtin_memcpy(&dst, l3 + 24, sizeof(dst));
+		if (bpf_map_lookup_elem(&local_v6, &dst))
 			return XDP_PASS;
 		/* Neighbour discovery and router messages belong to the kernel. */
 		if (l3[6] == IPPROTO_ICMPV6) {

@@ -339,13 +339,18 @@ pub fn run(
     let mut socks: Vec<Ports> = Vec::new();
     if use_xdp {
         for id in 0..gw.workers {
-            let open = |l: &Link| {
+            let open = |l: &Link, fam: u8| {
                 let mut cfg = AfXdpConfig::new(l.name.clone());
                 cfg.queue = id as u32;
                 cfg.local_v4 = local.clone();
+                cfg.local_v6 = local6.clone();
+                cfg.steer = io::afxdp::Steer {
+                    ipv4: fam == 4,
+                    ipv6: fam == 6,
+                };
                 AfXdp::open(&cfg)
             };
-            match (open(&inside), open(&outside)) {
+            match (open(&inside, fams[0]), open(&outside, fams[1])) {
                 (Ok(a), Ok(b)) => socks.push(Ports::Xdp([a, b])),
                 (Err(e), _) | (_, Err(e)) => {
                     log(format!(

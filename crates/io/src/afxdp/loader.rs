@@ -9,7 +9,7 @@
 //! which survives a SIGKILL (a clean drop still detaches it).
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 
@@ -23,6 +23,9 @@ static XDP_STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_stee
 /// `config[0]` bit: pass IPv4 frames for `local_v4` addresses to the kernel.
 /// Keep in sync with `QN_CFG_PASS_LOCAL` in bpf/xdp_steer.c.
 const CFG_PASS_LOCAL: u32 = 1;
+/// `config[0]` bits: steer IPv4 / IPv6 to the socket (`QN_CFG_STEER_V4/V6`).
+const CFG_STEER_V4: u32 = 2;
+const CFG_STEER_V6: u32 = 4;
 
 /// The message `AfXdp::open` fails with when build.rs found no clang.
 pub(crate) const NO_CLANG: &str =
@@ -53,6 +56,8 @@ pub(crate) fn attach(
     queue: u32,
     xsk: &OwnedFd,
     local_v4: &[Ipv4Addr],
+    local_v6: &[Ipv6Addr],
+    steer: super::Steer,
 ) -> io::Result<Steering> {
     if !built_with_bpf() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, NO_CLANG));
@@ -87,14 +92,35 @@ pub(crate) fn attach(
     }
     {
         let map = ebpf
+            .map_mut("local_v6")
+            .ok_or_else(|| err("XDP object", ifname, "no local_v6 map"))?;
+        let mut local: HashMap<_, [u32; 4], u8> =
+            HashMap::try_from(map).map_err(|e| err("local_v6", ifname, e))?;
+        for a in local_v6 {
+            // As it lies in the packet: four native-endian words of the wire bytes.
+            let o = a.octets();
+            let w = |i: usize| u32::from_ne_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+            local
+                .insert([w(0), w(4), w(8), w(12)], 1, 0)
+                .map_err(|e| err(&format!("adding local address {a}"), ifname, e))?;
+        }
+    }
+    {
+        let map = ebpf
             .map_mut("config")
             .ok_or_else(|| err("XDP object", ifname, "no config map"))?;
         let mut cfg: Array<_, u32> = Array::try_from(map).map_err(|e| err("config", ifname, e))?;
-        let flags = if local_v4.is_empty() {
+        let mut flags = if local_v4.is_empty() {
             0
         } else {
             CFG_PASS_LOCAL
         };
+        if steer.ipv4 {
+            flags |= CFG_STEER_V4;
+        }
+        if steer.ipv6 {
+            flags |= CFG_STEER_V6;
+        }
         cfg.set(0, flags, 0).map_err(|e| err("config", ifname, e))?;
     }
     let prog: &mut Xdp = ebpf

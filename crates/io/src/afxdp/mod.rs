@@ -37,7 +37,7 @@ mod sys;
 mod tests;
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
@@ -63,6 +63,30 @@ pub struct AfXdpConfig {
     pub frame_size: u32,
     /// The host's own IPv4 addresses: frames to them go to the kernel, not the socket.
     pub local_v4: Vec<Ipv4Addr>,
+    /// The host's own IPv6 addresses: frames to them go to the kernel, as do link-local,
+    /// multicast and neighbour discovery.
+    pub local_v6: Vec<Ipv6Addr>,
+    /// Which families go to the socket (the other goes to the kernel).
+    pub steer: Steer,
+}
+
+/// Which IP families the XDP program steers to the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Steer {
+    /// IPv4 to the socket.
+    pub ipv4: bool,
+    /// IPv6 to the socket.
+    pub ipv6: bool,
+}
+
+impl Default for Steer {
+    /// Both families.
+    fn default() -> Self {
+        Steer {
+            ipv4: true,
+            ipv6: true,
+        }
+    }
 }
 
 impl AfXdpConfig {
@@ -74,6 +98,8 @@ impl AfXdpConfig {
             frames: 4096,
             frame_size: 2048,
             local_v4: Vec::new(),
+            local_v6: Vec::new(),
+            steer: Steer::default(),
         }
     }
 }
@@ -197,7 +223,15 @@ impl AfXdp {
                 Err(e) => return Err(ctx(&format!("bind to queue {}", cfg.queue), e)),
             };
 
-        let steering = loader::attach(&cfg.ifname, ifindex, cfg.queue, &fd, &cfg.local_v4)?;
+        let steering = loader::attach(
+            &cfg.ifname,
+            ifindex,
+            cfg.queue,
+            &fd,
+            &cfg.local_v4,
+            &cfg.local_v6,
+            cfg.steer,
+        )?;
         let free = (0..cfg.frames as u64)
             .rev()
             .map(|i| i * cfg.frame_size as u64)

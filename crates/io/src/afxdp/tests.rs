@@ -516,3 +516,100 @@ fn afxdp_rx_flood_rate() {
         n as f64 / dur.as_secs_f64()
     );
 }
+
+/// IPv6: the host's own address, link-local and multicast (neighbour discovery) go to the
+/// kernel; other IPv6 reaches the socket; with IPv4 not steered, IPv4 goes to the kernel
+/// even without `local_v4`.
+#[test]
+fn ipv6_local_and_link_local_go_to_the_kernel_and_unsteered_families_too() {
+    let Some(lab) = Lab::new("v6") else { return };
+    for s in [
+        &[
+            "-n",
+            lab.a.as_str(),
+            "addr",
+            "add",
+            "fd00:78::1/64",
+            "dev",
+            "xdp0",
+            "nodad",
+        ][..],
+        &[
+            "-n",
+            lab.b.as_str(),
+            "addr",
+            "add",
+            "fd00:78::2/64",
+            "dev",
+            "xdp1",
+            "nodad",
+        ],
+        &[
+            "-n",
+            lab.b.as_str(),
+            "route",
+            "add",
+            "2001:db8:99::/64",
+            "via",
+            "fd00:78::1",
+        ],
+    ] {
+        assert!(ip(s), "ip {}", s.join(" "));
+    }
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let gw = Lab::spawn(&lab.a, move || {
+        let mut cfg = AfXdpConfig::new("xdp0");
+        cfg.local_v6 = vec!["fd00:78::1".parse().unwrap()];
+        cfg.steer = Steer {
+            ipv4: false,
+            ipv6: true,
+        };
+        let mut x = AfXdp::open(&cfg).expect("open AfXdp");
+        ready_tx.send(()).unwrap();
+        let (mut fwd, mut leaked) = (0, 0);
+        let end = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < end && stop_rx.try_recv().is_err() {
+            x.recv_batch(Duration::from_millis(20), |frame| {
+                match u16::from_be_bytes([frame[12], frame[13]]) {
+                    0x86dd if frame.len() >= 54 => {
+                        let dst = &frame[38..54];
+                        if dst[0] == 0x20 && dst[1] == 0x01 {
+                            fwd += 1;
+                        } else {
+                            leaked += 1;
+                        }
+                    }
+                    _ => leaked += 1,
+                }
+                None
+            })
+            .expect("recv_batch");
+        }
+        (fwd, leaked)
+    });
+    ready_rx.recv().expect("gw thread died");
+    let ping6 = |dst: &str| {
+        Command::new("ip")
+            .args([
+                "netns", "exec", &lab.b, "ping", "-6", "-n", "-q", "-c", "1", "-W", "2", dst,
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(
+        ping6("fd00:78::1"),
+        "ping6 to the host's own address (ND + echo to the kernel)"
+    );
+    assert!(
+        lab.ping_from_b("10.78.0.1"),
+        "IPv4 not steered: the kernel answers"
+    );
+    let _ = ping6("2001:db8:99::7"); // forwarded: reaches the socket, nobody answers
+    thread::sleep(Duration::from_millis(200));
+    stop_tx.send(()).unwrap();
+    let (fwd, leaked) = join(gw);
+    assert!(fwd >= 1, "IPv6 to a forwarded address reached the socket");
+    assert_eq!(leaked, 0, "nothing for the kernel reached the socket");
+}
