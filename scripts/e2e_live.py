@@ -10,6 +10,7 @@ ip_forward=0, so every translated packet went through quicknat), and checks with
 real traffic that:
 
   * ping from the client reaches the server and the replies come back;
+  * a TTL that expires at the gateway is answered with ICMP Time Exceeded;
   * a TCP connection (HTTP) works and the server sees the public address 203.0.113.1;
   * a UDP exchange works and the server sees the public address;
   * a UDP datagram to a closed port comes back as ICMP port unreachable, translated
@@ -196,6 +197,10 @@ def main():
 
         r = nsx("cli", "ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER, check=False)
         check("ping through the NAT", r.returncode == 0, r.stdout + r.stderr)
+
+        # TTL 1: the gateway answers ICMP Time Exceeded from its inside address.
+        r = nsx("cli", "ping", "-c", "1", "-t", "1", "-W", "2", SERVER, check=False)
+        check("TTL expiring at the gateway is answered with ICMP Time Exceeded", "Time to live exceeded" in r.stdout, r.stdout + r.stderr)
 
         r = nsx("cli", "curl", "-s", "--max-time", "5", f"http://{SERVER}/", check=False)
         check("TCP (HTTP) through the NAT, server sees the public address", r.stdout.strip() == f"peer={PUBLIC}", r.stdout + r.stderr)

@@ -103,6 +103,10 @@ pub struct IoCounters {
     pub csum_completed: u64,
     /// Frames the transmit queue refused.
     pub tx_dropped: u64,
+    /// ICMP errors sent back (time exceeded, fragmentation needed / packet too big).
+    pub icmp_sent: u64,
+    /// Packets too big for the next hop, without DF (fragmentation is not implemented).
+    pub too_big: u64,
 }
 
 impl IoCounters {
@@ -117,6 +121,8 @@ impl IoCounters {
         self.oversize += o.oversize;
         self.csum_completed += o.csum_completed;
         self.tx_dropped += o.tx_dropped;
+        self.icmp_sent += o.icmp_sent;
+        self.too_big += o.too_big;
     }
 }
 
@@ -153,6 +159,10 @@ struct NetView {
     local: HashSet<Ipv4Addr>,
     /// The gateway's own IPv6 addresses.
     local6: HashSet<Ipv6Addr>,
+    /// Per interface (inside, outside): the address ICMP errors are sent from.
+    addr4: [Option<Ipv4Addr>; 2],
+    /// Per interface: the global IPv6 address ICMPv6 errors are sent from.
+    addr6: [Option<Ipv6Addr>; 2],
 }
 
 /// Published snapshots: workers check `version` (one load) per batch and take the new
@@ -181,12 +191,25 @@ fn read_net(inside: &Link, outside: &Link, nl: &mut Netlink) -> std::io::Result<
     let neigh = NeighborCache::from_dump(&nl.dump_neighbors()?).with_ipv6(&nl.dump_neighbors6()?);
     let mut local = HashSet::new();
     let mut local6 = HashSet::new();
-    for l in [inside, outside] {
+    let (mut addr4, mut addr6) = ([None; 2], [None; 2]);
+    for (i, l) in [inside, outside].into_iter().enumerate() {
         for (a, _) in netlink::if_ipv4_addrs(l.index)? {
             local.insert(a);
+            addr4[i] = addr4[i].or(Some(a));
         }
         for (a, _) in netlink::if_ipv6_addrs(l.index)? {
             local6.insert(a);
+            // A global address is preferred; a link-local one serves on-link senders.
+            let global = (a.segments()[0] & 0xffc0) != 0xfe80;
+            if global || addr6[i].is_none() {
+                addr6[i] = if global {
+                    addr6[i]
+                        .filter(|x: &Ipv6Addr| (x.segments()[0] & 0xffc0) != 0xfe80)
+                        .or(Some(a))
+                } else {
+                    Some(a)
+                };
+            }
         }
     }
     Ok(NetView {
@@ -194,6 +217,8 @@ fn read_net(inside: &Link, outside: &Link, nl: &mut Netlink) -> std::io::Result<
         neighbors: Some(neigh),
         local,
         local6,
+        addr4,
+        addr6,
     })
 }
 
@@ -307,8 +332,14 @@ pub fn run(
 ) -> Result<Summary, LiveError> {
     let inside = Link::lookup(&gw.inside)?;
     let outside = Link::lookup(&gw.outside)?;
-    let shared = ModeShared::new(&mode, gw.workers)?;
     let fams = families(&mode);
+    let mut mode = mode;
+    let link_mtu = |fam: u8| {
+        let l = if fams[0] == fam { &inside } else { &outside };
+        l.mtu as u32
+    };
+    let xlat_mtus = mode.clamp_mtus(link_mtu(4), link_mtu(6));
+    let shared = ModeShared::new(&mode, gw.workers)?;
     let in_place = in_place(&mode);
     let mut nl = Netlink::open().map_err(|source| LiveError::Io {
         what: "rtnetlink",
@@ -518,6 +549,8 @@ pub fn run(
                 families: fams,
                 in_place,
                 scratch: vec![0u8; engine::HEADROOM + 65_536 + 128],
+                xlat_mtus,
+                icmp_tokens: IcmpBudget::new(),
                 raw6: Arc::clone(&raw6),
                 ports,
                 links: links.clone(),
@@ -581,7 +614,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!(
-        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} csum_completed={} tx_dropped={} drops[{}]",
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} csum_completed={} tx_dropped={} drops[{}]",
         io.rx[0],
         io.rx[1],
         io.tx[0],
@@ -592,6 +625,8 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         io.via_kernel,
         io.no_route,
         io.oversize,
+        io.too_big,
+        io.icmp_sent,
         io.csum_completed,
         io.tx_dropped,
         drops.join(" ")
@@ -662,6 +697,10 @@ struct WorkerCtx {
     in_place: bool,
     /// Translation buffer with headroom for growing headers.
     scratch: Vec<u8>,
+    /// The IPv4 / IPv6 MTUs the translator checks against (IPv4 <-> IPv6 modes).
+    xlat_mtus: Option<(u32, u32)>,
+    /// Rate limit of the ICMP errors this worker sends.
+    icmp_tokens: IcmpBudget,
     raw6: Arc<Mutex<RawIpv6>>,
     ports: Ports,
     links: [Link; 2],
@@ -697,6 +736,8 @@ impl WorkerCtx {
                     family: self.families[side],
                     in_place: self.in_place,
                     scratch: &mut self.scratch,
+                    xlat_mtus: self.xlat_mtus,
+                    icmp_tokens: &mut self.icmp_tokens,
                     raw6: &self.raw6,
                     links: &self.links,
                     view: &view,
@@ -729,8 +770,9 @@ impl WorkerCtx {
                         } else {
                             (&mut b[0], &mut a[0])
                         };
-                        me.recv_batch(Duration::ZERO, |frame| {
-                            let meta = RxMeta::whole(frame.len());
+                        me.recv_batch_room(Duration::ZERO, |chunk, len| {
+                            let meta = RxMeta::whole(len);
+                            let (frame, _) = chunk.split_at_mut(len);
                             match handler.frame(frame, &meta, dir) {
                                 // Hairpin: back out of the interface it came in on, no copy.
                                 Some(Out::InPlace(out)) if out == side => {
@@ -742,13 +784,14 @@ impl WorkerCtx {
                                     handler.sent(out, ok);
                                     None
                                 }
-                                // Hairpin of a translated packet: copy it back into the
-                                // received frame and send that (NAT64 hairpins keep size).
+                                // Back out of the same interface from the scratch buffer
+                                // (a NAT64 hairpin, an ICMP error): copy it into the
+                                // received frame's UMEM chunk and send that.
                                 Some(Out::Scratch(out, r)) if out == side => {
                                     let n = r.len();
-                                    let fits = n <= frame.len();
+                                    let fits = n <= chunk.len();
                                     if fits {
-                                        frame[..n].copy_from_slice(&handler.scratch[r]);
+                                        chunk[..n].copy_from_slice(&handler.scratch[r]);
                                     }
                                     handler.sent(out, fits);
                                     fits.then_some(n)
@@ -818,8 +861,41 @@ enum Out {
     Scratch(usize, std::ops::Range<usize>),
 }
 
+/// A token bucket for the ICMP errors a worker sends (RFC 1812 §4.3.2.8, RFC 4443 §2.4 (f)):
+/// 200 per second with bursts of 200.
+struct IcmpBudget {
+    tokens: f64,
+    last: Instant,
+}
+
+impl IcmpBudget {
+    const RATE: f64 = 200.0;
+
+    fn new() -> Self {
+        IcmpBudget {
+            tokens: Self::RATE,
+            last: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * Self::RATE).min(Self::RATE);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 struct FrameHandler<'a> {
     worker: &'a mut Pipeline,
+    xlat_mtus: Option<(u32, u32)>,
+    icmp_tokens: &'a mut IcmpBudget,
     /// The IP version the mode translates on this side.
     family: u8,
     in_place: bool,
@@ -832,6 +908,16 @@ struct FrameHandler<'a> {
     io: &'a mut IoCounters,
     now: Timestamp,
     side: usize,
+}
+
+/// The length of the IP packet `p` by its header (the frame may carry link padding).
+fn ip_len(p: &[u8]) -> usize {
+    let l = if p[0] >> 4 == 6 {
+        40 + usize::from(u16::from_be_bytes([p[4], p[5]]))
+    } else {
+        usize::from(u16::from_be_bytes([p[2], p[3]]))
+    };
+    l.min(p.len())
 }
 
 /// The destination of the IP packet `p` (IPv4 or IPv6; the caller checked the length).
@@ -895,9 +981,14 @@ impl FrameHandler<'_> {
         if self.in_place {
             match self.worker.process(self.now, dir, frame, l3, len) {
                 Emit::Forward { .. } | Emit::Hairpin { .. } => {}
-                Emit::Drop(_) => return None, // counted by the engine with its reason
+                // Counted by the engine with its reason; some are answered.
+                Emit::Drop(r) => return self.answer(r, &frame[l3..]),
             }
             let (out, mac) = self.next_hop(&frame[l3..])?;
+            let plen = ip_len(&frame[l3..]);
+            if plen > self.links[out].mtu {
+                return self.too_big(&frame[l3..], self.links[out].mtu);
+            }
             frame[0..6].copy_from_slice(&mac);
             frame[6..12].copy_from_slice(&self.links[out].mac);
             return Some(Out::InPlace(out));
@@ -908,7 +999,7 @@ impl FrameHandler<'_> {
         self.scratch[h..h + n].copy_from_slice(&frame[l3..l3 + n]);
         let (start, len) = match self.worker.process(self.now, dir, self.scratch, h, n) {
             Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
-            Emit::Drop(_) => return None,
+            Emit::Drop(r) => return self.answer(r, &frame[l3..l3 + n]),
         };
         let scratch = std::mem::take(self.scratch);
         let hop = self.next_hop(&scratch[start..start + len]);
@@ -928,6 +1019,68 @@ impl FrameHandler<'_> {
         eth[6..12].copy_from_slice(&self.links[out].mac);
         eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
         Some(Out::Scratch(out, start - 14..start + len))
+    }
+
+    /// Answers a dropped packet with the ICMP error its drop reason calls for (time
+    /// exceeded; fragmentation needed / packet too big with the translator's MTU), in the
+    /// family of the packet as it arrived, from this interface's address.
+    fn answer(&mut self, r: engine::DropReason, orig: &[u8]) -> Option<Out> {
+        use engine::DropReason as D;
+        use xlat::icmp_reply::IcmpReason;
+        let why = match (r, self.xlat_mtus) {
+            (D::TtlExpired, _) => IcmpReason::TimeExceeded,
+            // IPv6 -> IPv4 too big: the IPv6 sender counts 20 bytes more.
+            (D::PacketTooBig, Some((v4, _))) => IcmpReason::TooBig { mtu: v4 + 20 },
+            // IPv4 -> IPv6 with DF too big: the IPv4 sender counts 20 bytes less.
+            (D::FragmentNeeded, Some((_, v6))) => IcmpReason::TooBig {
+                mtu: v6.saturating_sub(20),
+            },
+            _ => return None,
+        };
+        self.icmp(orig, why)
+    }
+
+    /// A packet too big for the next hop's MTU: ICMP error when DF is set (always for
+    /// IPv6), else dropped and counted (no fragmentation).
+    fn too_big(&mut self, pkt: &[u8], mtu: usize) -> Option<Out> {
+        let df = pkt[0] >> 4 == 6 || pkt.get(6).is_some_and(|b| b & 0x40 != 0);
+        if !df {
+            self.io.too_big += 1;
+            return None;
+        }
+        self.icmp(
+            pkt,
+            xlat::icmp_reply::IcmpReason::TooBig { mtu: mtu as u32 },
+        )
+    }
+
+    /// Builds the ICMP error about `orig` in the scratch buffer and routes it back.
+    fn icmp(&mut self, orig: &[u8], why: xlat::icmp_reply::IcmpReason) -> Option<Out> {
+        if !self.icmp_tokens.take() {
+            return None;
+        }
+        let mut buf = std::mem::take(self.scratch);
+        let n = if orig[0] >> 4 == 6 {
+            let src = self.view.addr6[self.side]?;
+            xlat::icmp_reply::icmpv6_error(&mut buf[14..], src, orig, why)
+        } else {
+            let src = self.view.addr4[self.side]?;
+            xlat::icmp_reply::icmpv4_error(&mut buf[14..], src, orig, why)
+        };
+        let hop = n.and_then(|n| Some((n, self.next_hop(&buf[14..14 + n])?)));
+        *self.scratch = buf;
+        let (n, (out, mac)) = hop?;
+        let ethertype: u16 = if self.scratch[14] >> 4 == 6 {
+            0x86dd
+        } else {
+            0x0800
+        };
+        let eth = &mut self.scratch[..14];
+        eth[0..6].copy_from_slice(&mac);
+        eth[6..12].copy_from_slice(&self.links[out].mac);
+        eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        self.io.icmp_sent += 1;
+        Some(Out::Scratch(out, 0..14 + n))
     }
 
     /// The interface and next-hop MAC for the translated packet `pkt`. When the route

@@ -37,6 +37,19 @@ pub enum ModeConfig {
 }
 
 impl ModeConfig {
+    /// Lowers the translator's IPv4 / IPv6 next-hop MTUs to the links' (never below the
+    /// IPv6 minimum of 1280) and returns the MTUs in force, for the IPv4 <-> IPv6 modes.
+    pub fn clamp_mtus(&mut self, ipv4_link: u32, ipv6_link: u32) -> Option<(u32, u32)> {
+        let o = match self {
+            ModeConfig::Siit(c) | ModeConfig::Clat(c) => &mut c.options,
+            ModeConfig::Nat64(c) => &mut c.options,
+            ModeConfig::Nat44(_) | ModeConfig::Ila(_) => return None,
+        };
+        o.ipv4_mtu = o.ipv4_mtu.min(ipv4_link).max(68);
+        o.ipv6_mtu = o.ipv6_mtu.min(ipv6_link).max(1280);
+        Some((o.ipv4_mtu, o.ipv6_mtu))
+    }
+
     /// The mode's name as operators write it (`nat44`, `siit`, `clat`, `nat64`).
     pub fn name(&self) -> &'static str {
         match self {

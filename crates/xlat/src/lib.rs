@@ -8,6 +8,7 @@
 
 pub mod csum;
 pub mod icmp_map;
+pub mod icmp_reply;
 pub mod ila;
 pub mod nat44;
 pub mod rfc6052;

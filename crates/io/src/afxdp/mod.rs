@@ -296,6 +296,18 @@ impl AfXdp {
         timeout: Duration,
         mut f: impl FnMut(&mut [u8]) -> Option<usize>,
     ) -> io::Result<usize> {
+        self.recv_batch_room(timeout, |chunk, len| f(&mut chunk[..len]))
+    }
+
+    /// Like [`recv_batch`](Self::recv_batch), but `f` gets the whole rest of the frame's
+    /// UMEM chunk and the received length (`chunk[..len]` is the frame), so it can send
+    /// back a frame longer than the one received (an ICMP error quoting it, a packet whose
+    /// headers grew): return `Some(n)` with `n <= chunk.len()`.
+    pub fn recv_batch_room(
+        &mut self,
+        timeout: Duration,
+        mut f: impl FnMut(&mut [u8], usize) -> Option<usize>,
+    ) -> io::Result<usize> {
         self.reap_completions();
         self.refill();
         if self.rx.available() == 0 {
@@ -315,19 +327,20 @@ impl AfXdp {
             let room = (chunk + fs).saturating_sub(d.addr) as usize;
             let start = d.addr as usize;
             let verdict = match start.checked_add(d.len as usize) {
-                Some(end) if end <= self.umem.len() && d.len as usize <= room => {
-                    // SAFETY: [start, end) lies inside the UMEM mapping (checked
-                    // above) and within one chunk that the kernel handed to us
+                Some(end)
+                    if end <= self.umem.len()
+                        && start + room <= self.umem.len()
+                        && d.len as usize <= room =>
+                {
+                    // SAFETY: [start, start + room) lies inside the UMEM mapping
+                    // (checked above) and within one chunk that the kernel handed to us
                     // on the rx ring; it does not touch the chunk again until we
                     // put it on the fill or tx ring, and no other slice to it
                     // exists (the slice dies with this call of `f`).
                     let buf = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            self.umem.as_ptr().add(start),
-                            d.len as usize,
-                        )
+                        std::slice::from_raw_parts_mut(self.umem.as_ptr().add(start), room)
                     };
-                    f(buf)
+                    f(buf, d.len as usize)
                 }
                 _ => None,
             };
