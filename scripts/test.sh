@@ -34,9 +34,21 @@ cargo build --release --quiet -p quicknat
 e2e_line=""
 if [ "$(id -u)" = 0 ]; then
     : > /tmp/quicknat-e2e.out
+    # NAT44 (e2e_live.py), NAT64 and the 464XLAT chain (e2e_nat64.py), on both backends.
+    # A failed check must not end this script (set -e, pipefail): the checks count in the
+    # total. A run that ends without a summary line with failures counts as one failure.
     for backend in af_packet af_xdp; do
-        python3 scripts/e2e_live.py --backend "$backend" --quicknat target/release/quicknat \
-            2>>/tmp/quicknat-e2e.log | tee -a /tmp/quicknat-e2e.out
+        for script in e2e_live.py e2e_nat64.py; do
+            set +e
+            python3 "scripts/$script" --backend "$backend" --quicknat target/release/quicknat \
+                2>>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e.one
+            rc=${PIPESTATUS[0]}
+            set -e
+            cat /tmp/quicknat-e2e.one >> /tmp/quicknat-e2e.out
+            if [ "$rc" != 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' /tmp/quicknat-e2e.one; then
+                echo "0 passed, 1 failed" >> /tmp/quicknat-e2e.out
+            fi
+        done
     done
     e2e_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/quicknat-e2e.out || true)
 else

@@ -1,0 +1,284 @@
+"""Shared helpers for the live end-to-end tests (scripts/e2e_*.py).
+
+Network namespaces with guaranteed teardown, commands inside them with bounded run
+times, a quicknat process with its log, small traffic programs (HTTP, UDP, a frame
+counter), and the ok/FAIL lines with the closing "N passed, M failed".
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# A tiny HTTP server (IPv4 or IPv6, by the address it binds) that answers
+#   GET /            "peer=ADDR"
+#   GET /big?n=N     N bytes
+#   POST /           "got=N peer=ADDR" after reading the whole body
+HTTP_SERVER = r"""
+import http.server, socket, socketserver, sys
+class S(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+    def server_bind(self):
+        # Skip HTTPServer's reverse-DNS lookup (socket.getfqdn): there is no DNS here.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "test", self.server_address[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, body):
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if self.path.startswith("/big?n="):
+            self.reply(b"x" * int(self.path[7:]))
+        else:
+            self.reply(("peer=%s\n" % self.client_address[0]).encode())
+    def do_POST(self):
+        left, got = int(self.headers.get("Content-Length", "0")), 0
+        while left > 0:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                break
+            got += len(chunk); left -= len(chunk)
+        self.reply(("got=%d peer=%s\n" % (got, self.client_address[0])).encode())
+    def log_message(self, *a): pass
+S((sys.argv[1], int(sys.argv[2])), H).serve_forever()
+"""
+
+# A UDP server that answers each datagram with the sender's address and port, or a
+# datagram "big:N" with N bytes (the kernel's default path MTU discovery sets DF on it).
+UDP_SERVER = r"""
+import socket, sys
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2])))
+while True:
+    data, peer = s.recvfrom(65535)
+    try:
+        if data.startswith(b"big:"):
+            s.sendto(b"y" * int(data[4:]), peer)
+        else:
+            s.sendto(("peer=%s:%d" % peer[:2]).encode(), peer)
+    except OSError:
+        pass  # EMSGSIZE once the path MTU is known: the client just times out
+"""
+
+# Sends one datagram (argv[3], default "hello") and prints the answer, "refused" (an
+# ICMP error reached the socket) or "timeout".
+UDP_CLIENT = r"""
+import socket, sys
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(3)
+s.connect((sys.argv[1], int(sys.argv[2])))
+s.send(sys.argv[3].encode() if len(sys.argv) > 3 else b"hello")
+try:
+    print(s.recv(2048).decode())
+except ConnectionRefusedError:
+    print("refused")
+except socket.timeout:
+    print("timeout")
+"""
+
+# Counts the frames seen on an interface by EtherType (both directions) until SIGTERM
+# or a time limit; prints "ready", then one JSON object {"0x86dd": n, ...}.
+FRAME_COUNTER = r"""
+import json, signal, socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind((sys.argv[1], 0))
+s.settimeout(0.2)
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+end = time.time() + float(sys.argv[2])
+counts = {}
+print("ready", flush=True)
+while not stop and time.time() < end:
+    try:
+        d = s.recv(65535)
+    except (socket.timeout, InterruptedError):
+        continue
+    if len(d) >= 14:
+        k = "0x%04x" % struct.unpack("!H", d[12:14])[0]
+        counts[k] = counts.get(k, 0) + 1
+print(json.dumps(counts), flush=True)
+"""
+
+
+def sh(*args, check=True, timeout=20, **kw):
+    return subprocess.run(list(args), check=check, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def nsx(ns, *args, **kw):
+    """Runs a command inside namespace `ns` (its full name), bounded by `timeout`."""
+    return sh("ip", "netns", "exec", ns, *args, **kw)
+
+
+def popen_ns(ns, *args, **kw):
+    return subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
+
+
+def wait_listening(ns, addr, port, timeout=5.0):
+    """Waits until a TCP listener accepts on addr:port (IPv4 or IPv6) inside `ns`."""
+    probe = f"import socket; socket.create_connection(('{addr}', {port}), timeout=0.5).close()"
+    end = time.time() + timeout
+    while time.time() < end:
+        if nsx(ns, sys.executable, "-c", probe, check=False).returncode == 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def offloads_off(ns, dev):
+    """Turns segmentation/receive offloads off: quicknat sees MTU-sized frames only."""
+    if shutil.which("ethtool"):
+        nsx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off", check=False)
+
+
+def netns_list():
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def teardown(names):
+    """Kills every process in the namespaces `names` and deletes them."""
+    for n in names:
+        pids = subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()
+        for p in pids:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def exit_on_sigterm():
+    """Turns SIGTERM/SIGHUP into SystemExit, so `finally` blocks tear everything down."""
+
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)
+
+
+class Checks:
+    """The ok/FAIL lines and the closing "N passed, M failed"."""
+
+    def __init__(self):
+        self.results = []
+
+    def check(self, name, ok, detail=""):
+        ok = bool(ok)
+        self.results.append(ok)
+        print(f"{'ok  ' if ok else 'FAIL'} {name}{(': ' + detail.strip()) if detail and not ok else ''}", flush=True)
+        return ok
+
+    def summary(self):
+        passed = sum(self.results)
+        print(f"{passed} passed, {len(self.results) - passed} failed", flush=True)
+        return 0 if passed == len(self.results) else 1
+
+
+class Quicknat:
+    """One `quicknat run --config` process inside a namespace, logging to a temp file."""
+
+    def __init__(self, binary, ns, config_text, label):
+        self.label = label
+        self.cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False, prefix=f"qn-{label}-")
+        self.cfg.write(config_text)
+        self.cfg.close()
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False, prefix=f"qn-{label}-")
+        self.proc = popen_ns(ns, os.path.abspath(binary), "run", "--config", self.cfg.name,
+                             stdout=self.log, stderr=self.log)
+
+    def text(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def wait_started(self, timeout=10.0):
+        """Waits (bounded) for the start-up line "quicknat: MODE (...)" or an exit."""
+        end = time.time() + timeout
+        while time.time() < end and self.proc.poll() is None:
+            if "quicknat: " in self.text():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stats(self):
+        """The last stats line, for failure details."""
+        lines = [l for l in self.text().splitlines() if "stats:" in l]
+        return lines[-1] if lines else "(no stats line yet)"
+
+    def stop(self, timeout=5.0):
+        """SIGTERM; returns (exit code or None, log text)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        return rc, self.text()
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for f in (self.cfg.name, self.log.name):
+            try:
+                os.unlink(f)
+            except FileNotFoundError:
+                pass
+
+
+class FrameCounter:
+    """Counts frames by EtherType on `dev` in `ns` while traffic runs."""
+
+    def __init__(self, ns, dev, limit=60):
+        self.proc = popen_ns(ns, sys.executable, "-u", "-c", FRAME_COUNTER, dev, str(limit),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.ready = self.proc.stdout.readline().strip() == "ready"
+
+    def finish(self, timeout=5.0):
+        """Stops the counter; returns {ethertype: frames} or None if it failed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return None
+        try:
+            return json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return None
+
+# Sends one UDP datagram with the given IPv6 hop limit (IPv4 TTL) and reports the ICMP
+# error that comes back on the socket's error queue: "type=T code=C from=ADDR", or
+# "none". argv: address port hops
+ICMP_PROBE = r"""
+import select, socket, struct, sys
+addr, port, hops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+v6 = ":" in addr
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+if v6:
+    s.setsockopt(socket.IPPROTO_IPV6, 25, 1)                         # IPV6_RECVERR
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, hops)
+else:
+    s.setsockopt(socket.IPPROTO_IP, 11, 1)                           # IP_RECVERR
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, hops)
+s.connect((addr, port)); s.send(b"probe")
+p = select.poll(); p.register(s, select.POLLERR)
+if not p.poll(3000):
+    print("none"); sys.exit()
+_, anc, _, _ = s.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+for level, kind, data in anc:
+    # struct sock_extended_err: errno u32, origin u8, type u8, code u8, pad u8, info u32,
+    # data u32, then the offender's sockaddr.
+    errno_, origin, typ, code = struct.unpack_from("=IBBB", data)
+    off = data[16:]
+    who = socket.inet_ntop(socket.AF_INET6, off[8:24]) if v6 else socket.inet_ntop(socket.AF_INET, off[4:8])
+    print("type=%d code=%d from=%s" % (typ, code, who)); sys.exit()
+print("none")
+"""
