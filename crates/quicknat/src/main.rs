@@ -68,9 +68,11 @@ enum Command {
     /// Run the live gateway on the interfaces named in the configuration's [gateway]
     /// table until SIGINT or SIGTERM.
     Run {
-        /// Configuration file (default: the built-in examples/nat44.toml).
+        /// Configuration file (default: the built-in examples/nat44.toml). Repeat it to
+        /// run several gateways (each its own mode on its own interface pair) in one
+        /// process.
         #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
+        config: Vec<PathBuf>,
         /// Override [gateway] inside: the interface facing the inside network.
         #[arg(long, value_name = "IF")]
         inside: Option<String>,
@@ -182,7 +184,7 @@ fn main() -> ExitCode {
             inside,
             outside,
             workers,
-        } => run_gateway(config.as_deref(), inside, outside, workers),
+        } => run_gateways(&config, inside, outside, workers),
         Command::Gen {
             dst,
             src,
@@ -423,15 +425,77 @@ fn run_bench(
     Ok(())
 }
 
-/// `quicknat run`: the live gateway until SIGINT/SIGTERM.
-fn run_gateway(
-    path: Option<&Path>,
+/// `quicknat run`: one live gateway per configuration file, until SIGINT/SIGTERM.
+fn run_gateways(
+    paths: &[PathBuf],
     inside: Option<String>,
     outside: Option<String>,
     workers: Option<usize>,
 ) -> anyhow::Result<()> {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    if paths.len() <= 1 {
+        return run_gateway(
+            paths.first().map(PathBuf::as_path),
+            inside,
+            outside,
+            workers,
+            stop,
+            "",
+        );
+    }
+    anyhow::ensure!(
+        inside.is_none() && outside.is_none(),
+        "--inside/--outside name one interface pair; with several --config files, name the interfaces in each file's [gateway]"
+    );
+    // Every configuration is checked before any gateway starts.
+    for p in paths {
+        load_config(Some(p))?;
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = paths
+            .iter()
+            .map(|p| {
+                let stop = Arc::clone(&stop);
+                let tag = format!("{}: ", p.display());
+                s.spawn(move || {
+                    let r = run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag);
+                    // One gateway failing stops the others: the process is one service.
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    r
+                })
+            })
+            .collect();
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(anyhow::anyhow!("a gateway thread panicked"));
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    })
+}
+
+/// One live gateway until `stop`; log lines start with `tag`.
+fn run_gateway(
+    path: Option<&Path>,
+    inside: Option<String>,
+    outside: Option<String>,
+    workers: Option<usize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tag: &str,
+) -> anyhow::Result<()> {
     let cfg = load_config(path)?;
     let mut gw = match (cfg.gateway, inside, outside) {
         (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
@@ -456,11 +520,6 @@ fn run_gateway(
         gw.inside != gw.outside,
         "the inside and outside interfaces must differ"
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
     if matches!(cfg.mode, runtime::pipeline::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
         gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
     }
@@ -475,7 +534,7 @@ fn run_gateway(
         });
         f
     });
-    let log = |line: String| eprintln!("{} {line}", unix_time());
+    let log = |line: String| eprintln!("{} {tag}{line}", unix_time());
     let summary = runtime::live::run(cfg.mode, &gw, stop, reload, &log)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(

@@ -125,3 +125,29 @@ fn translate_with_missing_input_fails_cleanly() {
     assert!(error.contains(input.to_str().unwrap()), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn several_gateways_are_checked_before_any_starts() {
+    let example = example_path();
+    let out = quicknat(&[
+        "run",
+        "--config",
+        example.to_str().unwrap(),
+        "--config",
+        "/nonexistent/quicknat-second.toml",
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("/nonexistent/quicknat-second.toml"), "{err}");
+    let out = quicknat(&[
+        "run",
+        "--config",
+        example.to_str().unwrap(),
+        "--config",
+        example.to_str().unwrap(),
+        "--inside",
+        "eth9",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--inside/--outside name one interface pair"));
+}
