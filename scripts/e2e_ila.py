@@ -235,10 +235,13 @@ def sum16(b):
 class Capture:
     """tcpdump on one interface of one namespace, written to a pcap file."""
 
+    all = []  # every capture made, stopped and removed by run_mode's cleanup
+
     def __init__(self, ns, dev):
         self.ns, self.dev = ns, dev
         self.path = tempfile.NamedTemporaryFile(suffix=".pcap", delete=False).name
         self.proc = None
+        Capture.all.append(self)
 
     def __enter__(self):
         self.err = open(self.path + ".err", "w+")
@@ -479,7 +482,7 @@ def wait_listening(ns, addr, port, timeout=5.0):
 
 def run_mode(args, label, csum, ident, unmapped, check):
     tmp = tempfile.mkdtemp(prefix="qi-")
-    procs, caps = [], []
+    procs = []
     routers = {}
     tag = f"[{label}]"
     try:
@@ -511,7 +514,6 @@ def run_mode(args, label, csum, ident, unmapped, check):
 
         # --- A -> B by SIR address: ping, TCP, UDP; capture the ILA network and B's link.
         with Capture("net", "br0") as mid, Capture("b", "b0") as blink:
-            caps += [mid, blink]
             r = nsx("a", "ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", B, check=False)
             check(f"{tag} ping6 A -> B's SIR address, replies come back", r.returncode == 0 and f"from {B}" in r.stdout, r.stdout + r.stderr)
             r = nsx("a", sys.executable, "-c", TCP_CLIENT, B, "7000", check=False)
@@ -566,7 +568,6 @@ def run_mode(args, label, csum, ident, unmapped, check):
         # --- Unmapped identifier (B2 = 3333:0:0:1::b2 has no mapping yet).
         before = r1.stats().get("no_mapping", 0)
         with Capture("net", "br0") as mid:
-            caps.append(mid)
             r = nsx("a", sys.executable, "-c", UDP_CLIENT, B2, "7001", "3", "1", check=False)
         sir_mid = [p for p in mid.packets() if parse6(p)[1] == ipaddress.IPv6Address(B2)]
         if unmapped == "drop":
@@ -593,7 +594,6 @@ def run_mode(args, label, csum, ident, unmapped, check):
         res = r1.ila("list")
         check(f"{tag} quicknat ila list shows the reloaded mapping", f"{ID_B2} {LOC_B1}" in res.stdout.split("\n"), res.stdout + res.stderr)
         with Capture("net", "br0") as mid:
-            caps.append(mid)
             r = nsx("a", sys.executable, "-c", UDP_CLIENT, B2, "7001", "3", "2", check=False)
         lb2 = [p for p in mid.packets() if parse6(p)[0] == a_ip and int(parse6(p)[1]) >> 64 == addr64_to_int(LOC_B1)]
         check(f"{tag} after reload: traffic to the newly mapped identifier crosses with B's locator and is answered",
@@ -602,7 +602,6 @@ def run_mode(args, label, csum, ident, unmapped, check):
 
         # --- B moves from R2 to R3 while a TCP connection exchanges data every 100 ms.
         with Capture("net", "br0") as mid:
-            caps.append(mid)
             client = popen_ns("a", sys.executable, "-c", MOVE_CLIENT, B, "7000", "6", stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
             procs.append(client)
@@ -659,9 +658,10 @@ def run_mode(args, label, csum, ident, unmapped, check):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        for c in caps:
+        for c in Capture.all:
             c.stop()
             c.cleanup()
+        Capture.all.clear()
         if args.keep:
             print(f"kept namespaces {list(NS.values())}, logs in {tmp}", file=sys.stderr)
         else:
