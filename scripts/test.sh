@@ -12,9 +12,10 @@ fi
 
 # Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
 # clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
-# the SIIT translation is compared with (scripts/tayga_diff.py).
+# the SIIT translation is compared with (scripts/tayga_diff.py); tcpdump captures the ILA
+# network in scripts/e2e_ila.py.
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
@@ -49,6 +50,20 @@ if [ "$(id -u)" = 0 ]; then
                 echo "0 passed, 1 failed" >> /tmp/quicknat-e2e.out
             fi
         done
+    done
+    # ILA: two routers and a moving host. A run that ends without a failing summary
+    # line but with a non-zero status (a crash) counts as one failure.
+    echo "==> ILA end to end (routers R1/R2/R3, SIR hosts, a host that moves)"
+    for backend in af_packet af_xdp; do
+        set +e
+        python3 scripts/e2e_ila.py --backend "$backend" --quicknat target/release/quicknat \
+            2>>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e-ila.out
+        ila_rc=${PIPESTATUS[0]}
+        set -e
+        cat /tmp/quicknat-e2e-ila.out >> /tmp/quicknat-e2e.out
+        if [ "$ila_rc" != 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' /tmp/quicknat-e2e-ila.out; then
+            echo "0 passed, 1 failed" | tee -a /tmp/quicknat-e2e.out
+        fi
     done
     e2e_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/quicknat-e2e.out || true)
 else
