@@ -1,28 +1,37 @@
 //! A single-threaded replay loop for profiling the per-packet path with callgrind or
 //! perf: `cargo build --release -p runtime --example hotloop` then
-//! `valgrind --tool=callgrind target/release/examples/hotloop 8192 2000000`.
+//! `valgrind --tool=callgrind target/release/examples/hotloop 8192 2000000 [MODE]`, where
+//! MODE is `nat44` (default), `nat64`, `nat64-out`, `nat64-in` or `clat` (the `bench`
+//! workloads; `-out`/`-in` replay one direction only).
 
 use conntrack::Timestamp;
-use runtime::bench::traffic::{prepare, FrameMix};
+use engine::Direction;
+use runtime::bench::nat64::{prepare_clat, prepare_nat64};
+use runtime::bench::traffic::{prepare, FrameMix, Prepared};
+use runtime::bench::{Engine, Lane};
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let flows: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8192);
-    let n: usize = args
-        .next()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(2_000_000);
-    let prep = prepare(flows, FrameMix::Fixed(64), 1000, 1);
-    let mut w = prep.shared.worker(0);
-    let mut buf = prep.bytes.clone();
+/// Replays `n` packets of `prep` (those travelling `only`, or all) through one lane; each
+/// packet's headers are restored from the pristine copy first, as the benchmark does.
+fn replay<E: Engine>(prep: &Prepared<E>, n: usize, only: Option<Direction>) {
+    let pkts: Vec<_> = prep
+        .packets
+        .iter()
+        .filter(|p| only.is_none_or(|d| d == p.dir))
+        .copied()
+        .collect();
+    let mut w = prep.shared.lane(0);
+    let head = E::HEADROOM;
+    let mut buf = vec![0u8; 2048];
     let now = Timestamp::from_nanos(prep.warm_at + 1);
     let t0 = std::time::Instant::now();
     let mut fwd = 0u64;
     for i in 0..n {
-        let p = prep.packets[i % prep.packets.len()];
+        let p = pkts[i % pkts.len()];
         let (o, h) = (p.off as usize, p.hdr as usize);
-        buf[o..o + h].copy_from_slice(&prep.bytes[o..o + h]);
-        if w.process(now, p.dir, &mut buf[o..o + p.len as usize]) == engine::Verdict::Forward {
+        buf[head..head + h].copy_from_slice(&prep.bytes[o..o + h]);
+        if w.process(now, p.dir, &mut buf, head, p.len as usize)
+            .is_some()
+        {
             fwd += 1;
         }
         if i % 32 == 31 {
@@ -34,4 +43,20 @@ fn main() {
         "{n} packets, {fwd} forwarded, {:.2} Mpps",
         n as f64 / s / 1e6
     );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let flows: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8192);
+    let n: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2_000_000);
+    match args.next().as_deref().unwrap_or("nat44") {
+        "nat64" => replay(&prepare_nat64(flows, 1), n, None),
+        "nat64-out" => replay(&prepare_nat64(flows, 1), n, Some(Direction::Outbound)),
+        "nat64-in" => replay(&prepare_nat64(flows, 1), n, Some(Direction::Inbound)),
+        "clat" => replay(&prepare_clat(flows), n, None),
+        _ => replay(&prepare(flows, FrameMix::Fixed(64), 1000, 1), n, None),
+    }
 }

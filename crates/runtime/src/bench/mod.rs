@@ -8,6 +8,7 @@
 //! Every figure is measured on the machine it runs on; nothing here is a constant.
 
 mod extra;
+pub mod nat64;
 mod report;
 mod run;
 pub mod traffic;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use engine::nat44::rules::{linear_lookup, RuleTable};
 pub use report::BenchReport;
-pub use run::{measure, Dispatch, Measurement};
+pub use run::{measure, measure_only, Dispatch, Engine, Lane, Measurement};
 use traffic::{prepare, FrameMix};
 
 /// What to run.
@@ -146,6 +147,15 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
     eprintln!("bench: stateless SIIT (RFC 7915) both directions (1 worker, 64 B)");
     r.siit = Some(extra::siit(cell));
 
+    let multi = opts.max_workers.max(1);
+    eprintln!(
+        "bench: NAT64 8192 flows on 1 and {multi} workers, {big} flows on 1 (64 B, {} rounds); CLAT 8192 flows",
+        opts.rounds
+    );
+    let rows = nat64::nat64_rows(opts, big);
+    let clat = nat64::clat_row(opts);
+    r.add_nat64(rows, clat);
+
     eprintln!("bench: established traffic under a SYN flood");
     r.syn_flood = Some(extra::syn_flood(cell, 400_000));
     r
@@ -154,6 +164,7 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::Direction;
 
     /// Two workers replay a small mixed-size workload: every packet is forwarded, the
     /// sampled outputs verify, and both workers get work.
@@ -184,6 +195,44 @@ mod tests {
         let row = extra::siit(Duration::from_millis(20));
         assert_eq!(row.failed, 0);
         assert!(row.v4_to_v6_mpps > 0.0 && row.v6_to_v4_mpps > 0.0);
+    }
+
+    /// NAT64 and CLAT replay: every packet of both directions is forwarded, sampled
+    /// outputs (IPv4 and IPv6) verify, and two workers both get work.
+    #[test]
+    fn nat64_and_clat_replay_verifies_clean() {
+        let prep = nat64::prepare_nat64(512, 2);
+        assert_eq!(prep.packets.len(), 1024, "every flow was established");
+        for (workers, dir) in [(1, Direction::Outbound), (2, Direction::Inbound)] {
+            let m = measure_only(
+                &prep,
+                workers,
+                Dispatch::Rss,
+                Duration::from_millis(100),
+                Some(dir),
+            );
+            assert!(m.packets > 1000, "{m:?}");
+            assert_eq!(m.forwarded, m.packets, "{dir:?}");
+            assert!(m.verified > 0);
+            assert_eq!(m.verify_failures, 0, "{dir:?}");
+            assert!(m.per_worker.iter().all(|n| *n > 0));
+        }
+        let clat = nat64::prepare_clat(512);
+        let m = measure(&clat, 1, Dispatch::Rss, Duration::from_millis(100));
+        assert_eq!(m.forwarded, m.packets);
+        assert!(m.verified > 0);
+        assert_eq!(m.verify_failures, 0);
+    }
+
+    /// A wrong translation is caught: an IPv6 output checked against the wrong host.
+    #[test]
+    fn verify_catches_a_wrong_ipv6_endpoint() {
+        let prep = nat64::prepare_nat64(4, 1);
+        let p = prep.packets[0];
+        let bytes = &prep.bytes[p.off as usize..p.off as usize + p.len as usize];
+        // A pristine outbound IPv6 packet is not the IPv4 the engine must produce, and an
+        // inbound IPv4 reply is not the expected IPv6 one.
+        assert!(!traffic::verify(bytes, &p, prep.v6_of));
     }
 
     /// Every ILA benchmark packet translates (a mapping exists for each identifier).

@@ -50,6 +50,45 @@ pub struct RuleRow {
     pub linear_mlookups: f64,
 }
 
+/// The target for NAT64 on one core, 64-byte frames, in memory (Mpps).
+pub const NAT64_TARGET_MPPS: f64 = 15.0;
+
+/// One row of the NAT64 table (64 B frames, established UDP flows).
+#[derive(Clone, Debug, Serialize)]
+pub struct Nat64Row {
+    /// Flows (sessions established before timing).
+    pub flows: usize,
+    /// Workers.
+    pub workers: usize,
+    /// IPv6 -> IPv4 (outbound, from the IPv6 hosts), million packets per second.
+    pub v6_to_v4_mpps: f64,
+    /// IPv4 -> IPv6 (inbound replies), million packets per second.
+    pub v4_to_v6_mpps: f64,
+    /// Packets not forwarded, all rounds (must be 0).
+    pub dropped: u64,
+    /// Sampled outputs verified by full checksum recompute and endpoint.
+    pub verified: u64,
+    /// Of which wrong (must be 0).
+    pub verify_failures: u64,
+}
+
+/// The CLAT row (stateless, EAM + PLAT Pref64; 64 B frames).
+#[derive(Clone, Debug, Serialize)]
+pub struct ClatRow {
+    /// Flows.
+    pub flows: usize,
+    /// IPv4 -> IPv6 (the host's packets out), million packets per second.
+    pub v4_to_v6_mpps: f64,
+    /// IPv6 -> IPv4 (replies in), million packets per second.
+    pub v6_to_v4_mpps: f64,
+    /// Packets not forwarded (must be 0).
+    pub dropped: u64,
+    /// Sampled outputs verified.
+    pub verified: u64,
+    /// Of which wrong (must be 0).
+    pub verify_failures: u64,
+}
+
 /// Machine and date the figures came from.
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
@@ -90,6 +129,12 @@ pub struct BenchReport {
     pub ila: Vec<IlaRow>,
     /// Stateless SIIT translation.
     pub siit: Option<SiitRow>,
+    /// Stateful NAT64 (engine::nat64) by flows and workers.
+    pub nat64: Vec<Nat64Row>,
+    /// The target the NAT64 1-worker rows are held to (Mpps).
+    pub nat64_target_mpps: f64,
+    /// CLAT (engine::siit::Siit with one EAM entry).
+    pub clat: Option<ClatRow>,
     /// Sampled outputs verified (checksums by full recompute, translated endpoint).
     pub verified: u64,
     /// Of which wrong (must be 0).
@@ -149,6 +194,9 @@ impl BenchReport {
             syn_flood: None,
             ila: Vec::new(),
             siit: None,
+            nat64: Vec::new(),
+            nat64_target_mpps: NAT64_TARGET_MPPS,
+            clat: None,
             verified: 0,
             verify_failures: 0,
         }
@@ -157,6 +205,17 @@ impl BenchReport {
     pub(super) fn absorb(&mut self, m: &Measurement) {
         self.verified += m.verified;
         self.verify_failures += m.verify_failures;
+    }
+
+    pub(super) fn add_nat64(&mut self, rows: Vec<Nat64Row>, clat: ClatRow) {
+        for r in &rows {
+            self.verified += r.verified;
+            self.verify_failures += r.verify_failures;
+        }
+        self.verified += clat.verified;
+        self.verify_failures += clat.verify_failures;
+        self.nat64 = rows;
+        self.clat = Some(clat);
     }
 
     pub(super) fn add_frame(&mut self, mix: FrameMix, m: &Measurement) {
@@ -346,6 +405,74 @@ impl fmt::Display for BenchReport {
                 f,
                 "  IPv4 -> IPv6 {:.2} Mpps, IPv6 -> IPv4 {:.2} Mpps, failed {}",
                 x.v4_to_v6_mpps, x.v6_to_v4_mpps, x.failed
+            )?;
+        }
+        if !self.nat64.is_empty() {
+            writeln!(
+                f,
+                "\nNAT64, stateful RFC 6146 (64 B frames: IPv6/UDP 50 B out, IPv4/UDP 46 B replies; established; median of rounds)"
+            )?;
+            writeln!(
+                f,
+                "  {:>8} {:>7} {:>10} {:>10} {:>8} {:>8} {:>14}  target",
+                "flows",
+                "workers",
+                "6->4 Mpps",
+                "4->6 Mpps",
+                "speed-up",
+                "dropped",
+                "verified/wrong",
+            )?;
+            let one = |flows: usize| {
+                self.nat64
+                    .iter()
+                    .find(|r| r.flows == flows && r.workers == 1)
+                    .map_or(0.0, |r| r.v6_to_v4_mpps + r.v4_to_v6_mpps)
+            };
+            for r in &self.nat64 {
+                let base = one(r.flows);
+                let speedup = if base > 0.0 {
+                    format!("{:.2}x", (r.v6_to_v4_mpps + r.v4_to_v6_mpps) / base)
+                } else {
+                    "-".into()
+                };
+                let target = if r.workers == 1 {
+                    let t = self.nat64_target_mpps;
+                    let mark = |x: f64| if x >= t { "met" } else { "below" };
+                    format!(
+                        "≥{t:.0} Mpps: 6->4 {:.0}% ({}), 4->6 {:.0}% ({})",
+                        100.0 * r.v6_to_v4_mpps / t,
+                        mark(r.v6_to_v4_mpps),
+                        100.0 * r.v4_to_v6_mpps / t,
+                        mark(r.v4_to_v6_mpps)
+                    )
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    f,
+                    "  {:>8} {:>7} {:>10.2} {:>10.2} {:>8} {:>8} {:>14}  {}",
+                    r.flows,
+                    r.workers,
+                    r.v6_to_v4_mpps,
+                    r.v4_to_v6_mpps,
+                    speedup,
+                    r.dropped,
+                    format!("{}/{}", r.verified, r.verify_failures),
+                    target
+                )?;
+            }
+        }
+        if let Some(c) = &self.clat {
+            writeln!(
+                f,
+                "\nCLAT, stateless RFC 6877 (engine::siit::Siit, EAM 10/8 + PLAT /96; 1 worker, {} flows, 64 B frames)",
+                c.flows
+            )?;
+            writeln!(
+                f,
+                "  IPv4 -> IPv6 {:.2} Mpps, IPv6 -> IPv4 {:.2} Mpps, dropped {}, verified/wrong {}/{}",
+                c.v4_to_v6_mpps, c.v6_to_v4_mpps, c.dropped, c.verified, c.verify_failures
             )?;
         }
         if !self.ila.is_empty() {

@@ -6,7 +6,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
-use engine::Verdict;
+use engine::nat44::{Nat44Shared, Nat44Worker};
+use engine::{Direction, Verdict};
 
 use super::traffic::{verify, Prepared};
 use crate::balance::FlowBalancer;
@@ -20,6 +21,71 @@ const RING_SLOTS: usize = 512;
 const SLOT_BYTES: usize = 2048;
 /// One packet in this many is fully verified during the run.
 pub const VERIFY_EVERY: usize = 1024;
+
+/// An engine the replay can drive: one lane per worker thread, and a reaper pass beside
+/// them when the engine keeps state. NAT44 is one; the IPv6 translators (`super::nat64`)
+/// are others. Monomorphised, so each engine's loop is its own.
+pub trait Engine: Sync {
+    /// A worker thread's handle.
+    type Lane: Lane;
+    /// Bytes left free in front of each packet in the ring (4->6 translation writes a
+    /// header 20 bytes longer in front of the packet).
+    const HEADROOM: usize;
+    /// The lane of worker `id` (called on that worker's thread).
+    fn lane(&self, id: usize) -> Self::Lane;
+    /// One reaper pass at a time, for engines with state to expire.
+    fn reaper(&self) -> Option<Box<dyn FnMut(Timestamp) + '_>>;
+}
+
+/// One worker's engine handle.
+pub trait Lane {
+    /// Translates `buf[start..start + len]`; where the output is when it is forwarded.
+    fn process(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Option<(usize, usize)>;
+    /// A quiescent point (between batches).
+    fn quiescent(&self) {}
+    /// Idle: holds no references.
+    fn offline(&self) {}
+}
+
+impl Engine for Arc<Nat44Shared> {
+    type Lane = Nat44Worker;
+    const HEADROOM: usize = 0;
+    fn lane(&self, id: usize) -> Nat44Worker {
+        self.worker(id)
+    }
+    fn reaper(&self) -> Option<Box<dyn FnMut(Timestamp) + '_>> {
+        let mut r = Nat44Shared::reaper(self);
+        Some(Box::new(move |now| r.handle_timeout(now)))
+    }
+}
+
+impl Lane for Nat44Worker {
+    #[inline]
+    fn process(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Option<(usize, usize)> {
+        let pkt = &mut buf[start..start + len];
+        (Nat44Worker::process(self, now, dir, pkt) == Verdict::Forward).then_some((start, len))
+    }
+    fn quiescent(&self) {
+        Nat44Worker::quiescent(self);
+    }
+    fn offline(&self) {
+        Nat44Worker::offline(self);
+    }
+}
 
 /// How packets are spread over workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,12 +122,20 @@ pub struct Measurement {
 /// One worker's totals: packets, forwarded, frame bytes, verify failures, verified.
 type WorkerTotals = (u64, u64, u64, u64, u64);
 
-/// Splits packet indices over workers.
-pub fn assign(prep: &Prepared, workers: usize, dispatch: Dispatch) -> Vec<Vec<u32>> {
+/// Splits packet indices over workers (only packets travelling `only`, when given).
+pub fn assign<E>(
+    prep: &Prepared<E>,
+    workers: usize,
+    dispatch: Dispatch,
+    only: Option<Direction>,
+) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); workers.max(1)];
     let rss = Rss::new(&ToeplitzKey::MICROSOFT, workers.max(1));
     let mut bal = FlowBalancer::new(Rss::new(&ToeplitzKey::MICROSOFT, workers.max(1)), 1 << 22);
     for (i, p) in prep.packets.iter().enumerate() {
+        if only.is_some_and(|d| d != p.dir) {
+            continue;
+        }
         let bytes = &prep.bytes[p.off as usize..p.off as usize + p.len as usize];
         let q = match dispatch {
             Dispatch::Rss => rss.queue_of(bytes),
@@ -73,13 +147,25 @@ pub fn assign(prep: &Prepared, workers: usize, dispatch: Dispatch) -> Vec<Vec<u3
 }
 
 /// Replays `prep` for `duration` on `workers` threads.
-pub fn measure(
-    prep: &Prepared,
+pub fn measure<E: Engine>(
+    prep: &Prepared<E>,
     workers: usize,
     dispatch: Dispatch,
     duration: Duration,
 ) -> Measurement {
-    let parts = assign(prep, workers, dispatch);
+    measure_only(prep, workers, dispatch, duration, None)
+}
+
+/// Replays the packets of `prep` travelling `only` (all of them: `None`) for `duration`
+/// on `workers` threads.
+pub fn measure_only<E: Engine>(
+    prep: &Prepared<E>,
+    workers: usize,
+    dispatch: Dispatch,
+    duration: Duration,
+    only: Option<Direction>,
+) -> Measurement {
+    let parts = assign(prep, workers, dispatch, only);
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(parts.len() + 1));
@@ -92,7 +178,7 @@ pub fn measure(
             .map(|(id, idx)| {
                 let (stop, barrier) = (Arc::clone(&stop), Arc::clone(&barrier));
                 let core = cores.get(id % cores.len().max(1)).copied();
-                let shared = Arc::clone(&prep.shared);
+                let shared = &prep.shared;
                 s.spawn(move || {
                     if let Some(c) = core {
                         core_affinity::set_for_current(c);
@@ -109,10 +195,12 @@ pub fn measure(
                         local.push((off, p));
                     }
                     // A receive ring, as a NIC would fill: each packet is delivered into the
-                    // next slot. Only the bytes the NAT reads or writes (headers) are copied,
-                    // except for the sampled packets, which are delivered whole and verified.
+                    // next slot (after the engine's headroom). Only the bytes the engine
+                    // reads or writes (headers) are copied, except for the sampled packets,
+                    // which are delivered whole and verified.
+                    let head = E::HEADROOM;
                     let mut ring = vec![0u8; RING_SLOTS * SLOT_BYTES];
-                    let mut w = shared.worker(id);
+                    let mut w = shared.lane(id);
                     let (mut n, mut fwd, mut bytes, mut bad, mut checked) =
                         (0u64, 0u64, 0u64, 0u64, 0u64);
                     barrier.wait();
@@ -132,14 +220,19 @@ pub fn measure(
                                 } else {
                                     (p.hdr as usize).min(p.len as usize)
                                 };
-                                ring[slot..slot + copy].copy_from_slice(&wire[off..off + copy]);
-                                let pkt = &mut ring[slot..slot + p.len as usize];
-                                if w.process(now, p.dir, pkt) == Verdict::Forward {
+                                ring[slot + head..slot + head + copy]
+                                    .copy_from_slice(&wire[off..off + copy]);
+                                let buf = &mut ring[slot..slot + SLOT_BYTES];
+                                let out = w.process(now, p.dir, buf, head, p.len as usize);
+                                if out.is_some() {
                                     fwd += 1;
                                 }
                                 if sample {
                                     checked += 1;
-                                    if !verify(pkt, &p) {
+                                    let ok = out.is_some_and(|(s, l)| {
+                                        verify(&buf[s..s + l], &p, prep.v6_of)
+                                    });
+                                    if !ok {
                                         bad += 1;
                                     }
                                 }
@@ -163,11 +256,13 @@ pub fn measure(
             .collect();
         // The reaper, as in production: a sweep a second.
         let reaper = {
-            let (stop, shared) = (Arc::clone(&stop), Arc::clone(&prep.shared));
+            let (stop, shared) = (Arc::clone(&stop), &prep.shared);
             s.spawn(move || {
-                let mut r = shared.reaper();
+                let Some(mut reap) = shared.reaper() else {
+                    return;
+                };
                 while !stop.load(Ordering::Relaxed) {
-                    r.handle_timeout(clock());
+                    reap(clock());
                     let t = Instant::now();
                     while t.elapsed() < Duration::from_secs(1) && !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(5));

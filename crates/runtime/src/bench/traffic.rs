@@ -3,14 +3,14 @@
 //! replies addressed to the public endpoints the engine actually assigned (learned by
 //! sending each flow's first packet through the engine before timing starts).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use conntrack::Timestamp;
 use engine::config::{DynamicRule, Ipv4Prefix, Nat44Config, PortRange};
 use engine::nat44::Nat44Shared;
 use engine::{Direction, Verdict};
-use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
+use wire::checksum::{checksum, combine, fold, pseudo_header_v4, pseudo_header_v6, sum};
 
 /// Frame sizes on the wire, FCS included (RFC 2544 style).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -46,30 +46,34 @@ impl FrameMix {
 /// Where a packet stands in the replay buffer and what its translation must give.
 #[derive(Clone, Copy, Debug)]
 pub struct Pkt {
-    /// Offset of the IPv4 packet in the byte store.
+    /// Offset of the IP packet in the byte store.
     pub off: u32,
-    /// IPv4 length.
+    /// IP length.
     pub len: u16,
     /// Frame length on the wire (FCS included).
     pub frame: u16,
-    /// Bytes the engine may rewrite (IPv4 + transport header): restored before each replay.
+    /// Bytes the engine may rewrite (IP + transport header): restored before each replay.
     pub hdr: u8,
     /// Direction.
     pub dir: Direction,
-    /// The endpoint the translation must produce: outbound the source, inbound the destination.
+    /// The endpoint the translation must produce: outbound the source, inbound the
+    /// destination. When the output is IPv6, the address is [`Prepared::v6_of`] this one.
     pub expect: (Ipv4Addr, u16),
 }
 
 /// A prepared engine with traffic for it.
-pub struct Prepared {
+pub struct Prepared<E = Arc<Nat44Shared>> {
     /// The engine instance (sessions for every flow already installed).
-    pub shared: Arc<Nat44Shared>,
+    pub shared: E,
     /// Packet descriptors, in replay order.
     pub packets: Vec<Pkt>,
     /// Pristine packet bytes.
     pub bytes: Vec<u8>,
     /// The clock value (ns) the warm-up used; replay clocks start after it.
     pub warm_at: u64,
+    /// For engines that emit IPv6: the IPv6 address an expected IPv4 address stands for
+    /// (NAT64: the IPv6 host; CLAT: the host's CLAT address). `None`: IPv4 out only.
+    pub v6_of: Option<fn(Ipv4Addr) -> Ipv6Addr>,
 }
 
 /// A tiny deterministic generator (xorshift64*).
@@ -244,21 +248,65 @@ pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> 
         }
     }
     warm.quiescent();
-    let mut rng = Rng(0xB0A7);
-    for i in (1..packets.len()).rev() {
-        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        packets.swap(i, j);
-    }
+    shuffle(&mut packets);
     Prepared {
         shared,
         packets,
         bytes,
         warm_at,
+        v6_of: None,
     }
 }
 
-/// Checks a translated packet: every checksum by full recompute, and the endpoint.
-pub fn verify(p: &[u8], pkt: &Pkt) -> bool {
+/// Shuffles the replay order (the same deterministic shuffle for every workload).
+pub fn shuffle(packets: &mut [Pkt]) {
+    let mut rng = Rng(0xB0A7);
+    for i in (1..packets.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        packets.swap(i, j);
+    }
+}
+
+/// Checks a translated packet (IPv4, or IPv6 when `v6_of` says what to expect): every
+/// checksum by full recompute, and the endpoint.
+pub fn verify(p: &[u8], pkt: &Pkt, v6_of: Option<fn(Ipv4Addr) -> Ipv6Addr>) -> bool {
+    match p.first().map(|b| b >> 4) {
+        Some(4) => verify4(p, pkt),
+        Some(6) => v6_of.is_some_and(|f| verify6(p, pkt, f)),
+        _ => false,
+    }
+}
+
+/// An IPv6 packet with UDP or TCP straight after the fixed header: the payload length,
+/// the transport checksum, and the endpoint (`v6_of` of the expected one).
+fn verify6(p: &[u8], pkt: &Pkt, v6_of: fn(Ipv4Addr) -> Ipv6Addr) -> bool {
+    if p.len() < 48 || usize::from(u16::from_be_bytes([p[4], p[5]])) != p.len() - 40 {
+        return false;
+    }
+    let nh = p[6];
+    if nh != 6 && nh != 17 {
+        return false;
+    }
+    let mut src = [0u8; 16];
+    let mut dst = [0u8; 16];
+    src.copy_from_slice(&p[8..24]);
+    dst.copy_from_slice(&p[24..40]);
+    let seg = &p[40..];
+    if fold(combine(
+        pseudo_header_v6(&src, &dst, nh, seg.len() as u32),
+        sum(seg),
+    )) != 0xffff
+    {
+        return false;
+    }
+    let got = match pkt.dir {
+        Direction::Outbound => (Ipv6Addr::from(src), u16::from_be_bytes([seg[0], seg[1]])),
+        Direction::Inbound => (Ipv6Addr::from(dst), u16::from_be_bytes([seg[2], seg[3]])),
+    };
+    got == (v6_of(pkt.expect.0), pkt.expect.1)
+}
+
+fn verify4(p: &[u8], pkt: &Pkt) -> bool {
     let ihl = usize::from(p[0] & 0x0f) * 4;
     if p.len() < ihl + 8 || checksum(&p[..ihl]) != 0 {
         return false;
