@@ -493,6 +493,35 @@ fn permit_key(binding: u32, remote: std::net::Ipv4Addr) -> u64 {
 }
 
 impl Nat44Shared {
+    /// The fast path of a mode built around NAT44 (NAT64): the live, non-hairpin session
+    /// `t` hits from `dir`, refreshed (timestamp, TCP state) exactly as `process` would,
+    /// and the tuple to rewrite to. `None` whenever `process` must decide (no session,
+    /// expired, wrong direction, hairpin): the caller then takes the full path, which
+    /// counts every outcome.
+    #[inline]
+    pub(crate) fn fast_hit(
+        &self,
+        now: Timestamp,
+        dir: Direction,
+        t: &Tuple,
+        tcp_flags: Option<u8>,
+    ) -> Option<Tuple> {
+        let h = self.sessions.hit(t)?;
+        let (seen, tcp, proto) = h.activity();
+        let flags = h.flags();
+        if seen + self.timeout(proto, tcp) <= now
+            || flags & HAIRPIN != 0
+            || side_direction(flags, h.r.side) != dir
+        {
+            return None;
+        }
+        if let Some(f) = tcp_flags {
+            h.observe_tcp(f);
+        }
+        h.touch(now);
+        Some(h.revised())
+    }
+
     /// Tells the inside-host hook a binding for `addr` is about to be made.
     #[inline]
     fn acquire_inside(&self, addr: std::net::Ipv4Addr) -> bool {

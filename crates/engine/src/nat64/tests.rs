@@ -328,3 +328,66 @@ proptest! {
         }
     }
 }
+
+/// The established-flow path (one SIIT pass and a port patch) produces exactly what the
+/// full path (SIIT to the host id, then NAT44) produced for the flow's first packet, in
+/// both directions, also when the public port differs from the inside one.
+#[test]
+fn fast_path_equals_the_full_path() {
+    let mut n = Nat64::new(config()).unwrap();
+    // A takes port 5000 first, so B's 5000 is mapped to another public port.
+    out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    for (host, proto) in [(HOST_B, UDP), (HOST_B, TCP)] {
+        let mut pkt = if proto == UDP {
+            udp6(host, 5000, srv6(), 53)
+        } else {
+            let mut p = ipv6(TCP, host, srv6(), 64, &tcp(5000, 80, 0x02));
+            fill_l4_csum(&mut p);
+            p
+        };
+        // The IPv4 identification is the translator's choice per packet (RFC 7915 §5.1);
+        // compare everything else.
+        let no_id = |mut p: Vec<u8>| {
+            assert_checksums(&p);
+            p[4..6].fill(0);
+            p[10..12].fill(0);
+            p
+        };
+        let first = out(&mut n, 2, &pkt).unwrap();
+        let second = out(&mut n, 3, &pkt).unwrap();
+        assert_eq!(
+            no_id(first),
+            no_id(second.clone()),
+            "outbound, proto {proto}"
+        );
+        if proto == UDP {
+            assert_ne!(
+                ports(&second).0,
+                5000,
+                "public port differs from the inside one"
+            );
+        }
+        assert_checksums(&second);
+        let public = ports(&second).0;
+        let (sp, dp) = if proto == UDP {
+            (53, public)
+        } else {
+            (80, public)
+        };
+        let mut reply = if proto == UDP {
+            udp4(SRV4, sp, POOL, dp)
+        } else {
+            let mut r = ipv4(TCP, SRV4, POOL, 60, &tcp(sp, dp, 0x12));
+            fill_l4_csum(&mut r);
+            r
+        };
+        let r1 = inb(&mut n, 4, &reply).unwrap();
+        let r2 = inb(&mut n, 5, &reply).unwrap();
+        assert_eq!(r1, r2, "inbound, proto {proto}");
+        assert_eq!(v6_addrs(&r2).1, host);
+        assert_eq!(ports(&r2).1, 5000);
+        assert_checksums(&r2);
+        pkt.clear();
+        reply.clear();
+    }
+}

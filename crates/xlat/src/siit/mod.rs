@@ -28,7 +28,7 @@ mod tests;
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-use wire::checksum::{combine, fold, sum};
+use wire::checksum::{combine, fold};
 
 use crate::csum::Delta;
 
@@ -206,8 +206,8 @@ fn forwarded_ttl(ttl: u8, opts: &SiitOptions) -> Result<u8, SiitDrop> {
 /// (a 16-bit length summed as a 32-bit one adds the same), so only addresses change.
 #[inline]
 fn addr_delta(v4: (Ipv4Addr, Ipv4Addr), v6: (Ipv6Addr, Ipv6Addr), to_v6: bool) -> Delta {
-    let s4 = fold(combine(sum(&v4.0.octets()), sum(&v4.1.octets())));
-    let s6 = fold(combine(sum(&v6.0.octets()), sum(&v6.1.octets())));
+    let s4 = fold(addr_sum32(v4.0) + addr_sum32(v4.1));
+    let s6 = fold(combine(addr_sum128(v6.0), addr_sum128(v6.1)));
     let mut d = Delta::ZERO;
     if to_v6 {
         d.word(s4, s6);
@@ -215,6 +215,26 @@ fn addr_delta(v4: (Ipv4Addr, Ipv4Addr), v6: (Ipv6Addr, Ipv6Addr), to_v6: bool) -
         d.word(s6, s4);
     }
     d
+}
+
+/// The ones'-complement partial sum of an IPv4 address's two 16-bit words.
+#[inline]
+fn addr_sum32(a: Ipv4Addr) -> u32 {
+    let v = u32::from(a);
+    (v >> 16) + (v & 0xffff)
+}
+
+/// The partial sum of an IPv6 address's eight 16-bit words, without going through bytes.
+#[inline]
+fn addr_sum128(a: Ipv6Addr) -> u32 {
+    let v = u128::from(a);
+    // Add the four 32-bit lanes in 64 bits, then the 16-bit halves: no carry is lost.
+    let lanes = (v as u32 as u64)
+        + ((v >> 32) as u32 as u64)
+        + ((v >> 64) as u32 as u64)
+        + ((v >> 96) as u32 as u64);
+    let words = (lanes & 0xffff) + ((lanes >> 16) & 0xffff) + (lanes >> 32);
+    words as u32
 }
 
 /// The partial sum of the ICMPv6 pseudo-header (RFC 4443 §2.3), folded to 16 bits.

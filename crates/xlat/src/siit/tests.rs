@@ -814,3 +814,20 @@ proptest! {
         round_trip(h, &s);
     }
 }
+
+proptest! {
+    /// The word-lane address sums equal the byte-wise RFC 1071 sums, folded.
+    #[test]
+    fn address_sums_match_rfc1071(a in any::<u128>(), b in any::<u32>()) {
+        let six = Ipv6Addr::from(a);
+        let four = Ipv4Addr::from(b);
+        prop_assert_eq!(
+            wire::checksum::fold(super::addr_sum128(six)),
+            wire::checksum::fold(wire::checksum::sum(&six.octets()))
+        );
+        prop_assert_eq!(
+            wire::checksum::fold(super::addr_sum32(four)),
+            wire::checksum::fold(wire::checksum::sum(&four.octets()))
+        );
+    }
+}
