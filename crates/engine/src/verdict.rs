@@ -108,6 +108,9 @@ drop_reasons! {
     IcmpErrorAboutError => "icmp_error_about_error",
     /// The buffer had too little room for the translated headers (a runtime defect).
     NoHeadroom => "no_headroom",
+    /// ILA: the destination's locator is not the one its identifier is mapped to (a
+    /// packet sent before a host moved, or a mapping that differs between routers).
+    LocatorMismatch => "locator_mismatch",
 }
 
 impl From<xlat::siit::SiitDrop> for DropReason {

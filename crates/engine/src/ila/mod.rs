@@ -89,6 +89,8 @@ macro_rules! ila_drops {
             pub translated: u64,
             /// Unmapped packets passed on untouched (`UnmappedAction::Forward`).
             pub unmapped_forwarded: u64,
+            /// Packets from the hosts to non-SIR destinations, passed on untouched.
+            pub not_ila_forwarded: u64,
             $( $(#[$doc])* pub $field: u64, )*
         }
 
@@ -106,6 +108,7 @@ macro_rules! ila_drops {
             pub fn merge(&mut self, other: &IlaCounters) {
                 self.translated += other.translated;
                 self.unmapped_forwarded += other.unmapped_forwarded;
+                self.not_ila_forwarded += other.not_ila_forwarded;
                 $( self.$field += other.$field; )*
             }
         }
@@ -130,11 +133,12 @@ ila_drops! {
 
 impl IlaDrop {
     /// The engine-wide reason carried by [`Verdict::Drop`] (the ILA counters keep the
-    /// precise one): unmapped and not-matched are `no_mapping`, truncated is `truncated`,
-    /// everything else `malformed`.
+    /// precise one): unmapped is `no_mapping`, not-matched `locator_mismatch`, truncated
+    /// is `truncated`, everything else `malformed`.
     pub const fn drop_reason(self) -> DropReason {
         match self {
-            IlaDrop::Unmapped | IlaDrop::NotMatched => DropReason::NoMapping,
+            IlaDrop::Unmapped => DropReason::NoMapping,
+            IlaDrop::NotMatched => DropReason::LocatorMismatch,
             IlaDrop::Truncated => DropReason::Truncated,
             IlaDrop::NotIpv6 | IlaDrop::Malformed | IlaDrop::CsumUnsupported => {
                 DropReason::Malformed
@@ -182,6 +186,9 @@ pub enum IlaOutcome {
     Translated,
     /// No mapping; passed on untouched.
     Unmapped,
+    /// From the hosts, but not to the SIR prefix: ordinary IPv6, passed on untouched
+    /// (like Linux's route-based ILA, which translates only what matches its route).
+    NotIla,
 }
 
 /// The shared half: the mapping table and the configuration (one per ILA interface,
@@ -272,6 +279,7 @@ impl IlaWorker {
         match r {
             Ok(IlaOutcome::Translated) => self.counters.translated += 1,
             Ok(IlaOutcome::Unmapped) => self.counters.unmapped_forwarded += 1,
+            Ok(IlaOutcome::NotIla) => self.counters.not_ila_forwarded += 1,
             Err(d) => self.counters.count(d),
         }
         r
@@ -284,7 +292,7 @@ impl IlaWorker {
         match dir {
             IlaDir::SirToIla => {
                 if upper != router.config.sir_prefix {
-                    return Err(IlaDrop::NotMatched);
+                    return Ok(IlaOutcome::NotIla);
                 }
                 let Some(locator) = router.table.lookup(ident) else {
                     return self.unmapped();
