@@ -83,16 +83,17 @@ enum Command {
     },
     /// Offer 64-byte UDP traffic (by default) to IP:PORT from many source ports, for the lab.
     Gen {
-        /// Destination IPv4 address and port.
+        /// Destination address and port: IPv4 (IP:PORT) or IPv6 ([IP]:PORT).
         #[arg(long, value_name = "IP:PORT")]
         dst: String,
-        /// Local IPv4 address to send from (default: the kernel chooses).
+        /// Local address to send from, of the destination's IP version (default: the
+        /// kernel chooses).
         #[arg(long, value_name = "IP")]
         src: Option<String>,
         /// Distinct source ports, 1..=4096, used round robin.
         #[arg(long, value_name = "N", default_value_t = 1)]
         flows: u16,
-        /// UDP payload bytes (18 gives 64-byte Ethernet frames).
+        /// UDP payload bytes (18 gives 64-byte Ethernet frames over IPv4, 84-byte over IPv6).
         #[arg(long, value_name = "BYTES", default_value_t = io::gen::PAYLOAD_64B_FRAME)]
         payload: usize,
         /// Packets per second (default: as fast as possible).
@@ -503,18 +504,18 @@ fn run_gen(
     seconds: f64,
     json: bool,
 ) -> anyhow::Result<()> {
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::net::{IpAddr, SocketAddr};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let dst: SocketAddrV4 = dst.parse().map_err(|_| {
+    let dst: SocketAddr = dst.parse().map_err(|_| {
         anyhow::anyhow!(
-            "--dst {dst:?}: not an IPv4 address and port (expected IP:PORT, e.g. 198.51.100.2:9000)"
+            "--dst {dst:?}: not an address and port (expected IP:PORT or [IPv6]:PORT, e.g. 198.51.100.2:9000)"
         )
     })?;
     let src_ip = src
         .map(|s| {
-            s.parse::<Ipv4Addr>()
-                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IPv4 address"))
+            s.parse::<IpAddr>()
+                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IP address"))
         })
         .transpose()?;
     anyhow::ensure!(
