@@ -1,7 +1,7 @@
 //! A small-packet UDP traffic generator and a counting sink, for the lab.
 //!
 //! [`run`] offers UDP datagrams (64-byte Ethernet frames with the default 18-byte
-//! payload) to one destination from `flows` distinct source ports: one connected
+//! payload over IPv4; 84-byte over IPv6) to one IPv4 or IPv6 destination from `flows` distinct source ports: one connected
 //! UDP socket per flow, bound to `src_ip:0` so the kernel picks each ephemeral
 //! port. Datagrams leave in `sendmmsg` batches, one socket per call, cycling the
 //! sockets round robin between calls. An optional token bucket paces the batches.
@@ -11,7 +11,7 @@
 //! nothing of NAT and must never be used on the data path.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -34,10 +34,11 @@ const SLEEP_BELOW_PPS: u64 = 50_000;
 /// What to send, where, how fast and for how long.
 #[derive(Debug, Clone)]
 pub struct GenConfig {
-    /// Destination address and port.
-    pub dst: SocketAddrV4,
-    /// Local address to bind the sockets to (`None`: any, the kernel chooses).
-    pub src_ip: Option<Ipv4Addr>,
+    /// Destination address and port (IPv4 or IPv6).
+    pub dst: SocketAddr,
+    /// Local address to bind the sockets to, of the destination's family (`None`: any,
+    /// the kernel chooses).
+    pub src_ip: Option<IpAddr>,
     /// Distinct source ports (one socket each), 1..=4096, used round robin.
     pub flows: u16,
     /// Bytes of UDP payload; 18 gives 64-byte Ethernet frames.
@@ -52,9 +53,9 @@ pub struct GenConfig {
 
 impl GenConfig {
     /// A one-flow, 64-byte-frame, unpaced, one-second configuration towards `dst`.
-    pub fn new(dst: SocketAddrV4) -> GenConfig {
+    pub fn new(dst: impl Into<SocketAddr>) -> GenConfig {
         GenConfig {
-            dst,
+            dst: dst.into(),
             src_ip: None,
             flows: 1,
             payload: PAYLOAD_64B_FRAME,
@@ -89,6 +90,15 @@ impl GenConfig {
             return bad(format!(
                 "gen: batch {} out of range 1..={MAX_BATCH}",
                 self.batch
+            ));
+        }
+        if self
+            .src_ip
+            .is_some_and(|s| s.is_ipv4() != self.dst.is_ipv4())
+        {
+            return bad(format!(
+                "gen: source {:?} and destination {} are of different IP versions",
+                self.src_ip, self.dst
             ));
         }
         if self.rate_pps == Some(0) {
@@ -217,12 +227,12 @@ fn ensure_fd_limit(need: u64) -> io::Result<()> {
 }
 
 /// One UDP socket bound to `src:0` and connected to `dst`, non-blocking.
-fn flow_socket(src: Ipv4Addr, dst: SocketAddrV4) -> io::Result<Socket> {
-    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    let local = SocketAddr::V4(SocketAddrV4::new(src, 0));
+fn flow_socket(src: IpAddr, dst: SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(dst), Type::DGRAM, Some(Protocol::UDP))?;
+    let local = SocketAddr::new(src, 0);
     s.bind(&local.into())
         .map_err(|e| io::Error::new(e.kind(), format!("gen: bind {local}: {e}")))?;
-    s.connect(&SocketAddr::V4(dst).into())
+    s.connect(&dst.into())
         .map_err(|e| io::Error::new(e.kind(), format!("gen: connect to {dst}: {e}")))?;
     s.set_nonblocking(true)?;
     Ok(s)
@@ -282,7 +292,11 @@ fn send_batch(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
 pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     cfg.validate()?;
     ensure_fd_limit(u64::from(cfg.flows) + 64)?;
-    let src = cfg.src_ip.unwrap_or(Ipv4Addr::UNSPECIFIED);
+    let src = cfg.src_ip.unwrap_or(if cfg.dst.is_ipv4() {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    });
     let socks = (0..cfg.flows)
         .map(|i| {
             flow_socket(src, cfg.dst).map_err(|e| match e.raw_os_error() {
@@ -563,7 +577,7 @@ mod tests {
         let unpaced = GenConfig {
             flows: 8,
             duration: Duration::from_millis(500),
-            dst: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9998),
+            dst: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9998).into(),
             ..GenConfig::new(dst)
         };
         let (r, received) = sink_and_gen(&ns, 9998, unpaced, Duration::from_millis(1000));

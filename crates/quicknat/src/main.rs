@@ -85,16 +85,17 @@ enum Command {
     },
     /// Offer 64-byte UDP traffic (by default) to IP:PORT from many source ports, for the lab.
     Gen {
-        /// Destination IPv4 address and port.
+        /// Destination address and port: IPv4 (IP:PORT) or IPv6 ([IP]:PORT).
         #[arg(long, value_name = "IP:PORT")]
         dst: String,
-        /// Local IPv4 address to send from (default: the kernel chooses).
+        /// Local address to send from, of the destination's IP version (default: the
+        /// kernel chooses).
         #[arg(long, value_name = "IP")]
         src: Option<String>,
         /// Distinct source ports, 1..=4096, used round robin.
         #[arg(long, value_name = "N", default_value_t = 1)]
         flows: u16,
-        /// UDP payload bytes (18 gives 64-byte Ethernet frames).
+        /// UDP payload bytes (18 gives 64-byte Ethernet frames over IPv4, 84-byte over IPv6).
         #[arg(long, value_name = "BYTES", default_value_t = io::gen::PAYLOAD_64B_FRAME)]
         payload: usize,
         /// Packets per second (default: as fast as possible).
@@ -120,19 +121,23 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         seconds: f64,
     },
-    /// Build client, gateway and server network namespaces and measure quicknat against
-    /// the kernel's nftables NAT on the same topology, alternating (root).
+    /// Build network namespaces and measure quicknat against a reference on the same
+    /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 (vs TAYGA),
+    /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers).
     Lab {
+        /// Which topology: nat44, nat64 or ila.
+        #[arg(long, value_enum, default_value_t = Topology::Nat44)]
+        topology: Topology,
         /// Seconds per measurement (default 5).
         #[arg(long, value_name = "S", default_value_t = 5)]
         seconds: u64,
         /// Alternating rounds; medians are reported (default 3).
         #[arg(long, value_name = "N", default_value_t = 3)]
         rounds: usize,
-        /// Offered load for the CPU-per-packet measurement, packets per second.
+        /// Offered load for the CPU-per-packet measurement, packets per second (nat44).
         #[arg(long, value_name = "PPS", default_value_t = 200_000)]
         fixed_pps: u64,
-        /// Skip the TCP run with offloads on.
+        /// Skip the TCP run with offloads on (nat44).
         #[arg(long)]
         no_offloads_on: bool,
         /// Print JSON instead of the table.
@@ -141,7 +146,24 @@ enum Command {
         /// quicknat backends to measure (comma-separated): af_xdp, af_packet.
         #[arg(long, value_name = "LIST", default_value = "af_xdp,af_packet")]
         backends: String,
+        /// Request/response connections (ila).
+        #[arg(long, value_name = "N", default_value_t = 200)]
+        conns: usize,
+        /// Request and response size in bytes (ila).
+        #[arg(long, value_name = "BYTES", default_value_t = 64)]
+        size: usize,
     },
+}
+
+/// The `quicknat lab` topologies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Topology {
+    /// quicknat NAT44 vs the kernel's nftables NAT.
+    Nat44,
+    /// quicknat NAT64 vs TAYGA, IPv6-only client, IPv4 server.
+    Nat64,
+    /// TCP request/response directly vs through two quicknat ILA routers.
+    Ila,
 }
 
 fn main() -> ExitCode {
@@ -161,13 +183,28 @@ fn main() -> ExitCode {
             rounds,
         } => run_bench(quick, json, workers, seconds, rounds),
         Command::Lab {
+            topology,
             seconds,
             rounds,
             fixed_pps,
             no_offloads_on,
             json,
             backends,
-        } => run_lab(seconds, rounds, fixed_pps, !no_offloads_on, json, &backends),
+            conns,
+            size,
+        } => run_lab(
+            topology,
+            LabArgs {
+                seconds,
+                rounds,
+                fixed_pps,
+                offloads_on: !no_offloads_on,
+                json,
+                conns,
+                size,
+            },
+            &backends,
+        ),
         Command::Ila(args) => ilactl::run(&args),
         Command::Rr(args) => rr::run(&args),
         Command::Soak { seconds } => {
@@ -562,18 +599,18 @@ fn run_gen(
     seconds: f64,
     json: bool,
 ) -> anyhow::Result<()> {
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::net::{IpAddr, SocketAddr};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let dst: SocketAddrV4 = dst.parse().map_err(|_| {
+    let dst: SocketAddr = dst.parse().map_err(|_| {
         anyhow::anyhow!(
-            "--dst {dst:?}: not an IPv4 address and port (expected IP:PORT, e.g. 198.51.100.2:9000)"
+            "--dst {dst:?}: not an address and port (expected IP:PORT or [IPv6]:PORT, e.g. 198.51.100.2:9000)"
         )
     })?;
     let src_ip = src
         .map(|s| {
-            s.parse::<Ipv4Addr>()
-                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IPv4 address"))
+            s.parse::<IpAddr>()
+                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IP address"))
         })
         .transpose()?;
     anyhow::ensure!(
@@ -602,15 +639,38 @@ fn run_gen(
     Ok(())
 }
 
-/// `quicknat lab`: quicknat vs the kernel's NAT in network namespaces.
-fn run_lab(
+/// `quicknat lab` options (some apply to one topology only).
+struct LabArgs {
     seconds: u64,
     rounds: usize,
     fixed_pps: u64,
     offloads_on: bool,
     json: bool,
-    backends: &str,
-) -> anyhow::Result<()> {
+    conns: usize,
+    size: usize,
+}
+
+/// Prints a lab report as JSON or as its table.
+fn print_report<R: serde::Serialize + std::fmt::Display>(r: &R, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        println!("{r}");
+    }
+    Ok(())
+}
+
+/// `quicknat lab`: quicknat vs a reference in network namespaces.
+fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()> {
+    let LabArgs {
+        seconds,
+        rounds,
+        fixed_pps,
+        offloads_on,
+        json,
+        conns,
+        size,
+    } = a;
     let backends: Vec<String> = backends
         .split(',')
         .map(|b| b.trim().to_string())
@@ -634,17 +694,44 @@ fn run_lab(
         (1_000..=10_000_000).contains(&fixed_pps),
         "--fixed-pps must be between 1000 and 10000000"
     );
-    let report = lab::run_lab(&lab::LabOptions {
-        seconds,
-        rounds,
-        fixed_pps,
-        offloads_on,
-        backends,
-    })?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!("{report}");
+    match topology {
+        Topology::Nat44 => print_report(
+            &lab::run_lab(&lab::LabOptions {
+                seconds,
+                rounds,
+                fixed_pps,
+                offloads_on,
+                backends,
+            })?,
+            json,
+        ),
+        Topology::Nat64 => print_report(
+            &lab::nat64::run(&lab::nat64::Nat64Options {
+                seconds,
+                rounds,
+                backends,
+            })?,
+            json,
+        ),
+        Topology::Ila => {
+            anyhow::ensure!(
+                (1..=1000).contains(&conns),
+                "--conns must be between 1 and 1000"
+            );
+            anyhow::ensure!(
+                (1..=65536).contains(&size),
+                "--size must be between 1 and 65536"
+            );
+            print_report(
+                &lab::ila::run(&lab::ila::IlaOptions {
+                    seconds,
+                    rounds,
+                    conns,
+                    size,
+                    backends,
+                })?,
+                json,
+            )
+        }
     }
-    Ok(())
 }

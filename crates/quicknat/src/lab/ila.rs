@@ -1,0 +1,335 @@
+//! `quicknat lab --topology ila`: TCP request/response (`quicknat rr`, N connections, one
+//! request in flight on each) between two hosts, directly (kernel IPv6 forwarding in the
+//! router namespaces) vs through two quicknat `[ila]` routers, alternating per round.
+//!
+//! ```text
+//! a (SIR ::a) ==a0|ra-a== ra ==ra-n|rb-n== rb ==rb-b|b0== b (SIR ::b)
+//!                          \___ ILA network ___/
+//! ```
+//! Both hosts use SIR addresses under 2001:db8:ffff:1::/64 (identifiers 0:0:0:a and
+//! 0:0:0:b); host a's locator is 2001:db8:a:0, host b's 2001:db8:b:0.
+//!
+//! Why two routers: ILA rewrites destinations only, SIR -> ILA where a packet enters the
+//! ILA network and ILA -> SIR where it leaves it. A TCP peer must see the SIR address it
+//! connected to, so both ends need a translator; this kernel has no ILA
+//! (CONFIG_IPV6_ILA unset) to do the hosts' half. Router ra: inside = a's link, SIR -> ILA
+//! for a's packets to b, ILA -> SIR for b's packets arriving from the network; rb the
+//! mirror image. The routers route the locators to each other (2001:db8:b::/64 via rb,
+//! 2001:db8:a::/64 via ra) and each SIR address to its host.
+//!
+//! - direct: the routers' kernels forward SIR addresses (a host route to the far host via
+//!   the other router), net.ipv6.conf.all.forwarding=1, no quicknat.
+//! - ila: quicknat runs in both routers (ra pinned to core 0, rb to core 1), kernel
+//!   forwarding off and the SIR routes across the ILA network removed, so every packet
+//!   crosses both user-space translators.
+
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use super::{
+    alternate, chrono_like_date, exe, med, require, stop_child, stop_flag, temp_path, Lab,
+};
+
+const SIR_A: &str = "2001:db8:ffff:1::a";
+const SIR_B: &str = "2001:db8:ffff:1::b";
+const PORT: u16 = 7000;
+const A: usize = 0;
+const RA: usize = 1;
+const RB: usize = 2;
+const B: usize = 3;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct IlaOptions {
+    /// Seconds per measurement.
+    pub seconds: u64,
+    /// Alternating rounds (medians reported).
+    pub rounds: usize,
+    /// Connections of the request/response load.
+    pub conns: usize,
+    /// Request and response size, bytes.
+    pub size: usize,
+    /// quicknat backends ("af_xdp", "af_packet").
+    pub backends: Vec<String>,
+}
+
+/// One path's request/response figures.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RrResult {
+    /// Transactions per second.
+    pub tps: f64,
+    /// Latency percentiles, microseconds.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Connections that failed mid-run.
+    pub errors: f64,
+}
+
+/// The report: medians per path.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IlaReport {
+    /// UTC date and kernel.
+    pub when: String,
+    /// Seconds per measurement.
+    pub seconds: u64,
+    /// Rounds.
+    pub rounds: usize,
+    /// Connections.
+    pub conns: usize,
+    /// Request/response bytes.
+    pub size: usize,
+    /// Kernel forwarding in both routers, no translation.
+    pub direct: RrResult,
+    /// Through both quicknat ILA routers, per backend.
+    pub ila: Vec<(String, RrResult)>,
+}
+
+fn build() -> Result<Lab> {
+    let lab = Lab::new(&["ila-a", "ila-ra", "ila-rb", "ila-b"], stop_flag()?)?;
+    let (a, ra, rb, b) = (lab.at(A), lab.at(RA), lab.at(RB), lab.at(B));
+    lab.veth(a, "a0", ra, "ra-a")?;
+    lab.veth(ra, "ra-n", rb, "rb-n")?;
+    lab.veth(rb, "rb-b", b, "b0")?;
+    lab.addr(a, "a0", "fd00:a::2/64")?;
+    lab.addr(a, "a0", &format!("{SIR_A}/128"))?;
+    lab.addr(ra, "ra-a", "fd00:a::1/64")?;
+    lab.addr(ra, "ra-n", "fd00:f::1/64")?;
+    lab.addr(rb, "rb-n", "fd00:f::2/64")?;
+    lab.addr(rb, "rb-b", "fd00:b::1/64")?;
+    lab.addr(b, "b0", "fd00:b::2/64")?;
+    lab.addr(b, "b0", &format!("{SIR_B}/128"))?;
+    lab.route(a, &["default", "via", "fd00:a::1", "src", SIR_A])?;
+    lab.route(b, &["default", "via", "fd00:b::1", "src", SIR_B])?;
+    lab.route(ra, &[&format!("{SIR_A}/128"), "via", "fd00:a::2"])?;
+    lab.route(rb, &[&format!("{SIR_B}/128"), "via", "fd00:b::2"])?;
+    lab.route(ra, &["2001:db8:b::/64", "via", "fd00:f::2"])?;
+    lab.route(rb, &["2001:db8:a::/64", "via", "fd00:f::1"])?;
+    // Every path gets the same offloads: off (quicknat turns them off on its interfaces).
+    for (ns, dev) in [
+        (a, "a0"),
+        (ra, "ra-a"),
+        (ra, "ra-n"),
+        (rb, "rb-n"),
+        (rb, "rb-b"),
+        (b, "b0"),
+    ] {
+        lab.offloads(&[(ns, dev)], false);
+    }
+    Ok(lab)
+}
+
+/// The SIR routes across the ILA network (the direct path only).
+fn direct_routes(lab: &Lab, add: bool) -> Result<()> {
+    let verb = if add { "add" } else { "del" };
+    for (r, dst, via) in [(RA, SIR_B, "fd00:f::2"), (RB, SIR_A, "fd00:f::1")] {
+        lab.ns(
+            lab.at(r),
+            &["ip", "route", verb, &format!("{dst}/128"), "via", via],
+        )?;
+    }
+    for r in [RA, RB] {
+        lab.sysctl(
+            lab.at(r),
+            &format!("net.ipv6.conf.all.forwarding={}", u8::from(add)),
+        )?;
+    }
+    Ok(())
+}
+
+fn config(backend: &str, inside: &str, outside: &str, sock: &str) -> String {
+    format!(
+        "[gateway]\ninside = \"{inside}\"\noutside = \"{outside}\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\ncontrol_socket = \"{sock}\"\n\n\
+         [ila]\nsir_prefix = \"2001:db8:ffff:1::/64\"\ncsum_mode = \"adjust-transport\"\nunmapped = \"drop\"\n\n\
+         [[ila.mapping]]\nidentifier = \"0:0:0:a\"\nlocator = \"2001:db8:a:0\"\n\n\
+         [[ila.mapping]]\nidentifier = \"0:0:0:b\"\nlocator = \"2001:db8:b:0\"\n"
+    )
+}
+
+/// One request/response measurement from a to b.
+fn rr(lab: &Lab, opts: &IlaOptions) -> Result<RrResult> {
+    let exe = exe()?;
+    let listen = format!("[{SIR_B}]:{PORT}");
+    let server = lab.spawn(
+        lab.at(B),
+        &[
+            &exe,
+            "rr",
+            "server",
+            "--listen",
+            &listen,
+            "--seconds",
+            &(opts.seconds + 15).to_string(),
+        ],
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = lab.ns(
+        lab.at(A),
+        &[
+            "timeout",
+            &(opts.seconds + 20).to_string(),
+            &exe,
+            "rr",
+            "client",
+            "--connect",
+            &listen,
+            "--conns",
+            &opts.conns.to_string(),
+            "--size",
+            &opts.size.to_string(),
+            "--seconds",
+            &opts.seconds.to_string(),
+            "--json",
+        ],
+    );
+    let _ = stop_child(server);
+    let out = out?;
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
+    let get = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    if get("tps") <= 0.0 {
+        bail!("rr client reported no transactions: {}", out.trim());
+    }
+    Ok(RrResult {
+        tps: get("tps"),
+        p50_us: get("p50_us"),
+        p90_us: get("p90_us"),
+        p99_us: get("p99_us"),
+        errors: get("errors"),
+    })
+}
+
+fn combine(rs: &[RrResult]) -> RrResult {
+    RrResult {
+        tps: med(rs, |r| r.tps),
+        p50_us: med(rs, |r| r.p50_us),
+        p90_us: med(rs, |r| r.p90_us),
+        p99_us: med(rs, |r| r.p99_us),
+        errors: med(rs, |r| r.errors),
+    }
+}
+
+/// Runs the ILA lab.
+pub fn run(opts: &IlaOptions) -> Result<IlaReport> {
+    require(&["ip", "nft", "ethtool", "taskset"])?;
+    let lab = build()?;
+    // Per backend: the two routers' configuration files.
+    let cfgs: Vec<(String, [PathBuf; 2])> = opts
+        .backends
+        .iter()
+        .map(|b| {
+            (
+                b.clone(),
+                [
+                    temp_path(&format!("ila-ra-{b}.toml")),
+                    temp_path(&format!("ila-rb-{b}.toml")),
+                ],
+            )
+        })
+        .collect();
+    let socks = [temp_path("ila-ra.sock"), temp_path("ila-rb.sock")];
+    for (b, [ra, rb]) in &cfgs {
+        std::fs::write(ra, config(b, "ra-a", "ra-n", &socks[0].to_string_lossy()))?;
+        std::fs::write(rb, config(b, "rb-b", "rb-n", &socks[1].to_string_lossy()))?;
+    }
+    let result = alternate(
+        &lab,
+        "ila",
+        opts.rounds,
+        cfgs.len(),
+        |arm| {
+            arm.map_or("direct (kernel forwarding)".to_string(), |i| {
+                format!("quicknat ila {}", cfgs[i].0)
+            })
+        },
+        |arm| match arm {
+            None => {
+                direct_routes(&lab, true)?;
+                let r = rr(&lab, opts);
+                direct_routes(&lab, false)?;
+                r
+            }
+            Some(i) => {
+                let [ra_cfg, rb_cfg] = &cfgs[i].1;
+                let ra: Child = lab.start_quicknat(lab.at(RA), 0, ra_cfg)?;
+                let rb = lab.start_quicknat(lab.at(RB), 1, rb_cfg);
+                let r = rb.and_then(|rb| {
+                    let r = rr(&lab, opts);
+                    eprintln!("lab ila: rb {}", stop_child(rb));
+                    r
+                });
+                eprintln!("lab ila: ra {}", stop_child(ra));
+                r
+            }
+        },
+    );
+    for (_, paths) in &cfgs {
+        for p in paths {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    drop(lab);
+    for s in &socks {
+        let _ = std::fs::remove_file(s);
+    }
+    let (direct, ila) = result?;
+    Ok(IlaReport {
+        when: chrono_like_date(),
+        seconds: opts.seconds,
+        rounds: opts.rounds,
+        conns: opts.conns,
+        size: opts.size,
+        direct: combine(&direct),
+        ila: cfgs
+            .iter()
+            .map(|(b, _)| b.clone())
+            .zip(ila.iter().map(|r| combine(r)))
+            .collect(),
+    })
+}
+
+impl std::fmt::Display for IlaReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "quicknat lab ila — {} — median of {} alternating rounds, {} s each; rr {} connections x {} B",
+            self.when, self.rounds, self.seconds, self.conns, self.size
+        )?;
+        write!(f, "{:<26} {:>16}", "metric", "direct (kernel)")?;
+        for (b, _) in &self.ila {
+            write!(f, " {:>20}", format!("ILA quicknat {b}"))?;
+        }
+        writeln!(f)?;
+        let mut row = |name: &str, get: &dyn Fn(&RrResult) -> f64, prec: usize| {
+            write!(f, "{name:<26} {:>16.prec$}", get(&self.direct))?;
+            for (_, r) in &self.ila {
+                write!(f, " {:>20.prec$}", get(r))?;
+            }
+            writeln!(f)
+        };
+        row("transactions/s", &|r| r.tps, 0)?;
+        row("latency p50 (us)", &|r| r.p50_us, 1)?;
+        row("latency p90 (us)", &|r| r.p90_us, 1)?;
+        row("latency p99 (us)", &|r| r.p99_us, 1)?;
+        row("connection errors", &|r| r.errors, 0)?;
+        write!(f, "{:<26} {:>16}", "cost in transactions/s", "-")?;
+        for (_, r) in &self.ila {
+            let cost = if self.direct.tps > 0.0 {
+                format!("{:.1}%", (1.0 - r.tps / self.direct.tps) * 100.0)
+            } else {
+                "-".into()
+            };
+            write!(f, " {cost:>20}")?;
+        }
+        writeln!(f, "   (goal: < 3.4%, Linux in-kernel ILA)")?;
+        write!(
+            f,
+            "direct = the routers' kernels forward IPv6 (no translation); ILA = two quicknat routers \
+             (user space, 1 worker each, pinned to cores 0 and 1) translate SIR <-> ILA, kernel forwarding off"
+        )
+    }
+}
