@@ -140,6 +140,10 @@ enum Command {
         /// Skip the TCP run with offloads on (nat44).
         #[arg(long)]
         no_offloads_on: bool,
+        /// Pin TAYGA to the gateway core like quicknat's worker (nat64; default: the
+        /// scheduler places it, as it would on a real box).
+        #[arg(long)]
+        pin_tayga: bool,
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -188,6 +192,7 @@ fn main() -> ExitCode {
             rounds,
             fixed_pps,
             no_offloads_on,
+            pin_tayga,
             json,
             backends,
             conns,
@@ -199,6 +204,7 @@ fn main() -> ExitCode {
                 rounds,
                 fixed_pps,
                 offloads_on: !no_offloads_on,
+                pin_tayga,
                 json,
                 conns,
                 size,
@@ -645,6 +651,7 @@ struct LabArgs {
     rounds: usize,
     fixed_pps: u64,
     offloads_on: bool,
+    pin_tayga: bool,
     json: bool,
     conns: usize,
     size: usize,
@@ -667,6 +674,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         rounds,
         fixed_pps,
         offloads_on,
+        pin_tayga,
         json,
         conns,
         size,
@@ -710,6 +718,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 seconds,
                 rounds,
                 backends,
+                pin_tayga,
             })?,
             json,
         ),

@@ -44,6 +44,8 @@ pub struct Nat64Options {
     pub rounds: usize,
     /// quicknat backends ("af_xdp", "af_packet").
     pub backends: Vec<String>,
+    /// Pin TAYGA to the gateway core (else the scheduler places it).
+    pub pin_tayga: bool,
 }
 
 /// One system's measurements.
@@ -71,6 +73,8 @@ pub struct Nat64Report {
     pub quicknat: Vec<(String, Nat64Result)>,
     /// TAYGA, medians.
     pub tayga: Nat64Result,
+    /// Whether TAYGA was pinned to the gateway core.
+    pub tayga_pinned: bool,
 }
 
 fn devs(lab: &Lab) -> [(&str, &str); 4] {
@@ -107,7 +111,12 @@ fn forwarding(lab: &Lab, on: bool) -> Result<()> {
     lab.sysctl(lab.gw(), &format!("net.ipv6.conf.all.forwarding={v}"))
 }
 
-fn start(lab: &Lab, quicknat: Option<&std::path::Path>, tayga: &std::path::Path) -> Result<System> {
+fn start(
+    lab: &Lab,
+    quicknat: Option<&std::path::Path>,
+    tayga: &std::path::Path,
+    pin: bool,
+) -> Result<System> {
     if let Some(cfg) = quicknat {
         forwarding(lab, false)?;
         return Ok(System::Quicknat(lab.start_quicknat(
@@ -122,18 +131,10 @@ fn start(lab: &Lab, quicknat: Option<&std::path::Path>, tayga: &std::path::Path)
     lab.route(lab.gw(), &["203.0.113.0/24", "dev", TUN])?;
     lab.route(lab.gw(), &[PREF64, "dev", TUN])?;
     forwarding(lab, true)?;
-    let child = lab.spawn(
-        lab.gw(),
-        &[
-            "taskset",
-            "-c",
-            &GW_CORE.to_string(),
-            "tayga",
-            "-c",
-            &conf,
-            "--nodetach",
-        ],
-    )?;
+    let core = GW_CORE.to_string();
+    let run = ["tayga", "-c", &conf, "--nodetach"];
+    let pinned = ["taskset", "-c", &core, "tayga", "-c", &conf, "--nodetach"];
+    let child = lab.spawn(lab.gw(), if pin { &pinned[..] } else { &run[..] })?;
     std::thread::sleep(std::time::Duration::from_millis(500));
     Ok(System::Tayga(child))
 }
@@ -207,7 +208,12 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             })
         },
         |arm| {
-            let sys = start(&lab, arm.map(|i| cfgs[i].1.as_path()), &tayga)?;
+            let sys = start(
+                &lab,
+                arm.map(|i| cfgs[i].1.as_path()),
+                &tayga,
+                opts.pin_tayga,
+            )?;
             let r = measure(&lab, opts.seconds);
             stop(&lab, sys, &tayga)?;
             r
@@ -227,6 +233,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             .zip(q.iter().map(|r| combine(r)))
             .collect(),
         tayga: combine(&t),
+        tayga_pinned: opts.pin_tayga,
     })
 }
 
@@ -275,8 +282,13 @@ impl std::fmt::Display for Nat64Report {
         )?;
         write!(
             f,
-            "TAYGA: stateless NAT64, 1:1 map 2001:db8:1::2 <-> 203.0.113.1 (no ports, no per-flow state), kernel forwarding via TUN, pinned to core {GW_CORE}\n\
-             pref64 {PREF64}; offloads off; capacity = packets out of the IPv4 side with the server dropping at ingress (84 B frames in, 64 B out)"
+            "TAYGA: stateless NAT64, 1:1 map 2001:db8:1::2 <-> 203.0.113.1 (no ports, no per-flow state), kernel forwarding via TUN, {}\n\
+             pref64 {PREF64}; offloads off; capacity = packets out of the IPv4 side with the server dropping at ingress (84 B frames in, 64 B out)",
+            if self.tayga_pinned {
+                format!("pinned to core {GW_CORE}")
+            } else {
+                "placed by the scheduler (--pin-tayga pins it to the gateway core)".to_string()
+            }
         )
     }
 }
