@@ -126,7 +126,7 @@ impl AfPacketTx {
     /// Sends every queued frame; returns how many the kernel accepted.
     ///
     /// A full socket or device queue (`EAGAIN`, `ENOBUFS`) drops the rest of
-    /// the batch and a frame the kernel refuses (`EMSGSIZE`, `EINVAL`) drops
+    /// the batch and a frame the kernel refuses (`EMSGSIZE`, `EINVAL`, `ENOMEM`) drops
     /// that frame, both counted in [`AfPacketTx::dropped`]; `EINTR` is
     /// retried. Any other error drops the batch and is returned.
     pub fn flush(&mut self) -> io::Result<usize> {
@@ -157,7 +157,10 @@ impl AfPacketTx {
                         self.dropped += (n - at) as u64;
                         break;
                     }
-                    Some(libc::EMSGSIZE | libc::EINVAL) => {
+                    // ENOMEM: also what a noqueue device (veth) answers when the
+                    // frame fails validate_xmit, e.g. a vnet header whose csum_start
+                    // points into the IP header.
+                    Some(libc::EMSGSIZE | libc::EINVAL | libc::ENOMEM) => {
                         self.dropped += 1;
                         at += 1;
                     }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::afpacket::vnet::F_NEEDS_CSUM;
+use crate::afpacket::vnet::{F_DATA_VALID, F_NEEDS_CSUM};
 
 /// Runs `ethtool ARGS` in namespace `ns`; whether it succeeded.
 fn ethtool(ns: &str, args: &[&str]) -> bool {
@@ -209,6 +209,16 @@ impl BridgeLab {
             let mut args = vec!["-K", dev];
             args.extend_from_slice(&off);
             assert!(ethtool(ns, &args), "ethtool -K {dev} off in {ns}");
+        }
+    }
+
+    /// Turns segmentation and checksum offload off where the bridge sends (g0, g1): its
+    /// kernel must then cut the super-packets and finish their checksums in software, and
+    /// the receivers verify every segment (with TSO on they trust CHECKSUM_PARTIAL).
+    fn egress_offloads_off(&self) {
+        for dev in ["g0", "g1"] {
+            let args = ["-K", dev, "tx", "off", "tso", "off", "gso", "off"];
+            assert!(ethtool(&self.g, &args), "ethtool -K {dev} off");
         }
     }
 
@@ -459,6 +469,22 @@ fn vnet_rx_reports_tcp_super_packets_and_bridge_keeps_the_data() {
 }
 
 #[test]
+fn vnet_bridge_segments_and_checksums_in_software_when_egress_lacks_tso() {
+    let Some(lab) = BridgeLab::new("sw") else {
+        return;
+    };
+    lab.egress_offloads_off();
+    const TOTAL: u64 = 10 << 20;
+    let (t, st) = bridged_transfer(&lab, Some(true), TOTAL, None);
+    assert_eq!((t.sent, t.received), (TOTAL, TOTAL));
+    assert_eq!(
+        t.hash_sent, t.hash_received,
+        "data changed across the bridge"
+    );
+    assert!(st.gso_tcp4 > 0 && st.tx_dropped == 0, "{st:?}");
+}
+
+#[test]
 fn without_vnet_super_packets_are_oversize_but_offloads_off_works() {
     let Some(lab) = BridgeLab::new("nv") else {
         return;
@@ -485,11 +511,13 @@ fn vnet_bridge_throughput() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
-    let modes: [(&str, Option<bool>, bool); 4] = [
-        ("user bridge, vnet_hdr, offloads on", Some(true), false),
-        ("user bridge, plain, offloads off", Some(false), true),
-        ("kernel bridge, offloads on", None, false),
-        ("kernel bridge, offloads off", None, true),
+    // (name, user bridge with vnet / without / kernel bridge, offloads: on, off, egress off)
+    let modes: [(&str, Option<bool>, u8); 5] = [
+        ("user bridge, vnet_hdr, offloads on", Some(true), 0),
+        ("user bridge, vnet_hdr, egress tso/csum off", Some(true), 2),
+        ("user bridge, plain, offloads off", Some(false), 1),
+        ("kernel bridge, offloads on", None, 0),
+        ("kernel bridge, offloads off", None, 1),
     ];
     let mut rates = vec![Vec::new(); modes.len()];
     for round in 0..rounds {
@@ -497,8 +525,10 @@ fn vnet_bridge_throughput() {
             let Some(lab) = BridgeLab::new(&format!("t{round}{i}")) else {
                 return;
             };
-            if off {
-                lab.offloads_off();
+            match off {
+                1 => lab.offloads_off(),
+                2 => lab.egress_offloads_off(),
+                _ => {}
             }
             let (t, st) = bridged_transfer(&lab, user, 0, Some(dur));
             assert_eq!(t.sent, t.received, "{name}: bytes lost");
@@ -513,5 +543,90 @@ fn vnet_bridge_throughput() {
     for ((name, _, _), r) in modes.iter().zip(rates.iter_mut()) {
         r.sort_by(f64::total_cmp);
         eprintln!("median {name}: {:.2} Gbit/s {r:.2?}", r[r.len() / 2]);
+    }
+}
+
+/// A mistake in a header or frame, and what it does to the UDP GSO packet.
+type Mistake = (&'static str, Box<dyn Fn(&mut VnetHdr, &mut Vec<u8>)>);
+
+/// Not a test of correctness: what the kernel does with common vnet-header mistakes
+/// (why a first try "delivers nothing"). Prints one line per mistake and offload state.
+/// `cargo test -p io vnet_tx_header_mistakes -- --ignored --nocapture`
+#[test]
+#[ignore = "diagnostic, prints a table"]
+fn vnet_tx_header_mistakes() {
+    let variants: Vec<Mistake> = vec![
+        ("correct", Box::new(|_, _| {})),
+        ("hdr_len 0", Box::new(|h, _| h.hdr_len = 0)),
+        (
+            "csum_start from IP (20)",
+            Box::new(|h, _| h.csum_start = 20),
+        ),
+        ("no NEEDS_CSUM", Box::new(|h, _| h.flags = 0)),
+        ("gso_size 0", Box::new(|h, _| h.gso_size = 0)),
+        (
+            "big-endian fields",
+            Box::new(|h, _| {
+                h.hdr_len = h.hdr_len.swap_bytes();
+                h.gso_size = h.gso_size.swap_bytes();
+                h.csum_start = h.csum_start.swap_bytes();
+                h.csum_offset = h.csum_offset.swap_bytes();
+            }),
+        ),
+        ("DATA_VALID kept", Box::new(|h, _| h.flags |= F_DATA_VALID)),
+        (
+            "hdr_len past the frame",
+            Box::new(|h, f| h.hdr_len = f.len() as u16 + 1),
+        ),
+        (
+            "gso_type TCPV4 on a UDP packet",
+            Box::new(|h, _| h.gso_type = GsoType::TcpV4),
+        ),
+        (
+            "complete csum field instead of pseudo sum",
+            Box::new(|_, f| {
+                let c = u16::from_be_bytes([f[40], f[41]]);
+                f[40..42].copy_from_slice(&(!c).to_be_bytes());
+            }),
+        ),
+    ];
+    for (name, v) in variants {
+        for off in [false, true] {
+            let Some(lab) = Lab::new("mis") else { return };
+            if off {
+                ethtool(
+                    &lab.a,
+                    &["-K", "afp0", "tx", "off", "tso", "off", "gso", "off"],
+                );
+            }
+            let (ready_tx, ready_rx) = mpsc::channel();
+            let peer = Lab::spawn(&lab.b, move || {
+                let s = UdpSocket::bind("10.77.0.2:9997").unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                ready_tx.send(()).unwrap();
+                let mut n = 0;
+                let mut buf = [0u8; 65536];
+                while s.recv(&mut buf).is_ok() {
+                    n += 1;
+                }
+                n
+            });
+            ready_rx.recv().unwrap();
+            let (mut h, mut f) = udp_gso_a_to_b(9997, 1000, 20);
+            v(&mut h, &mut f);
+            let r = join(Lab::spawn(&lab.a, move || {
+                let mut tx = AfPacketTx::open_vnet("afp0").unwrap();
+                tx.send_vnet(&h, &f).unwrap();
+                let r = tx.flush();
+                (format!("{r:?}"), tx.dropped())
+            }));
+            eprintln!(
+                "{name:45} offloads_off={off}: sendmmsg {:?} dropped {} -> {} datagrams",
+                r.0,
+                r.1,
+                join(peer)
+            );
+        }
     }
 }
