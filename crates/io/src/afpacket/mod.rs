@@ -20,12 +20,16 @@
 //! * veth with offloads on delivers frames whose transport checksum holds
 //!   only the pseudo-header sum (`RxMeta::csum_not_ready`), and GSO
 //!   super-frames up to 64 KiB: `RxMeta::len` larger than the MTU. This
-//!   backend reports them; the caller completes or drops them.
+//!   backend reports them; the caller completes or drops them — or, with
+//!   `AfPacketConfig::vnet_hdr` and [`AfPacketTx::open_vnet`], passes them on
+//!   described by their virtio-net header ([`VnetHdr`]) and lets the kernel
+//!   segment and checksum them on the way out (`vnet.rs`).
 
 mod csum;
 mod ring;
 mod sys;
 mod tx;
+mod vnet;
 
 /// Waits until one of `socks` has a block ready or `timeout` passes (an idle worker's
 /// sleep). Returns whether any is ready.
@@ -43,6 +47,7 @@ use std::time::{Duration, Instant};
 
 pub use csum::complete_checksum;
 pub use tx::AfPacketTx;
+pub use vnet::{GsoType, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, VNET_HDR_LEN};
 
 /// Settings of a receive ring; [`AfPacketConfig::new`] gives the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +67,9 @@ pub struct AfPacketConfig {
     /// Do not receive frames this host transmits on the interface (default true).
     /// Applied as `PACKET_IGNORE_OUTGOING`, or as `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` in a fanout group.
     pub ignore_outgoing: bool,
+    /// Ask for a virtio-net header with every frame (`PACKET_VNET_HDR`, default false):
+    /// GSO super-packets and partial checksums arrive described in [`RxMeta::vnet`].
+    pub vnet_hdr: bool,
 }
 
 impl AfPacketConfig {
@@ -75,6 +83,7 @@ impl AfPacketConfig {
             block_timeout_ms: 1,
             fanout: None,
             ignore_outgoing: true,
+            vnet_hdr: false,
         }
     }
 
@@ -129,6 +138,9 @@ pub struct RxMeta {
     /// `TP_STATUS_LOSING`: the socket dropped frames since [`AfPacket::stats`] was last read.
     /// Not a property of this frame (it is still whole); kept apart from `truncated`.
     pub losing: bool,
+    /// The virtio-net header of the frame (only with [`AfPacketConfig::vnet_hdr`]): GSO
+    /// type and segment size of a super-packet, `NEEDS_CSUM` with where the checksum is.
+    pub vnet: Option<VnetHdr>,
 }
 
 impl RxMeta {
@@ -142,6 +154,7 @@ impl RxMeta {
             vlan_tci: None,
             truncated: false,
             losing: false,
+            vnet: None,
         }
     }
 }
@@ -173,6 +186,13 @@ impl AfPacket {
         let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)
             .map_err(ctx("PACKET_VERSION=TPACKET_V3"))?;
+        if cfg.vnet_hdr {
+            // Before the ring exists (EBUSY after): the kernel then reserves room for the
+            // header in front of every frame's Ethernet header.
+            let on: libc::c_int = 1;
+            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &on)
+                .map_err(ctx("PACKET_VNET_HDR"))?;
+        }
         let req = libc::tpacket_req3 {
             tp_block_size: cfg.block_size as u32,
             tp_block_nr: cfg.block_count as u32,
@@ -186,7 +206,7 @@ impl AfPacket {
             .map_err(ctx("PACKET_RX_RING"))?;
         let map =
             sys::Mmap::new(&fd, cfg.block_size * cfg.block_count).map_err(ctx("mmap ring"))?;
-        let ring = ring::Ring::new(map, cfg.block_size, cfg.block_count);
+        let ring = ring::Ring::new(map, cfg.block_size, cfg.block_count, cfg.vnet_hdr);
         sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL_BE).map_err(ctx("bind"))?;
         let on: libc::c_int = 1;
         match cfg.fanout {

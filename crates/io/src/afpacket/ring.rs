@@ -12,6 +12,7 @@
 //! panics.
 
 use super::sys::{self, Mmap};
+use super::vnet::{VnetHdr, VNET_HDR_LEN};
 use super::RxMeta;
 
 /// Byte offsets in `struct tpacket_block_desc` (`linux/if_packet.h`).
@@ -72,7 +73,15 @@ pub(crate) struct BlockWalk {
 /// Calls `f` for every frame of a user-owned block, with the frame's bytes
 /// mutable in place. Frames whose header or data fall outside the block are
 /// skipped; a bad `tp_next_offset` ends the walk (the rest count as skipped).
-pub(crate) fn walk_block(block: &mut [u8], f: &mut impl FnMut(&mut [u8], &RxMeta)) -> BlockWalk {
+/// With `vnet`, the kernel put a virtio-net header right before each frame's
+/// Ethernet header (`PACKET_VNET_HDR`); it is decoded into `RxMeta::vnet`.
+pub(crate) fn walk_block(
+    block: &mut [u8],
+    vnet: bool,
+    f: &mut impl FnMut(&mut [u8], &RxMeta),
+) -> BlockWalk {
+    // The vnet header sits between the frame header and the Ethernet header.
+    let min_mac = frame::HEADER_LEN + if vnet { VNET_HDR_LEN } else { 0 };
     let mut walk = BlockWalk::default();
     let announced = ne32(block, block::NUM_PKTS) as usize;
     let mut off = ne32(block, block::FIRST_PKT) as usize;
@@ -91,6 +100,13 @@ pub(crate) fn walk_block(block: &mut [u8], f: &mut impl FnMut(&mut [u8], &RxMeta
         let status = ne32(block, off + frame::STATUS);
         let mac = usize::from(ne16(block, off + frame::MAC));
         let vlan = ne32(block, off + frame::VLAN_TCI);
+        let vnet_hdr = if vnet && mac >= min_mac {
+            off.checked_add(mac - VNET_HDR_LEN)
+                .and_then(|at| block.get(at..))
+                .and_then(VnetHdr::parse)
+        } else {
+            None
+        };
         let meta = RxMeta {
             len,
             snaplen,
@@ -99,9 +115,10 @@ pub(crate) fn walk_block(block: &mut [u8], f: &mut impl FnMut(&mut [u8], &RxMeta
             vlan_tci: (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(vlan as u16),
             truncated: status & libc::TP_STATUS_COPY != 0 || snaplen < len,
             losing: status & libc::TP_STATUS_LOSING != 0,
+            vnet: vnet_hdr,
         };
         // The data must start after this frame's header and end inside the block.
-        let data = (mac >= frame::HEADER_LEN)
+        let data = (mac >= min_mac)
             .then(|| off.checked_add(mac))
             .flatten()
             .and_then(|start| Some(start..start.checked_add(snaplen)?))
@@ -134,6 +151,8 @@ pub(crate) struct Ring {
     map: Mmap,
     block_size: usize,
     block_count: usize,
+    /// Frames carry a virtio-net header (`PACKET_VNET_HDR`).
+    vnet: bool,
     next: usize,
     /// A block taken from the kernel and not yet given back (set while the
     /// callback runs, so a panic in it does not leak the block forever).
@@ -142,12 +161,13 @@ pub(crate) struct Ring {
 
 impl Ring {
     /// Wraps a mapping of `block_count` blocks of `block_size` bytes.
-    pub(crate) fn new(map: Mmap, block_size: usize, block_count: usize) -> Self {
+    pub(crate) fn new(map: Mmap, block_size: usize, block_count: usize, vnet: bool) -> Self {
         debug_assert!(block_size.checked_mul(block_count) == Some(map.len()));
         Ring {
             map,
             block_size,
             block_count,
+            vnet,
             next: 0,
             held: None,
         }
@@ -172,7 +192,7 @@ impl Ring {
             .map
             .user_block(idx * self.block_size, self.block_size, block::STATUS)?;
         self.held = Some(idx);
-        let walk = walk_block(block, f);
+        let walk = walk_block(block, self.vnet, f);
         self.release_held();
         Some(walk)
     }
@@ -224,7 +244,7 @@ mod tests {
 
     fn collect(block: &mut [u8]) -> (Vec<Vec<u8>>, Vec<RxMeta>, BlockWalk) {
         let (mut datas, mut metas) = (Vec::new(), Vec::new());
-        let walk = walk_block(block, &mut |d: &mut [u8], m: &RxMeta| {
+        let walk = walk_block(block, false, &mut |d: &mut [u8], m: &RxMeta| {
             datas.push(d.to_vec());
             metas.push(*m);
         });
@@ -263,9 +283,44 @@ mod tests {
     }
 
     #[test]
+    fn vnet_header_before_the_mac_header_is_decoded() {
+        let hdr = VnetHdr {
+            flags: crate::afpacket::vnet::F_NEEDS_CSUM,
+            gso_type: crate::afpacket::GsoType::TcpV4,
+            gso_ecn: false,
+            hdr_len: 66,
+            gso_size: 1448,
+            csum_start: 34,
+            csum_offset: 16,
+        };
+        let mut blk = synth(&[(&[7u8; 3000], libc::TP_STATUS_USER)], 4096);
+        let at = block::HEADER_LEN + 80 - VNET_HDR_LEN;
+        blk[at..at + VNET_HDR_LEN].copy_from_slice(&hdr.to_bytes());
+        let (d, m, _) = collect_vnet(&mut blk, true);
+        assert_eq!(d[0], vec![7u8; 3000]);
+        assert_eq!(m[0].vnet, Some(hdr));
+        let (_, m, _) = collect_vnet(&mut blk, false);
+        assert_eq!(m[0].vnet, None);
+        // tp_mac leaving no room for the vnet header: skipped, not misread.
+        let off = block::HEADER_LEN + frame::MAC;
+        blk[off..off + 2].copy_from_slice(&50u16.to_ne_bytes());
+        let (d, _, w) = collect_vnet(&mut blk, true);
+        assert_eq!((d.len(), w.skipped), (0, 1));
+    }
+
+    fn collect_vnet(block: &mut [u8], vnet: bool) -> (Vec<Vec<u8>>, Vec<RxMeta>, BlockWalk) {
+        let (mut datas, mut metas) = (Vec::new(), Vec::new());
+        let walk = walk_block(block, vnet, &mut |d: &mut [u8], m: &RxMeta| {
+            datas.push(d.to_vec());
+            metas.push(*m);
+        });
+        (datas, metas, walk)
+    }
+
+    #[test]
     fn frames_are_mutable_in_place() {
         let mut blk = synth(&[(&[0u8; 20], libc::TP_STATUS_USER)], 1024);
-        walk_block(&mut blk, &mut |d: &mut [u8], _: &RxMeta| d[0] = 0xAB);
+        walk_block(&mut blk, false, &mut |d: &mut [u8], _: &RxMeta| d[0] = 0xAB);
         assert_eq!(blk[block::HEADER_LEN + 80], 0xAB);
     }
 
@@ -351,7 +406,7 @@ mod tests {
                 b[block::FIRST_PKT..block::FIRST_PKT + 4].copy_from_slice(&48u32.to_ne_bytes());
             }
             let len = b.len();
-            walk_block(&mut b, &mut |d: &mut [u8], m: &RxMeta| {
+            walk_block(&mut b, round % 3 == 0, &mut |d: &mut [u8], m: &RxMeta| {
                 assert!(d.len() == m.snaplen && d.len() <= len);
             });
         }

@@ -21,6 +21,8 @@ use wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, UdpPacket};
 
 use super::*;
 
+mod vnet;
+
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const IP_A: [u8; 4] = [10, 77, 0, 1];
