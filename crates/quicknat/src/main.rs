@@ -552,6 +552,7 @@ fn run_gateway(
             kernel_bypass: true,
             offloads_off: true,
             control_socket: None,
+            gso: true,
         },
         _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
     };

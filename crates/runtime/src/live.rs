@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
 use engine::{Counters, Direction, Emit};
-use io::afpacket::{AfPacket, AfPacketConfig, AfPacketTx, RxMeta};
+use io::afpacket::{AfPacket, AfPacketConfig, AfPacketTx, RxMeta, VnetHdr};
 use io::afxdp::{AfXdp, AfXdpConfig};
 use io::netlink::{self, NeighborCache, Netlink, RouteTable};
 use io::rawip::{RawIpv4, RawIpv6};
@@ -57,6 +57,9 @@ pub struct GatewayConfig {
     pub offloads_off: bool,
     /// The local control socket (ILA mapping updates), if any.
     pub control_socket: Option<std::path::PathBuf>,
+    /// AF_PACKET + NAT44: pass GSO/GRO super-packets and partial checksums through with
+    /// virtio-net headers (offloads stay on) instead of turning offloads off.
+    pub gso: bool,
 }
 
 /// Why the gateway could not start.
@@ -107,6 +110,8 @@ pub struct IoCounters {
     pub icmp_sent: u64,
     /// Packets too big for the next hop, without DF (fragmentation is not implemented).
     pub too_big: u64,
+    /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
+    pub gso: u64,
 }
 
 impl IoCounters {
@@ -123,6 +128,7 @@ impl IoCounters {
         self.tx_dropped += o.tx_dropped;
         self.icmp_sent += o.icmp_sent;
         self.too_big += o.too_big;
+        self.gso += o.gso;
     }
 }
 
@@ -394,19 +400,28 @@ pub fn run(
             }
         }
     }
+    // GSO pass-through: NAT44 keeps header sizes, so a super-packet's virtio-net header
+    // stays valid after translation and the kernel segments it on transmit.
+    let vnet = gw.gso && !use_xdp && matches!(mode, ModeConfig::Nat44(_));
     if !use_xdp {
         for _ in 0..gw.workers {
             let open = |l: &Link, base: u16| {
                 let mut cfg = AfPacketConfig::new(l.name.clone());
                 cfg.fanout = fanout(base);
                 cfg.ignore_outgoing = true;
+                cfg.vnet_hdr = vnet;
                 AfPacket::open(&cfg).map_err(|source| LiveError::Interface {
                     name: l.name.clone(),
                     source,
                 })
             };
             let tx = |l: &Link| {
-                AfPacketTx::open(&l.name).map_err(|source| LiveError::Interface {
+                let t = if vnet {
+                    AfPacketTx::open_vnet(&l.name)
+                } else {
+                    AfPacketTx::open(&l.name)
+                };
+                t.map_err(|source| LiveError::Interface {
                     name: l.name.clone(),
                     source,
                 })
@@ -417,7 +432,12 @@ pub fn run(
             });
         }
     }
-    if gw.offloads_off {
+    if vnet {
+        log(format!(
+            "offloads: GSO/GRO super-packets and partial checksums pass through with virtio-net headers on {} and {} (offloads left on; set gso = false to turn them off instead)",
+            inside.name, outside.name
+        ));
+    } else if gw.offloads_off {
         // quicknat translates whole frames: a receive offload that merges them (GRO, LRO)
         // would hand it 64 KB super-packets it cannot send on. Turn them off and say so.
         for l in [&inside, &outside] {
@@ -614,7 +634,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!(
-        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} csum_completed={} tx_dropped={} drops[{}]",
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} gso={} csum_completed={} tx_dropped={} drops[{}]",
         io.rx[0],
         io.rx[1],
         io.tx[0],
@@ -627,6 +647,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         io.oversize,
         io.too_big,
         io.icmp_sent,
+        io.gso,
         io.csum_completed,
         io.tx_dropped,
         drops.join(" ")
@@ -751,8 +772,12 @@ impl WorkerCtx {
                     Ports::Packet { rx, tx } => {
                         rx[side].recv_batch(Duration::ZERO, |frame, meta| {
                             match handler.frame(frame, meta, dir) {
-                                Some(Out::InPlace(out)) => {
+                                Some(Out::InPlace(out, None)) => {
                                     let ok = tx[out].send(frame).is_ok();
+                                    handler.sent(out, ok);
+                                }
+                                Some(Out::InPlace(out, Some(v))) => {
+                                    let ok = tx[out].send_vnet(&v, frame).is_ok();
                                     handler.sent(out, ok);
                                 }
                                 Some(Out::Scratch(out, r)) => {
@@ -775,11 +800,11 @@ impl WorkerCtx {
                             let (frame, _) = chunk.split_at_mut(len);
                             match handler.frame(frame, &meta, dir) {
                                 // Hairpin: back out of the interface it came in on, no copy.
-                                Some(Out::InPlace(out)) if out == side => {
+                                Some(Out::InPlace(out, _)) if out == side => {
                                     handler.sent(out, true);
                                     Some(frame.len())
                                 }
-                                Some(Out::InPlace(out)) => {
+                                Some(Out::InPlace(out, _)) => {
                                     let ok = other.send(frame).is_ok();
                                     handler.sent(out, ok);
                                     None
@@ -854,8 +879,9 @@ impl WorkerCtx {
 
 /// Where a handled frame goes.
 enum Out {
-    /// The received frame, rewritten in place, leaves by this interface.
-    InPlace(usize),
+    /// The received frame, rewritten in place, leaves by this interface (behind this
+    /// virtio-net header, when the frame came with one).
+    InPlace(usize, Option<VnetHdr>),
     /// The translated frame in the worker's scratch buffer (this range) leaves by this
     /// interface.
     Scratch(usize, std::ops::Range<usize>),
@@ -908,6 +934,22 @@ struct FrameHandler<'a> {
     io: &'a mut IoCounters,
     now: Timestamp,
     side: usize,
+}
+
+/// A GSO header whose segments fit `mtu`: `gso_size` lowered to the room left after the
+/// network and transport headers of the super-packet `pkt` (at offset `l3` of its frame).
+fn fit_segments(mut v: VnetHdr, pkt: &[u8], l3: usize, mtu: usize) -> Option<VnetHdr> {
+    let l4 = usize::from(v.csum_start).checked_sub(l3)?;
+    let l4_hdr = match pkt.get(l4 + 12) {
+        // TCP: data offset; UDP: 8.
+        Some(b) if v.csum_offset == 16 => usize::from(b >> 4) * 4,
+        _ => 8,
+    };
+    let room = mtu.checked_sub(l4 + l4_hdr)?;
+    if usize::from(v.gso_size) > room {
+        v.gso_size = u16::try_from(room).ok()?;
+    }
+    Some(v)
 }
 
 /// The length of the IP packet `p` by its header (the frame may carry link padding).
@@ -970,28 +1012,52 @@ impl FrameHandler<'_> {
             self.io.to_kernel += 1;
             return None;
         }
-        if meta.len > self.links[self.side].mtu + l3 {
+        let vnet = meta.vnet.filter(|v| v.is_gso() || v.needs_csum());
+        let offload = match vnet {
+            Some(v) if v.is_gso() => engine::Offload::Gso,
+            Some(_) => engine::Offload::PartialCsum,
+            None => engine::Offload::None,
+        };
+        if offload != engine::Offload::Gso && meta.len > self.links[self.side].mtu + l3 {
             self.io.oversize += 1;
             return None;
         }
-        if meta.csum_not_ready && io::afpacket::complete_checksum(frame, meta) {
+        if meta.vnet.is_none()
+            && meta.csum_not_ready
+            && io::afpacket::complete_checksum(frame, meta)
+        {
             self.io.csum_completed += 1;
         }
         let len = frame.len() - l3;
         if self.in_place {
-            match self.worker.process(self.now, dir, frame, l3, len) {
+            match self
+                .worker
+                .process_offloaded(self.now, dir, frame, l3, len, offload)
+            {
                 Emit::Forward { .. } | Emit::Hairpin { .. } => {}
                 // Counted by the engine with its reason; some are answered.
                 Emit::Drop(r) => return self.answer(r, &frame[l3..]),
             }
             let (out, mac) = self.next_hop(&frame[l3..])?;
-            let plen = ip_len(&frame[l3..]);
-            if plen > self.links[out].mtu {
-                return self.too_big(&frame[l3..], self.links[out].mtu);
+            let mtu = self.links[out].mtu;
+            let hdr = match meta.vnet {
+                // A super-packet: its segments must fit the next hop; TCP is a byte stream,
+                // so the kernel may cut it at a smaller size.
+                Some(v) if v.is_gso() => {
+                    Some(fit_segments(v.for_forward(), &frame[l3..], l3, mtu)?)
+                }
+                Some(v) => Some(v.for_forward()),
+                None => None,
+            };
+            if hdr.is_none_or(|v| !v.is_gso()) && ip_len(&frame[l3..]) > mtu {
+                return self.too_big(&frame[l3..], mtu);
             }
             frame[0..6].copy_from_slice(&mac);
             frame[6..12].copy_from_slice(&self.links[out].mac);
-            return Some(Out::InPlace(out));
+            if hdr.is_some_and(|v| v.is_gso()) {
+                self.io.gso += 1;
+            }
+            return Some(Out::InPlace(out, hdr));
         }
         // The headers change size: translate in the scratch buffer, behind headroom.
         let h = engine::HEADROOM;

@@ -254,6 +254,37 @@ impl Pipeline {
         }
     }
 
+    /// Like [`process`](Self::process) for a frame a receive offload left unfinished
+    /// (GSO super-packet or partial checksum; see `Nat44Worker::process_offloaded`).
+    /// Only NAT44 translates such frames; other modes drop them as `malformed` (the
+    /// gateway passes offloaded frames only to NAT44).
+    #[inline]
+    pub fn process_offloaded(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        offload: engine::Offload,
+    ) -> Emit {
+        if offload == engine::Offload::None {
+            return self.process(now, dir, buf, start, len);
+        }
+        match self {
+            Pipeline::Nat44(w) => {
+                let Some(pkt) = buf.get_mut(start..start.saturating_add(len)) else {
+                    return Emit::Drop(engine::DropReason::Truncated);
+                };
+                match w.process_offloaded(now, dir, pkt, offload) {
+                    Verdict::Forward => Emit::Forward { start, len },
+                    Verdict::Drop(r) => Emit::Drop(r),
+                }
+            }
+            _ => Emit::Drop(engine::DropReason::Malformed),
+        }
+    }
+
     /// This worker's counters.
     pub fn counters(&self) -> &Counters {
         match self {

@@ -259,6 +259,7 @@ fn convert_gateway(
         kernel_bypass: g.kernel_bypass.unwrap_or(true),
         offloads_off: g.offloads_off.unwrap_or(true),
         control_socket: g.control_socket.as_ref().map(|p| p.into()),
+        gso: g.gso.unwrap_or(true),
         stats_interval,
     })
 }

@@ -49,6 +49,8 @@ pub(super) struct RawGateway {
     pub offloads_off: Option<bool>,
     /// Path of the local control socket (ILA mapping updates).
     pub control_socket: Option<String>,
+    /// GSO/GRO pass-through with virtio-net headers (AF_PACKET, NAT44).
+    pub gso: Option<bool>,
 }
 
 /// The `[nat44]` table.
