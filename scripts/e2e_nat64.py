@@ -33,6 +33,7 @@ Prints one line per check and a final "N passed, M failed".
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -325,19 +326,90 @@ def scenario_464xlat(c, args):
         c.check("464xlat: namespaces removed", not left, str(left))
 
 
+# Echoes every datagram back to its sender (IPv4 or IPv6 by the bound address).
+UDP_ECHO = r"""
+import socket, sys
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2])))
+while True:
+    data, peer = s.recvfrom(65535)
+    s.sendto(data, peer)
+"""
+
+# Sends one datagram of argv[3] bytes with DF clear (IP_PMTUDISC_DONT) and prints the
+# length of the answer, or "timeout".
+UDP_BIG_NO_DF = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT: DF clear
+s.connect((sys.argv[1], int(sys.argv[2])))
+s.send(bytes(i % 251 for i in range(int(sys.argv[3]))))
+try:
+    d = s.recv(65535)
+    print(len(d) if d == bytes(i % 251 for i in range(int(sys.argv[3]))) else "corrupt")
+except socket.timeout:
+    print("timeout")
+"""
+
+
+def scenario_fragmentation(c, args):
+    """RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
+    translated, is fragmented by the translator (here a CLAT with ipv6_mtu 1280)."""
+    ns = {k: f"qnfr-{k}-{SUFFIX}" for k in ("v4", "clat", "v6")}
+    clat = None
+    procs = []
+    try:
+        make_namespaces(ns)
+        link(ns["v4"], "c0", ns["clat"], "x-in")
+        link(ns["clat"], "x-out", ns["v6"], "v0")
+        nsx(ns["v4"], "ip", "addr", "add", "192.0.0.2/29", "dev", "c0")
+        nsx(ns["v4"], "ip", "route", "add", "default", "via", "192.0.0.1")
+        nsx(ns["clat"], "ip", "addr", "add", "192.0.0.1/29", "dev", "x-in")
+        nsx(ns["clat"], "ip", "-6", "addr", "add", "2001:db8:2::2/64", "dev", "x-out", "nodad")
+        nsx(ns["clat"], "ip", "-6", "route", "add", "default", "via", "2001:db8:2::1")
+        nsx(ns["v6"], "ip", "-6", "addr", "add", "2001:db8:2::1/64", "dev", "v0", "nodad")
+        nsx(ns["v6"], "ip", "-6", "addr", "add", f"{SERVER6}/128", "dev", "lo", "nodad")
+        nsx(ns["v6"], "ip", "-6", "route", "add", "2001:db8:aaaa::/64", "via", "2001:db8:2::2")
+        cfg = CLAT.replace("ipv6_mtu = 1500", "ipv6_mtu = 1280").replace("ipv4_mtu = 1480", "ipv4_mtu = 1500")
+        clat = Quicknat(args.quicknat, ns["clat"], GATEWAY.format(inside="x-in", outside="x-out", backend=args.backend) + cfg, "clat")
+        procs.append(popen_ns(ns["v6"], sys.executable, "-c", UDP_ECHO, SERVER6, "7007"))
+        started(c, clat, "fragmentation clat", args.backend)
+        time.sleep(0.3)
+        r = nsx(ns["v4"], sys.executable, "-c", UDP_BIG_NO_DF, SERVER, "7007", "1400", check=False)
+        time.sleep(1.2)
+        stats = clat.stats()
+        frag = re.findall(r" fragmented=(\d+)", stats or "")
+        c.check("fragmentation: a 1400-byte IPv4 datagram without DF crosses a 1280-byte IPv6 MTU as translated fragments and its echo comes back intact",
+                r.stdout.strip() == "1400" and bool(frag) and int(frag[-1]) >= 1,
+                f"{(r.stdout + r.stderr).strip()[-300:]} | {stats}")
+        stopped(c, clat, "fragmentation clat")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        if clat:
+            clat.cleanup()
+        if not args.keep:
+            teardown(ns.values())
+    if not args.keep:
+        left = [n for n in ns.values() if n in netns_list()]
+        c.check("fragmentation: namespaces removed", not left, str(left))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
     ap.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
     ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
-    ap.add_argument("--only", choices=["nat64", "464xlat"], help="run one scenario")
+    ap.add_argument("--only", choices=["nat64", "464xlat", "fragmentation"], help="run one scenario")
     args = ap.parse_args()
     c = Checks()
     if os.geteuid() != 0:
         c.check("e2e_nat64: needs root (network namespaces)", False)
         return c.summary()
     exit_on_sigterm()
-    for name, fn in (("nat64", scenario_nat64), ("464xlat", scenario_464xlat)):
+    for name, fn in (("nat64", scenario_nat64), ("464xlat", scenario_464xlat),
+                     ("fragmentation", scenario_fragmentation)):
         if args.only and args.only != name:
             continue
         try:

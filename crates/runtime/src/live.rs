@@ -112,6 +112,9 @@ pub struct IoCounters {
     pub too_big: u64,
     /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
     pub gso: u64,
+    /// IPv4 packets without DF too big for the IPv6 side, cut into fragments and
+    /// translated one by one (RFC 7915 §4.1; the engine counts them `needs_fragmentation`).
+    pub fragmented: u64,
 }
 
 impl IoCounters {
@@ -129,6 +132,7 @@ impl IoCounters {
         self.icmp_sent += o.icmp_sent;
         self.too_big += o.too_big;
         self.gso += o.gso;
+        self.fragmented += o.fragmented;
     }
 }
 
@@ -568,7 +572,7 @@ pub fn run(
                 worker: shared.worker(id),
                 families: fams,
                 in_place,
-                scratch: vec![0u8; engine::HEADROOM + 65_536 + 128],
+                scratch: vec![0u8; SCRATCH],
                 xlat_mtus,
                 icmp_tokens: IcmpBudget::new(),
                 raw6: Arc::clone(&raw6),
@@ -634,7 +638,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!(
-        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} gso={} csum_completed={} tx_dropped={} drops[{}]",
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}]",
         io.rx[0],
         io.rx[1],
         io.tx[0],
@@ -648,6 +652,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         io.too_big,
         io.icmp_sent,
         io.gso,
+        io.fragmented,
         io.csum_completed,
         io.tx_dropped,
         drops.join(" ")
@@ -784,6 +789,12 @@ impl WorkerCtx {
                                     let ok = tx[out].send(&handler.scratch[r]).is_ok();
                                     handler.sent(out, ok);
                                 }
+                                Some(Out::Many(out, rs)) => {
+                                    for r in rs {
+                                        let ok = tx[out].send(&handler.scratch[r]).is_ok();
+                                        handler.sent(out, ok);
+                                    }
+                                }
                                 None => {}
                             }
                         })
@@ -824,6 +835,16 @@ impl WorkerCtx {
                                 Some(Out::Scratch(out, r)) => {
                                     let ok = other.send(&handler.scratch[r]).is_ok();
                                     handler.sent(out, ok);
+                                    None
+                                }
+                                // Fragments leave by the other side (a translated packet
+                                // never hairpins to the family it came from).
+                                Some(Out::Many(out, rs)) => {
+                                    for r in rs {
+                                        let ok =
+                                            out != side && other.send(&handler.scratch[r]).is_ok();
+                                        handler.sent(out, ok);
+                                    }
                                     None
                                 }
                                 None => None,
@@ -877,6 +898,10 @@ impl WorkerCtx {
     }
 }
 
+/// Bytes of a worker's translation buffer: one 64 KB packet with headroom, or the
+/// translated fragments of one (a 64 KB IPv4 packet cut for a 1280-byte IPv6 MTU).
+const SCRATCH: usize = 160 * 1024;
+
 /// Where a handled frame goes.
 enum Out {
     /// The received frame, rewritten in place, leaves by this interface (behind this
@@ -885,6 +910,8 @@ enum Out {
     /// The translated frame in the worker's scratch buffer (this range) leaves by this
     /// interface.
     Scratch(usize, std::ops::Range<usize>),
+    /// Several translated frames in the scratch buffer (the fragments of one packet).
+    Many(usize, Vec<std::ops::Range<usize>>),
 }
 
 /// A token bucket for the ICMP errors a worker sends (RFC 1812 §4.3.2.8, RFC 4443 §2.4 (f)):
@@ -1065,6 +1092,9 @@ impl FrameHandler<'_> {
         self.scratch[h..h + n].copy_from_slice(&frame[l3..l3 + n]);
         let (start, len) = match self.worker.process(self.now, dir, self.scratch, h, n) {
             Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
+            Emit::Drop(engine::DropReason::NeedsFragmentation) => {
+                return self.fragment(dir, &frame[l3..l3 + n]);
+            }
             Emit::Drop(r) => return self.answer(r, &frame[l3..l3 + n]),
         };
         let scratch = std::mem::take(self.scratch);
@@ -1085,6 +1115,55 @@ impl FrameHandler<'_> {
         eth[6..12].copy_from_slice(&self.links[out].mac);
         eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
         Some(Out::Scratch(out, start - 14..start + len))
+    }
+
+    /// RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
+    /// translated, is cut into IPv4 fragments that each translate to an IPv6 fragment
+    /// fitting the IPv6 MTU; every fragment goes through the pipeline on its own.
+    fn fragment(&mut self, dir: Direction, orig: &[u8]) -> Option<Out> {
+        let (_, v6_mtu) = self.xlat_mtus?;
+        // IPv6 header and Fragment header replace the 20-byte IPv4 header.
+        let max_data = (v6_mtu as usize).checked_sub(48)?;
+        let slot = engine::HEADROOM + v6_mtu as usize + 64;
+        let h = engine::HEADROOM;
+        let mut ranges = Vec::new();
+        let mut route: Option<(usize, [u8; 6])> = None;
+        for (i, (off, len, more)) in xlat::fragment::plan(orig, max_data).enumerate() {
+            let base = i * slot;
+            let Some(buf) = self.scratch.get_mut(base..base + slot) else {
+                self.io.oversize += 1; // more fragments than the buffer holds
+                return None;
+            };
+            let n = xlat::fragment::write(orig, off, len, more, &mut buf[h..])?;
+            let (start, flen) = match self.worker.process(self.now, dir, buf, h, n) {
+                Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
+                Emit::Drop(_) => return None,
+            };
+            // Each fragment asks for its next hop: while the neighbour is unresolved the
+            // kernel takes every fragment (and resolves it), none is lost.
+            let scratch = std::mem::take(self.scratch);
+            let hop = self.next_hop(&scratch[base + start..base + start + flen]);
+            *self.scratch = scratch;
+            let Some((out, mac)) = hop else { continue };
+            route = Some((out, mac));
+            if start < 14 || flen > self.links[out].mtu {
+                self.io.oversize += 1;
+                return None;
+            }
+            let ethertype: u16 = if self.scratch[base + start] >> 4 == 6 {
+                0x86dd
+            } else {
+                0x0800
+            };
+            let eth = &mut self.scratch[base + start - 14..base + start];
+            eth[0..6].copy_from_slice(&mac);
+            eth[6..12].copy_from_slice(&self.links[out].mac);
+            eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            ranges.push(base + start - 14..base + start + flen);
+        }
+        self.io.fragmented += 1;
+        let (out, _) = route?;
+        Some(Out::Many(out, ranges))
     }
 
     /// Answers a dropped packet with the ICMP error its drop reason calls for (time

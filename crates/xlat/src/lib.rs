@@ -7,6 +7,7 @@
 //! reported as `false` and left untouched.
 
 pub mod csum;
+pub mod fragment;
 pub mod icmp_map;
 pub mod icmp_reply;
 pub mod ila;
