@@ -45,7 +45,7 @@ fn header(pkt: &[u8]) -> Option<(usize, usize, bool)> {
 /// `out` and returns its length; `None` if `out` is too small or the piece is invalid.
 pub fn write(pkt: &[u8], off: usize, len: usize, more: bool, out: &mut [u8]) -> Option<usize> {
     let (ihl, total, _) = header(pkt)?;
-    if off % 8 != 0 || off + len > total - ihl || (more && len % 8 != 0) {
+    if !off.is_multiple_of(8) || off + len > total - ihl || (more && !len.is_multiple_of(8)) {
         return None;
     }
     let first = off == 0;
