@@ -404,6 +404,12 @@ pub fn run(
             }
         }
     }
+    if use_xdp {
+        log(format!(
+            "offloads (AF_XDP): partial TCP/UDP checksums from senders with tx checksum offload (veth peers) are completed in software (csum_completed); a veth peer's TSO is off while XDP is attached to {} and {}, so its kernel segments before sending; GRO/LRO super-packets cannot reach an AF_XDP socket",
+            inside.name, outside.name
+        ));
+    }
     // GSO pass-through: NAT44 keeps header sizes, so a super-packet's virtio-net header
     // stays valid after translation and the kernel segments it on transmit.
     let vnet = gw.gso && !use_xdp && matches!(mode, ModeConfig::Nat44(_));
@@ -868,6 +874,7 @@ impl WorkerCtx {
                     for x in xsk.iter_mut() {
                         let _ = x.flush();
                     }
+                    self.io.csum_completed = xsk.iter().map(AfXdp::csum_completed).sum();
                 }
             }
             self.worker.quiescent();

@@ -14,6 +14,18 @@
 //! `XDP_USE_NEED_WAKEUP` when the kernel supports it, so `flush` issues a
 //! `sendto` only when the kernel asks for one.
 //!
+//! Offloads of the sender: a NIC hands XDP only complete wire frames. A veth
+//! peer is different in two ways. Its TSO cannot reach us: attaching XDP to a
+//! veth removes `NETIF_F_GSO_SOFTWARE` from the peer (`veth_xdp_set`,
+//! `veth_fix_features`), so `ethtool -k` on the peer shows
+//! `tcp-segmentation-offload: off [fixed]` whatever the order of `ethtool -K`
+//! and attaching, and the peer's stack segments in software before the veth.
+//! But its tx checksum offload stays on, and those frames arrive with
+//! partial TCP/UDP checksums that XDP_REDIRECT does not mark: `recv_batch`
+//! recognises and completes them (`csum.rs`, counted in
+//! [`AfXdpStats::csum_completed`]); otherwise every such segment is dropped
+//! by its receiver.
+//!
 //! Forwarding between two interfaces: open one [`AfXdp`] per interface and,
 //! inside `a.recv_batch(..)`'s closure, call `b.send(frame)` (one copy into
 //! `b`'s UMEM; each socket owns its UMEM) and return `None`; then `b.flush()`.
@@ -29,6 +41,7 @@
 //! but [`AfXdp::open`] fails with a clear error, so the caller falls back to
 //! AF_PACKET.
 
+mod csum;
 mod loader;
 mod ring;
 mod sys;
@@ -113,6 +126,9 @@ pub struct AfXdpStats {
     pub tx_frames: u64,
     /// Frames we could not transmit (tx ring full, no free UMEM frame, too long).
     pub tx_dropped: u64,
+    /// Received TCP/UDP frames whose partial checksum (a veth peer's tx checksum
+    /// offload) we completed before handing them on.
+    pub csum_completed: u64,
     /// Kernel: frames dropped for lack of rx ring space or other reasons.
     pub rx_dropped: u64,
     /// Kernel: rx ring full.
@@ -340,6 +356,9 @@ impl AfXdp {
                     let buf = unsafe {
                         std::slice::from_raw_parts_mut(self.umem.as_ptr().add(start), room)
                     };
+                    if csum::complete_if_partial(&mut buf[..d.len as usize]) {
+                        self.stats.csum_completed += 1;
+                    }
                     f(buf, d.len as usize)
                 }
                 _ => None,
@@ -451,6 +470,12 @@ impl AfXdp {
     /// The interface index the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// Received frames whose partial TCP/UDP checksum was completed (see
+    /// [`AfXdpStats::csum_completed`]); no system call, unlike [`AfXdp::stats`].
+    pub fn csum_completed(&self) -> u64 {
+        self.stats.csum_completed
     }
 
     /// Whether the program runs in native (driver) XDP mode rather than generic.

@@ -613,3 +613,155 @@ fn ipv6_local_and_link_local_go_to_the_kernel_and_unsteered_families_too() {
     assert!(fwd >= 1, "IPv6 to a forwarded address reached the socket");
     assert_eq!(leaked, 0, "nothing for the kernel reached the socket");
 }
+
+/// A sender whose veth keeps its offloads on (tx checksumming, TSO, GSO: the defaults)
+/// talks TCP through an AF_XDP bridge:
+///
+/// ```text
+/// ns c: t0 10.79.0.1 ==veth== ns g: t1 (AfXdp) <-> t2 (AfXdp) ==veth== ns s: t3 10.79.0.2
+/// ```
+///
+/// Frames cross unchanged, so the server's kernel checks exactly what the sender's
+/// offloads produced. The sender's segments come with partial checksums (which
+/// `recv_batch` must complete, or the server drops every one, SYN included) and never
+/// larger than the MTU (attaching XDP turns the veth peer's TSO off). ARP would go to
+/// ns g's kernel, so the ends use static neighbours.
+#[test]
+fn tcp_from_a_sender_with_offloads_on_crosses_an_af_xdp_bridge() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping af_xdp live test tso: {why}");
+        return;
+    }
+    assert!(built_with_bpf(), "{}", loader::NO_CLANG);
+    let pid = std::process::id();
+    let [c, g, s] = ["c", "g", "s"].map(|t| format!("qn-xdp-{pid}-tso-{t}"));
+    let _ns = Namespaces::create(&[c.clone(), g.clone(), s.clone()]);
+    let (c, g, s) = (c.as_str(), g.as_str(), s.as_str());
+    let steps: &[&[&str]] = &[
+        &[
+            "-n", c, "link", "add", "t0", "type", "veth", "peer", "name", "t1", "netns", g,
+        ],
+        &[
+            "-n", s, "link", "add", "t3", "type", "veth", "peer", "name", "t2", "netns", g,
+        ],
+        &["-n", c, "link", "set", "t0", "address", "02:00:00:00:02:01"],
+        &["-n", s, "link", "set", "t3", "address", "02:00:00:00:02:02"],
+        &["-n", c, "addr", "add", "10.79.0.1/24", "dev", "t0"],
+        &["-n", s, "addr", "add", "10.79.0.2/24", "dev", "t3"],
+        &[
+            "-n",
+            c,
+            "neigh",
+            "add",
+            "10.79.0.2",
+            "lladdr",
+            "02:00:00:00:02:02",
+            "dev",
+            "t0",
+            "nud",
+            "permanent",
+        ],
+        &[
+            "-n",
+            s,
+            "neigh",
+            "add",
+            "10.79.0.1",
+            "lladdr",
+            "02:00:00:00:02:01",
+            "dev",
+            "t3",
+            "nud",
+            "permanent",
+        ],
+        &["-n", c, "link", "set", "t0", "up"],
+        &["-n", g, "link", "set", "t1", "up"],
+        &["-n", g, "link", "set", "t2", "up"],
+        &["-n", s, "link", "set", "t3", "up"],
+    ];
+    for st in steps {
+        assert!(ip(st), "lab setup failed: ip {}", st.join(" "));
+    }
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let bridge = spawn_in(g, move || {
+        let mut x = [
+            AfXdp::open(&AfXdpConfig::new("t1")).expect("open AfXdp on t1"),
+            AfXdp::open(&AfXdpConfig::new("t2")).expect("open AfXdp on t2"),
+        ];
+        ready_tx.send(()).unwrap();
+        let mut longest = 0usize;
+        while stop_rx.try_recv().is_err() {
+            let _ = wait_readable(&[&x[0], &x[1]], Duration::from_millis(20));
+            for i in 0..2 {
+                let (l, r) = x.split_at_mut(1);
+                let (from, to) = if i == 0 {
+                    (&mut l[0], &mut r[0])
+                } else {
+                    (&mut r[0], &mut l[0])
+                };
+                from.recv_batch(Duration::ZERO, |f| {
+                    longest = longest.max(f.len());
+                    let _ = to.send(f);
+                    None
+                })
+                .expect("recv_batch");
+                to.flush().expect("flush");
+            }
+        }
+        (longest, x[0].stats().unwrap(), x[1].stats().unwrap())
+    });
+    ready_rx.recv().unwrap();
+    // The defaults, said out loud: the sender keeps every tx offload it is allowed.
+    let _ = Command::new("ip")
+        .args([
+            "netns", "exec", c, "ethtool", "-K", "t0", "tx", "on", "tso", "on", "gso", "on",
+        ])
+        .output();
+    const BYTES: usize = 4 << 20;
+    let (port_tx, port_rx) = mpsc::channel();
+    let server = spawn_in(s, move || {
+        use std::io::Read;
+        let l = std::net::TcpListener::bind("10.79.0.2:0").unwrap();
+        port_tx.send(l.local_addr().unwrap().port()).unwrap();
+        let (mut conn, _) = l.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (mut got, mut sum) = (0usize, 0u64);
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = conn.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got += n;
+            sum += buf[..n].iter().map(|&x| u64::from(x)).sum::<u64>();
+        }
+        (got, sum)
+    });
+    let port = port_rx.recv().unwrap();
+    let client = spawn_in(c, move || {
+        use std::io::Write;
+        let to = std::net::SocketAddr::from(([10, 79, 0, 2], port));
+        let mut conn = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5))
+            .map_err(|e| format!("connect: {e}"))?;
+        conn.set_write_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let data: Vec<u8> = (0..BYTES).map(|i| (i % 251) as u8).collect();
+        conn.write_all(&data).map_err(|e| format!("write: {e}"))?;
+        Ok::<u64, String>(data.iter().map(|&x| u64::from(x)).sum())
+    });
+    let sent = join(client);
+    // The server reads to EOF (or a 5 s silence) while the bridge still runs.
+    let (got, sum) = if sent.is_ok() { join(server) } else { (0, 0) };
+    stop_tx.send(()).unwrap();
+    let (longest, sa, sb) = join(bridge);
+    let sent = sent.unwrap_or_else(|e| panic!("TCP through the bridge failed: {e}; {sa:?} {sb:?}"));
+    assert_eq!((got, sum), (BYTES, sent), "{sa:?} {sb:?}");
+    assert!(
+        sa.csum_completed > 0,
+        "the sender's partial checksums were completed: {sa:?}"
+    );
+    assert!(
+        longest <= 1514,
+        "no super-packet reaches XDP on veth (longest frame {longest})"
+    );
+}

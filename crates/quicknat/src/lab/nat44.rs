@@ -10,6 +10,13 @@
 //! The server routes 203.0.113.0/24 (the NAT's public address) to the gateway. In the
 //! quicknat runs the gateway kernel does not forward (ip_forward=0); in the kernel runs it
 //! forwards and nftables translates to the same public address.
+//!
+//! "Offloads on" with AF_XDP: while XDP is attached to g-in/g-out the kernel keeps the
+//! veth peers' TSO off (`tcp-segmentation-offload: off [fixed]` on c0 and s0, whether
+//! `ethtool -K` runs before or after quicknat starts), so their stacks segment in software
+//! and no super-packet reaches the gateway; their tx checksum offload stays on, and the
+//! AF_XDP backend completes those partial checksums (`csum_completed`). The kernel NAT
+//! runs keep TSO end to end, hence the gap in that row.
 
 use std::process::Child;
 use std::sync::Arc;
