@@ -193,16 +193,36 @@ print(json.dumps(rep))
 """
 
 
-def sh(*args, check=True, timeout=20, **kw):
-    return subprocess.run(list(args), check=check, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+
+
+
+
+
+import e2e_common as common  # noqa: E402
+from e2e_common import sh  # noqa: E402,F401
 
 
 def nsx(ns, *args, **kw):
-    return sh("ip", "netns", "exec", NS[ns], *args, **kw)
+    """Runs a command in this test's namespace `ns` (its short name)."""
+    return common.nsx(NS[ns], *args, **kw)
 
 
 def popen_ns(ns, *args, **kw):
-    return subprocess.Popen(["ip", "netns", "exec", NS[ns], *args], **kw)
+    return common.popen_ns(NS[ns], *args, **kw)
+
+
+def wait_listening(ns, addr, port, timeout=5.0):
+    return common.wait_listening(NS[ns], addr, port, timeout)
+
+
+def offloads_off(ns, dev):
+    common.offloads_off(NS[ns], dev)
+
+
+def teardown():
+    common.teardown(NS.values())
 
 
 def addr64_to_int(a):
@@ -334,9 +354,6 @@ def l4_key(p):
 # ---------------------------------------------------------------------------- topology
 
 
-def offloads_off(ns, dev):
-    if shutil.which("ethtool"):
-        nsx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off", check=False)
 
 
 def setup():
@@ -390,15 +407,6 @@ def setup():
     nsx("r3", "ip", "-6", "route", "add", f"{B}/128", "via", "fe80::b", "dev", "r3b")
 
 
-def teardown():
-    for n in NS.values():
-        pids = subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()
-        for p in pids:
-            try:
-                os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
 # ---------------------------------------------------------------------------- routers
@@ -472,9 +480,6 @@ def wait_for(pred, timeout, step=0.1):
         time.sleep(step)
 
 
-def wait_listening(ns, addr, port, timeout=5.0):
-    probe = f"import socket; socket.create_connection(('{addr}', {port}), timeout=0.5).close()"
-    return wait_for(lambda: nsx(ns, sys.executable, "-c", probe, check=False).returncode == 0, timeout)
 
 
 # ---------------------------------------------------------------------------- one run

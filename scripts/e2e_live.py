@@ -128,33 +128,31 @@ print(h.hexdigest())
 """
 
 
-def sh(*args, check=True, timeout=20, **kw):
-    return subprocess.run(list(args), check=check, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+
+
+
+
+import e2e_common as common  # noqa: E402
+from e2e_common import sh  # noqa: E402,F401
 
 
 def nsx(ns, *args, **kw):
-    return sh("ip", "netns", "exec", NS[ns], *args, **kw)
+    """Runs a command in this test's namespace `ns` (its short name)."""
+    return common.nsx(NS[ns], *args, **kw)
 
 
 def popen_ns(ns, *args, **kw):
-    return subprocess.Popen(["ip", "netns", "exec", NS[ns], *args], **kw)
+    return common.popen_ns(NS[ns], *args, **kw)
 
 
 def wait_listening(ns, addr, port, timeout=5.0):
-    """Waits until a TCP listener accepts on addr:port inside `ns`."""
-    probe = f"import socket; socket.create_connection(('{addr}', {port}), timeout=0.5).close()"
-    end = time.time() + timeout
-    while time.time() < end:
-        if nsx(ns, sys.executable, "-c", probe, check=False).returncode == 0:
-            return True
-        time.sleep(0.1)
-    return False
+    return common.wait_listening(NS[ns], addr, port, timeout)
 
 
 def offloads_off(ns, dev):
-    if shutil.which("ethtool"):
-        nsx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off", check=False)
-
+    common.offloads_off(NS[ns], dev)
 
 def setup():
     for n in NS.values():
@@ -178,15 +176,7 @@ def setup():
 
 
 def teardown():
-    for n in NS.values():
-        subprocess.run(["ip", "netns", "pids", n], capture_output=True)
-        pids = subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()
-        for p in pids:
-            try:
-                os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    common.teardown(NS.values())
 
 
 def main():
