@@ -37,6 +37,7 @@ import time
 SUFFIX = str(os.getpid())
 NS = {"cli": f"qn-cli-{SUFFIX}", "gw": f"qn-gw-{SUFFIX}", "srv": f"qn-srv-{SUFFIX}"}
 PUBLIC = "203.0.113.1"
+WORKERS = [1]  # set from --workers
 SERVER = "198.51.100.2"
 
 CONFIG = """
@@ -44,7 +45,7 @@ CONFIG = """
 inside = "g-in"
 outside = "g-out"
 backend = "{backend}"
-workers = 1
+workers = {workers}
 stats_interval = 1
 
 [nat44]
@@ -157,8 +158,10 @@ def offloads_off(ns, dev):
 def setup():
     for n in NS.values():
         sh("ip", "netns", "add", n)
-    sh("ip", "link", "add", "c0", "netns", NS["cli"], "type", "veth", "peer", "name", "g-in", "netns", NS["gw"])
-    sh("ip", "link", "add", "s0", "netns", NS["srv"], "type", "veth", "peer", "name", "g-out", "netns", NS["gw"])
+    # One receive queue per worker (AF_XDP binds worker i to queue i; AF_PACKET fans out).
+    q = ("numtxqueues", str(WORKERS[0]), "numrxqueues", str(WORKERS[0]))
+    sh("ip", "link", "add", "c0", "netns", NS["cli"], *q, "type", "veth", "peer", "name", "g-in", "netns", NS["gw"], *q)
+    sh("ip", "link", "add", "s0", "netns", NS["srv"], *q, "type", "veth", "peer", "name", "g-out", "netns", NS["gw"], *q)
     nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
     nsx("cli", "ip", "addr", "add", "10.0.0.20/24", "dev", "c0")
     nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
@@ -184,7 +187,9 @@ def main():
     ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
     ap.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
     ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
+    ap.add_argument("--workers", type=int, default=1, choices=[1, 2, 4], help="worker threads (and queues per veth)")
     args = ap.parse_args()
+    WORKERS[0] = args.workers
     if os.geteuid() != 0:
         print("e2e_live: needs root (network namespaces)")
         print("0 passed, 1 failed")
@@ -196,7 +201,7 @@ def main():
         print(f"{'ok  ' if ok else 'FAIL'} {name}{(': ' + detail) if detail and not ok else ''}", flush=True)
 
     cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    cfg.write(CONFIG.replace("{backend}", args.backend))
+    cfg.write(CONFIG.replace("{backend}", args.backend).replace("{workers}", str(args.workers)))
     cfg.close()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     procs = []

@@ -379,28 +379,28 @@ pub fn run(
     let mut use_xdp = gw.backend == Backend::AfXdp;
     let mut socks: Vec<Ports> = Vec::new();
     if use_xdp {
-        for id in 0..gw.workers {
-            let open = |l: &Link, fam: u8| {
-                let mut cfg = AfXdpConfig::new(l.name.clone());
-                cfg.queue = id as u32;
-                cfg.local_v4 = local.clone();
-                cfg.local_v6 = local6.clone();
-                cfg.steer = io::afxdp::Steer {
-                    ipv4: fam == 4,
-                    ipv6: fam == 6,
-                };
-                AfXdp::open(&cfg)
+        // One socket per worker on each interface, worker i on queue i, all fed by one
+        // steering program per interface.
+        let queues: Vec<u32> = (0..gw.workers as u32).collect();
+        let open = |l: &Link, fam: u8| {
+            let mut cfg = AfXdpConfig::new(l.name.clone());
+            cfg.local_v4 = local.clone();
+            cfg.local_v6 = local6.clone();
+            cfg.steer = io::afxdp::Steer {
+                ipv4: fam == 4,
+                ipv6: fam == 6,
             };
-            match (open(&inside, fams[0]), open(&outside, fams[1])) {
-                (Ok(a), Ok(b)) => socks.push(Ports::Xdp([a, b])),
-                (Err(e), _) | (_, Err(e)) => {
-                    log(format!(
-                        "warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"
-                    ));
-                    socks.clear();
-                    use_xdp = false;
-                    break;
-                }
+            AfXdp::open_queues(&cfg, &queues)
+        };
+        match (open(&inside, fams[0]), open(&outside, fams[1])) {
+            (Ok(a), Ok(b)) => {
+                socks.extend(a.into_iter().zip(b).map(|(a, b)| Ports::Xdp([a, b])));
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                log(format!(
+                    "warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"
+                ));
+                use_xdp = false;
             }
         }
     }

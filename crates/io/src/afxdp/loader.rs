@@ -48,13 +48,13 @@ fn err(what: &str, ifname: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("AF_XDP on {ifname}: {what}: {e}"))
 }
 
-/// Loads the program, registers `xsk` for `queue`, fills `local_v4` and
-/// attaches to `ifindex` (native mode first, then generic).
+/// Loads the program, registers each socket of `xsks` for its queue, fills `local_v4`
+/// and attaches to `ifindex` (native mode first, then generic). One program per
+/// interface serves every queue's socket.
 pub(crate) fn attach(
     ifname: &str,
     ifindex: u32,
-    queue: u32,
-    xsk: &OwnedFd,
+    xsks: &[(u32, &OwnedFd)],
     local_v4: &[Ipv4Addr],
     local_v6: &[Ipv6Addr],
     steer: super::Steer,
@@ -68,14 +68,16 @@ pub(crate) fn attach(
         let map = ebpf
             .map_mut("xsks_map")
             .ok_or_else(|| err("XDP object", ifname, "no xsks_map"))?;
-        let mut xsks = XskMap::try_from(map).map_err(|e| err("xsks_map", ifname, e))?;
-        xsks.set(queue, xsk.as_raw_fd(), 0).map_err(|e| {
-            err(
-                &format!("registering the socket for queue {queue}"),
-                ifname,
-                e,
-            )
-        })?;
+        let mut map = XskMap::try_from(map).map_err(|e| err("xsks_map", ifname, e))?;
+        for (queue, xsk) in xsks {
+            map.set(*queue, xsk.as_raw_fd(), 0).map_err(|e| {
+                err(
+                    &format!("registering the socket for queue {queue}"),
+                    ifname,
+                    e,
+                )
+            })?;
+        }
     }
     {
         let map = ebpf

@@ -52,6 +52,7 @@ mod tests;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use loader::built_with_bpf;
@@ -142,8 +143,9 @@ pub struct AfXdpStats {
 /// One AF_XDP socket bound to one interface queue, with its UMEM, rings and
 /// the XDP program that feeds it. Dropping it detaches the program.
 pub struct AfXdp {
-    // Field order is drop order: the program is detached first.
-    steering: loader::Steering,
+    // Field order is drop order: the program is detached first (by the last socket of
+    // the interface to go, when several queues share it).
+    steering: Arc<loader::Steering>,
     rx: Ring<libc::xdp_desc>,
     tx: Ring<libc::xdp_desc>,
     fill: Ring<u64>,
@@ -158,6 +160,20 @@ pub struct AfXdp {
     fd: OwnedFd,
 }
 
+/// A socket's pieces between binding and attaching the program.
+struct Parts {
+    rx: Ring<libc::xdp_desc>,
+    tx: Ring<libc::xdp_desc>,
+    fill: Ring<u64>,
+    comp: Ring<u64>,
+    umem: Mmap,
+    free: Vec<u64>,
+    frame_size: u32,
+    ifindex: u32,
+    need_wakeup: bool,
+    fd: OwnedFd,
+}
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -166,6 +182,61 @@ impl AfXdp {
     /// Opens the socket, sets up UMEM and rings, binds in copy mode and attaches
     /// the steering program (native mode, falling back to generic).
     pub fn open(cfg: &AfXdpConfig) -> io::Result<Self> {
+        let mut v = Self::open_queues(cfg, &[cfg.queue])?;
+        v.pop()
+            .ok_or_else(|| invalid("AF_XDP: no queue to open".into()))
+    }
+
+    /// One socket per queue in `queues` of `cfg.ifname` (each with its own UMEM and
+    /// rings, for one worker each), fed by one steering program that redirects every
+    /// queue's frames to its socket. `cfg.queue` is ignored.
+    pub fn open_queues(cfg: &AfXdpConfig, queues: &[u32]) -> io::Result<Vec<Self>> {
+        let mut socks = Vec::with_capacity(queues.len());
+        for &q in queues {
+            socks.push(Self::socket(&AfXdpConfig {
+                queue: q,
+                ..cfg.clone()
+            })?);
+        }
+        let fds: Vec<(u32, &OwnedFd)> = queues
+            .iter()
+            .copied()
+            .zip(socks.iter().map(|s| &s.fd))
+            .collect();
+        let ifindex = socks.first().map_or(0, |s| s.ifindex);
+        let steering = Arc::new(loader::attach(
+            &cfg.ifname,
+            ifindex,
+            &fds,
+            &cfg.local_v4,
+            &cfg.local_v6,
+            cfg.steer,
+        )?);
+        Ok(socks
+            .into_iter()
+            .map(|p| {
+                let mut s = AfXdp {
+                    steering: Arc::clone(&steering),
+                    rx: p.rx,
+                    tx: p.tx,
+                    fill: p.fill,
+                    comp: p.comp,
+                    umem: p.umem,
+                    free: p.free,
+                    frame_size: p.frame_size,
+                    ifindex: p.ifindex,
+                    need_wakeup: p.need_wakeup,
+                    stats: AfXdpStats::default(),
+                    fd: p.fd,
+                };
+                s.refill();
+                s
+            })
+            .collect())
+    }
+
+    /// A bound socket with its UMEM and rings, not yet fed by a program.
+    fn socket(cfg: &AfXdpConfig) -> io::Result<Parts> {
         if !built_with_bpf() {
             return Err(io::Error::new(io::ErrorKind::Unsupported, loader::NO_CLANG));
         }
@@ -239,21 +310,11 @@ impl AfXdp {
                 Err(e) => return Err(ctx(&format!("bind to queue {}", cfg.queue), e)),
             };
 
-        let steering = loader::attach(
-            &cfg.ifname,
-            ifindex,
-            cfg.queue,
-            &fd,
-            &cfg.local_v4,
-            &cfg.local_v6,
-            cfg.steer,
-        )?;
         let free = (0..cfg.frames as u64)
             .rev()
             .map(|i| i * cfg.frame_size as u64)
             .collect();
-        let mut s = AfXdp {
-            steering,
+        Ok(Parts {
             rx,
             tx,
             fill,
@@ -263,11 +324,8 @@ impl AfXdp {
             frame_size: cfg.frame_size,
             ifindex,
             need_wakeup,
-            stats: AfXdpStats::default(),
             fd,
-        };
-        s.refill();
-        Ok(s)
+        })
     }
 
     /// Gives free UMEM frames to the kernel for receiving (up to the fill ring's room).
