@@ -118,7 +118,7 @@ fn drops() {
     for reason in [
         "truncated",
         "malformed",
-        "fragment",
+        "fragment_out_of_order",
         "ttl_expired",
         "no_mapping",
     ] {

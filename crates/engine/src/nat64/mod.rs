@@ -178,6 +178,7 @@ impl Nat64Shared {
             max_sessions: cfg.max_sessions,
             // SIIT decrements the TTL / hop limit once.
             decrement_ttl: false,
+            ..Nat44Config::default()
         };
         let inside: Arc<dyn InsideHosts> = hosts.clone();
         let nat = Nat44Shared::with_inside_hosts(nat, workers, Some(inside))?;
