@@ -258,3 +258,47 @@ pub fn reassemble_v4(frags: &[Vec<u8>]) -> Vec<u8> {
     w.extend_from_slice(&payload);
     w
 }
+
+/// Cuts the IPv6 packet `whole` (no extension headers) into fragments with a Fragment
+/// header (identification `ident`, pieces as for [`cut`]).
+pub fn fragment_v6(whole: &[u8], ident: u32, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let next = whole[6];
+    let payload = &whole[40..];
+    cut(payload.len(), sizes)
+        .into_iter()
+        .map(|(off, end, more)| {
+            let mut f = whole[..40].to_vec();
+            f[4..6].copy_from_slice(&((8 + end - off) as u16).to_be_bytes());
+            f[6] = 44;
+            f.extend_from_slice(&[next, 0]);
+            f.extend_from_slice(&((off as u16) | u16::from(more)).to_be_bytes());
+            f.extend_from_slice(&ident.to_be_bytes());
+            f.extend_from_slice(&payload[off..end]);
+            f
+        })
+        .collect()
+}
+
+/// Reassembles IPv6 fragments (each: fixed header + Fragment header + data, any order)
+/// into the whole packet without the Fragment header.
+pub fn reassemble_v6(frags: &[Vec<u8>]) -> Vec<u8> {
+    let first = &frags[0];
+    let pieces = frags
+        .iter()
+        .map(|f| {
+            assert_eq!(f[6], 44, "a Fragment header");
+            assert_eq!(f[8..40], first[8..40], "addresses");
+            assert_eq!(f[40], first[40], "next header");
+            assert_eq!(f[44..48], first[44..48], "identification");
+            let fo = u16::from_be_bytes([f[42], f[43]]);
+            let plen = usize::from(u16::from_be_bytes([f[4], f[5]]));
+            (usize::from(fo & !7), fo & 1 != 0, &f[48..40 + plen])
+        })
+        .collect();
+    let payload = join(pieces);
+    let mut w = first[..40].to_vec();
+    w[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+    w[6] = first[40];
+    w.extend_from_slice(&payload);
+    w
+}
