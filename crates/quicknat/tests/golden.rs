@@ -108,7 +108,7 @@ macro_rules! golden {
     )*};
 }
 
-golden!(tcp, udp, icmp_echo, icmp_error, hairpin);
+golden!(tcp, udp, icmp_echo, icmp_error, hairpin, fragments);
 
 #[test]
 fn drops() {
