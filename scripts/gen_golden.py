@@ -28,7 +28,7 @@ import struct
 import sys
 import tempfile
 
-from scapy.layers.inet import ICMP, IP, TCP, UDP
+from scapy.layers.inet import ICMP, IP, TCP, UDP, fragment
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
@@ -323,6 +323,28 @@ def scenario_hairpin():
     return pairs
 
 
+def scenario_fragments():
+    """A UDP datagram out in three fragments and the reply back in three, the reply's
+    last fragment sent before its middle one (RFC 4787 REQ-14). scapy computes the UDP
+    checksum over each whole datagram, then cuts it: the expected first fragments carry
+    the checksum of the whole translated datagram."""
+    sport, dport = 7000, 7001
+    out_payload = bytes(i & 0xFF for i in range(3000))
+    in_payload = bytes((i * 7 + 1) & 0xFF for i in range(2990))
+
+    def frags(outbound, src, dst, sp, dp, ttl, ip_id, payload):
+        dgram = ip(src, dst, ttl, ip_id, flags=0) / UDP(sport=sp, dport=dp) / Raw(payload)
+        return [eth(outbound) / f for f in fragment(dgram, fragsize=1480)]
+
+    out_in = frags(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0x7A01, out_payload)
+    out_exp = frags(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1, 0x7A01, out_payload)
+    back_in = frags(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0x7B01, in_payload)
+    back_exp = frags(False, SERVER, HOST_A, dport, sport, TTL_REMOTE - 1, 0x7B01, in_payload)
+    order = [0, 2, 1]
+    return (list(zip(out_in, out_exp))
+            + [(back_in[i], back_exp[i]) for i in order])
+
+
 def scenario_drops():
     """Five packets the NAT must drop, between two valid outbound UDP packets."""
     sport, dport = 6000, 7000
@@ -345,7 +367,8 @@ def scenario_drops():
     # An outbound packet whose TTL would reach 0 at the NAT.
     ttl_one = udp_pkt(True, HOST_A, SERVER, 6002, dport, 1, 0x9004, b"ttl one")
 
-    # A non-first fragment (offset 1480 bytes = 185 * 8) of a UDP datagram.
+    # A non-first fragment (offset 1480 bytes = 185 * 8) of a UDP datagram whose first
+    # fragment never came: dropped as fragment_out_of_order.
     fragment = (eth(True) / ip(HOST_A, SERVER, TTL_INSIDE, 0x9005, flags=0, frag=185, proto=17)
                 / Raw(bytes(range(64))))
 
@@ -370,6 +393,7 @@ SCENARIOS = [
     ("icmp_echo", scenario_icmp_echo),
     ("icmp_error", scenario_icmp_error),
     ("hairpin", scenario_hairpin),
+    ("fragments", scenario_fragments),
     ("drops", scenario_drops),
 ]
 

@@ -369,6 +369,12 @@ pub struct Nat44Config {
     pub max_sessions: usize,
     /// Decrement TTL like a router (drop with `TtlExpired` when it would reach zero).
     pub decrement_ttl: bool,
+    /// How long the rewrite of a fragmented datagram's first fragment is remembered for
+    /// the fragments that follow it (`nat44::frag`).
+    pub fragment_timeout: Duration,
+    /// Upper bound on fragmented datagrams tracked at once; new ones beyond it are
+    /// dropped (`fragment_table_full`).
+    pub max_fragment_records: usize,
 }
 
 impl Default for Nat44Config {
@@ -384,6 +390,8 @@ impl Default for Nat44Config {
             port_reuse_hold: Duration::from_secs(120),
             max_sessions: 1 << 20,
             decrement_ttl: true,
+            fragment_timeout: crate::nat44::FRAGMENT_TIMEOUT,
+            max_fragment_records: crate::nat44::MAX_FRAGMENT_RECORDS,
         }
     }
 }

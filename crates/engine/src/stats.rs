@@ -19,6 +19,8 @@ pub struct Counters {
     pub icmp_errors_translated: u64,
     /// Packets that went through the hairpin path.
     pub hairpinned: u64,
+    /// IPv4 fragments translated (first and later ones; also counted in `forwarded`).
+    pub fragments_translated: u64,
 }
 
 impl Counters {
@@ -32,6 +34,7 @@ impl Counters {
             bindings_created: 0,
             icmp_errors_translated: 0,
             hairpinned: 0,
+            fragments_translated: 0,
         }
     }
 
@@ -71,6 +74,7 @@ impl Counters {
         self.bindings_created += other.bindings_created;
         self.icmp_errors_translated += other.icmp_errors_translated;
         self.hairpinned += other.hairpinned;
+        self.fragments_translated += other.fragments_translated;
     }
 }
 

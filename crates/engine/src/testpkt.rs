@@ -170,3 +170,135 @@ pub fn ports(p: &[u8]) -> (u16, u16) {
         _ => (at(0), at(2)),
     }
 }
+
+/// The pieces `sizes` cut a payload of `n` bytes into: (start, end, more fragments).
+/// Every piece but the last must be a multiple of 8 bytes; the rest goes in a last piece.
+fn cut(n: usize, sizes: &[usize]) -> Vec<(usize, usize, bool)> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    for len in sizes.iter().chain(std::iter::once(&usize::MAX)) {
+        let end = off.saturating_add(*len).min(n);
+        let more = end < n;
+        assert!(
+            !more || (end - off).is_multiple_of(8),
+            "pieces are multiples of 8"
+        );
+        out.push((off, end, more));
+        off = end;
+        if !more {
+            break;
+        }
+    }
+    out
+}
+
+/// Joins fragment payloads given as (offset, more fragments, bytes), in any order:
+/// checks that they cover the datagram exactly once, ending with the one MF clear.
+fn join(mut pieces: Vec<(usize, bool, &[u8])>) -> Vec<u8> {
+    pieces.sort_by_key(|p| p.0);
+    let mut payload = Vec::new();
+    for (off, _, bytes) in &pieces {
+        assert_eq!(*off, payload.len(), "contiguous, no overlap");
+        payload.extend_from_slice(bytes);
+    }
+    assert!(pieces.last().is_some_and(|p| !p.1), "last has MF clear");
+    payload
+}
+
+/// Cuts the IPv4 packet `whole` (20-byte header) into fragments with identification
+/// `ident` (pieces as for [`cut`]). Each fragment's header is written by hand, checksum
+/// filled.
+pub fn fragment_v4(whole: &[u8], ident: u16, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let payload = &whole[20..];
+    cut(payload.len(), sizes)
+        .into_iter()
+        .map(|(off, end, more)| {
+            let mut f = whole[..20].to_vec();
+            f[2..4].copy_from_slice(&((20 + end - off) as u16).to_be_bytes());
+            f[4..6].copy_from_slice(&ident.to_be_bytes());
+            let fo = (off / 8) as u16 | if more { 0x2000 } else { 0 };
+            f[6..8].copy_from_slice(&fo.to_be_bytes());
+            f[10..12].copy_from_slice(&[0, 0]);
+            let c = checksum(&f);
+            f[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&payload[off..end]);
+            f
+        })
+        .collect()
+}
+
+/// Reassembles IPv4 fragments (any order): checks each header checksum and that they
+/// agree on addresses, protocol and identification; returns the whole datagram (a
+/// 20-byte header, DF clear, checksum filled).
+pub fn reassemble_v4(frags: &[Vec<u8>]) -> Vec<u8> {
+    let first = &frags[0];
+    let pieces = frags
+        .iter()
+        .map(|f| {
+            assert_eq!(checksum(&f[..20]), 0, "fragment header checksum");
+            assert_eq!(f[4..6], first[4..6], "identification");
+            assert_eq!(f[9], first[9], "protocol");
+            assert_eq!(f[12..20], first[12..20], "addresses");
+            let fo = u16::from_be_bytes([f[6], f[7]]);
+            let total = usize::from(u16::from_be_bytes([f[2], f[3]]));
+            (
+                usize::from(fo & 0x1fff) * 8,
+                fo & 0x2000 != 0,
+                &f[20..total],
+            )
+        })
+        .collect();
+    let payload = join(pieces);
+    let mut w = first[..20].to_vec();
+    w[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    w[6..8].copy_from_slice(&[0, 0]);
+    w[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(&w);
+    w[10..12].copy_from_slice(&c.to_be_bytes());
+    w.extend_from_slice(&payload);
+    w
+}
+
+/// Cuts the IPv6 packet `whole` (no extension headers) into fragments with a Fragment
+/// header (identification `ident`, pieces as for [`cut`]).
+pub fn fragment_v6(whole: &[u8], ident: u32, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let next = whole[6];
+    let payload = &whole[40..];
+    cut(payload.len(), sizes)
+        .into_iter()
+        .map(|(off, end, more)| {
+            let mut f = whole[..40].to_vec();
+            f[4..6].copy_from_slice(&((8 + end - off) as u16).to_be_bytes());
+            f[6] = 44;
+            f.extend_from_slice(&[next, 0]);
+            f.extend_from_slice(&((off as u16) | u16::from(more)).to_be_bytes());
+            f.extend_from_slice(&ident.to_be_bytes());
+            f.extend_from_slice(&payload[off..end]);
+            f
+        })
+        .collect()
+}
+
+/// Reassembles IPv6 fragments (each: fixed header + Fragment header + data, any order)
+/// into the whole packet without the Fragment header.
+pub fn reassemble_v6(frags: &[Vec<u8>]) -> Vec<u8> {
+    let first = &frags[0];
+    let pieces = frags
+        .iter()
+        .map(|f| {
+            assert_eq!(f[6], 44, "a Fragment header");
+            assert_eq!(f[8..40], first[8..40], "addresses");
+            assert_eq!(f[40], first[40], "next header");
+            assert_eq!(f[44..48], first[44..48], "identification");
+            let fo = u16::from_be_bytes([f[42], f[43]]);
+            let plen = usize::from(u16::from_be_bytes([f[4], f[5]]));
+            (usize::from(fo & !7), fo & 1 != 0, &f[48..40 + plen])
+        })
+        .collect();
+    let payload = join(pieces);
+    let mut w = first[..40].to_vec();
+    w[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+    w[6] = first[40];
+    w.extend_from_slice(&payload);
+    w
+}

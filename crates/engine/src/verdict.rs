@@ -60,8 +60,16 @@ drop_reasons! {
     BadIpChecksum => "bad_ip_checksum",
     /// Not an IPv4 packet on a NAT44 path.
     NotIpv4 => "not_ipv4",
-    /// An IPv4 fragment: fragments carry no ports for non-first pieces.
+    /// An IPv4 fragment the NAT cannot track: of a protocol it does not translate, of an
+    /// ICMP error, or a first fragment too short to hold the whole transport header
+    /// (RFC 1858's tiny fragments).
     Fragment => "fragment",
+    /// A non-first fragment whose first fragment has not passed (arrived out of order,
+    /// or its record expired): no buffering, see `nat44::frag`.
+    FragmentOutOfOrder => "fragment_out_of_order",
+    /// The fragment table is full: a new fragmented datagram is refused, the ones in
+    /// flight continue.
+    FragmentTableFull => "fragment_table_full",
     /// A transport protocol the NAT cannot translate (no ports or identifiers).
     UnsupportedProtocol => "unsupported_protocol",
     /// An ICMP type that is neither a query the NAT tracks nor an error it translates.

@@ -108,7 +108,7 @@ macro_rules! golden {
     )*};
 }
 
-golden!(tcp, udp, icmp_echo, icmp_error, hairpin);
+golden!(tcp, udp, icmp_echo, icmp_error, hairpin, fragments);
 
 #[test]
 fn drops() {
@@ -118,7 +118,7 @@ fn drops() {
     for reason in [
         "truncated",
         "malformed",
-        "fragment",
+        "fragment_out_of_order",
         "ttl_expired",
         "no_mapping",
     ] {

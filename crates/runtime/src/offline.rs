@@ -94,6 +94,7 @@ impl fmt::Display for TranslateReport {
         writeln!(f, "sessions expired  {}", c.sessions_expired)?;
         writeln!(f, "sessions live     {}", self.sessions_live)?;
         writeln!(f, "icmp errors xlat  {}", c.icmp_errors_translated)?;
+        writeln!(f, "fragments xlat    {}", c.fragments_translated)?;
         write!(f, "hairpinned        {}", c.hairpinned)
     }
 }

@@ -17,11 +17,14 @@
 //!
 //! Never reads a clock, never does I/O: time comes in as a [`Timestamp`].
 
+pub mod frag;
 mod parse;
 mod reaper;
 pub mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_frag;
 #[cfg(test)]
 mod tests_mt;
 mod worker;
@@ -42,6 +45,7 @@ use crate::config::{ConfigError, L4Proto, Nat44Config, Timeouts};
 use crate::stats::Counters;
 pub use crate::verdict::Offload;
 use crate::verdict::{Direction, Verdict};
+pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;
 pub use worker::Nat44Worker;
@@ -73,6 +77,8 @@ pub struct Nat44Shared {
     qsbr: Arc<Qsbr>,
     /// Told when a binding starts or stops using an inside address (NAT64 host ids).
     inside_hosts: Option<Arc<dyn InsideHosts>>,
+    /// First fragments' rewrites, for the fragments that follow (`frag`).
+    frags: frag::FragTable,
 }
 
 /// Inside "addresses" that stand for something larger, such as the 32-bit ids NAT64 gives
@@ -171,6 +177,7 @@ impl Nat44Shared {
             ),
             qsbr: Qsbr::new(workers),
             inside_hosts: hosts,
+            frags: frag::FragTable::new(cfg.max_fragment_records, cfg.fragment_timeout),
             cfg,
         };
         let mut shared = shared;
@@ -245,6 +252,11 @@ impl Nat44Shared {
     /// Live sessions (a walk over the table: for reports, not the packet path).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// Fragmented datagrams being tracked (a walk over the fragment table's shards).
+    pub fn fragment_count(&self) -> usize {
+        self.frags.len()
     }
 
     /// Live bindings, port forwards included (a walk).

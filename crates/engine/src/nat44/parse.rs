@@ -6,6 +6,7 @@ use conntrack::{Endpoint, Proto, Tuple};
 use wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket};
 use xlat::nat44::L4Kind;
 
+use super::frag::{FragKey, Piece};
 use crate::verdict::DropReason;
 
 /// A packet the NAT can translate.
@@ -15,6 +16,25 @@ pub enum Parsed {
     Flow(Flow),
     /// An ICMP error: translate by the flow it quotes.
     IcmpError(IcmpError),
+    /// The first fragment of a datagram (offset 0, MF set; TCP, UDP or an ICMP query):
+    /// translate by its own tuple like a whole packet, then remember the rewrite under
+    /// the datagram's identification.
+    FirstFragment(Flow, u16),
+    /// A later fragment (offset > 0): translate by its datagram's record.
+    Fragment(Fragment),
+}
+
+/// A non-first fragment: no transport header, only its datagram's key and its place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    /// The datagram it belongs to, as it arrived.
+    pub key: FragKey,
+    /// Its place in the datagram.
+    pub piece: Piece,
+    /// IPv4 header length.
+    pub ihl: usize,
+    /// TTL as received.
+    pub ttl: u8,
 }
 
 /// A TCP, UDP or ICMP query packet.
@@ -178,7 +198,7 @@ pub fn parse_full(pkt: &[u8], verify_ip: bool) -> Result<Parsed, DropReason> {
         return Err(DropReason::BadIpChecksum);
     }
     if ip.is_fragment() {
-        return Err(DropReason::Fragment);
+        return parse_fragment(&ip);
     }
     let l4_off = ip.header_len();
     let total_len = usize::from(ip.total_len());
@@ -269,6 +289,60 @@ pub fn parse_full(pkt: &[u8], verify_ip: bool) -> Result<Parsed, DropReason> {
         }
         _ => Err(DropReason::UnsupportedProtocol),
     }
+}
+
+/// A fragment (the header is valid, its checksum checked). Only fragments of what the
+/// NAT translates are tracked; the first must hold the whole transport header (RFC 1858:
+/// a TCP header split across fragments is an attack, not a packet).
+fn parse_fragment(ip: &Ipv4Packet<&[u8]>) -> Result<Parsed, DropReason> {
+    let proto = ip.protocol();
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let l4_off = ip.header_len();
+    let total_len = usize::from(ip.total_len());
+    let ttl = ip.ttl();
+    if !matches!(proto, IpProtocol::Tcp | IpProtocol::Udp | IpProtocol::Icmp) {
+        return Err(DropReason::Fragment);
+    }
+    if ip.frag_offset() != 0 {
+        return Ok(Parsed::Fragment(Fragment {
+            key: FragKey {
+                src,
+                dst,
+                proto: u8::from(proto),
+                ident: ip.ident(),
+            },
+            piece: Piece {
+                offset: u32::from(ip.frag_offset()),
+                len: total_len.saturating_sub(l4_off) as u32,
+                more: ip.more_frags(),
+            },
+            ihl: l4_off,
+            ttl,
+        }));
+    }
+    let payload = ip.payload();
+    // An ICMP error in fragments is not translated either (its quote would need the
+    // whole message for the checksum).
+    let (proto, kind, sp, dp) = ports(proto, payload).ok_or(DropReason::Fragment)?;
+    let tcp_flags = match kind {
+        L4Kind::Tcp => TcpPacket::new_checked(payload)
+            .map_err(|_| DropReason::Fragment)?
+            .flags(),
+        L4Kind::Udp if payload.len() < 8 => return Err(DropReason::Fragment),
+        _ => 0,
+    };
+    Ok(Parsed::FirstFragment(
+        Flow {
+            tuple: Tuple::new(proto, Endpoint::new(src, sp), Endpoint::new(dst, dp)),
+            l4_off,
+            kind,
+            tcp_flags,
+            total_len,
+            ttl,
+            offload: crate::verdict::Offload::None,
+        },
+        ip.ident(),
+    ))
 }
 
 #[cfg(test)]

@@ -106,6 +106,7 @@ impl Nat44Reaper {
         for p in &sh.pools {
             p.handle_timeout(now);
         }
+        sh.frags.sweep(now);
         self.next_sweep = Some(now + SWEEP_INTERVAL);
     }
 }

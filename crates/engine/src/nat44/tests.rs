@@ -14,13 +14,13 @@ use crate::config::{
 use crate::testpkt::ipv4;
 use crate::verdict::{Direction::*, DropReason, Verdict};
 
-const IN_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const IN_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 3);
-const SRV: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
+pub(super) const IN_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+pub(super) const IN_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 3);
+pub(super) const SRV: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 const SRV2: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 3);
-const PUB: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
+pub(super) const PUB: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
 
-fn config() -> Nat44Config {
+pub(super) fn config() -> Nat44Config {
     Nat44Config {
         rules: vec![DynamicRule {
             inside: "10.0.0.0/24".parse().unwrap(),
@@ -542,7 +542,10 @@ fn malformed_and_unsupported_packets_are_dropped_with_a_reason() {
     frag[11] = 0;
     let c = checksum(&frag[..20]);
     frag[10..12].copy_from_slice(&c.to_be_bytes());
-    assert_eq!(dropped(&mut n, t(0), Outbound, frag), DropReason::Fragment);
+    assert_eq!(
+        dropped(&mut n, t(0), Outbound, frag),
+        DropReason::FragmentOutOfOrder
+    );
     let gre = ipv4(47, IN_A, SRV, 64, &[0; 8]);
     assert_eq!(
         dropped(&mut n, t(0), Outbound, gre),

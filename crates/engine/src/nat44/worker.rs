@@ -9,7 +9,8 @@ use conntrack::{
 };
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
 
-use super::parse::{parse_with, Flow, IcmpError, Parsed};
+use super::frag::{rewrite_fragment, FragKey, FragRewrite};
+use super::parse::{parse_with, Flow, Fragment, IcmpError, Parsed};
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
 use crate::stats::Counters;
@@ -123,8 +124,9 @@ impl Nat44Worker {
     ) -> Result<(), DropReason> {
         let parsed = parse_with(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
-            Parsed::Flow(f) => f.ttl,
+            Parsed::Flow(f) | Parsed::FirstFragment(f, _) => f.ttl,
             Parsed::IcmpError(e) => e.ttl,
+            Parsed::Fragment(g) => g.ttl,
         };
         if self.shared.cfg.decrement_ttl && ttl <= 1 {
             return Err(DropReason::TtlExpired);
@@ -132,7 +134,57 @@ impl Nat44Worker {
         match parsed {
             Parsed::Flow(f) => self.flow(now, dir, Flow { offload, ..f }, pkt),
             Parsed::IcmpError(e) => self.icmp_error(now, dir, e, pkt),
+            Parsed::FirstFragment(f, ident) => {
+                self.first_fragment(now, dir, Flow { offload, ..f }, ident, pkt)
+            }
+            Parsed::Fragment(g) => self.later_fragment(now, dir, g, pkt),
         }
+    }
+
+    /// RFC 4787 REQ-14, RFC 6146 §3.4: the first fragment carries the ports, so it goes
+    /// through its session like a whole packet (creating it if need be); then the
+    /// addresses it left with are filed for the fragments that follow.
+    fn first_fragment(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        f: Flow,
+        ident: u16,
+        pkt: &mut [u8],
+    ) -> Result<(), DropReason> {
+        let key = FragKey {
+            src: f.tuple.src.addr,
+            dst: f.tuple.dst.addr,
+            proto: proto_number(f.tuple.proto),
+            ident,
+        };
+        self.flow(now, dir, f, pkt)?;
+        let h = pkt.get(12..20).ok_or(DropReason::Truncated)?;
+        let to = FragRewrite {
+            src: std::net::Ipv4Addr::new(h[0], h[1], h[2], h[3]),
+            dst: std::net::Ipv4Addr::new(h[4], h[5], h[6], h[7]),
+        };
+        let len = f.total_len.saturating_sub(f.l4_off) as u32;
+        self.shared.frags.insert(now, key, to, dir, len)?;
+        self.counters.fragments_translated += 1;
+        Ok(())
+    }
+
+    /// A fragment after the first: its datagram's record gives the addresses; there is
+    /// no transport header to touch. No record: the first fragment has not passed.
+    fn later_fragment(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        g: Fragment,
+        pkt: &mut [u8],
+    ) -> Result<(), DropReason> {
+        let to = self.shared.frags.lookup(now, &g.key, dir, g.piece)?;
+        if !rewrite_fragment(pkt, g.ihl, to, self.shared.cfg.decrement_ttl) {
+            return Err(DropReason::Truncated);
+        }
+        self.counters.fragments_translated += 1;
+        Ok(())
     }
 
     /// Looks a tuple up; a session found idle past its timeout is expired on the spot.
@@ -484,6 +536,16 @@ pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView) {
         if let Some(p) = sh.permits.find_a(permit_key(v.binding, remote)) {
             sh.permits.unref(p);
         }
+    }
+}
+
+/// The IP protocol number of a tracked protocol.
+#[inline]
+fn proto_number(p: Proto) -> u8 {
+    match p {
+        Proto::Tcp => 6,
+        Proto::Udp => 17,
+        Proto::Icmp => 1,
     }
 }
 

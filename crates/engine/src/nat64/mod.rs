@@ -24,6 +24,15 @@
 //! transitory (4 min) or closed. Inbound SYNs with no binding are dropped (RFC 6146
 //! §3.5.2.2 allows dropping instead of queueing them for 6 s).
 //!
+//! Fragments (RFC 6146 §3.4/§3.5): SIIT turns an IPv6 Fragment header into the IPv4
+//! identification, MF and offset fields and back, statelessly (RFC 7915 §4.1/§5.1.1),
+//! so NAT44 sees IPv4 fragments in both directions and its fragment records
+//! (`nat44::frag`) give the later fragments of a datagram the addresses its first got:
+//! the public address outbound, the host id (hence the IPv6 host) inbound. The IPv4
+//! identification is the low 16 bits of the IPv6 one. A later fragment that arrives
+//! before its first is dropped (`fragment_out_of_order`); fragmented ICMP is not
+//! translated (RFC 7915 §1.2). The fast paths never take fragments.
+//!
 //! Never reads a clock, never does I/O, never panics on packet bytes.
 
 #[cfg(test)]
@@ -178,6 +187,7 @@ impl Nat64Shared {
             max_sessions: cfg.max_sessions,
             // SIIT decrements the TTL / hop limit once.
             decrement_ttl: false,
+            ..Nat44Config::default()
         };
         let inside: Arc<dyn InsideHosts> = hosts.clone();
         let nat = Nat44Shared::with_inside_hosts(nat, workers, Some(inside))?;

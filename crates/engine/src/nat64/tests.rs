@@ -391,3 +391,100 @@ fn fast_path_equals_the_full_path() {
         reply.clear();
     }
 }
+
+/// A UDP datagram of `n` payload bytes over IPv6 or IPv4, checksum filled.
+fn big_udp6(src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16, n: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
+    let mut p = ipv6(UDP, src, dst, 64, &udp(sport, dport, &payload));
+    fill_l4_csum(&mut p);
+    p
+}
+
+fn big_udp4(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, n: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..n).map(|i| (i * 5 + 2) as u8).collect();
+    let mut p = ipv4(UDP, src, dst, 64, &udp(sport, dport, &payload));
+    fill_l4_csum(&mut p);
+    p
+}
+
+/// RFC 6146 §3.4/§3.5 with RFC 7915's fragment translation: IPv6 fragments from the
+/// inside leave as IPv4 fragments from the pool (SIIT turns the Fragment header into
+/// the IPv4 fields, NAT44's fragment records give the later ones their addresses), and
+/// IPv4 fragments of the reply come back as IPv6 fragments to the host.
+#[test]
+fn ipv6_fragments_out_and_ipv4_fragments_back() {
+    let mut n = Nat64::new(config()).unwrap();
+    let d = big_udp6(HOST_A, 5000, srv6(), 53, 3000);
+    let frags = fragment_v6(&d, 0x0001_2345, &[1232, 1232]);
+    assert_eq!(frags.len(), 3);
+    let outs: Vec<Vec<u8>> = frags.iter().map(|f| out(&mut n, 1, f).unwrap()).collect();
+    for o in &outs {
+        assert_eq!(o[0], 0x45);
+        assert_eq!(v4_addrs(o), (POOL, SRV4));
+        assert_eq!(
+            u16::from_be_bytes([o[4], o[5]]),
+            0x2345,
+            "low 16 bits of the id"
+        );
+        assert_eq!(o[8], 63);
+    }
+    let whole = reassemble_v4(&outs);
+    assert_checksums(&whole);
+    assert_eq!(ports(&whole), (5000, 53));
+    assert_eq!(whole[28..], d[48..], "payload");
+
+    // The reply in IPv4 fragments, the last before the middle one.
+    let r = big_udp4(SRV4, 53, POOL, 5000, 2600);
+    let mut rf = fragment_v4(&r, 0x7777, &[1000, 1000]);
+    rf.swap(1, 2);
+    let back: Vec<Vec<u8>> = rf.iter().map(|f| inb(&mut n, 2, f).unwrap()).collect();
+    for b in &back {
+        assert_eq!(b[0] >> 4, 6);
+        assert_eq!(v6_addrs(b), (srv6(), HOST_A));
+        assert_eq!(b[47], 0x77, "identification carried");
+    }
+    let whole = reassemble_v6(&back);
+    assert_checksums(&whole);
+    assert_eq!(ports(&whole), (53, 5000));
+    assert_eq!(n.counters().fragments_translated, 6);
+    assert_eq!(n.shared().nat.fragment_count(), 0);
+}
+
+#[test]
+fn ipv6_later_fragment_before_the_first_is_dropped_and_counted() {
+    let mut n = Nat64::new(config()).unwrap();
+    let frags = fragment_v6(&big_udp6(HOST_A, 5000, srv6(), 53, 2000), 7, &[1000]);
+    assert_eq!(
+        out(&mut n, 1, &frags[1]),
+        Err(DropReason::FragmentOutOfOrder)
+    );
+    let inbound = fragment_v4(&big_udp4(SRV4, 53, POOL, 5000, 2000), 8, &[1000]);
+    assert_eq!(
+        inb(&mut n, 1, &inbound[1]),
+        Err(DropReason::FragmentOutOfOrder)
+    );
+    assert_eq!(n.counters().dropped(DropReason::FragmentOutOfOrder), 2);
+    // Then in order: through.
+    for f in &frags {
+        out(&mut n, 2, f).unwrap();
+    }
+}
+
+/// Hairpinned fragments: host A to host B's public endpoint, back out as IPv6 fragments.
+#[test]
+fn hairpinned_fragments() {
+    let mut n = Nat64::new(config()).unwrap();
+    // B opens 5001 first so A can reach it at POOL:5001.
+    out(&mut n, 1, &udp6(HOST_B, 5001, srv6(), 53)).unwrap();
+    let d = big_udp6(HOST_A, 5000, embed(POOL), 5001, 2000);
+    let frags = fragment_v6(&d, 99, &[1000]);
+    let mut back = Vec::new();
+    for f in &frags {
+        let (p, hairpin) = run(&mut n, 2, Direction::Outbound, f).unwrap();
+        assert!(hairpin);
+        back.push(p);
+    }
+    let whole = reassemble_v6(&back);
+    assert_eq!(v6_addrs(&whole), (embed(POOL), HOST_B));
+    assert_checksums(&whole);
+}
