@@ -440,6 +440,26 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     c.hairpinning = raw.hairpinning.unwrap_or(c.hairpinning);
     c.port_preservation = raw.port_preservation.unwrap_or(c.port_preservation);
     c.decrement_ttl = raw.decrement_ttl.unwrap_or(c.decrement_ttl);
+    if let Some(t) = &raw.fragment_timeout {
+        if !(1..=60).contains(t.get_ref()) {
+            return Err(src.error(
+                Some(t.span()),
+                "nat44.fragment_timeout",
+                format!("{} s: must be between 1 and 60 seconds", t.get_ref()),
+            ));
+        }
+        c.fragment_timeout = Duration::from_secs(*t.get_ref());
+    }
+    if let Some(m) = &raw.max_fragment_records {
+        if !(1..=1 << 24).contains(m.get_ref()) {
+            return Err(src.error(
+                Some(m.span()),
+                "nat44.max_fragment_records",
+                format!("{}: must be between 1 and 16777216", m.get_ref()),
+            ));
+        }
+        c.max_fragment_records = *m.get_ref() as usize;
+    }
     if let Some(h) = &raw.port_reuse_hold {
         c.port_reuse_hold = Duration::from_secs(*h.get_ref());
     }

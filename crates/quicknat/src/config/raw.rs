@@ -69,6 +69,10 @@ pub(super) struct RawNat44 {
     pub max_sessions: Option<Spanned<u64>>,
     /// TTL decrement on or off.
     pub decrement_ttl: Option<bool>,
+    /// Seconds a fragmented datagram's translation is remembered for its later fragments.
+    pub fragment_timeout: Option<Spanned<u64>>,
+    /// Fragmented datagrams in flight at most.
+    pub max_fragment_records: Option<Spanned<u64>>,
     /// The `[nat44.timeouts]` table.
     pub timeouts: Option<Spanned<RawTimeouts>>,
     /// `[[nat44.rule]]` tables.

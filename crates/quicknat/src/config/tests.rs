@@ -538,3 +538,25 @@ fn example_mode_files_load() {
         assert_eq!(c.mode.name(), mode);
     }
 }
+
+#[test]
+fn fragment_settings_are_read_and_checked() {
+    let text = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nfragment_timeout = 5\nmax_fragment_records = 100\n",
+    );
+    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let n = c.nat44().unwrap();
+    assert_eq!(n.fragment_timeout, Duration::from_secs(5));
+    assert_eq!(n.max_fragment_records, 100);
+    let bad = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nfragment_timeout = 0\n",
+    );
+    expect_err(
+        &bad,
+        "fragment_timeout",
+        "nat44.fragment_timeout",
+        "between 1 and 60",
+    );
+}
