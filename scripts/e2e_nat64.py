@@ -352,6 +352,78 @@ except socket.timeout:
 """
 
 
+# A UDP echo server that sends with DF clear (IP_PMTUDISC_DONT), as many IPv4 hosts do.
+UDP_ECHO_NO_DF = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT
+s.bind((sys.argv[1], int(sys.argv[2])))
+while True:
+    data, peer = s.recvfrom(65535)
+    s.sendto(data, peer)
+"""
+
+# Sends argv[3] bytes over UDP (IPv6) and prints the answer's length, "corrupt" or
+# "timeout".
+UDP6_BIG = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.settimeout(3)
+s.connect((sys.argv[1], int(sys.argv[2])))
+want = bytes(i % 251 for i in range(int(sys.argv[3])))
+s.send(want)
+try:
+    d = s.recv(65535)
+    print(len(d) if d == want else "corrupt")
+except socket.timeout:
+    print("timeout")
+"""
+
+
+def scenario_nat64_fragments(c, args):
+    """An IPv4 server answering without DF, too big for the NAT64's IPv6 MTU (1280): the
+    translator cuts the datagram, NAT44's fragment tracking carries the later fragments,
+    and the IPv6 client reassembles the echo."""
+    ns = {k: f"qnf64-{k}-{SUFFIX}" for k in ("cli", "gw", "srv")}
+    qn = None
+    procs = []
+    try:
+        make_namespaces(ns)
+        link(ns["cli"], "c0", ns["gw"], "g-in")
+        link(ns["gw"], "g-out", ns["srv"], "s0")
+        nsx(ns["cli"], "ip", "-6", "addr", "add", "2001:db8:1::2/64", "dev", "c0", "nodad")
+        nsx(ns["cli"], "ip", "-6", "route", "add", PREF64, "via", "2001:db8:1::1")
+        nsx(ns["gw"], "ip", "-6", "addr", "add", "2001:db8:1::1/64", "dev", "g-in", "nodad")
+        nsx(ns["gw"], "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        nsx(ns["srv"], "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
+        nsx(ns["srv"], "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        cfg = NAT64.replace("ipv6_mtu = 1500", "ipv6_mtu = 1280")
+        qn = Quicknat(args.quicknat, ns["gw"], GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + cfg, "nat64")
+        procs.append(popen_ns(ns["srv"], sys.executable, "-c", UDP_ECHO_NO_DF, SERVER, "7007"))
+        started(c, qn, "nat64 fragments", args.backend)
+        time.sleep(0.3)
+        r = nsx(ns["cli"], sys.executable, "-c", UDP6_BIG, SERVER6, "7007", "1400", check=False)
+        if r.stdout.strip() != "1400":  # the first try may go while neighbours resolve
+            r = nsx(ns["cli"], sys.executable, "-c", UDP6_BIG, SERVER6, "7007", "1400", check=False)
+        time.sleep(1.2)
+        stats = qn.stats()
+        frag = re.findall(r" fragmented=(\d+)", stats or "")
+        c.check("nat64 fragments: a 1400-byte IPv4 answer without DF reaches the IPv6 client as translated fragments (1280-byte IPv6 MTU)",
+                r.stdout.strip() == "1400" and bool(frag) and int(frag[-1]) >= 1,
+                f"{(r.stdout + r.stderr).strip()[-300:]} | {stats}")
+        stopped(c, qn, "nat64 fragments")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        if qn:
+            qn.cleanup()
+        if not args.keep:
+            teardown(ns.values())
+    if not args.keep:
+        left = [n for n in ns.values() if n in netns_list()]
+        c.check("nat64 fragments: namespaces removed", not left, str(left))
+
+
 def scenario_fragmentation(c, args):
     """RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
     translated, is fragmented by the translator (here a CLAT with ipv6_mtu 1280)."""
@@ -401,7 +473,7 @@ def main():
     ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
     ap.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
     ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
-    ap.add_argument("--only", choices=["nat64", "464xlat", "fragmentation"], help="run one scenario")
+    ap.add_argument("--only", choices=["nat64", "464xlat", "fragmentation", "nat64-fragments"], help="run one scenario")
     args = ap.parse_args()
     c = Checks()
     if os.geteuid() != 0:
@@ -409,7 +481,8 @@ def main():
         return c.summary()
     exit_on_sigterm()
     for name, fn in (("nat64", scenario_nat64), ("464xlat", scenario_464xlat),
-                     ("fragmentation", scenario_fragmentation)):
+                     ("fragmentation", scenario_fragmentation),
+                     ("nat64-fragments", scenario_nat64_fragments)):
         if args.only and args.only != name:
             continue
         try:
