@@ -578,8 +578,14 @@ fn run_gateway(
         });
         f
     });
+    // SIGHUP: re-read the configuration's ILA mappings (like `quicknat ila reload`).
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .context("installing the SIGHUP handler")?;
     let log = |line: String| eprintln!("{} {tag}{line}", unix_time());
-    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, &log)
+    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
         "stopped. {}",

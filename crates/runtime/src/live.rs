@@ -338,6 +338,7 @@ pub fn run(
     gw: &GatewayConfig,
     stop: Arc<AtomicBool>,
     reload: Option<crate::control::ReloadFn>,
+    reload_signal: Option<Arc<AtomicBool>>,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Summary, LiveError> {
     let inside = Link::lookup(&gw.inside)?;
@@ -497,19 +498,23 @@ pub fn run(
         what: "raw IPv6 socket",
         source,
     })?;
-    let _control = match (&shared, &gw.control_socket) {
-        (ModeShared::Ila(router, qsbr), Some(path)) => {
-            let state = Arc::new(crate::control::ControlState::new(
-                Arc::clone(router),
-                reload,
-                Some(Arc::clone(qsbr)),
-            ));
-            let h = crate::control::serve(path, state, Arc::clone(&stop)).map_err(|source| {
-                LiveError::Io {
+    // ILA: mappings change at run time, from the control socket and on SIGHUP.
+    let control_state = match &shared {
+        ModeShared::Ila(router, qsbr) => Some(Arc::new(crate::control::ControlState::new(
+            Arc::clone(router),
+            reload,
+            Some(Arc::clone(qsbr)),
+        ))),
+        _ => None,
+    };
+    let _control = match (&control_state, &gw.control_socket) {
+        (Some(state), Some(path)) => {
+            let h = crate::control::serve(path, Arc::clone(state), Arc::clone(&stop)).map_err(
+                |source| LiveError::Io {
                     what: "control socket",
                     source,
-                }
-            })?;
+                },
+            )?;
             log(format!(
                 "control: ILA mappings on {} (quicknat ila list|add|set|del|reload --socket {})",
                 path.display(),
@@ -600,11 +605,19 @@ pub fn run(
                 ctx.run(&stop, &clock);
             });
         }
-        // Periodic counters until stopped.
+        // Periodic counters until stopped; SIGHUP re-reads the ILA mappings.
         let mut last = Instant::now();
         let mut warned_oversize = false;
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
+            if let (Some(state), Some(hup)) = (&control_state, &reload_signal) {
+                if hup.swap(false, Ordering::Relaxed) {
+                    match state.reload() {
+                        Ok(summary) => log(format!("reload (SIGHUP): ILA mappings {summary}")),
+                        Err(e) => log(format!("warning: reload (SIGHUP) refused: {e}")),
+                    }
+                }
+            }
             if last.elapsed() >= gw.stats_interval {
                 last = Instant::now();
                 let (e, io) = totals(&snapshots);
