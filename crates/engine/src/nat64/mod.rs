@@ -95,6 +95,10 @@ pub struct Nat64Config {
     pub max_sessions: usize,
     /// RFC 7915 knobs.
     pub options: SiitOptions,
+    /// How long a fragmented datagram's translation is remembered for its later fragments.
+    pub fragment_timeout: Duration,
+    /// Fragmented datagrams in flight at most.
+    pub max_fragment_records: usize,
 }
 
 impl Default for Nat64Config {
@@ -111,6 +115,8 @@ impl Default for Nat64Config {
             port_reuse_hold: n.port_reuse_hold,
             max_sessions: n.max_sessions,
             options: SiitOptions::default(),
+            fragment_timeout: n.fragment_timeout,
+            max_fragment_records: n.max_fragment_records,
         }
     }
 }
@@ -187,7 +193,8 @@ impl Nat64Shared {
             max_sessions: cfg.max_sessions,
             // SIIT decrements the TTL / hop limit once.
             decrement_ttl: false,
-            ..Nat44Config::default()
+            fragment_timeout: cfg.fragment_timeout,
+            max_fragment_records: cfg.max_fragment_records,
         };
         let inside: Arc<dyn InsideHosts> = hosts.clone();
         let nat = Nat44Shared::with_inside_hosts(nat, workers, Some(inside))?;

@@ -383,6 +383,38 @@ impl Source<'_> {
     }
 }
 
+/// `fragment_timeout` (1-60 s) and `max_fragment_records` (1-2^24) of `section`, checked.
+fn fragment_limits(
+    src: &Source<'_>,
+    timeout: &Option<Spanned<u64>>,
+    records: &Option<Spanned<u64>>,
+    section: &str,
+) -> Result<(Option<Duration>, Option<usize>), ConfigFileError> {
+    let t = match timeout {
+        Some(t) if !(1..=60).contains(t.get_ref()) => {
+            return Err(src.error(
+                Some(t.span()),
+                format!("{section}.fragment_timeout"),
+                format!("{} s: must be between 1 and 60 seconds", t.get_ref()),
+            ))
+        }
+        Some(t) => Some(Duration::from_secs(*t.get_ref())),
+        None => None,
+    };
+    let m = match records {
+        Some(m) if !(1..=1 << 24).contains(m.get_ref()) => {
+            return Err(src.error(
+                Some(m.span()),
+                format!("{section}.max_fragment_records"),
+                format!("{}: must be between 1 and 16777216", m.get_ref()),
+            ))
+        }
+        Some(m) => Some(*m.get_ref() as usize),
+        None => None,
+    };
+    Ok((t, m))
+}
+
 /// The timeouts written in `t`, the others from `defaults`.
 fn timeouts(t: &raw::RawTimeouts, defaults: Timeouts) -> Timeouts {
     let secs = |v: &Option<Spanned<u64>>, default: Duration| {
@@ -440,26 +472,14 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     c.hairpinning = raw.hairpinning.unwrap_or(c.hairpinning);
     c.port_preservation = raw.port_preservation.unwrap_or(c.port_preservation);
     c.decrement_ttl = raw.decrement_ttl.unwrap_or(c.decrement_ttl);
-    if let Some(t) = &raw.fragment_timeout {
-        if !(1..=60).contains(t.get_ref()) {
-            return Err(src.error(
-                Some(t.span()),
-                "nat44.fragment_timeout",
-                format!("{} s: must be between 1 and 60 seconds", t.get_ref()),
-            ));
-        }
-        c.fragment_timeout = Duration::from_secs(*t.get_ref());
-    }
-    if let Some(m) = &raw.max_fragment_records {
-        if !(1..=1 << 24).contains(m.get_ref()) {
-            return Err(src.error(
-                Some(m.span()),
-                "nat44.max_fragment_records",
-                format!("{}: must be between 1 and 16777216", m.get_ref()),
-            ));
-        }
-        c.max_fragment_records = *m.get_ref() as usize;
-    }
+    let (t, m) = fragment_limits(
+        src,
+        &raw.fragment_timeout,
+        &raw.max_fragment_records,
+        "nat44",
+    )?;
+    c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
+    c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     if let Some(h) = &raw.port_reuse_hold {
         c.port_reuse_hold = Duration::from_secs(*h.get_ref());
     }

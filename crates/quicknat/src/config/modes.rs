@@ -231,6 +231,10 @@ pub(super) struct RawNat64 {
     pub static_bindings: Vec<Spanned<RawNat64Static>>,
     /// `[nat64.options]`.
     pub options: Option<RawXlatOptions>,
+    /// Seconds a fragmented datagram's translation is remembered.
+    pub fragment_timeout: Option<Spanned<u64>>,
+    /// Fragmented datagrams in flight at most.
+    pub max_fragment_records: Option<Spanned<u64>>,
 }
 
 /// One `[[nat64.static]]` table.
@@ -335,6 +339,10 @@ pub(super) fn convert_nat64(
         });
     }
     c.options = options(src, r.options.as_ref(), "nat64")?;
+    let (t, m) =
+        super::fragment_limits(src, &r.fragment_timeout, &r.max_fragment_records, "nat64")?;
+    c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
+    c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     // The engine's own checks (pool sizes, static bindings in the pool, timeouts).
     if let Err(e) = engine::nat64::Nat64Shared::new(c.clone(), 1) {
         use engine::config::ConfigItem;

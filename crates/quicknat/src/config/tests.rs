@@ -560,3 +560,20 @@ fn fragment_settings_are_read_and_checked() {
         "between 1 and 60",
     );
 }
+
+#[test]
+fn nat64_fragment_settings() {
+    let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\nfragment_timeout = 7\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let runtime::pipeline::ModeConfig::Nat64(n) = &c.mode else {
+        panic!("expected nat64");
+    };
+    assert_eq!(n.fragment_timeout, Duration::from_secs(7));
+    let bad = text.replace("fragment_timeout = 7", "max_fragment_records = 0");
+    expect_err(
+        &bad,
+        "max_fragment_records",
+        "nat64.max_fragment_records",
+        "between 1",
+    );
+}
