@@ -1117,24 +1117,32 @@ impl FrameHandler<'_> {
             }
             Emit::Drop(r) => return self.answer(r, &frame[l3..l3 + n]),
         };
+        let (out, frame) = self.scratch_frame(start, len)?;
+        Some(Out::Scratch(out, frame))
+    }
+
+    /// Routes the IP packet at `scratch[at..at + len]` and writes its Ethernet header in
+    /// the 14 bytes before it: the interface it leaves by and the frame's range. `None`
+    /// when it is not sent from here (no route, handed to the kernel, too big: counted).
+    fn scratch_frame(&mut self, at: usize, len: usize) -> Option<(usize, std::ops::Range<usize>)> {
         let scratch = std::mem::take(self.scratch);
-        let hop = self.next_hop(&scratch[start..start + len]);
+        let hop = scratch.get(at..at + len).and_then(|pkt| self.next_hop(pkt));
         *self.scratch = scratch;
         let (out, mac) = hop?;
-        if start < 14 || len > self.links[out].mtu {
+        if at < 14 || len > self.links[out].mtu {
             self.io.oversize += 1;
             return None;
         }
-        let ethertype: u16 = if self.scratch[start] >> 4 == 6 {
+        let ethertype: u16 = if self.scratch[at] >> 4 == 6 {
             0x86dd
         } else {
             0x0800
         };
-        let eth = &mut self.scratch[start - 14..start];
+        let eth = &mut self.scratch[at - 14..at];
         eth[0..6].copy_from_slice(&mac);
         eth[6..12].copy_from_slice(&self.links[out].mac);
         eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
-        Some(Out::Scratch(out, start - 14..start + len))
+        Some((out, at - 14..at + len))
     }
 
     /// RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
@@ -1147,7 +1155,7 @@ impl FrameHandler<'_> {
         let slot = engine::HEADROOM + v6_mtu as usize + 64;
         let h = engine::HEADROOM;
         let mut ranges = Vec::new();
-        let mut route: Option<(usize, [u8; 6])> = None;
+        let mut out = None;
         for (i, (off, len, more)) in xlat::fragment::plan(orig, max_data).enumerate() {
             let base = i * slot;
             let Some(buf) = self.scratch.get_mut(base..base + slot) else {
@@ -1161,29 +1169,13 @@ impl FrameHandler<'_> {
             };
             // Each fragment asks for its next hop: while the neighbour is unresolved the
             // kernel takes every fragment (and resolves it), none is lost.
-            let scratch = std::mem::take(self.scratch);
-            let hop = self.next_hop(&scratch[base + start..base + start + flen]);
-            *self.scratch = scratch;
-            let Some((out, mac)) = hop else { continue };
-            route = Some((out, mac));
-            if start < 14 || flen > self.links[out].mtu {
-                self.io.oversize += 1;
-                return None;
+            if let Some((o, frame)) = self.scratch_frame(base + start, flen) {
+                out = Some(o);
+                ranges.push(frame);
             }
-            let ethertype: u16 = if self.scratch[base + start] >> 4 == 6 {
-                0x86dd
-            } else {
-                0x0800
-            };
-            let eth = &mut self.scratch[base + start - 14..base + start];
-            eth[0..6].copy_from_slice(&mac);
-            eth[6..12].copy_from_slice(&self.links[out].mac);
-            eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
-            ranges.push(base + start - 14..base + start + flen);
         }
         self.io.fragmented += 1;
-        let (out, _) = route?;
-        Some(Out::Many(out, ranges))
+        Some(Out::Many(out?, ranges))
     }
 
     /// Answers a dropped packet with the ICMP error its drop reason calls for (time
@@ -1224,28 +1216,17 @@ impl FrameHandler<'_> {
         if !self.icmp_tokens.take() {
             return None;
         }
-        let mut buf = std::mem::take(self.scratch);
+        // `orig` lies in the receive buffer, never in `scratch`.
         let n = if orig[0] >> 4 == 6 {
             let src = self.view.addr6[self.side]?;
-            xlat::icmp_reply::icmpv6_error(&mut buf[14..], src, orig, why)
+            xlat::icmp_reply::icmpv6_error(&mut self.scratch[14..], src, orig, why)?
         } else {
             let src = self.view.addr4[self.side]?;
-            xlat::icmp_reply::icmpv4_error(&mut buf[14..], src, orig, why)
+            xlat::icmp_reply::icmpv4_error(&mut self.scratch[14..], src, orig, why)?
         };
-        let hop = n.and_then(|n| Some((n, self.next_hop(&buf[14..14 + n])?)));
-        *self.scratch = buf;
-        let (n, (out, mac)) = hop?;
-        let ethertype: u16 = if self.scratch[14] >> 4 == 6 {
-            0x86dd
-        } else {
-            0x0800
-        };
-        let eth = &mut self.scratch[..14];
-        eth[0..6].copy_from_slice(&mac);
-        eth[6..12].copy_from_slice(&self.links[out].mac);
-        eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        let (out, frame) = self.scratch_frame(14, n)?;
         self.io.icmp_sent += 1;
-        Some(Out::Scratch(out, 0..14 + n))
+        Some(Out::Scratch(out, frame))
     }
 
     /// The interface and next-hop MAC for the translated packet `pkt`. When the route
