@@ -184,6 +184,27 @@ impl Reaper {
     }
 }
 
+/// NAT44 on `buf[start..start + len]`, in place (a complete packet or one an offload left
+/// unfinished).
+#[inline]
+fn nat44(
+    w: &mut Nat44Worker,
+    now: Timestamp,
+    dir: Direction,
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+    offload: engine::Offload,
+) -> Emit {
+    let Some(pkt) = buf.get_mut(start..start.saturating_add(len)) else {
+        return Emit::Drop(engine::DropReason::Truncated);
+    };
+    match w.process_offloaded(now, dir, pkt, offload) {
+        Verdict::Forward => Emit::Forward { start, len },
+        Verdict::Drop(r) => Emit::Drop(r),
+    }
+}
+
 /// One worker's translator.
 #[derive(Debug)]
 pub enum Pipeline {
@@ -218,15 +239,7 @@ impl Pipeline {
         len: usize,
     ) -> Emit {
         match self {
-            Pipeline::Nat44(w) => {
-                let Some(pkt) = buf.get_mut(start..start.saturating_add(len)) else {
-                    return Emit::Drop(engine::DropReason::Truncated);
-                };
-                match w.process(now, dir, pkt) {
-                    Verdict::Forward => Emit::Forward { start, len },
-                    Verdict::Drop(r) => Emit::Drop(r),
-                }
-            }
+            Pipeline::Nat44(w) => nat44(w, now, dir, buf, start, len, engine::Offload::None),
             Pipeline::Siit(s) => s.process(buf, start, len),
             Pipeline::Nat64(w) => w.process(now, dir, buf, start, len),
             Pipeline::Ila {
@@ -268,19 +281,9 @@ impl Pipeline {
         len: usize,
         offload: engine::Offload,
     ) -> Emit {
-        if offload == engine::Offload::None {
-            return self.process(now, dir, buf, start, len);
-        }
         match self {
-            Pipeline::Nat44(w) => {
-                let Some(pkt) = buf.get_mut(start..start.saturating_add(len)) else {
-                    return Emit::Drop(engine::DropReason::Truncated);
-                };
-                match w.process_offloaded(now, dir, pkt, offload) {
-                    Verdict::Forward => Emit::Forward { start, len },
-                    Verdict::Drop(r) => Emit::Drop(r),
-                }
-            }
+            Pipeline::Nat44(w) => nat44(w, now, dir, buf, start, len, offload),
+            other if offload == engine::Offload::None => other.process(now, dir, buf, start, len),
             _ => Emit::Drop(engine::DropReason::Malformed),
         }
     }

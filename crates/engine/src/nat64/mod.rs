@@ -353,6 +353,22 @@ impl Nat64Worker {
         }
     }
 
+    /// Counts a fast-path outcome (the full path's NAT44 pass counts its own).
+    #[inline]
+    fn count(&mut self, v: Result<(usize, usize), DropReason>) -> Emit {
+        let c = self.nat.counters_mut();
+        match v {
+            Ok((start, len)) => {
+                c.forwarded += 1;
+                Emit::Forward { start, len }
+            }
+            Err(r) => {
+                c.drop(r);
+                Emit::Drop(r)
+            }
+        }
+    }
+
     /// The established-flow path from the inside: a plain TCP/UDP IPv6 packet whose
     /// session exists is translated once, straight to its public endpoint (one SIIT pass
     /// and a port patch), instead of SIIT to the host id and then a NAT44 pass. `None`:
@@ -394,18 +410,11 @@ impl Nat64Worker {
             &no_quote,
             &sh.options,
         );
-        Some(match verdict(v) {
-            Ok((s4, l4)) => {
-                // No extension headers, so the IPv4 header is 20 bytes.
-                set_port(buf, s4 + 20, proto, 0, sport, to.src.port);
-                self.nat.counters_mut().forwarded += 1;
-                Emit::Forward { start: s4, len: l4 }
-            }
-            Err(r) => {
-                self.nat.counters_mut().drop(r);
-                Emit::Drop(r)
-            }
-        })
+        let v = verdict(v).inspect(|&(s4, _)| {
+            // No extension headers, so the IPv4 header is 20 bytes.
+            set_port(buf, s4 + 20, proto, 0, sport, to.src.port);
+        });
+        Some(self.count(v))
     }
 
     /// The established-flow path from the outside (see
@@ -446,16 +455,7 @@ impl Nat64Worker {
         set_port(buf, start + 20, proto, 2, dport, to.dst.port);
         let no_quote = |_: Ipv4Addr, _: Ipv4Addr| None;
         let v = ipv4_to_ipv6(buf, start, len, src6, dst6, &no_quote, &sh.options);
-        Some(match verdict(v) {
-            Ok((start, len)) => {
-                self.nat.counters_mut().forwarded += 1;
-                Emit::Forward { start, len }
-            }
-            Err(r) => {
-                self.nat.counters_mut().drop(r);
-                Emit::Drop(r)
-            }
-        })
+        Some(self.count(verdict(v)))
     }
 
     fn outbound(
