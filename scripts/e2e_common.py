@@ -7,6 +7,7 @@ counter), and the ok/FAIL lines with the closing "N passed, M failed".
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -207,6 +208,18 @@ class Quicknat:
         lines = [l for l in self.text().splitlines() if "stats:" in l]
         return lines[-1] if lines else "(no stats line yet)"
 
+    def wait_counter(self, name, at_least=1, timeout=5.0):
+        """Waits (bounded) for a stats line whose counter `name` is at least `at_least`
+        (the counters reach the log once per stats_interval); returns whether it came."""
+        end = time.time() + timeout
+        while True:
+            seen = [int(v) for v in re.findall(rf" {name}=(\d+)", self.stats())]
+            if seen and seen[-1] >= at_least:
+                return True
+            if time.time() >= end:
+                return False
+            time.sleep(0.2)
+
     def stop(self, timeout=5.0):
         """SIGTERM; returns (exit code or None, log text)."""
         if self.proc.poll() is None:
@@ -229,6 +242,50 @@ class Quicknat:
                 os.unlink(f)
             except FileNotFoundError:
                 pass
+
+
+class Scenario:
+    """The namespaces, helper processes and quicknat instances of one test scenario. On
+    leaving the `with` block, also by an exception, everything is killed and deleted and
+    the deletion is checked (unless `keep`)."""
+
+    def __init__(self, checks, label, prefix, names, keep=False):
+        self.c, self.label, self.keep = checks, label, keep
+        self.ns = {k: f"{prefix}-{k}-{os.getpid()}" for k in names}
+        self.procs, self.quicknats, self.deferred = [], [], []
+
+    def __enter__(self):
+        return self
+
+    def popen(self, name, *args, **kw):
+        """A helper process in namespace `name` (short name), killed at the end."""
+        p = popen_ns(self.ns[name], *args, **kw)
+        self.procs.append(p)
+        return p
+
+    def quicknat(self, binary, name, config_text, label):
+        """A quicknat in namespace `name`, killed and its files removed at the end."""
+        q = Quicknat(binary, self.ns[name], config_text, label)
+        self.quicknats.append(q)
+        return q
+
+    def defer(self, fn):
+        """Runs `fn` first at the end."""
+        self.deferred.append(fn)
+
+    def __exit__(self, *exc):
+        for fn in self.deferred:
+            fn()
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for q in self.quicknats:
+            q.cleanup()
+        if not self.keep:
+            teardown(self.ns.values())
+            left = [n for n in self.ns.values() if n in netns_list()]
+            self.c.check(f"{self.label}: namespaces removed", not left, str(left))
+        return False
 
 
 class FrameCounter:

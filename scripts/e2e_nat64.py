@@ -33,7 +33,6 @@ Prints one line per check and a final "N passed, M failed".
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -41,11 +40,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import (  # noqa: E402
-    HTTP_SERVER, ICMP_PROBE, UDP_CLIENT, UDP_SERVER, Checks, FrameCounter, Quicknat, exit_on_sigterm,
-    netns_list, nsx, offloads_off, popen_ns, teardown, wait_listening,
+    HTTP_SERVER, ICMP_PROBE, UDP_CLIENT, UDP_SERVER, Checks, FrameCounter, Scenario, exit_on_sigterm,
+    nsx, offloads_off, wait_listening,
 )
 
-SUFFIX = str(os.getpid())
 PREF64 = "2001:db8:64::/96"
 POOL4 = "203.0.113.1"
 SERVER = "198.51.100.2"
@@ -132,10 +130,8 @@ def stopped(c, qn, label):
 
 
 def scenario_nat64(c, args):
-    ns = {k: f"qn64-{k}-{SUFFIX}" for k in ("cli", "gw", "srv", "far")}
-    qn = None
-    procs = []
-    try:
+    with Scenario(c, "nat64", "qn64", ("cli", "gw", "srv", "far"), args.keep) as sc:
+        ns = sc.ns
         make_namespaces(ns)
         link(ns["cli"], "c0", ns["gw"], "g-in")
         link(ns["gw"], "g-out", ns["srv"], "s0")
@@ -157,11 +153,11 @@ def scenario_nat64(c, args):
         # client sends full-size segments and learns the path MTU the hard way.
         nsx(ns["far"], "ip", "route", "add", "default", "via", "192.0.2.1", "advmss", "1460")
 
-        qn = Quicknat(args.quicknat, ns["gw"], GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + NAT64, "nat64")
-        procs.append(popen_ns(ns["srv"], sys.executable, "-c", HTTP_SERVER, SERVER, "80"))
-        procs.append(popen_ns(ns["srv"], sys.executable, "-c", UDP_SERVER, SERVER, "5353"))
-        procs.append(popen_ns(ns["far"], sys.executable, "-c", HTTP_SERVER, FAR, "80"))
-        procs.append(popen_ns(ns["cli"], sys.executable, "-c", HTTP_SERVER, "2001:db8:1::80", "80"))
+        qn = sc.quicknat(args.quicknat, "gw", GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + NAT64, "nat64")
+        sc.popen("srv", sys.executable, "-c", HTTP_SERVER, SERVER, "80")
+        sc.popen("srv", sys.executable, "-c", UDP_SERVER, SERVER, "5353")
+        sc.popen("far", sys.executable, "-c", HTTP_SERVER, FAR, "80")
+        sc.popen("cli", sys.executable, "-c", HTTP_SERVER, "2001:db8:1::80", "80")
         for n, a in ((ns["srv"], SERVER), (ns["far"], FAR), (ns["cli"], "2001:db8:1::80")):
             wait_listening(n, a, 80)
         started(c, qn, "nat64", args.backend)
@@ -229,25 +225,13 @@ def scenario_nat64(c, args):
         left = nsx(ns["gw"], "ip", "link", "show", check=False).stdout
         c.check("nat64: no XDP program left attached", "xdp" not in left, left)
         print(qn.text()[-1500:], file=sys.stderr)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        if qn:
-            qn.cleanup()
-        if not args.keep:
-            teardown(ns.values())
-    if not args.keep:
-        left = [n for n in ns.values() if n in netns_list()]
-        c.check("nat64: namespaces removed", not left, str(left))
 
 
 def scenario_464xlat(c, args):
-    ns = {k: f"qn464-{k}-{SUFFIX}" for k in ("cli", "clat", "mid", "gw", "srv")}
-    clat = nat64 = None
-    procs = []
     counter = None
-    try:
+    with Scenario(c, "464xlat", "qn464", ("cli", "clat", "mid", "gw", "srv"), args.keep) as sc:
+        sc.defer(lambda: counter and counter.finish())
+        ns = sc.ns
         make_namespaces(ns)
         link(ns["cli"], "c0", ns["clat"], "x-in")
         link(ns["clat"], "x-out", ns["mid"], "m1")
@@ -273,10 +257,10 @@ def scenario_464xlat(c, args):
         nsx(ns["srv"], "ip", "addr", "add", "198.51.100.2/24", "dev", "s0")
         nsx(ns["srv"], "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
 
-        clat = Quicknat(args.quicknat, ns["clat"], GATEWAY.format(inside="x-in", outside="x-out", backend=args.backend) + CLAT, "clat")
-        nat64 = Quicknat(args.quicknat, ns["gw"], GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + NAT64, "plat")
-        procs.append(popen_ns(ns["srv"], sys.executable, "-c", HTTP_SERVER, SERVER, "80"))
-        procs.append(popen_ns(ns["srv"], sys.executable, "-c", UDP_SERVER, SERVER, "5353"))
+        clat = sc.quicknat(args.quicknat, "clat", GATEWAY.format(inside="x-in", outside="x-out", backend=args.backend) + CLAT, "clat")
+        nat64 = sc.quicknat(args.quicknat, "gw", GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + NAT64, "plat")
+        sc.popen("srv", sys.executable, "-c", HTTP_SERVER, SERVER, "80")
+        sc.popen("srv", sys.executable, "-c", UDP_SERVER, SERVER, "5353")
         wait_listening(ns["srv"], SERVER, 80)
         started(c, clat, "464xlat clat", args.backend)
         started(c, nat64, "464xlat plat", args.backend)
@@ -310,64 +294,30 @@ def scenario_464xlat(c, args):
         left = "".join(nsx(ns[n], "ip", "link", "show", check=False).stdout for n in ("clat", "gw"))
         c.check("464xlat: no XDP program left attached", "xdp" not in left, left)
         print(clat.text()[-1000:] + nat64.text()[-1000:], file=sys.stderr)
-    finally:
-        if counter:
-            counter.finish()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        for q in (clat, nat64):
-            if q:
-                q.cleanup()
-        if not args.keep:
-            teardown(ns.values())
-    if not args.keep:
-        left = [n for n in ns.values() if n in netns_list()]
-        c.check("464xlat: namespaces removed", not left, str(left))
 
 
-# Echoes every datagram back to its sender (IPv4 or IPv6 by the bound address).
+# Echoes every datagram back to its sender (IPv4 or IPv6 by the bound address); with a
+# third argument "nodf", sends with DF clear (IP_PMTUDISC_DONT), as many IPv4 hosts do.
 UDP_ECHO = r"""
 import socket, sys
 fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
-s = socket.socket(fam, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2])))
-while True:
-    data, peer = s.recvfrom(65535)
-    s.sendto(data, peer)
-"""
-
-# Sends one datagram of argv[3] bytes with DF clear (IP_PMTUDISC_DONT) and prints the
-# length of the answer, or "timeout".
-UDP_BIG_NO_DF = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
-s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT: DF clear
-s.connect((sys.argv[1], int(sys.argv[2])))
-s.send(bytes(i % 251 for i in range(int(sys.argv[3]))))
-try:
-    d = s.recv(65535)
-    print(len(d) if d == bytes(i % 251 for i in range(int(sys.argv[3]))) else "corrupt")
-except socket.timeout:
-    print("timeout")
-"""
-
-
-# A UDP echo server that sends with DF clear (IP_PMTUDISC_DONT), as many IPv4 hosts do.
-UDP_ECHO_NO_DF = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT
+s = socket.socket(fam, socket.SOCK_DGRAM)
+if sys.argv[3:] == ["nodf"]:
+    s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT
 s.bind((sys.argv[1], int(sys.argv[2])))
 while True:
     data, peer = s.recvfrom(65535)
     s.sendto(data, peer)
 """
 
-# Sends argv[3] bytes over UDP (IPv6) and prints the answer's length, "corrupt" or
-# "timeout".
-UDP6_BIG = r"""
+# Sends one datagram of argv[3] bytes (over IPv4 with DF clear) and prints the length of
+# an intact answer, "corrupt" or "timeout".
+UDP_BIG = r"""
 import socket, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.settimeout(3)
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(3)
+if fam == socket.AF_INET:
+    s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT: DF clear
 s.connect((sys.argv[1], int(sys.argv[2])))
 want = bytes(i % 251 for i in range(int(sys.argv[3])))
 s.send(want)
@@ -379,14 +329,24 @@ except socket.timeout:
 """
 
 
+def check_fragmented(c, qn, client_ns, dst, name):
+    """A 1400-byte datagram from `client_ns` to `dst`:7007 and its echo cross `qn` as
+    translated fragments (one retry: the first may go while neighbours resolve)."""
+    for _ in range(2):
+        r = nsx(client_ns, sys.executable, "-c", UDP_BIG, dst, "7007", "1400", check=False)
+        if r.stdout.strip() == "1400":
+            break
+    fragmented = qn.wait_counter("fragmented")
+    c.check(name, r.stdout.strip() == "1400" and fragmented,
+            f"{(r.stdout + r.stderr).strip()[-300:]} | {qn.stats()}")
+
+
 def scenario_nat64_fragments(c, args):
     """An IPv4 server answering without DF, too big for the NAT64's IPv6 MTU (1280): the
     translator cuts the datagram, NAT44's fragment tracking carries the later fragments,
     and the IPv6 client reassembles the echo."""
-    ns = {k: f"qnf64-{k}-{SUFFIX}" for k in ("cli", "gw", "srv")}
-    qn = None
-    procs = []
-    try:
+    with Scenario(c, "nat64 fragments", "qnf64", ("cli", "gw", "srv"), args.keep) as sc:
+        ns = sc.ns
         make_namespaces(ns)
         link(ns["cli"], "c0", ns["gw"], "g-in")
         link(ns["gw"], "g-out", ns["srv"], "s0")
@@ -397,40 +357,19 @@ def scenario_nat64_fragments(c, args):
         nsx(ns["srv"], "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
         nsx(ns["srv"], "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
         cfg = NAT64.replace("ipv6_mtu = 1500", "ipv6_mtu = 1280")
-        qn = Quicknat(args.quicknat, ns["gw"], GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + cfg, "nat64")
-        procs.append(popen_ns(ns["srv"], sys.executable, "-c", UDP_ECHO_NO_DF, SERVER, "7007"))
+        qn = sc.quicknat(args.quicknat, "gw", GATEWAY.format(inside="g-in", outside="g-out", backend=args.backend) + cfg, "nat64")
+        sc.popen("srv", sys.executable, "-c", UDP_ECHO, SERVER, "7007", "nodf")
         started(c, qn, "nat64 fragments", args.backend)
         time.sleep(0.3)
-        r = nsx(ns["cli"], sys.executable, "-c", UDP6_BIG, SERVER6, "7007", "1400", check=False)
-        if r.stdout.strip() != "1400":  # the first try may go while neighbours resolve
-            r = nsx(ns["cli"], sys.executable, "-c", UDP6_BIG, SERVER6, "7007", "1400", check=False)
-        time.sleep(1.2)
-        stats = qn.stats()
-        frag = re.findall(r" fragmented=(\d+)", stats or "")
-        c.check("nat64 fragments: a 1400-byte IPv4 answer without DF reaches the IPv6 client as translated fragments (1280-byte IPv6 MTU)",
-                r.stdout.strip() == "1400" and bool(frag) and int(frag[-1]) >= 1,
-                f"{(r.stdout + r.stderr).strip()[-300:]} | {stats}")
+        check_fragmented(c, qn, ns["cli"], SERVER6, "nat64 fragments: a 1400-byte IPv4 answer without DF reaches the IPv6 client as translated fragments (1280-byte IPv6 MTU)")
         stopped(c, qn, "nat64 fragments")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        if qn:
-            qn.cleanup()
-        if not args.keep:
-            teardown(ns.values())
-    if not args.keep:
-        left = [n for n in ns.values() if n in netns_list()]
-        c.check("nat64 fragments: namespaces removed", not left, str(left))
 
 
 def scenario_fragmentation(c, args):
     """RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
     translated, is fragmented by the translator (here a CLAT with ipv6_mtu 1280)."""
-    ns = {k: f"qnfr-{k}-{SUFFIX}" for k in ("v4", "clat", "v6")}
-    clat = None
-    procs = []
-    try:
+    with Scenario(c, "fragmentation", "qnfr", ("v4", "clat", "v6"), args.keep) as sc:
+        ns = sc.ns
         make_namespaces(ns)
         link(ns["v4"], "c0", ns["clat"], "x-in")
         link(ns["clat"], "x-out", ns["v6"], "v0")
@@ -443,29 +382,12 @@ def scenario_fragmentation(c, args):
         nsx(ns["v6"], "ip", "-6", "addr", "add", f"{SERVER6}/128", "dev", "lo", "nodad")
         nsx(ns["v6"], "ip", "-6", "route", "add", "2001:db8:aaaa::/64", "via", "2001:db8:2::2")
         cfg = CLAT.replace("ipv6_mtu = 1500", "ipv6_mtu = 1280").replace("ipv4_mtu = 1480", "ipv4_mtu = 1500")
-        clat = Quicknat(args.quicknat, ns["clat"], GATEWAY.format(inside="x-in", outside="x-out", backend=args.backend) + cfg, "clat")
-        procs.append(popen_ns(ns["v6"], sys.executable, "-c", UDP_ECHO, SERVER6, "7007"))
+        clat = sc.quicknat(args.quicknat, "clat", GATEWAY.format(inside="x-in", outside="x-out", backend=args.backend) + cfg, "clat")
+        sc.popen("v6", sys.executable, "-c", UDP_ECHO, SERVER6, "7007")
         started(c, clat, "fragmentation clat", args.backend)
         time.sleep(0.3)
-        r = nsx(ns["v4"], sys.executable, "-c", UDP_BIG_NO_DF, SERVER, "7007", "1400", check=False)
-        time.sleep(1.2)
-        stats = clat.stats()
-        frag = re.findall(r" fragmented=(\d+)", stats or "")
-        c.check("fragmentation: a 1400-byte IPv4 datagram without DF crosses a 1280-byte IPv6 MTU as translated fragments and its echo comes back intact",
-                r.stdout.strip() == "1400" and bool(frag) and int(frag[-1]) >= 1,
-                f"{(r.stdout + r.stderr).strip()[-300:]} | {stats}")
+        check_fragmented(c, clat, ns["v4"], SERVER, "fragmentation: a 1400-byte IPv4 datagram without DF crosses a 1280-byte IPv6 MTU as translated fragments and its echo comes back intact")
         stopped(c, clat, "fragmentation clat")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        if clat:
-            clat.cleanup()
-        if not args.keep:
-            teardown(ns.values())
-    if not args.keep:
-        left = [n for n in ns.values() if n in netns_list()]
-        c.check("fragmentation: namespaces removed", not left, str(left))
 
 
 def main():
