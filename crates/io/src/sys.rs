@@ -4,7 +4,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Turns a `-1` syscall return into the thread's `errno`.
 pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -16,6 +16,21 @@ pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// `setsockopt(fd, level, name, &value, sizeof value)` for a plain-old-data `T`.
+/// A close-on-exec `SOCK_RAW` socket of `domain`; EPERM/EACCES become
+/// `PermissionDenied` with `denied` as the message (what privilege is missing).
+pub(crate) fn raw_socket(domain: libc::c_int, denied: &'static str) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments; no memory is passed.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    match cvt(fd) {
+        // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            Err(io::Error::new(io::ErrorKind::PermissionDenied, denied))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 pub(crate) fn setsockopt<T: Copy>(
     fd: &OwnedFd,
     level: libc::c_int,

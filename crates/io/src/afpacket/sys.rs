@@ -7,7 +7,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use crate::sys::cvt;
@@ -31,19 +31,7 @@ pub(crate) use crate::netlink::if_index as ifindex;
 /// Opens an `AF_PACKET`/`SOCK_RAW` socket that receives nothing until bound
 /// with a protocol (protocol 0), close-on-exec.
 pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall with integer arguments; no memory is passed.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    match cvt(fd) {
-        // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
-            Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "AF_PACKET needs root (CAP_NET_RAW)",
-            ))
-        }
-        Err(e) => Err(e),
-    }
+    crate::sys::raw_socket(libc::AF_PACKET, "AF_PACKET needs root (CAP_NET_RAW)")
 }
 
 /// `getsockopt(PACKET_STATISTICS)` with a `tpacket_stats_v3` (reading resets the kernel's counters).

@@ -7,7 +7,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use crate::sys::cvt;
@@ -20,23 +20,17 @@ pub(crate) use crate::netlink::if_index as ifindex;
 /// Opens an `AF_XDP` socket, close-on-exec, with clear errors for a kernel
 /// without AF_XDP (`Unsupported`) and a caller without privileges.
 pub(crate) fn xdp_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall with integer arguments; no memory is passed.
-    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    match cvt(fd) {
-        // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
-            Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "AF_XDP needs root (CAP_NET_RAW and CAP_BPF/CAP_SYS_ADMIN)",
-            ))
-        }
-        Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => Err(io::Error::new(
+    crate::sys::raw_socket(
+        libc::AF_XDP,
+        "AF_XDP needs root (CAP_NET_RAW and CAP_BPF/CAP_SYS_ADMIN)",
+    )
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::EAFNOSUPPORT) => io::Error::new(
             io::ErrorKind::Unsupported,
             "AF_XDP is not supported by this kernel (CONFIG_XDP_SOCKETS)",
-        )),
-        Err(e) => Err(e),
-    }
+        ),
+        _ => e,
+    })
 }
 
 /// `setsockopt(fd, SOL_XDP, name, &value, sizeof value)` for a plain-old-data `T`.
