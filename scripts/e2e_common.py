@@ -160,6 +160,29 @@ def exit_on_sigterm():
         signal.signal(s, handler)
 
 
+class Names:
+    """A test's short namespace names (`"cli"`, `"gw"`, ...) bound to this run's full
+    names, with the command helpers taking the short ones."""
+
+    def __init__(self, ns):
+        self.ns = ns
+
+    def nsx(self, name, *args, **kw):
+        return nsx(self.ns[name], *args, **kw)
+
+    def popen(self, name, *args, **kw):
+        return popen_ns(self.ns[name], *args, **kw)
+
+    def wait_listening(self, name, addr, port, timeout=5.0):
+        return wait_listening(self.ns[name], addr, port, timeout)
+
+    def offloads_off(self, name, dev):
+        offloads_off(self.ns[name], dev)
+
+    def teardown(self):
+        teardown(self.ns.values())
+
+
 class Checks:
     """The ok/FAIL lines and the closing "N passed, M failed"."""
 

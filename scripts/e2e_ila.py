@@ -203,26 +203,11 @@ print(json.dumps(rep))
 import e2e_common as common  # noqa: E402
 from e2e_common import sh  # noqa: E402,F401
 
+# The command helpers, taking this test's short namespace names.
+_names = common.Names(NS)
+nsx, popen_ns, wait_listening, offloads_off, teardown = (
+    _names.nsx, _names.popen, _names.wait_listening, _names.offloads_off, _names.teardown)
 
-def nsx(ns, *args, **kw):
-    """Runs a command in this test's namespace `ns` (its short name)."""
-    return common.nsx(NS[ns], *args, **kw)
-
-
-def popen_ns(ns, *args, **kw):
-    return common.popen_ns(NS[ns], *args, **kw)
-
-
-def wait_listening(ns, addr, port, timeout=5.0):
-    return common.wait_listening(NS[ns], addr, port, timeout)
-
-
-def offloads_off(ns, dev):
-    common.offloads_off(NS[ns], dev)
-
-
-def teardown():
-    common.teardown(NS.values())
 
 
 def addr64_to_int(a):

@@ -77,25 +77,7 @@ S((sys.argv[1], int(sys.argv[2])), H).serve_forever()
 """
 
 # A UDP server that answers each datagram with the sender's address.
-UDP_SERVER = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2])))
-while True:
-    data, peer = s.recvfrom(2048); s.sendto(("peer=%s:%d" % peer).encode(), peer)
-"""
-
-UDP_CLIENT = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
-s.connect((sys.argv[1], int(sys.argv[2])))
-s.send(b"hello")
-try:
-    print(s.recv(2048).decode())
-except ConnectionRefusedError:
-    print("refused")
-except socket.timeout:
-    print("timeout")
-"""
+# UDP_SERVER and UDP_CLIENT: see e2e_common.
 
 
 # Reads a TCP connection to the end and prints the SHA-256 of what arrived.
@@ -136,24 +118,12 @@ print(h.hexdigest())
 
 
 import e2e_common as common  # noqa: E402
-from e2e_common import sh  # noqa: E402,F401
+from e2e_common import UDP_CLIENT, UDP_SERVER, sh  # noqa: E402,F401
 
-
-def nsx(ns, *args, **kw):
-    """Runs a command in this test's namespace `ns` (its short name)."""
-    return common.nsx(NS[ns], *args, **kw)
-
-
-def popen_ns(ns, *args, **kw):
-    return common.popen_ns(NS[ns], *args, **kw)
-
-
-def wait_listening(ns, addr, port, timeout=5.0):
-    return common.wait_listening(NS[ns], addr, port, timeout)
-
-
-def offloads_off(ns, dev):
-    common.offloads_off(NS[ns], dev)
+# The command helpers, taking this test's short namespace names.
+_names = common.Names(NS)
+nsx, popen_ns, wait_listening, offloads_off, teardown = (
+    _names.nsx, _names.popen, _names.wait_listening, _names.offloads_off, _names.teardown)
 
 def setup():
     for n in NS.values():
@@ -177,9 +147,6 @@ def setup():
     for ns, dev in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
         offloads_off(ns, dev)
 
-
-def teardown():
-    common.teardown(NS.values())
 
 
 def main():
