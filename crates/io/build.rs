@@ -23,6 +23,15 @@ fn main() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have_clang {
+        // Rerun once clang appears (e.g. installed by scripts/test.sh after a first build
+        // without it): a path that does not exist keeps the script stale until it does.
+        if !clang.contains('/') {
+            for dir in env::split_paths(&env::var_os("PATH").unwrap_or_default()) {
+                println!("cargo:rerun-if-changed={}", dir.join(&clang).display());
+            }
+        } else {
+            println!("cargo:rerun-if-changed={clang}");
+        }
         println!(
             "cargo:warning=clang not found: AF_XDP support is disabled \
              (install clang and rebuild; quicknat falls back to AF_PACKET)"
