@@ -7,7 +7,6 @@
 
 pub mod afpacket;
 pub mod afxdp;
-pub mod gen;
 pub mod netlink;
 pub mod pcap;
 pub mod rawip;

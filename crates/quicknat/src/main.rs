@@ -1,12 +1,11 @@
 //! The `quicknat` command: loads a configuration file and drives the runtime.
 //!
 //! This is the only place that turns errors into exit codes and one-line messages;
-//! it holds no NAT logic of its own.
+//! it holds no NAT logic of its own. The measurement lab and its traffic tools are a
+//! binary of their own, `quicknat-lab` (crates/lab).
 
 mod config;
 mod ilactl;
-mod lab;
-mod rr;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -83,91 +82,8 @@ enum Command {
         #[arg(long, value_name = "N")]
         workers: Option<usize>,
     },
-    /// Offer 64-byte UDP traffic (by default) to IP:PORT from many source ports, for the lab.
-    Gen {
-        /// Destination address and port: IPv4 (IP:PORT) or IPv6 ([IP]:PORT).
-        #[arg(long, value_name = "IP:PORT")]
-        dst: String,
-        /// Local address to send from, of the destination's IP version (default: the
-        /// kernel chooses).
-        #[arg(long, value_name = "IP")]
-        src: Option<String>,
-        /// Distinct source ports, 1..=4096, used round robin.
-        #[arg(long, value_name = "N", default_value_t = 1)]
-        flows: u16,
-        /// UDP payload bytes (18 gives 64-byte Ethernet frames over IPv4, 84-byte over IPv6).
-        #[arg(long, value_name = "BYTES", default_value_t = io::gen::PAYLOAD_64B_FRAME)]
-        payload: usize,
-        /// Packets per second (default: as fast as possible).
-        #[arg(long, value_name = "RATE")]
-        pps: Option<u64>,
-        /// How long to send, in seconds.
-        #[arg(long, value_name = "S", default_value_t = 10.0)]
-        seconds: f64,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-    },
     /// List or change the ILA mappings of a running gateway through its control socket.
     Ila(ilactl::IlaArgs),
-    /// TCP request/response load: `rr server` echoes, `rr client` keeps one request in
-    /// flight on each of N connections and reports transactions/s and p50/p90/p99.
-    Rr(rr::RrArgs),
-    /// Spin on one core counting loop iterations; `quicknat lab` runs it at the lowest
-    /// priority to measure how much of a core the gateway leaves idle.
-    #[command(hide = true)]
-    Soak {
-        /// Seconds to spin.
-        #[arg(long, default_value_t = 1.0)]
-        seconds: f64,
-    },
-    /// Build network namespaces and measure quicknat against a reference on the same
-    /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 (vs TAYGA),
-    /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers).
-    Lab {
-        /// Which topology: nat44, nat64 or ila.
-        #[arg(long, value_enum, default_value_t = Topology::Nat44)]
-        topology: Topology,
-        /// Seconds per measurement (default 5).
-        #[arg(long, value_name = "S", default_value_t = 5)]
-        seconds: u64,
-        /// Alternating rounds; medians are reported (default 3).
-        #[arg(long, value_name = "N", default_value_t = 3)]
-        rounds: usize,
-        /// Offered load for the CPU-per-packet measurement, packets per second (nat44).
-        #[arg(long, value_name = "PPS", default_value_t = 200_000)]
-        fixed_pps: u64,
-        /// Skip the TCP run with offloads on (nat44).
-        #[arg(long)]
-        no_offloads_on: bool,
-        /// Pin TAYGA to the gateway core like quicknat's worker (nat64; default: the
-        /// scheduler places it, as it would on a real box).
-        #[arg(long)]
-        pin_tayga: bool,
-        /// Print JSON instead of the table.
-        #[arg(long)]
-        json: bool,
-        /// quicknat backends to measure (comma-separated): af_xdp, af_packet.
-        #[arg(long, value_name = "LIST", default_value = "af_xdp,af_packet")]
-        backends: String,
-        /// Request/response connections (ila).
-        #[arg(long, value_name = "N", default_value_t = 200)]
-        conns: usize,
-        /// Request and response size in bytes (ila).
-        #[arg(long, value_name = "BYTES", default_value_t = 64)]
-        size: usize,
-    },
-}
-
-/// The `quicknat lab` topologies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Topology {
-    /// quicknat NAT44 vs the kernel's nftables NAT.
-    Nat44,
-    /// quicknat NAT64 vs TAYGA, IPv6-only client, IPv4 server.
-    Nat64,
-    /// TCP request/response directly vs through two quicknat ILA routers.
-    Ila,
 }
 
 fn main() -> ExitCode {
@@ -186,57 +102,13 @@ fn main() -> ExitCode {
             seconds,
             rounds,
         } => run_bench(quick, json, workers, seconds, rounds),
-        Command::Lab {
-            topology,
-            seconds,
-            rounds,
-            fixed_pps,
-            no_offloads_on,
-            pin_tayga,
-            json,
-            backends,
-            conns,
-            size,
-        } => run_lab(
-            topology,
-            LabArgs {
-                seconds,
-                rounds,
-                fixed_pps,
-                offloads_on: !no_offloads_on,
-                pin_tayga,
-                json,
-                conns,
-                size,
-            },
-            &backends,
-        ),
         Command::Ila(args) => ilactl::run(&args),
-        Command::Rr(args) => rr::run(&args),
-        Command::Soak { seconds } => {
-            println!(
-                "{}",
-                lab::soak(std::time::Duration::from_secs_f64(
-                    seconds.clamp(0.01, 600.0)
-                ))
-            );
-            Ok(())
-        }
         Command::Run {
             config,
             inside,
             outside,
             workers,
         } => run_gateways(&config, inside, outside, workers),
-        Command::Gen {
-            dst,
-            src,
-            flows,
-            payload,
-            pps,
-            seconds,
-            json,
-        } => run_gen(&dst, src.as_deref(), flows, payload, pps, seconds, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -600,154 +472,4 @@ fn unix_time() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format!("[{}.{:03}]", d.as_secs(), d.subsec_millis())
-}
-
-/// `quicknat gen`: the lab traffic generator; prints one report line (or JSON).
-fn run_gen(
-    dst: &str,
-    src: Option<&str>,
-    flows: u16,
-    payload: usize,
-    pps: Option<u64>,
-    seconds: f64,
-    json: bool,
-) -> anyhow::Result<()> {
-    use std::net::{IpAddr, SocketAddr};
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
-    let dst: SocketAddr = dst.parse().map_err(|_| {
-        anyhow::anyhow!(
-            "--dst {dst:?}: not an address and port (expected IP:PORT or [IPv6]:PORT, e.g. 198.51.100.2:9000)"
-        )
-    })?;
-    let src_ip = src
-        .map(|s| {
-            s.parse::<IpAddr>()
-                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IP address"))
-        })
-        .transpose()?;
-    anyhow::ensure!(
-        seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
-        "--seconds must be between 0 and 86400"
-    );
-    let cfg = io::gen::GenConfig {
-        src_ip,
-        flows,
-        payload,
-        rate_pps: pps,
-        duration: std::time::Duration::from_secs_f64(seconds),
-        ..io::gen::GenConfig::new(dst)
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
-    let report = io::gen::run(&cfg, &stop)?;
-    if json {
-        println!("{}", report.to_json());
-    } else {
-        println!("{report}");
-    }
-    Ok(())
-}
-
-/// `quicknat lab` options (some apply to one topology only).
-struct LabArgs {
-    seconds: u64,
-    rounds: usize,
-    fixed_pps: u64,
-    offloads_on: bool,
-    pin_tayga: bool,
-    json: bool,
-    conns: usize,
-    size: usize,
-}
-
-/// Prints a lab report as JSON or as its table.
-fn print_report<R: serde::Serialize + std::fmt::Display>(r: &R, json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-    } else {
-        println!("{r}");
-    }
-    Ok(())
-}
-
-/// `quicknat lab`: quicknat vs a reference in network namespaces.
-fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()> {
-    let LabArgs {
-        seconds,
-        rounds,
-        fixed_pps,
-        offloads_on,
-        pin_tayga,
-        json,
-        conns,
-        size,
-    } = a;
-    let backends: Vec<String> = backends
-        .split(',')
-        .map(|b| b.trim().to_string())
-        .filter(|b| !b.is_empty())
-        .collect();
-    for b in &backends {
-        anyhow::ensure!(
-            b == "af_xdp" || b == "af_packet",
-            "--backends: unknown backend \"{b}\" (af_xdp, af_packet)"
-        );
-    }
-    anyhow::ensure!(
-        (1..=600).contains(&seconds),
-        "--seconds must be between 1 and 600"
-    );
-    anyhow::ensure!(
-        (1..=50).contains(&rounds),
-        "--rounds must be between 1 and 50"
-    );
-    anyhow::ensure!(
-        (1_000..=10_000_000).contains(&fixed_pps),
-        "--fixed-pps must be between 1000 and 10000000"
-    );
-    match topology {
-        Topology::Nat44 => print_report(
-            &lab::run_lab(&lab::LabOptions {
-                seconds,
-                rounds,
-                fixed_pps,
-                offloads_on,
-                backends,
-            })?,
-            json,
-        ),
-        Topology::Nat64 => print_report(
-            &lab::nat64::run(&lab::nat64::Nat64Options {
-                seconds,
-                rounds,
-                backends,
-                pin_tayga,
-            })?,
-            json,
-        ),
-        Topology::Ila => {
-            anyhow::ensure!(
-                (1..=1000).contains(&conns),
-                "--conns must be between 1 and 1000"
-            );
-            anyhow::ensure!(
-                (1..=65536).contains(&size),
-                "--size must be between 1 and 65536"
-            );
-            print_report(
-                &lab::ila::run(&lab::ila::IlaOptions {
-                    seconds,
-                    rounds,
-                    conns,
-                    size,
-                    backends,
-                })?,
-                json,
-            )
-        }
-    }
 }

@@ -1,4 +1,4 @@
-//! `quicknat rr`: a TCP request/response load tool for the ILA lab, in the manner of
+//! `quicknat-lab rr`: a TCP request/response load tool for the ILA lab, in the manner of
 //! netperf TCP_RR with many instances: N connections, each with exactly one fixed-size
 //! request in flight; the report gives transactions per second and latency percentiles.
 //!
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-/// Arguments of `quicknat rr`.
+/// Arguments of `quicknat-lab rr`.
 #[derive(Debug, Args)]
 pub struct RrArgs {
     #[command(subcommand)]
@@ -307,7 +307,7 @@ pub fn client(
     })
 }
 
-/// `quicknat rr server|client`.
+/// `quicknat-lab rr server|client`.
 pub fn run(args: &RrArgs) -> anyhow::Result<()> {
     match args.mode {
         RrMode::Server { listen, seconds } => {

@@ -1,4 +1,4 @@
-//! `quicknat lab --topology ila`: TCP request/response (`quicknat rr`, N connections, one
+//! `quicknat-lab lab --topology ila`: TCP request/response (`quicknat-lab rr`, N connections, one
 //! request in flight on each) between two hosts, directly (kernel IPv6 forwarding in the
 //! router namespaces) vs through two quicknat `[ila]` routers, alternating per round.
 //!
@@ -59,6 +59,8 @@ pub struct IlaOptions {
     pub size: usize,
     /// quicknat backends ("af_xdp", "af_packet").
     pub backends: Vec<String>,
+    /// The quicknat binary run as the ILA routers.
+    pub quicknat: PathBuf,
 }
 
 /// One path's request/response figures.
@@ -282,8 +284,8 @@ pub fn run(opts: &IlaOptions) -> Result<IlaReport> {
                 if !xlat {
                     direct_routes(&lab, true, false)?;
                 }
-                let ra: Child = lab.start_quicknat(lab.at(RA), 0, ra_cfg)?;
-                let rb = lab.start_quicknat(lab.at(RB), 1, rb_cfg);
+                let ra: Child = lab.start_quicknat(&opts.quicknat, lab.at(RA), 0, ra_cfg)?;
+                let rb = lab.start_quicknat(&opts.quicknat, lab.at(RB), 1, rb_cfg);
                 let r = rb.and_then(|rb| {
                     let r = rr(&lab, opts);
                     eprintln!("lab ila: rb {}", stop_child(rb));

@@ -1,17 +1,18 @@
-//! A small-packet UDP traffic generator and a counting sink, for the lab.
+//! `quicknat-lab gen`: a small-packet UDP traffic generator and a counting sink, for the lab.
 //!
 //! [`run`] offers UDP datagrams (64-byte Ethernet frames with the default 18-byte
 //! payload over IPv4; 84-byte over IPv6) to one IPv4 or IPv6 destination from `flows` distinct source ports: one connected
 //! UDP socket per flow, bound to `src_ip:0` so the kernel picks each ephemeral
 //! port. Datagrams leave in `sendmmsg` batches, one socket per call, cycling the
 //! sockets round robin between calls. An optional token bucket paces the batches.
-//! [`recv_count`] is the matching sink: it counts what arrives (`recvmmsg`).
+//! `recv_count` is the matching sink: it counts what arrives (`recvmmsg`); only the
+//! tests use it (the lab's sinks drop at ingress with nftables, which costs nothing).
 //!
-//! This module is lab equipment at the I/O edge: it never parses packets, knows
-//! nothing of NAT and must never be used on the data path.
+//! This module is lab equipment: it never parses packets, knows nothing of NAT and must
+//! never be used on the data path.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -133,7 +134,7 @@ impl std::fmt::Display for GenReport {
 
 impl GenReport {
     /// The report as one JSON object.
-    pub fn to_json(&self) -> String {
+    pub fn to_json(self) -> String {
         format!(
             "{{\"sent\":{},\"failed\":{},\"seconds\":{:.6},\"pps\":{:.1}}}",
             self.sent, self.failed, self.seconds, self.pps
@@ -396,7 +397,8 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
 ///
 /// Datagrams are read in `recvmmsg` batches into small buffers (longer ones are
 /// truncated; each still counts once).
-pub fn recv_count(bind: SocketAddrV4, duration: Duration) -> io::Result<u64> {
+#[cfg(test)]
+pub fn recv_count(bind: std::net::SocketAddrV4, duration: Duration) -> io::Result<u64> {
     const BATCH: usize = 64;
     const BUF: usize = 256;
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
@@ -450,6 +452,7 @@ pub fn recv_count(bind: SocketAddrV4, duration: Duration) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddrV4;
     use std::thread;
 
     #[test]
@@ -513,32 +516,46 @@ mod tests {
         }
     }
 
-    use crate::testnet::{has_iproute2, is_root, join, spawn_in, Namespaces};
-
-    /// A network namespace of our own (with `lo` up), deleted on drop.
+    /// A network namespace of our own (the lab's: `qn-lab-gen-PID`, `lo` up), deleted on drop.
     struct Netns {
-        ns: Namespaces,
+        lab: crate::lab::Lab,
     }
 
     impl Netns {
         /// Creates the namespace, or None (test skipped) when not root / no `ip`.
         fn new() -> Option<Netns> {
-            if !is_root() || !has_iproute2() {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let root = unsafe { libc::geteuid() } == 0;
+            if !root || crate::lab::require(&["ip"]).is_err() {
                 eprintln!("skipping gen live test: needs root and iproute2");
                 return None;
             }
-            Some(Netns {
-                ns: Namespaces::create(&[format!("qn-gen-{}", std::process::id())]),
-            })
+            let stop = std::sync::Arc::new(AtomicBool::new(false));
+            let lab = crate::lab::Lab::new(&["gen"], stop).expect("creating the namespace");
+            Some(Netns { lab })
         }
 
-        /// Runs `f` in a new thread inside the namespace.
+        /// Runs `f` in a new thread inside the namespace (the thread's `setns`; the lab
+        /// itself only runs programs there, with `ip netns exec`).
         fn spawn<T: Send + 'static>(
             &self,
             f: impl FnOnce() -> T + Send + 'static,
         ) -> thread::JoinHandle<T> {
-            spawn_in(&self.ns.names[0], f)
+            let path = format!("/var/run/netns/{}", self.lab.at(0));
+            thread::spawn(move || {
+                let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+                // SAFETY: `file` is an open netns file for the duration of the call; setns
+                // only changes the calling thread's namespace and touches no memory of ours.
+                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(r, 0, "setns into {path}: {}", io::Error::last_os_error());
+                f()
+            })
         }
+    }
+
+    /// Joins a test thread, re-raising its panic with the original message.
+    fn join<T>(h: thread::JoinHandle<T>) -> T {
+        h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
     }
 
     /// Sink and generator on `lo` in the namespace: paced run, then an unpaced one.

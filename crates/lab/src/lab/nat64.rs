@@ -1,4 +1,4 @@
-//! `quicknat lab --topology nat64`: an IPv6-only client reaches an IPv4 server through the
+//! `quicknat-lab lab --topology nat64`: an IPv6-only client reaches an IPv4 server through the
 //! gateway, by quicknat `[nat64]` (each backend) or TAYGA, alternating per round.
 //!
 //! ```text
@@ -46,6 +46,8 @@ pub struct Nat64Options {
     pub backends: Vec<String>,
     /// Pin TAYGA to the gateway core (else the scheduler places it).
     pub pin_tayga: bool,
+    /// The quicknat binary run as the gateway.
+    pub quicknat: std::path::PathBuf,
 }
 
 /// One system's measurements.
@@ -111,8 +113,10 @@ fn forwarding(lab: &Lab, on: bool) -> Result<()> {
     lab.sysctl(lab.gw(), &format!("net.ipv6.conf.all.forwarding={v}"))
 }
 
+/// TAYGA, or quicknat (`bin`) with configuration `quicknat`.
 fn start(
     lab: &Lab,
+    bin: &std::path::Path,
     quicknat: Option<&std::path::Path>,
     tayga: &std::path::Path,
     pin: bool,
@@ -120,6 +124,7 @@ fn start(
     if let Some(cfg) = quicknat {
         forwarding(lab, false)?;
         return Ok(System::Quicknat(lab.start_quicknat(
+            bin,
             lab.gw(),
             GW_CORE,
             cfg,
@@ -210,6 +215,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
         |arm| {
             let sys = start(
                 &lab,
+                &opts.quicknat,
                 arm.map(|i| cfgs[i].1.as_path()),
                 &tayga,
                 opts.pin_tayga,

@@ -1,8 +1,12 @@
-//! `quicknat lab`: builds network namespaces joined by veth and measures quicknat against
-//! a reference on the same topology, in the same run, alternating per round. One file per
-//! topology; this file holds what they share (namespaces, processes, iperf3, the UDP
-//! generator and sink, the CPU soaker, signals). Namespaces and the processes in them are
-//! removed at the end, on error, and on Ctrl-C.
+//! `quicknat-lab lab`: builds network namespaces joined by veth and measures quicknat
+//! against a reference on the same topology, in the same run, alternating per round. One
+//! file per topology; this file holds what they share (namespaces, processes, iperf3, the
+//! UDP generator and sink, the CPU soaker, signals, medians). Namespaces and the processes
+//! in them are removed at the end, on error, and on Ctrl-C.
+//!
+//! Two programs run in the namespaces: the product, `quicknat run` (the binary named by
+//! `--quicknat`, see [`quicknat_binary`]), and this program's own `gen`, `soak` and `rr`
+//! subcommands ([`exe`]).
 //!
 //! - [`nat44`]: quicknat NAT44 vs the kernel's nftables NAT.
 //! - [`nat64`]: quicknat NAT64 vs TAYGA.
@@ -19,7 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use runtime::bench::median;
 
 pub use nat44::{run_lab, LabOptions};
 
@@ -86,12 +89,37 @@ pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// This program's path, for running its subcommands in the namespaces.
+/// This program's path, for running its subcommands (`gen`, `soak`, `rr`) in the namespaces.
 pub(crate) fn exe() -> Result<String> {
     Ok(std::env::current_exe()
-        .context("finding the quicknat binary")?
+        .context("finding this program's path")?
         .to_string_lossy()
         .into_owned())
+}
+
+/// The product binary the lab runs as the gateway (`quicknat run`): `given`, or else the
+/// `quicknat` next to this program (cargo builds both into the same target directory).
+/// Fails naming the path and how to build it when there is no executable file there.
+pub(crate) fn quicknat_binary(given: Option<PathBuf>) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = match given {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .context("finding this program's path")?
+            .with_file_name("quicknat"),
+    };
+    let executable =
+        std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if !executable {
+        bail!(
+            "no quicknat binary at {} (the lab runs `quicknat run` as the gateway): build it with \
+             `cargo build --release -p quicknat` (same target directory as quicknat-lab), or name it \
+             with --quicknat PATH",
+            path.display()
+        );
+    }
+    // Absolute, so it runs the same from inside `ip netns exec` whatever the caller's path.
+    std::fs::canonicalize(&path).with_context(|| format!("resolving {}", path.display()))
 }
 
 /// A temporary file path for this run.
@@ -228,17 +256,23 @@ impl Lab {
         .unwrap_or(0)
     }
 
-    /// Starts `quicknat run --config CFG` in `ns`, pinned to `core`, and gives it time to
-    /// open its sockets. Fails with its stderr when it exits at once.
-    pub(crate) fn start_quicknat(&self, ns: &str, core: usize, cfg: &Path) -> Result<Child> {
-        let exe = exe()?;
+    /// Starts `QUICKNAT run --config CFG` in `ns` (`quicknat` the product binary, from
+    /// [`quicknat_binary`]), pinned to `core`, and gives it time to open its sockets. Fails
+    /// with its stderr when it exits at once.
+    pub(crate) fn start_quicknat(
+        &self,
+        quicknat: &Path,
+        ns: &str,
+        core: usize,
+        cfg: &Path,
+    ) -> Result<Child> {
         let mut child = self.spawn(
             ns,
             &[
                 "taskset",
                 "-c",
                 &core.to_string(),
-                &exe,
+                &quicknat.to_string_lossy(),
                 "run",
                 "--config",
                 &cfg.to_string_lossy(),
@@ -512,6 +546,18 @@ pub(crate) fn soak_rate(child: Child) -> f64 {
         .ok()
         .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// The median of `v` (the upper one of an even count; 0 when empty). The same rule as
+/// `runtime::bench::median`, kept here so the lab does not depend on the benchmark; one
+/// shared statistics helper can replace both when the bench gets its own crate.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        0.0
+    } else {
+        v[v.len() / 2]
+    }
 }
 
 /// The median of `f` over `rs`.

@@ -1,4 +1,4 @@
-//! `quicknat lab --topology nat44`: builds client, gateway and server network namespaces
+//! `quicknat-lab lab --topology nat44`: builds client, gateway and server network namespaces
 //! joined by veth, and measures quicknat NAT44 and the kernel's own NAT (nftables) on the same topology, in
 //! the same run, alternating: TCP throughput (iperf3, 1 and 4 streams, offloads off and
 //! on), 64-byte UDP capacity of one gateway core, and the gateway core's CPU per packet
@@ -41,6 +41,8 @@ pub struct LabOptions {
     pub offloads_on: bool,
     /// quicknat backends to measure, each against the same kernel runs ("af_xdp", "af_packet").
     pub backends: Vec<String>,
+    /// The quicknat binary run as the gateway.
+    pub quicknat: std::path::PathBuf,
 }
 
 const PUBLIC: &str = "203.0.113.1";
@@ -96,10 +98,16 @@ enum Mode {
     Quicknat(Child),
 }
 
-fn start_mode(lab: &Lab, quicknat: Option<&std::path::Path>) -> Result<Mode> {
+/// The kernel's NAT, or quicknat (`bin`) with configuration `quicknat`.
+fn start_mode(
+    lab: &Lab,
+    bin: &std::path::Path,
+    quicknat: Option<&std::path::Path>,
+) -> Result<Mode> {
     if let Some(cfg) = quicknat {
         lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
         Ok(Mode::Quicknat(lab.start_quicknat(
+            bin,
             lab.gw(),
             GW_CORE,
             cfg,
@@ -290,7 +298,7 @@ pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
             })
         },
         |arm| {
-            let mode = start_mode(&lab, arm.map(|i| cfgs[i].1.as_path()))?;
+            let mode = start_mode(&lab, &opts.quicknat, arm.map(|i| cfgs[i].1.as_path()))?;
             let r = measure(&lab, opts);
             stop_mode(&lab, mode)?;
             r

@@ -1,0 +1,354 @@
+//! The `quicknat-lab` command: the measurement lab and its test gear, apart from the
+//! product binary.
+//!
+//! - `lab`: network namespaces, quicknat against a reference on the same topology. It runs
+//!   the product (`quicknat run`, found with `--quicknat`) and this program's own
+//!   subcommands (`gen`, `soak`, `rr`) inside the namespaces.
+//! - `gen`: the small-packet UDP traffic generator.
+//! - `rr`: the TCP request/response load tool.
+//! - `soak`: a CPU soaker; the lab runs it at the lowest priority.
+//!
+//! Like the product binary, this is the only place that turns errors into exit codes and
+//! one-line messages. Nothing here is ever on the data path.
+
+mod gen;
+mod lab;
+mod rr;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+/// quicknat-lab: measures quicknat in network namespaces; traffic and load tools.
+#[derive(Debug, Parser)]
+#[command(name = "quicknat-lab", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build network namespaces and measure quicknat against a reference on the same
+    /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 (vs TAYGA),
+    /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers).
+    Lab {
+        /// Which topology: nat44, nat64 or ila.
+        #[arg(long, value_enum, default_value_t = Topology::Nat44)]
+        topology: Topology,
+        /// Seconds per measurement (default 5).
+        #[arg(long, value_name = "S", default_value_t = 5)]
+        seconds: u64,
+        /// Alternating rounds; medians are reported (default 3).
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        rounds: usize,
+        /// Offered load for the CPU-per-packet measurement, packets per second (nat44).
+        #[arg(long, value_name = "PPS", default_value_t = 200_000)]
+        fixed_pps: u64,
+        /// Skip the TCP run with offloads on (nat44).
+        #[arg(long)]
+        no_offloads_on: bool,
+        /// Pin TAYGA to the gateway core like quicknat's worker (nat64; default: the
+        /// scheduler places it, as it would on a real box).
+        #[arg(long)]
+        pin_tayga: bool,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// quicknat backends to measure (comma-separated): af_xdp, af_packet.
+        #[arg(long, value_name = "LIST", default_value = "af_xdp,af_packet")]
+        backends: String,
+        /// Request/response connections (ila).
+        #[arg(long, value_name = "N", default_value_t = 200)]
+        conns: usize,
+        /// Request and response size in bytes (ila).
+        #[arg(long, value_name = "BYTES", default_value_t = 64)]
+        size: usize,
+        /// The quicknat binary the lab runs as the gateway (`quicknat run`) (default: the
+        /// `quicknat` next to this program, e.g. target/release/quicknat).
+        #[arg(long, value_name = "PATH")]
+        quicknat: Option<PathBuf>,
+    },
+    /// Offer 64-byte UDP traffic (by default) to IP:PORT from many source ports, for the lab.
+    Gen {
+        /// Destination address and port: IPv4 (IP:PORT) or IPv6 ([IP]:PORT).
+        #[arg(long, value_name = "IP:PORT")]
+        dst: String,
+        /// Local address to send from, of the destination's IP version (default: the
+        /// kernel chooses).
+        #[arg(long, value_name = "IP")]
+        src: Option<String>,
+        /// Distinct source ports, 1..=4096, used round robin.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        flows: u16,
+        /// UDP payload bytes (18 gives 64-byte Ethernet frames over IPv4, 84-byte over IPv6).
+        #[arg(long, value_name = "BYTES", default_value_t = gen::PAYLOAD_64B_FRAME)]
+        payload: usize,
+        /// Packets per second (default: as fast as possible).
+        #[arg(long, value_name = "RATE")]
+        pps: Option<u64>,
+        /// How long to send, in seconds.
+        #[arg(long, value_name = "S", default_value_t = 10.0)]
+        seconds: f64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// TCP request/response load: `rr server` echoes, `rr client` keeps one request in
+    /// flight on each of N connections and reports transactions/s and p50/p90/p99.
+    Rr(rr::RrArgs),
+    /// Spin on one core counting loop iterations; `quicknat-lab lab` runs it at the lowest
+    /// priority to measure how much of a core the gateway leaves idle.
+    Soak {
+        /// Seconds to spin.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+    },
+}
+
+/// The `quicknat-lab lab` topologies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Topology {
+    /// quicknat NAT44 vs the kernel's nftables NAT.
+    Nat44,
+    /// quicknat NAT64 vs TAYGA, IPv6-only client, IPv4 server.
+    Nat64,
+    /// TCP request/response directly vs through two quicknat ILA routers.
+    Ila,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Lab {
+            topology,
+            seconds,
+            rounds,
+            fixed_pps,
+            no_offloads_on,
+            pin_tayga,
+            json,
+            backends,
+            conns,
+            size,
+            quicknat,
+        } => run_lab(
+            topology,
+            LabArgs {
+                seconds,
+                rounds,
+                fixed_pps,
+                offloads_on: !no_offloads_on,
+                pin_tayga,
+                json,
+                conns,
+                size,
+                quicknat,
+            },
+            &backends,
+        ),
+        Command::Rr(args) => rr::run(&args),
+        Command::Soak { seconds } => {
+            println!(
+                "{}",
+                lab::soak(std::time::Duration::from_secs_f64(
+                    seconds.clamp(0.01, 600.0)
+                ))
+            );
+            Ok(())
+        }
+        Command::Gen {
+            dst,
+            src,
+            flows,
+            payload,
+            pps,
+            seconds,
+            json,
+        } => run_gen(&dst, src.as_deref(), flows, payload, pps, seconds, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes on one line, skipping a cause whose text its parent already ends
+/// with (errors that print their `source` in their own message would otherwise repeat it).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// `quicknat-lab gen`: the lab traffic generator; prints one report line (or JSON).
+fn run_gen(
+    dst: &str,
+    src: Option<&str>,
+    flows: u16,
+    payload: usize,
+    pps: Option<u64>,
+    seconds: f64,
+    json: bool,
+) -> anyhow::Result<()> {
+    use std::net::{IpAddr, SocketAddr};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let dst: SocketAddr = dst.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--dst {dst:?}: not an address and port (expected IP:PORT or [IPv6]:PORT, e.g. 198.51.100.2:9000)"
+        )
+    })?;
+    let src_ip = src
+        .map(|s| {
+            s.parse::<IpAddr>()
+                .map_err(|_| anyhow::anyhow!("--src {s:?}: not an IP address"))
+        })
+        .transpose()?;
+    anyhow::ensure!(
+        seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
+        "--seconds must be between 0 and 86400"
+    );
+    let cfg = gen::GenConfig {
+        src_ip,
+        flows,
+        payload,
+        rate_pps: pps,
+        duration: std::time::Duration::from_secs_f64(seconds),
+        ..gen::GenConfig::new(dst)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let report = gen::run(&cfg, &stop)?;
+    if json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+    }
+    Ok(())
+}
+
+/// `quicknat-lab lab` options (some apply to one topology only).
+struct LabArgs {
+    seconds: u64,
+    rounds: usize,
+    fixed_pps: u64,
+    offloads_on: bool,
+    pin_tayga: bool,
+    json: bool,
+    conns: usize,
+    size: usize,
+    quicknat: Option<PathBuf>,
+}
+
+/// Prints a lab report as JSON or as its table.
+fn print_report<R: serde::Serialize + std::fmt::Display>(r: &R, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        println!("{r}");
+    }
+    Ok(())
+}
+
+/// `quicknat-lab lab`: quicknat vs a reference in network namespaces.
+fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()> {
+    let LabArgs {
+        seconds,
+        rounds,
+        fixed_pps,
+        offloads_on,
+        pin_tayga,
+        json,
+        conns,
+        size,
+        quicknat,
+    } = a;
+    let backends: Vec<String> = backends
+        .split(',')
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+        .collect();
+    for b in &backends {
+        anyhow::ensure!(
+            b == "af_xdp" || b == "af_packet",
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet)"
+        );
+    }
+    anyhow::ensure!(
+        (1..=600).contains(&seconds),
+        "--seconds must be between 1 and 600"
+    );
+    anyhow::ensure!(
+        (1..=50).contains(&rounds),
+        "--rounds must be between 1 and 50"
+    );
+    anyhow::ensure!(
+        (1_000..=10_000_000).contains(&fixed_pps),
+        "--fixed-pps must be between 1000 and 10000000"
+    );
+    if topology == Topology::Ila {
+        anyhow::ensure!(
+            (1..=1000).contains(&conns),
+            "--conns must be between 1 and 1000"
+        );
+        anyhow::ensure!(
+            (1..=65536).contains(&size),
+            "--size must be between 1 and 65536"
+        );
+    }
+    // Found before any namespace is built, so a missing product binary costs nothing.
+    let quicknat = lab::quicknat_binary(quicknat)?;
+    match topology {
+        Topology::Nat44 => print_report(
+            &lab::run_lab(&lab::LabOptions {
+                seconds,
+                rounds,
+                fixed_pps,
+                offloads_on,
+                backends,
+                quicknat,
+            })?,
+            json,
+        ),
+        Topology::Nat64 => print_report(
+            &lab::nat64::run(&lab::nat64::Nat64Options {
+                seconds,
+                rounds,
+                backends,
+                pin_tayga,
+                quicknat,
+            })?,
+            json,
+        ),
+        Topology::Ila => print_report(
+            &lab::ila::run(&lab::ila::IlaOptions {
+                seconds,
+                rounds,
+                conns,
+                size,
+                backends,
+                quicknat,
+            })?,
+            json,
+        ),
+    }
+}
