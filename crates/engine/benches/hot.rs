@@ -45,7 +45,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use engine::config::{mask, DynamicRule, Ipv4Prefix, Nat44Config, PortRange};
 use engine::nat44::rules::{linear_lookup, RuleTable};
 use engine::nat44::Nat44;
-use engine::{Direction, Verdict};
+use engine::Direction;
 use wire::ip::IpProtocol;
 use wire::{Ipv4Packet, TcpPacket, UdpPacket};
 use xlat::csum::Delta;
@@ -458,8 +458,8 @@ fn bench_engine(c: &mut Criterion) {
         .map(|t| {
             let mut p = *t;
             assert_eq!(
-                nat.process(now, Direction::Outbound, &mut p),
-                Verdict::Forward
+                nat.process(now, Direction::Outbound, &mut p).drop_reason(),
+                None
             );
             let (src, sport, dst, dport) = udp_endpoints(&p);
             udp(dst, dport, src, sport)
@@ -469,8 +469,8 @@ fn bench_engine(c: &mut Criterion) {
     for (o, i) in outbound.iter().zip(&inbound) {
         let mut p = *i;
         assert_eq!(
-            nat.process(now, Direction::Inbound, &mut p),
-            Verdict::Forward
+            nat.process(now, Direction::Inbound, &mut p).drop_reason(),
+            None
         );
         let (_, _, dst, dport) = udp_endpoints(&p);
         let (src, sport, _, _) = udp_endpoints(o);
@@ -519,8 +519,9 @@ fn bench_engine(c: &mut Criterion) {
                 let p = &mut buf[..f.len()];
                 p.copy_from_slice(f);
                 assert_eq!(
-                    nat.process(now, Direction::Outbound, black_box(p)),
-                    Verdict::Forward
+                    nat.process(now, Direction::Outbound, black_box(p))
+                        .drop_reason(),
+                    None
                 );
             }
         })

@@ -1,11 +1,13 @@
 //! The stateful translation modes of quicknat, sans-I/O.
 //!
 //! The engine never opens a socket or reads a clock: a caller hands it a packet, the
-//! direction it travelled and the current time, and gets a [`Verdict`] back. This is what
-//! lets the same code run under a pcap replay, a live worker and a deterministic test.
+//! direction it travelled and the current time, and gets back what the gateway sends
+//! ([`Emit`]): every mode has the one shape of [`mode`]. This is what lets the same code
+//! run under a pcap replay, a live worker and a deterministic test.
 
 pub mod config;
 pub mod ila;
+pub mod mode;
 pub mod nat44;
 pub mod nat64;
 pub mod siit;
@@ -14,5 +16,6 @@ mod stats;
 mod testpkt;
 mod verdict;
 
+pub use mode::{Egress, Emit, Frame, Mode, ModeWorker, Output, Side, HEADROOM};
 pub use stats::Counters;
-pub use verdict::{Direction, DropReason, Emit, Offload, Verdict, HEADROOM};
+pub use verdict::{Direction, DropReason, Offload};

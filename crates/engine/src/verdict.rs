@@ -1,4 +1,5 @@
-//! What the engine decided about one packet, and why a packet was dropped.
+//! Which way a packet travels, and why a packet was dropped (what the gateway sends
+//! instead is [`crate::mode::Emit`]).
 
 /// Which way a packet crosses the NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,15 +22,6 @@ pub enum Offload {
     Gso,
 }
 
-/// The outcome of processing one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// The packet was rewritten in place and must be transmitted (to the other side).
-    Forward,
-    /// The packet must not be transmitted; the reason is counted.
-    Drop(DropReason),
-}
-
 macro_rules! drop_reasons {
     ($( $(#[$doc:meta])* $name:ident => $label:literal, )*) => {
         /// Why a packet was dropped. `as_str()` is also the metric label.
@@ -42,6 +34,9 @@ macro_rules! drop_reasons {
         impl DropReason {
             /// Every reason, in declaration order (index = `self as usize`).
             pub const ALL: &'static [DropReason] = &[$(DropReason::$name,)*];
+
+            /// How many reasons there are.
+            pub const COUNT: usize = [$(DropReason::$name,)*].len();
 
             /// The stable, snake_case label used in summaries and metrics.
             pub fn as_str(self) -> &'static str {
@@ -99,12 +94,14 @@ drop_reasons! {
     /// An address with no translation: outside the Pref64 and the explicit mappings, or a
     /// non-global IPv4 address under the Well-Known Prefix (RFC 6052 §3.1).
     NoAddressMapping => "no_address_mapping",
-    /// IPv4 -> IPv6 with DF set and too big for the IPv6 MTU (RFC 7915 §4: answer ICMPv4
-    /// Fragmentation Needed).
+    /// IPv4 with DF set, too big for the next hop once translated (RFC 7915 §4: answered
+    /// with ICMPv4 Fragmentation Needed).
     FragmentNeeded => "fragment_needed",
-    /// IPv6 -> IPv4 too big for the IPv4 MTU (RFC 7915 §5: answer ICMPv6 Packet Too Big).
+    /// Too big for the next hop as IPv6, or IPv6 too big for the IPv4 MTU once translated
+    /// (RFC 7915 §5): answered with ICMPv6 Packet Too Big.
     PacketTooBig => "packet_too_big",
-    /// IPv4 without DF too big for the IPv6 MTU: translator fragmentation not implemented.
+    /// IPv4 without DF too big for the IPv6 MTU that could not be cut into fragments
+    /// (RFC 7915 §4.1 fragmentation is done otherwise).
     NeedsFragmentation => "needs_fragmentation",
     /// A fragmented ICMP message (RFC 7915 §1.2: not translated).
     FragmentedIcmp => "fragmented_icmp",
@@ -119,6 +116,8 @@ drop_reasons! {
     /// ILA: the destination's locator is not the one its identifier is mapped to (a
     /// packet sent before a host moved, or a mapping that differs between routers).
     LocatorMismatch => "locator_mismatch",
+    /// IPv4 without DF too big for the next hop, in a mode that does not fragment (NAT44).
+    TooBig => "too_big",
 }
 
 impl From<xlat::siit::SiitDrop> for DropReason {
@@ -141,32 +140,6 @@ impl From<xlat::siit::SiitDrop> for DropReason {
         }
     }
 }
-
-/// The outcome of a translation that may move the packet in its buffer (IPv4 <-> IPv6
-/// headers differ in size): where the packet to send now lies, and which way it goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Emit {
-    /// Send `buf[start..start + len]` out of the other side.
-    Forward {
-        /// Offset of the IP header.
-        start: usize,
-        /// Packet length.
-        len: usize,
-    },
-    /// Send `buf[start..start + len]` back out of the side it came in on (hairpinning).
-    Hairpin {
-        /// Offset of the IP header.
-        start: usize,
-        /// Packet length.
-        len: usize,
-    },
-    /// Send nothing; the reason is counted.
-    Drop(DropReason),
-}
-
-/// Headroom a buffer must leave in front of a packet handed to a translator that can grow
-/// it (IPv4 -> IPv6: 20 bytes more, 28 with a Fragment header).
-pub const HEADROOM: usize = 64;
 
 impl std::fmt::Display for DropReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -154,8 +154,13 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 /// `quicknat translate`: replays `input` through the engine into `output`.
 fn run_translate(config: Option<&Path>, input: &Path, output: &Path) -> anyhow::Result<()> {
     let config = load_config(config)?;
-    let report =
-        runtime::offline::translate_pcap_mode(&config.mode, input, output).with_context(|| {
+    let egress = config
+        .gateway
+        .as_ref()
+        .map(runtime::live::GatewayConfig::egress)
+        .unwrap_or_default();
+    let report = runtime::offline::translate_pcap(&config.mode, &egress, input, output)
+        .with_context(|| {
             format!(
                 "cannot translate {} into {}",
                 input.display(),
@@ -179,8 +184,8 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// What an IPv4/IPv6 translation mode sets up.
-fn mode_summary(m: &runtime::pipeline::ModeConfig) -> String {
-    use runtime::pipeline::ModeConfig;
+fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
+    use engine::mode::any::ModeConfig;
     use std::fmt::Write;
     let mut s = String::new();
     let siit = |s: &mut String, c: &engine::siit::SiitConfig| {
@@ -414,18 +419,7 @@ fn run_gateway(
     let cfg = load_config(path)?;
     let mut gw = match (cfg.gateway, inside, outside) {
         (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
-        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig {
-            inside,
-            outside,
-            backend: runtime::live::Backend::AfPacket,
-            workers: 1,
-            busy_poll: false,
-            stats_interval: std::time::Duration::from_secs(10),
-            kernel_bypass: true,
-            offloads_off: true,
-            control_socket: None,
-            gso: true,
-        },
+        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
         _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
     };
     if let Some(w) = workers {
@@ -436,7 +430,7 @@ fn run_gateway(
         gw.inside != gw.outside,
         "the inside and outside interfaces must differ"
     );
-    if matches!(cfg.mode, runtime::pipeline::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
+    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
         gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
     }
     // `quicknat ila reload` re-reads the file the gateway was started with.

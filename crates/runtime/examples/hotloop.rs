@@ -5,22 +5,23 @@
 //! workloads; `-out`/`-in` replay one direction only).
 
 use conntrack::Timestamp;
-use engine::Direction;
+use engine::{Direction, Egress, Frame, Mode, ModeWorker, Output, HEADROOM};
 use runtime::bench::nat64::{prepare_clat, prepare_nat64};
 use runtime::bench::traffic::{prepare, FrameMix, Prepared};
-use runtime::bench::{Engine, Lane};
 
-/// Replays `n` packets of `prep` (those travelling `only`, or all) through one lane; each
-/// packet's headers are restored from the pristine copy first, as the benchmark does.
-fn replay<E: Engine>(prep: &Prepared<E>, n: usize, only: Option<Direction>) {
+/// Replays `n` packets of `prep` (those travelling `only`, or all) through one worker of
+/// the mode; each packet's headers are restored from the pristine copy first, as the
+/// benchmark does.
+fn replay<M: Mode>(prep: &Prepared<M>, n: usize, only: Option<Direction>) {
     let pkts: Vec<_> = prep
         .packets
         .iter()
         .filter(|p| only.is_none_or(|d| d == p.dir))
         .copied()
         .collect();
-    let mut w = prep.shared.lane(0);
-    let head = E::HEADROOM;
+    let mut w = prep.shared.worker(0);
+    let head = if prep.shared.in_place() { 0 } else { HEADROOM };
+    let (mut out, egress) = (Output::new(), Egress::default());
     let mut buf = vec![0u8; 2048];
     let now = Timestamp::from_nanos(prep.warm_at + 1);
     let t0 = std::time::Instant::now();
@@ -29,9 +30,8 @@ fn replay<E: Engine>(prep: &Prepared<E>, n: usize, only: Option<Direction>) {
         let p = pkts[i % pkts.len()];
         let (o, h) = (p.off as usize, p.hdr as usize);
         buf[head..head + h].copy_from_slice(&prep.bytes[o..o + h]);
-        if w.process(now, p.dir, &mut buf, head, p.len as usize)
-            .is_some()
-        {
+        let mut f = Frame::new(&mut buf, head, p.len as usize, &mut out);
+        if w.process(now, p.dir, &mut f, &egress).is_forward() {
             fwd += 1;
         }
         if i % 32 == 31 {

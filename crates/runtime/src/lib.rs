@@ -1,15 +1,14 @@
 //! The runtime is where packet I/O meets the engine: it owns the clock, finds the layer-3
-//! header in each frame, decides the direction from the configuration, and hands the
-//! packet to the engine. Today: offline pcap replay. Live workers, RSS dispatch and the
-//! reaper thread come next and reuse the same per-frame step.
+//! header in each frame, knows which interface a frame came in on, hands the packet to
+//! the mode's worker and transmits what the worker decided. The live gateway (`live`),
+//! the capture replay (`offline`) and the control socket live here.
 
 pub mod balance;
 pub mod bench;
 pub mod control;
+pub mod link;
 pub mod live;
 pub mod offline;
-pub mod pipeline;
 pub mod rss;
-mod step;
 
-pub use step::{l3_offset, Nat44Step, StepOutcome};
+pub use link::l3_offset;

@@ -19,13 +19,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
-use engine::{Counters, Direction, Emit};
+use engine::config::ConfigError;
+use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
+use engine::mode::{Family, Link as EgressLink};
+use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output};
 use io::afpacket::{AfPacket, AfPacketConfig, AfPacketTx, RxMeta, VnetHdr};
 use io::afxdp::{AfXdp, AfXdpConfig};
 use io::netlink::{self, NeighborCache, Netlink, RouteTable};
 use io::rawip::{RawIpv4, RawIpv6};
-
-use crate::pipeline::{ModeConfig, ModeError, ModeShared, Pipeline};
 
 /// Which packet I/O backend carries the frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +61,51 @@ pub struct GatewayConfig {
     /// AF_PACKET + NAT44: pass GSO/GRO super-packets and partial checksums through with
     /// virtio-net headers (offloads stay on) instead of turning offloads off.
     pub gso: bool,
+    /// Per link (inside, outside): the addresses the gateway sends its ICMP errors from
+    /// there, overriding the interface's (and the only ones a capture replay knows).
+    pub addresses: [Vec<IpAddr>; 2],
+    /// Per link: an MTU below the interface's to hold packets to (and the only MTU a
+    /// capture replay knows).
+    pub mtu: [Option<u32>; 2],
+}
+
+impl GatewayConfig {
+    /// The defaults for a gateway between `inside` and `outside`: AF_PACKET, one worker,
+    /// counters every 10 s, kernel bypass, GSO pass-through, offloads off otherwise.
+    pub fn new(inside: String, outside: String) -> Self {
+        GatewayConfig {
+            inside,
+            outside,
+            backend: Backend::AfPacket,
+            workers: 1,
+            busy_poll: false,
+            stats_interval: Duration::from_secs(10),
+            kernel_bypass: true,
+            offloads_off: true,
+            control_socket: None,
+            gso: true,
+            addresses: [Vec::new(), Vec::new()],
+            mtu: [None, None],
+        }
+    }
+
+    /// The links as the engine sees them from the configuration alone (a capture replay):
+    /// the configured MTUs and, per family, the first configured address.
+    pub fn egress(&self) -> Egress {
+        let mut e = Egress::default();
+        for (i, l) in e.links.iter_mut().enumerate() {
+            l.mtu = self.mtu[i];
+            l.addr4 = self.addresses[i].iter().find_map(|a| match a {
+                IpAddr::V4(a) => Some(*a),
+                IpAddr::V6(_) => None,
+            });
+            l.addr6 = self.addresses[i].iter().find_map(|a| match a {
+                IpAddr::V6(a) => Some(*a),
+                IpAddr::V4(_) => None,
+            });
+        }
+        e
+    }
 }
 
 /// Why the gateway could not start.
@@ -67,7 +113,7 @@ pub struct GatewayConfig {
 pub enum LiveError {
     /// The translation mode's configuration was refused.
     #[error("configuration: {0}")]
-    Mode(#[from] ModeError),
+    Mode(#[from] ConfigError),
     /// An interface is missing or unusable.
     #[error("interface {name}: {source}")]
     Interface {
@@ -106,18 +152,20 @@ pub struct IoCounters {
     pub csum_completed: u64,
     /// Frames the transmit queue refused.
     pub tx_dropped: u64,
-    /// ICMP errors sent back (time exceeded, fragmentation needed / packet too big).
-    pub icmp_sent: u64,
-    /// Packets too big for the next hop, without DF (fragmentation is not implemented).
-    pub too_big: u64,
     /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
     pub gso: u64,
-    /// IPv4 packets without DF too big for the IPv6 side, cut into fragments and
-    /// translated one by one (RFC 7915 §4.1; the engine counts them `needs_fragmentation`).
-    pub fragmented: u64,
 }
 
 impl IoCounters {
+    /// Counts a transmission on interface `out` (or its failure).
+    fn count_sent(&mut self, out: usize, ok: bool) {
+        if ok {
+            self.tx[out] += 1;
+        } else {
+            self.tx_dropped += 1;
+        }
+    }
+
     fn merge(&mut self, o: &IoCounters) {
         for i in 0..2 {
             self.rx[i] += o.rx[i];
@@ -129,10 +177,7 @@ impl IoCounters {
         self.oversize += o.oversize;
         self.csum_completed += o.csum_completed;
         self.tx_dropped += o.tx_dropped;
-        self.icmp_sent += o.icmp_sent;
-        self.too_big += o.too_big;
         self.gso += o.gso;
-        self.fragmented += o.fragmented;
     }
 }
 
@@ -237,22 +282,6 @@ fn read_net(inside: &Link, outside: &Link, nl: &mut Netlink) -> std::io::Result<
     })
 }
 
-/// The IP version a mode translates on each side (inside, outside); the other family is
-/// left to the kernel there.
-fn families(mode: &ModeConfig) -> [u8; 2] {
-    match mode {
-        ModeConfig::Nat44(_) => [4, 4],
-        ModeConfig::Nat64(_) => [6, 4],
-        ModeConfig::Siit(_) | ModeConfig::Clat(_) => [4, 6],
-        ModeConfig::Ila(_) => [6, 6],
-    }
-}
-
-/// Whether a mode keeps packet size (translates in the receive ring).
-fn in_place(mode: &ModeConfig) -> bool {
-    matches!(mode, ModeConfig::Nat44(_) | ModeConfig::Ila(_))
-}
-
 /// An nftables netdev ingress table that drops transit IPv4 after AF_PACKET has taken its
 /// copy (packet taps run before the ingress hook), so the kernel does not also route and
 /// discard every packet quicknat forwards. Removed on drop.
@@ -348,15 +377,17 @@ pub fn run(
 ) -> Result<Summary, LiveError> {
     let inside = Link::lookup(&gw.inside)?;
     let outside = Link::lookup(&gw.outside)?;
-    let fams = families(&mode);
+    let fams = mode.families().map(Family::version);
     let mut mode = mode;
     let link_mtu = |fam: u8| {
         let l = if fams[0] == fam { &inside } else { &outside };
         l.mtu as u32
     };
-    let xlat_mtus = mode.clamp_mtus(link_mtu(4), link_mtu(6));
-    let shared = ModeShared::new(&mode, gw.workers)?;
-    let in_place = in_place(&mode);
+    mode.clamp_mtus(link_mtu(4), link_mtu(6));
+    let shared = AnyMode::new(&mode, gw.workers)?;
+    // The links' MTUs, lowered by the configuration where it says so.
+    let mtus = [&inside, &outside].map(|l| l.mtu as u32);
+    let mtus = [0, 1].map(|i| gw.mtu[i].map_or(mtus[i], |m| m.min(mtus[i])));
     let mut nl = Netlink::open().map_err(|source| LiveError::Io {
         what: "rtnetlink",
         source,
@@ -505,10 +536,10 @@ pub fn run(
     })?;
     // ILA: mappings change at run time, from the control socket and on SIGHUP.
     let control_state = match &shared {
-        ModeShared::Ila(router, qsbr) => Some(Arc::new(crate::control::ControlState::new(
-            Arc::clone(router),
+        AnyMode::Ila(ila) => Some(Arc::new(crate::control::ControlState::new(
+            Arc::clone(&ila.router),
             reload,
-            Some(Arc::clone(qsbr)),
+            Some(Arc::clone(&ila.qsbr)),
         ))),
         _ => None,
     };
@@ -582,15 +613,18 @@ pub fn run(
                 });
             }
         }
-        let cores = core_affinity::get_core_ids().unwrap_or_default();
-        for (id, ports) in socks.into_iter().enumerate() {
-            let ctx = WorkerCtx {
-                worker: shared.worker(id),
+        let in_place = mode_in_place(&shared);
+        let envs = socks
+            .into_iter()
+            .enumerate()
+            .map(|(id, ports)| WorkerEnv {
                 families: fams,
                 in_place,
                 scratch: vec![0u8; SCRATCH],
-                xlat_mtus,
-                icmp_tokens: IcmpBudget::new(),
+                out: Output::new(),
+                out_routes: Vec::with_capacity(64),
+                mtus,
+                addresses: gw.addresses.clone(),
                 raw6: Arc::clone(&raw6),
                 ports,
                 links: links.clone(),
@@ -600,16 +634,14 @@ pub fn run(
                 snapshot: Arc::clone(&snapshots[id]),
                 io: IoCounters::default(),
                 busy_poll: gw.busy_poll,
-            };
-            let stop = Arc::clone(&stop);
-            let core = cores.get(id % cores.len().max(1)).copied();
-            s.spawn(move || {
-                if let Some(c) = core {
-                    core_affinity::set_for_current(c);
-                }
-                ctx.run(&stop, &clock);
-            });
-        }
+            })
+            .collect();
+        shared.visit(SpawnWorkers {
+            scope: s,
+            envs,
+            stop: Arc::clone(&stop),
+            clock,
+        });
         // Periodic counters until stopped; SIGHUP re-reads the ILA mappings.
         let mut last = Instant::now();
         let mut warned_oversize = false;
@@ -673,10 +705,10 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         io.via_kernel,
         io.no_route,
         io.oversize,
-        io.too_big,
-        io.icmp_sent,
+        e.dropped(engine::DropReason::TooBig),
+        e.icmp_errors_sent,
         io.gso,
-        io.fragmented,
+        e.fragmented,
         io.csum_completed,
         io.tx_dropped,
         drops.join(" ")
@@ -739,18 +771,22 @@ enum Ports {
     Xdp([AfXdp; 2]),
 }
 
-struct WorkerCtx {
-    worker: Pipeline,
+/// Everything a worker thread owns but its mode worker.
+struct WorkerEnv {
     /// IP version translated on the inside / outside.
     families: [u8; 2],
     /// Translate in the receive ring (NAT44, ILA) or in `scratch` (IPv4 <-> IPv6).
     in_place: bool,
     /// Translation buffer with headroom for growing headers.
     scratch: Vec<u8>,
-    /// The IPv4 / IPv6 MTUs the translator checks against (IPv4 <-> IPv6 modes).
-    xlat_mtus: Option<(u32, u32)>,
-    /// Rate limit of the ICMP errors this worker sends.
-    icmp_tokens: IcmpBudget,
+    /// ICMP errors and fragments the mode writes.
+    out: Output,
+    /// Where each of `out`'s packets leaves: (interface, packet index in `out`).
+    out_routes: Vec<(usize, usize)>,
+    /// Per link: the MTU packets are held to.
+    mtus: [u32; 2],
+    /// Per link: configured ICMP error source addresses (else the interface's).
+    addresses: [Vec<IpAddr>; 2],
     raw6: Arc<Mutex<RawIpv6>>,
     ports: Ports,
     links: [Link; 2],
@@ -762,16 +798,96 @@ struct WorkerCtx {
     busy_poll: bool,
 }
 
-impl WorkerCtx {
+/// Whether the mode translates where the packet lies (no headroom needed).
+fn mode_in_place(mode: &AnyMode) -> bool {
+    struct InPlace;
+    impl ModeVisitor for InPlace {
+        type Output = bool;
+        fn visit<M: Mode>(self, m: &M) -> bool {
+            m.in_place()
+        }
+    }
+    mode.visit(InPlace)
+}
+
+/// Spawns one worker thread per [`WorkerEnv`], each with its mode worker.
+struct SpawnWorkers<'scope, 'env, C> {
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    envs: Vec<WorkerEnv>,
+    stop: Arc<AtomicBool>,
+    clock: C,
+}
+
+impl<'scope, C> ModeVisitor for SpawnWorkers<'scope, '_, C>
+where
+    C: Fn() -> Timestamp + Copy + Send + 'scope,
+{
+    type Output = ();
+
+    fn visit<M: Mode>(self, mode: &M) {
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        for (id, env) in self.envs.into_iter().enumerate() {
+            let ctx = WorkerCtx {
+                worker: mode.worker(id),
+                env,
+            };
+            let (stop, clock) = (Arc::clone(&self.stop), self.clock);
+            let core = cores.get(id % cores.len().max(1)).copied();
+            self.scope.spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                ctx.run(&stop, &clock);
+            });
+        }
+    }
+}
+
+struct WorkerCtx<W> {
+    worker: W,
+    env: WorkerEnv,
+}
+
+impl<W: ModeWorker> WorkerCtx<W> {
+    /// The links as the engine sees them: MTUs, and the addresses ICMP errors come from
+    /// (configured, else the interface's).
+    fn egress(env: &WorkerEnv, view: &NetView) -> Egress {
+        let mut e = Egress::default();
+        for (i, l) in e.links.iter_mut().enumerate() {
+            let conf = &env.addresses[i];
+            *l = EgressLink {
+                mtu: Some(env.mtus[i]),
+                addr4: conf
+                    .iter()
+                    .find_map(|a| match a {
+                        IpAddr::V4(a) => Some(*a),
+                        IpAddr::V6(_) => None,
+                    })
+                    .or(view.addr4[i]),
+                addr6: conf
+                    .iter()
+                    .find_map(|a| match a {
+                        IpAddr::V6(a) => Some(*a),
+                        IpAddr::V4(_) => None,
+                    })
+                    .or(view.addr6[i]),
+            };
+        }
+        e
+    }
+
     fn run(mut self, stop: &AtomicBool, clock: &dyn Fn() -> Timestamp) {
-        let mut view = self.published.current();
-        let mut version = self.published.version.load(Ordering::Acquire);
+        let env = &mut self.env;
+        let mut view = env.published.current();
+        let mut egress = Self::egress(env, &view);
+        let mut version = env.published.version.load(Ordering::Acquire);
         let mut last_snapshot = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            let v = self.published.version.load(Ordering::Acquire);
+            let v = env.published.version.load(Ordering::Acquire);
             if v != version {
                 version = v;
-                view = self.published.current();
+                view = env.published.current();
+                egress = Self::egress(env, &view);
             }
             let now = clock();
             let mut seen = 0;
@@ -783,21 +899,24 @@ impl WorkerCtx {
                 };
                 let mut handler = FrameHandler {
                     worker: &mut self.worker,
-                    family: self.families[side],
-                    in_place: self.in_place,
-                    scratch: &mut self.scratch,
-                    xlat_mtus: self.xlat_mtus,
-                    icmp_tokens: &mut self.icmp_tokens,
-                    raw6: &self.raw6,
-                    links: &self.links,
-                    view: &view,
-                    probe: &self.probe,
-                    raw: &self.raw,
-                    io: &mut self.io,
+                    family: env.families[side],
+                    in_place: env.in_place,
+                    scratch: &mut env.scratch,
+                    out: &mut env.out,
+                    out_routes: &mut env.out_routes,
+                    egress: &egress,
+                    fwd: Forwarding {
+                        raw6: &env.raw6,
+                        links: &env.links,
+                        view: &view,
+                        probe: &env.probe,
+                        raw: &env.raw,
+                    },
+                    io: &mut env.io,
                     now,
                     side,
                 };
-                let got = match &mut self.ports {
+                let got = match &mut env.ports {
                     Ports::Packet { rx, tx } => {
                         rx[side].recv_batch(Duration::ZERO, |frame, meta| {
                             match handler.frame(frame, meta, dir) {
@@ -813,10 +932,13 @@ impl WorkerCtx {
                                     let ok = tx[out].send(&handler.scratch[r]).is_ok();
                                     handler.sent(out, ok);
                                 }
-                                Some(Out::Many(out, rs)) => {
-                                    for r in rs {
-                                        let ok = tx[out].send(&handler.scratch[r]).is_ok();
-                                        handler.sent(out, ok);
+                                Some(Out::Extra) => {
+                                    for &(out, i) in handler.out_routes.iter() {
+                                        let ok = handler
+                                            .out
+                                            .framed_mut(i, 14)
+                                            .is_some_and(|f| tx[out].send(f).is_ok());
+                                        handler.io.count_sent(out, ok);
                                     }
                                 }
                                 None => {}
@@ -845,8 +967,8 @@ impl WorkerCtx {
                                     None
                                 }
                                 // Back out of the same interface from the scratch buffer
-                                // (a NAT64 hairpin, an ICMP error): copy it into the
-                                // received frame's UMEM chunk and send that.
+                                // (a NAT64 hairpin): copy it into the received frame's UMEM
+                                // chunk and send that.
                                 Some(Out::Scratch(out, r)) if out == side => {
                                     let n = r.len();
                                     let fits = n <= chunk.len();
@@ -861,15 +983,26 @@ impl WorkerCtx {
                                     handler.sent(out, ok);
                                     None
                                 }
-                                // Fragments leave by the other side (a translated packet
-                                // never hairpins to the family it came from).
-                                Some(Out::Many(out, rs)) => {
-                                    for r in rs {
-                                        let ok =
-                                            out != side && other.send(&handler.scratch[r]).is_ok();
-                                        handler.sent(out, ok);
+                                // ICMP errors (back the same way, in the received chunk)
+                                // and fragments (on by the other interface).
+                                Some(Out::Extra) => {
+                                    let mut back = None;
+                                    for &(out, i) in handler.out_routes.iter() {
+                                        let Some(f) = handler.out.framed_mut(i, 14) else {
+                                            continue;
+                                        };
+                                        let ok = if out != side {
+                                            other.send(f).is_ok()
+                                        } else if back.is_none() && f.len() <= chunk.len() {
+                                            chunk[..f.len()].copy_from_slice(f);
+                                            back = Some(f.len());
+                                            true
+                                        } else {
+                                            false
+                                        };
+                                        handler.io.count_sent(out, ok);
                                     }
-                                    None
+                                    back
                                 }
                                 None => None,
                             }
@@ -881,31 +1014,31 @@ impl WorkerCtx {
                     Err(_) => std::thread::sleep(Duration::from_millis(1)),
                 }
             }
-            match &mut self.ports {
+            match &mut env.ports {
                 Ports::Packet { tx, .. } => {
                     for t in tx.iter_mut() {
                         let _ = t.flush();
                     }
-                    self.io.tx_dropped = tx.iter().map(AfPacketTx::dropped).sum();
+                    env.io.tx_dropped = tx.iter().map(AfPacketTx::dropped).sum();
                 }
                 Ports::Xdp(xsk) => {
                     for x in xsk.iter_mut() {
                         let _ = x.flush();
                     }
-                    self.io.csum_completed = xsk.iter().map(AfXdp::csum_completed).sum();
+                    env.io.csum_completed = xsk.iter().map(AfXdp::csum_completed).sum();
                 }
             }
             self.worker.quiescent();
             if last_snapshot.elapsed() > Duration::from_millis(500) {
                 last_snapshot = Instant::now();
-                if let Ok(mut g) = self.snapshot.try_lock() {
-                    *g = (self.worker.counters().clone(), self.io.clone());
+                if let Ok(mut g) = env.snapshot.try_lock() {
+                    *g = (self.worker.counters().clone(), env.io.clone());
                 }
             }
-            if seen == 0 && !self.busy_poll {
+            if seen == 0 && !env.busy_poll {
                 // Idle: hold no references while waiting, then wait on both rings.
                 self.worker.offline();
-                let _ = match &self.ports {
+                let _ = match &env.ports {
                     Ports::Packet { rx, .. } => {
                         io::afpacket::wait_readable(&[&rx[0], &rx[1]], Duration::from_millis(50))
                     }
@@ -916,16 +1049,15 @@ impl WorkerCtx {
                 self.worker.quiescent();
             }
         }
-        if let Ok(mut g) = self.snapshot.lock() {
-            *g = (self.worker.counters().clone(), self.io.clone());
+        if let Ok(mut g) = env.snapshot.lock() {
+            *g = (self.worker.counters().clone(), env.io.clone());
         }
         self.worker.offline();
     }
 }
 
-/// Bytes of a worker's translation buffer: one 64 KB packet with headroom, or the
-/// translated fragments of one (a 64 KB IPv4 packet cut for a 1280-byte IPv6 MTU).
-const SCRATCH: usize = 160 * 1024;
+/// Bytes of a worker's translation buffer: one 64 KB packet with headroom.
+const SCRATCH: usize = engine::HEADROOM + 65_536 + 64;
 
 /// Where a handled frame goes.
 enum Out {
@@ -935,57 +1067,35 @@ enum Out {
     /// The translated frame in the worker's scratch buffer (this range) leaves by this
     /// interface.
     Scratch(usize, std::ops::Range<usize>),
-    /// Several translated frames in the scratch buffer (the fragments of one packet).
-    Many(usize, Vec<std::ops::Range<usize>>),
+    /// The packets the mode wrote to its output (an ICMP error, fragments), framed and
+    /// routed in `out_routes`.
+    Extra,
 }
 
-/// A token bucket for the ICMP errors a worker sends (RFC 1812 §4.3.2.8, RFC 4443 §2.4 (f)):
-/// 200 per second with bursts of 200.
-struct IcmpBudget {
-    tokens: f64,
-    last: Instant,
-}
-
-impl IcmpBudget {
-    const RATE: f64 = 200.0;
-
-    fn new() -> Self {
-        IcmpBudget {
-            tokens: Self::RATE,
-            last: Instant::now(),
-        }
-    }
-
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let dt = now.duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + dt * Self::RATE).min(Self::RATE);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-struct FrameHandler<'a> {
-    worker: &'a mut Pipeline,
-    xlat_mtus: Option<(u32, u32)>,
-    icmp_tokens: &'a mut IcmpBudget,
+struct FrameHandler<'a, W> {
+    worker: &'a mut W,
     /// The IP version the mode translates on this side.
     family: u8,
     in_place: bool,
     scratch: &'a mut Vec<u8>,
+    out: &'a mut Output,
+    /// Where each of `out`'s packets leaves: (interface, packet index in `out`).
+    out_routes: &'a mut Vec<(usize, usize)>,
+    egress: &'a Egress,
+    fwd: Forwarding<'a>,
+    io: &'a mut IoCounters,
+    now: Timestamp,
+    side: usize,
+}
+
+/// What choosing a next hop needs: the links, the kernel's routes and neighbours, and
+/// the ways to hand a packet to the kernel.
+struct Forwarding<'a> {
     raw6: &'a Mutex<RawIpv6>,
     links: &'a [Link; 2],
     view: &'a NetView,
     probe: &'a mpsc::Sender<(u32, IpAddr)>,
     raw: &'a Mutex<RawIpv4>,
-    io: &'a mut IoCounters,
-    now: Timestamp,
-    side: usize,
 }
 
 /// A GSO header whose segments fit `mtu`: `gso_size` lowered to the room left after the
@@ -1004,16 +1114,6 @@ fn fit_segments(mut v: VnetHdr, pkt: &[u8], l3: usize, mtu: usize) -> Option<Vne
     Some(v)
 }
 
-/// The length of the IP packet `p` by its header (the frame may carry link padding).
-fn ip_len(p: &[u8]) -> usize {
-    let l = if p[0] >> 4 == 6 {
-        40 + usize::from(u16::from_be_bytes([p[4], p[5]]))
-    } else {
-        usize::from(u16::from_be_bytes([p[2], p[3]]))
-    };
-    l.min(p.len())
-}
-
 /// The destination of the IP packet `p` (IPv4 or IPv6; the caller checked the length).
 fn ip_dst(p: &[u8]) -> IpAddr {
     if p[0] >> 4 == 4 {
@@ -1025,16 +1125,126 @@ fn ip_dst(p: &[u8]) -> IpAddr {
     }
 }
 
-impl FrameHandler<'_> {
+impl<W: ModeWorker> FrameHandler<'_, W> {
     /// Counts a transmission the caller made.
     fn sent(&mut self, out: usize, ok: bool) {
-        if ok {
-            self.io.tx[out] += 1;
-        } else {
-            self.io.tx_dropped += 1;
-        }
+        self.io.count_sent(out, ok);
     }
 
+    /// Handles one received frame; returns where the translated frame goes, or `None`
+    /// when it is dropped, left to the kernel or already handed to it.
+    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
+        self.io.rx[self.side] += 1;
+        let Some(l3) = crate::link::l3_offset(io::pcap::LinkType::Ethernet, frame) else {
+            self.io.to_kernel += 1; // ARP and friends: the kernel's business
+            return None;
+        };
+        let pkt = &frame[l3..];
+        let version = pkt.first().map_or(0, |b| b >> 4);
+        let min = if version == 6 { 40 } else { 20 };
+        if version != self.family || pkt.len() < min || self.fwd.for_kernel(ip_dst(pkt)) {
+            self.io.to_kernel += 1;
+            return None;
+        }
+        let vnet = meta.vnet.filter(|v| v.is_gso() || v.needs_csum());
+        let offload = match vnet {
+            Some(v) if v.is_gso() => engine::Offload::Gso,
+            Some(_) => engine::Offload::PartialCsum,
+            None => engine::Offload::None,
+        };
+        if offload != engine::Offload::Gso && meta.len > self.fwd.links[self.side].mtu + l3 {
+            self.io.oversize += 1;
+            return None;
+        }
+        if meta.vnet.is_none()
+            && meta.csum_not_ready
+            && io::afpacket::complete_checksum(frame, meta)
+        {
+            self.io.csum_completed += 1;
+        }
+        let len = frame.len() - l3;
+        if self.in_place {
+            let mut f = Frame {
+                buf: frame,
+                start: l3,
+                len,
+                offload,
+                out: self.out,
+            };
+            match self.worker.process(self.now, dir, &mut f, self.egress) {
+                Emit::Forward { .. } | Emit::Hairpin { .. } => {}
+                Emit::Reply(_) | Emit::Fragments => return self.route_out(),
+                Emit::Drop(_) => return None, // counted by the engine with its reason
+            }
+            let (out, mac) = self.fwd.next_hop(&frame[l3..], self.io)?;
+            let mtu = self.fwd.links[out].mtu;
+            let hdr = match meta.vnet {
+                // A super-packet: its segments must fit the next hop; TCP is a byte stream,
+                // so the kernel may cut it at a smaller size.
+                Some(v) if v.is_gso() => {
+                    Some(fit_segments(v.for_forward(), &frame[l3..], l3, mtu)?)
+                }
+                Some(v) => Some(v.for_forward()),
+                None => None,
+            };
+            frame[0..6].copy_from_slice(&mac);
+            frame[6..12].copy_from_slice(&self.fwd.links[out].mac);
+            if hdr.is_some_and(|v| v.is_gso()) {
+                self.io.gso += 1;
+            }
+            return Some(Out::InPlace(out, hdr));
+        }
+        // The headers change size: translate in the scratch buffer, behind headroom.
+        let h = engine::HEADROOM;
+        let n = len.min(self.scratch.len() - h - 64);
+        self.scratch[h..h + n].copy_from_slice(&frame[l3..l3 + n]);
+        let mut f = Frame::new(self.scratch, h, n, self.out);
+        let (start, len) = match self.worker.process(self.now, dir, &mut f, self.egress) {
+            Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
+            Emit::Reply(_) | Emit::Fragments => return self.route_out(),
+            Emit::Drop(_) => return None,
+        };
+        let (out, frame) = self.scratch_frame(start, len)?;
+        Some(Out::Scratch(out, frame))
+    }
+
+    /// Routes the packets the mode wrote to its output (an ICMP error, fragments) and
+    /// writes their Ethernet headers in front of them.
+    fn route_out(&mut self) -> Option<Out> {
+        self.out_routes.clear();
+        for i in 0..self.out.len() {
+            let Some(framed) = self.out.framed_mut(i, 14) else {
+                continue;
+            };
+            let Some((out, mac)) = self.fwd.next_hop(&framed[14..], self.io) else {
+                continue;
+            };
+            if framed.len() - 14 > self.fwd.links[out].mtu {
+                self.io.oversize += 1;
+                continue;
+            }
+            self.fwd.write_eth(framed, out, mac);
+            self.out_routes.push((out, i));
+        }
+        (!self.out_routes.is_empty()).then_some(Out::Extra)
+    }
+
+    /// Routes the IP packet at `scratch[at..at + len]` and writes its Ethernet header in
+    /// the 14 bytes before it: the interface it leaves by and the frame's range. `None`
+    /// when it is not sent from here (no route, handed to the kernel, too big: counted).
+    fn scratch_frame(&mut self, at: usize, len: usize) -> Option<(usize, std::ops::Range<usize>)> {
+        let framed = self.scratch.get_mut(at.checked_sub(14)?..at + len)?;
+        let (out, mac) = self.fwd.next_hop(&framed[14..], self.io)?;
+        if len > self.fwd.links[out].mtu {
+            self.io.oversize += 1;
+            return None;
+        }
+        self.fwd.write_eth(framed, out, mac);
+        Some((out, at - 14..at + len))
+    }
+}
+
+impl Forwarding<'_> {
     /// Whether a packet to `dst` is the kernel's: the gateway's own addresses, and
     /// link-local, multicast and broadcast destinations (neighbour discovery, routing
     /// protocols).
@@ -1049,196 +1259,19 @@ impl FrameHandler<'_> {
         }
     }
 
-    /// Handles one received frame; returns where the translated frame goes, or `None`
-    /// when it is dropped, left to the kernel or already handed to it.
-    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
-        self.io.rx[self.side] += 1;
-        let Some(l3) = crate::step::l3_offset(io::pcap::LinkType::Ethernet, frame) else {
-            self.io.to_kernel += 1; // ARP and friends: the kernel's business
-            return None;
-        };
-        let pkt = &frame[l3..];
-        let version = pkt.first().map_or(0, |b| b >> 4);
-        let min = if version == 6 { 40 } else { 20 };
-        if version != self.family || pkt.len() < min || self.for_kernel(ip_dst(pkt)) {
-            self.io.to_kernel += 1;
-            return None;
-        }
-        let vnet = meta.vnet.filter(|v| v.is_gso() || v.needs_csum());
-        let offload = match vnet {
-            Some(v) if v.is_gso() => engine::Offload::Gso,
-            Some(_) => engine::Offload::PartialCsum,
-            None => engine::Offload::None,
-        };
-        if offload != engine::Offload::Gso && meta.len > self.links[self.side].mtu + l3 {
-            self.io.oversize += 1;
-            return None;
-        }
-        if meta.vnet.is_none()
-            && meta.csum_not_ready
-            && io::afpacket::complete_checksum(frame, meta)
-        {
-            self.io.csum_completed += 1;
-        }
-        let len = frame.len() - l3;
-        if self.in_place {
-            match self
-                .worker
-                .process_offloaded(self.now, dir, frame, l3, len, offload)
-            {
-                Emit::Forward { .. } | Emit::Hairpin { .. } => {}
-                // Counted by the engine with its reason; some are answered.
-                Emit::Drop(r) => return self.answer(r, &frame[l3..]),
-            }
-            let (out, mac) = self.next_hop(&frame[l3..])?;
-            let mtu = self.links[out].mtu;
-            let hdr = match meta.vnet {
-                // A super-packet: its segments must fit the next hop; TCP is a byte stream,
-                // so the kernel may cut it at a smaller size.
-                Some(v) if v.is_gso() => {
-                    Some(fit_segments(v.for_forward(), &frame[l3..], l3, mtu)?)
-                }
-                Some(v) => Some(v.for_forward()),
-                None => None,
-            };
-            if hdr.is_none_or(|v| !v.is_gso()) && ip_len(&frame[l3..]) > mtu {
-                return self.too_big(&frame[l3..], mtu);
-            }
-            frame[0..6].copy_from_slice(&mac);
-            frame[6..12].copy_from_slice(&self.links[out].mac);
-            if hdr.is_some_and(|v| v.is_gso()) {
-                self.io.gso += 1;
-            }
-            return Some(Out::InPlace(out, hdr));
-        }
-        // The headers change size: translate in the scratch buffer, behind headroom.
-        let h = engine::HEADROOM;
-        let n = len.min(self.scratch.len() - h - 64);
-        self.scratch[h..h + n].copy_from_slice(&frame[l3..l3 + n]);
-        let (start, len) = match self.worker.process(self.now, dir, self.scratch, h, n) {
-            Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
-            Emit::Drop(engine::DropReason::NeedsFragmentation) => {
-                return self.fragment(dir, &frame[l3..l3 + n]);
-            }
-            Emit::Drop(r) => return self.answer(r, &frame[l3..l3 + n]),
-        };
-        let (out, frame) = self.scratch_frame(start, len)?;
-        Some(Out::Scratch(out, frame))
-    }
-
-    /// Routes the IP packet at `scratch[at..at + len]` and writes its Ethernet header in
-    /// the 14 bytes before it: the interface it leaves by and the frame's range. `None`
-    /// when it is not sent from here (no route, handed to the kernel, too big: counted).
-    fn scratch_frame(&mut self, at: usize, len: usize) -> Option<(usize, std::ops::Range<usize>)> {
-        let scratch = std::mem::take(self.scratch);
-        let hop = scratch.get(at..at + len).and_then(|pkt| self.next_hop(pkt));
-        *self.scratch = scratch;
-        let (out, mac) = hop?;
-        if at < 14 || len > self.links[out].mtu {
-            self.io.oversize += 1;
-            return None;
-        }
-        let ethertype: u16 = if self.scratch[at] >> 4 == 6 {
-            0x86dd
-        } else {
-            0x0800
-        };
-        let eth = &mut self.scratch[at - 14..at];
-        eth[0..6].copy_from_slice(&mac);
-        eth[6..12].copy_from_slice(&self.links[out].mac);
-        eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
-        Some((out, at - 14..at + len))
-    }
-
-    /// RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
-    /// translated, is cut into IPv4 fragments that each translate to an IPv6 fragment
-    /// fitting the IPv6 MTU; every fragment goes through the pipeline on its own.
-    fn fragment(&mut self, dir: Direction, orig: &[u8]) -> Option<Out> {
-        let (_, v6_mtu) = self.xlat_mtus?;
-        // IPv6 header and Fragment header replace the 20-byte IPv4 header.
-        let max_data = (v6_mtu as usize).checked_sub(48)?;
-        let slot = engine::HEADROOM + v6_mtu as usize + 64;
-        let h = engine::HEADROOM;
-        let mut ranges = Vec::new();
-        let mut out = None;
-        for (i, (off, len, more)) in xlat::fragment::plan(orig, max_data).enumerate() {
-            let base = i * slot;
-            let Some(buf) = self.scratch.get_mut(base..base + slot) else {
-                self.io.oversize += 1; // more fragments than the buffer holds
-                return None;
-            };
-            let n = xlat::fragment::write(orig, off, len, more, &mut buf[h..])?;
-            let (start, flen) = match self.worker.process(self.now, dir, buf, h, n) {
-                Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
-                Emit::Drop(_) => return None,
-            };
-            // Each fragment asks for its next hop: while the neighbour is unresolved the
-            // kernel takes every fragment (and resolves it), none is lost.
-            if let Some((o, frame)) = self.scratch_frame(base + start, flen) {
-                out = Some(o);
-                ranges.push(frame);
-            }
-        }
-        self.io.fragmented += 1;
-        Some(Out::Many(out?, ranges))
-    }
-
-    /// Answers a dropped packet with the ICMP error its drop reason calls for (time
-    /// exceeded; fragmentation needed / packet too big with the translator's MTU), in the
-    /// family of the packet as it arrived, from this interface's address.
-    fn answer(&mut self, r: engine::DropReason, orig: &[u8]) -> Option<Out> {
-        use engine::DropReason as D;
-        use xlat::icmp_reply::IcmpReason;
-        let why = match (r, self.xlat_mtus) {
-            (D::TtlExpired, _) => IcmpReason::TimeExceeded,
-            // IPv6 -> IPv4 too big: the IPv6 sender counts 20 bytes more.
-            (D::PacketTooBig, Some((v4, _))) => IcmpReason::TooBig { mtu: v4 + 20 },
-            // IPv4 -> IPv6 with DF too big: the IPv4 sender counts 20 bytes less.
-            (D::FragmentNeeded, Some((_, v6))) => IcmpReason::TooBig {
-                mtu: v6.saturating_sub(20),
-            },
-            _ => return None,
-        };
-        self.icmp(orig, why)
-    }
-
-    /// A packet too big for the next hop's MTU: ICMP error when DF is set (always for
-    /// IPv6), else dropped and counted (no fragmentation).
-    fn too_big(&mut self, pkt: &[u8], mtu: usize) -> Option<Out> {
-        let df = pkt[0] >> 4 == 6 || pkt.get(6).is_some_and(|b| b & 0x40 != 0);
-        if !df {
-            self.io.too_big += 1;
-            return None;
-        }
-        self.icmp(
-            pkt,
-            xlat::icmp_reply::IcmpReason::TooBig { mtu: mtu as u32 },
-        )
-    }
-
-    /// Builds the ICMP error about `orig` in the scratch buffer and routes it back.
-    fn icmp(&mut self, orig: &[u8], why: xlat::icmp_reply::IcmpReason) -> Option<Out> {
-        if !self.icmp_tokens.take() {
-            return None;
-        }
-        // `orig` lies in the receive buffer, never in `scratch`.
-        let n = if orig[0] >> 4 == 6 {
-            let src = self.view.addr6[self.side]?;
-            xlat::icmp_reply::icmpv6_error(&mut self.scratch[14..], src, orig, why)?
-        } else {
-            let src = self.view.addr4[self.side]?;
-            xlat::icmp_reply::icmpv4_error(&mut self.scratch[14..], src, orig, why)?
-        };
-        let (out, frame) = self.scratch_frame(14, n)?;
-        self.io.icmp_sent += 1;
-        Some(Out::Scratch(out, frame))
+    /// Writes the Ethernet header in the first 14 bytes of `framed` for leaving by `out`.
+    fn write_eth(&self, framed: &mut [u8], out: usize, mac: [u8; 6]) {
+        let ethertype: u16 = if framed[14] >> 4 == 6 { 0x86dd } else { 0x0800 };
+        framed[0..6].copy_from_slice(&mac);
+        framed[6..12].copy_from_slice(&self.links[out].mac);
+        framed[12..14].copy_from_slice(&ethertype.to_be_bytes());
     }
 
     /// The interface and next-hop MAC for the translated packet `pkt`. When the route
     /// is missing or leaves by neither interface, counts `no_route`; when the neighbour
     /// is not resolved yet, hands the packet to the kernel (which resolves it) and asks
     /// the control thread to probe it for the packets that follow.
-    fn next_hop(&mut self, pkt: &[u8]) -> Option<(usize, [u8; 6])> {
+    fn next_hop(&self, pkt: &[u8], io: &mut IoCounters) -> Option<(usize, [u8; 6])> {
         let dst = ip_dst(pkt);
         let routes = self.view.routes.as_ref();
         let hop = match dst {
@@ -1250,11 +1283,11 @@ impl FrameHandler<'_> {
                 .map(|(i, h)| (i, IpAddr::V6(h))),
         };
         let Some((ifindex, next_hop)) = hop else {
-            self.io.no_route += 1;
+            io.no_route += 1;
             return None;
         };
         let Some(out) = self.links.iter().position(|l| l.index == ifindex) else {
-            self.io.no_route += 1;
+            io.no_route += 1;
             return None;
         };
         let neigh = self.view.neighbors.as_ref();
@@ -1280,7 +1313,7 @@ impl FrameHandler<'_> {
                 }
             }
         }
-        self.io.via_kernel += 1;
+        io.via_kernel += 1;
         None
     }
 }

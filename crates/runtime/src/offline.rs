@@ -1,5 +1,8 @@
-//! Offline translation: replay a capture through the engine, with the capture's
-//! timestamps as the clock, and write what the gateway would transmit.
+//! Offline translation: replay a capture through any mode, with the capture's timestamps
+//! as the clock, and write what the gateway would transmit — the translated packets, the
+//! ICMP errors it owes and the fragments it cuts — in input order with the input
+//! timestamps. One loop serves every mode: the mode says which way each captured packet
+//! travels ([`engine::Mode::classify`]) and decides what is sent ([`engine::Emit`]).
 
 use std::fmt;
 use std::fs::File;
@@ -7,13 +10,12 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 use conntrack::Timestamp;
-use engine::config::{ConfigError, Nat44Config};
-use engine::nat44::Nat44;
-use engine::{Counters, Direction, Verdict};
+use engine::config::ConfigError;
+use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
+use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 use io::pcap::{LinkType, PcapError, PcapReader, PcapWriter};
 
-use crate::pipeline::{ModeConfig, ModeError, ModeShared};
-use crate::step::{l3_offset, Nat44Step, StepOutcome};
+use crate::link::l3_offset;
 
 /// Why an offline translation could not run (packet problems are drops, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -21,9 +23,6 @@ pub enum OfflineError {
     /// The configuration was refused by the engine.
     #[error("configuration: {0}")]
     Config(#[from] ConfigError),
-    /// A SIIT/CLAT/NAT64 configuration was refused.
-    #[error("configuration: {0}")]
-    Mode(String),
     /// The input could not be opened.
     #[error("cannot open input {path}: {source}")]
     OpenInput {
@@ -67,13 +66,13 @@ pub struct TranslateReport {
     pub frames_out: u64,
     /// Frames without IP, not given to the engine and not written.
     pub not_ip: u64,
-    /// Packets judged outbound (from an inside address).
+    /// Packets judged outbound (from the inside).
     pub outbound: u64,
     /// Packets judged inbound.
     pub inbound: u64,
     /// Sessions still live at the end of the capture.
     pub sessions_live: usize,
-    /// The engine's counters.
+    /// The engine's counters (workers and reaper).
     pub counters: Counters,
 }
 
@@ -90,6 +89,8 @@ impl fmt::Display for TranslateReport {
         for (reason, n) in c.drop_summary() {
             writeln!(f, "  {reason:<22} {n}")?;
         }
+        writeln!(f, "icmp errors sent  {}", c.icmp_errors_sent)?;
+        writeln!(f, "fragmented        {}", c.fragmented)?;
         writeln!(f, "sessions created  {}", c.sessions_created)?;
         writeln!(f, "sessions expired  {}", c.sessions_expired)?;
         writeln!(f, "sessions live     {}", self.sessions_live)?;
@@ -107,84 +108,131 @@ fn pcap_err(path: &Path) -> impl Fn(PcapError) -> OfflineError + '_ {
 }
 
 /// Replays `input` through the translator of `mode` and writes what it would transmit to
-/// `output` (same link type, same timestamps, input order).
+/// `output`, with `egress` standing for the gateway's links (their MTUs and its own
+/// addresses, the source of its ICMP errors).
 ///
-/// NAT44 judges direction by the configuration (see [`translate_pcap`]). The IPv4/IPv6
-/// modes by the family: for NAT64 an IPv6 packet comes from the inside, an IPv4 packet from
-/// the outside; SIIT and CLAT translate every packet to the other family. Ethernet and
-/// Linux cooked frames get the ethertype of the family they now carry.
-pub fn translate_pcap_mode(
+/// The link header of every frame written is the received frame's: a translated packet
+/// keeps it (with the ethertype of the family it now carries), and an ICMP error the
+/// gateway sends back to the sender gets it with source and destination MAC swapped.
+/// DLT_IPV4/DLT_IPV6 captures are written as raw IP (the output may mix both families).
+pub fn translate_pcap(
     mode: &ModeConfig,
+    egress: &Egress,
     input: &Path,
     output: &Path,
 ) -> Result<TranslateReport, OfflineError> {
-    let shared = match mode {
-        ModeConfig::Nat44(c) => return translate_pcap(c, input, output),
-        m => ModeShared::new(m, 1).map_err(|e| match e {
-            ModeError::Config(c) => OfflineError::Config(c),
-            ModeError::Siit(s) | ModeError::Ila(s) => OfflineError::Mode(s),
-        })?,
-    };
-    let mut worker = shared.worker(0);
-    let mut reaper = shared.reaper();
-    let (mut reader, link) = open_input(input)?;
-    // DLT_IPV4/DLT_IPV6 name one family; the output mixes both, so it is raw IP.
-    let out_link = match link {
-        LinkType::Ipv4 | LinkType::Ipv6 => LinkType::Raw,
-        l => l,
-    };
-    let mut writer = open_output(output, out_link, reader.is_nanosecond())?;
-    let mut report = TranslateReport::default();
-    let mut buf = vec![0u8; engine::HEADROOM + 65_536 + 64];
-    let mut frame = Vec::with_capacity(2048);
-    while let Some(rec) = reader.next_record().map_err(pcap_err(input))? {
-        report.frames_in += 1;
-        let now = Timestamp::from_nanos(rec.ts_nanos);
-        if let Some(r) = reaper.as_mut() {
-            if r.poll_timeout().is_some_and(|t| t <= now) {
-                r.handle_timeout(now);
+    let mode = AnyMode::new(mode, 1)?;
+    mode.visit(Replay {
+        egress,
+        input,
+        output,
+    })
+}
+
+/// The replay, generic over the mode.
+struct Replay<'a> {
+    egress: &'a Egress,
+    input: &'a Path,
+    output: &'a Path,
+}
+
+impl ModeVisitor for Replay<'_> {
+    type Output = Result<TranslateReport, OfflineError>;
+
+    fn visit<M: Mode>(self, mode: &M) -> Self::Output {
+        let Replay {
+            egress,
+            input,
+            output,
+        } = self;
+        let mut worker = mode.worker(0);
+        let mut reaper = mode.reaper();
+        let (mut reader, link) = open_input(input)?;
+        let out_link = match link {
+            LinkType::Ipv4 | LinkType::Ipv6 => LinkType::Raw,
+            l => l,
+        };
+        let mut writer = open_output(output, out_link, reader.is_nanosecond())?;
+        let mut report = TranslateReport::default();
+        let mut buf = vec![0u8; HEADROOM + 65_536 + 64];
+        let mut out = Output::new();
+        let mut frame = Vec::with_capacity(2048);
+        while let Some(rec) = reader.next_record().map_err(pcap_err(input))? {
+            report.frames_in += 1;
+            let now = Timestamp::from_nanos(rec.ts_nanos);
+            if let Some(r) = reaper.as_mut() {
+                if r.poll_timeout().is_some_and(|t| t <= now) {
+                    r.handle_timeout(now);
+                }
+            }
+            let Some(l3) = l3_offset(link, rec.data) else {
+                report.not_ip += 1;
+                continue;
+            };
+            let pkt = &rec.data[l3..];
+            let len = pkt.len().min(65_536);
+            buf[HEADROOM..HEADROOM + len].copy_from_slice(&pkt[..len]);
+            let dir = mode.classify(pkt);
+            match dir {
+                Direction::Outbound => report.outbound += 1,
+                Direction::Inbound => report.inbound += 1,
+            }
+            let mut f = Frame::new(&mut buf, HEADROOM, len, &mut out);
+            let e = worker.process(now, dir, &mut f, egress);
+            worker.quiescent();
+            let link_hdr = &rec.data[..l3];
+            let mut write = |pkt: &[u8], back: bool| -> Result<(), OfflineError> {
+                frame.clear();
+                frame.extend_from_slice(link_hdr);
+                relabel(link, &mut frame, l3, pkt, back);
+                frame.extend_from_slice(pkt);
+                report.frames_out += 1;
+                writer.write(rec.ts_nanos, &frame).map_err(pcap_err(output))
+            };
+            match e {
+                Emit::Forward { start, len } | Emit::Hairpin { start, len } => {
+                    write(&buf[start..start + len], false)?;
+                }
+                Emit::Reply(_) => {
+                    for p in out.packets() {
+                        write(p, true)?;
+                    }
+                }
+                Emit::Fragments => {
+                    for p in out.packets() {
+                        write(p, false)?;
+                    }
+                }
+                Emit::Drop(_) => {}
             }
         }
-        let Some(l3) = l3_offset(link, rec.data) else {
-            report.not_ip += 1;
-            continue;
-        };
-        let pkt = &rec.data[l3..];
-        let len = pkt.len().min(65_536);
-        buf[engine::HEADROOM..engine::HEADROOM + len].copy_from_slice(&pkt[..len]);
-        let dir = if pkt.first().map(|b| b >> 4) == Some(6) {
-            report.outbound += 1;
-            Direction::Outbound
-        } else {
-            report.inbound += 1;
-            Direction::Inbound
-        };
-        let (start, len) = match worker.process(now, dir, &mut buf, engine::HEADROOM, len) {
-            engine::Emit::Forward { start, len } | engine::Emit::Hairpin { start, len } => {
-                (start, len)
-            }
-            engine::Emit::Drop(_) => continue,
-        };
-        worker.quiescent();
-        frame.clear();
-        frame.extend_from_slice(&rec.data[..l3]);
-        if l3 >= 2 && matches!(link, LinkType::Ethernet | LinkType::LinuxSll) {
-            let ethertype: u16 = if buf[start] >> 4 == 6 { 0x86dd } else { 0x0800 };
-            frame[l3 - 2..l3].copy_from_slice(&ethertype.to_be_bytes());
+        writer.flush().map_err(pcap_err(output))?;
+        report.sessions_live = mode.session_count();
+        report.counters = worker.counters().clone();
+        if let Some(r) = &reaper {
+            report.counters.merge(r.counters());
         }
-        frame.extend_from_slice(&buf[start..start + len]);
-        writer
-            .write(rec.ts_nanos, &frame)
-            .map_err(pcap_err(output))?;
-        report.frames_out += 1;
+        Ok(report)
     }
-    writer.flush().map_err(pcap_err(output))?;
-    report.sessions_live = shared.session_count();
-    report.counters = worker.counters().clone();
-    if let Some(r) = &reaper {
-        report.counters.merge(r.counters());
+}
+
+/// Fits the copied link header `hdr` (`l3` bytes) to the IP packet `pkt` it now carries:
+/// the ethertype of its family, and for a packet going `back` to the sender the Ethernet
+/// addresses swapped.
+fn relabel(link: LinkType, hdr: &mut [u8], l3: usize, pkt: &[u8], back: bool) {
+    if !matches!(link, LinkType::Ethernet | LinkType::LinuxSll) || l3 < 2 {
+        return;
     }
-    Ok(report)
+    let ethertype: u16 = if pkt.first().map(|b| b >> 4) == Some(6) {
+        0x86dd
+    } else {
+        0x0800
+    };
+    hdr[l3 - 2..l3].copy_from_slice(&ethertype.to_be_bytes());
+    if back && link == LinkType::Ethernet && hdr.len() >= 12 {
+        let (dst, src) = hdr[..12].split_at_mut(6);
+        dst.swap_with_slice(src);
+    }
 }
 
 fn open_input(input: &Path) -> Result<(PcapReader<BufReader<File>>, LinkType), OfflineError> {
@@ -213,43 +261,4 @@ fn open_output(
         source,
     })?;
     PcapWriter::new(BufWriter::new(out), link, nanos).map_err(pcap_err(output))
-}
-
-/// Replays `input` through a NAT44 engine built from `config` and writes the frames it
-/// would transmit to `output` (same link type, same timestamps, input order).
-pub fn translate_pcap(
-    config: &Nat44Config,
-    input: &Path,
-    output: &Path,
-) -> Result<TranslateReport, OfflineError> {
-    let nat = Nat44::new(config.clone())?;
-    let (mut reader, link) = open_input(input)?;
-    let mut writer = open_output(output, link, reader.is_nanosecond())?;
-    let mut step = Nat44Step::new(nat);
-    let mut report = TranslateReport::default();
-    let mut buf = Vec::with_capacity(2048);
-    while let Some(rec) = reader.next_record().map_err(pcap_err(input))? {
-        report.frames_in += 1;
-        let now = Timestamp::from_nanos(rec.ts_nanos);
-        buf.clear();
-        buf.extend_from_slice(rec.data);
-        let ts = rec.ts_nanos;
-        match step.frame(now, link, &mut buf) {
-            StepOutcome::NotIp => report.not_ip += 1,
-            StepOutcome::Engine(dir, verdict) => {
-                match dir {
-                    Direction::Outbound => report.outbound += 1,
-                    Direction::Inbound => report.inbound += 1,
-                }
-                if verdict == Verdict::Forward {
-                    writer.write(ts, &buf).map_err(pcap_err(output))?;
-                    report.frames_out += 1;
-                }
-            }
-        }
-    }
-    writer.flush().map_err(pcap_err(output))?;
-    report.sessions_live = step.nat.session_count();
-    report.counters = step.nat.counters().clone();
-    Ok(report)
 }

@@ -93,7 +93,10 @@ fn ila_rst_example_through_the_engine() {
         let mut w = r.worker();
         let orig = packet(17, addr(RST_SIR, RST_IDENT), b"hello");
         let mut p = orig.clone();
-        assert_eq!(w.process(&mut p, IlaDir::SirToIla), Verdict::Forward);
+        assert_eq!(
+            w.process_packet(&mut p, Direction::Outbound).drop_reason(),
+            None
+        );
         let expect_ident = match csum {
             // ila.rst: 2001:0:87:0:2000:0:1:87
             CsumMode::AdjustTransport | CsumMode::NoAction => RST_IDENT,
@@ -104,7 +107,10 @@ fn ila_rst_example_through_the_engine() {
         assert_eq!(p[24..40], addr(RST_LOC, expect_ident), "{csum:?}");
         assert_eq!(l4_valid(&p, 17), csum != CsumMode::NoAction, "{csum:?}");
         // The receiving side translates back.
-        assert_eq!(w.process(&mut p, IlaDir::IlaToSir), Verdict::Forward);
+        assert_eq!(
+            w.process_packet(&mut p, Direction::Inbound).drop_reason(),
+            None
+        );
         assert_eq!(p, orig, "{csum:?}");
         assert_eq!(w.counters().translated, 2);
     }
@@ -117,18 +123,18 @@ fn unmapped_forward_vs_drop_is_counted() {
         let mut w = r.worker();
         let orig = packet(6, addr(RST_SIR, RST_IDENT), b"x");
         let mut p = orig.clone();
-        let v = w.process(&mut p, IlaDir::SirToIla);
+        let v = w.process_packet(&mut p, Direction::Outbound);
         let mut q = packet(6, addr(RST_LOC, RST_IDENT), b"x");
-        let v2 = w.process(&mut q, IlaDir::IlaToSir);
+        let v2 = w.process_packet(&mut q, Direction::Inbound);
         assert_eq!(p, orig, "untouched either way");
         match action {
             UnmappedAction::Forward => {
-                assert_eq!((v, v2), (Verdict::Forward, Verdict::Forward));
+                assert_eq!((v.drop_reason(), v2.drop_reason()), (None, None));
                 assert_eq!(w.counters().unmapped_forwarded, 2);
                 assert_eq!(w.counters().unmapped, 0);
             }
             UnmappedAction::Drop => {
-                let d = Verdict::Drop(DropReason::NoMapping);
+                let d = Emit::Drop(DropReason::NoMapping);
                 assert_eq!((v, v2), (d, d));
                 assert_eq!(w.counters().dropped(IlaDrop::Unmapped), 2);
                 assert_eq!(w.counters().unmapped_forwarded, 0);
@@ -151,7 +157,7 @@ fn drop_reasons_are_counted() {
     let mut p = packet(17, addr(0xfd00_0000_0000_0000, RST_IDENT), b"a");
     let orig = p.clone();
     assert_eq!(
-        w.process_detailed(&mut p, IlaDir::SirToIla),
+        w.process_detailed(&mut p, Direction::Outbound),
         Ok(IlaOutcome::NotIla)
     );
     assert_eq!(p, orig);
@@ -160,21 +166,21 @@ fn drop_reasons_are_counted() {
     let mut p = packet(17, addr(0x2001_0000_0087_0001, RST_IDENT), b"a");
     let orig = p.clone();
     assert_eq!(
-        w.process_detailed(&mut p, IlaDir::IlaToSir),
+        w.process_detailed(&mut p, Direction::Inbound),
         Err(IlaDrop::NotMatched)
     );
     assert_eq!(p, orig);
     let mut p = packet(17, addr(RST_SIR, RST_IDENT), b"a");
     p[0] = 0x45;
     assert_eq!(
-        w.process_detailed(&mut p, IlaDir::SirToIla),
+        w.process_detailed(&mut p, Direction::Outbound),
         Err(IlaDrop::NotIpv6)
     );
     let mut p = packet(17, addr(RST_SIR, RST_IDENT), b"a");
     p.truncate(30);
     assert_eq!(
-        w.process(&mut p, IlaDir::SirToIla),
-        Verdict::Drop(DropReason::Truncated)
+        w.process_packet(&mut p, Direction::Outbound),
+        Emit::Drop(DropReason::Truncated)
     );
     let c = w.counters();
     assert_eq!((c.not_matched, c.not_ipv6, c.truncated), (1, 1, 1));
@@ -212,24 +218,30 @@ fn mapping_change_between_packets_takes_effect() {
     r.table().insert(RST_IDENT, RST_LOC).unwrap();
     let mut w = r.worker();
     let mut p = packet(17, addr(RST_SIR, RST_IDENT), b"one");
-    assert_eq!(w.process(&mut p, IlaDir::SirToIla), Verdict::Forward);
+    assert_eq!(
+        w.process_packet(&mut p, Direction::Outbound).drop_reason(),
+        None
+    );
     assert_eq!(p[24..32], RST_LOC.to_be_bytes());
     let moved = 0x2001_0000_0099_0000;
     assert!(r.table().set_locator(RST_IDENT, moved));
     let mut p = packet(17, addr(RST_SIR, RST_IDENT), b"two");
-    assert_eq!(w.process(&mut p, IlaDir::SirToIla), Verdict::Forward);
+    assert_eq!(
+        w.process_packet(&mut p, Direction::Outbound).drop_reason(),
+        None
+    );
     assert_eq!(p[24..32], moved.to_be_bytes());
     assert!(l4_valid(&p, 17));
     // A packet still addressed to the old locator no longer matches.
     let mut old = packet(17, addr(RST_LOC, RST_IDENT), b"late");
     assert_eq!(
-        w.process_detailed(&mut old, IlaDir::IlaToSir),
+        w.process_detailed(&mut old, Direction::Inbound),
         Err(IlaDrop::NotMatched)
     );
     assert!(r.table().remove(RST_IDENT));
     let mut p = packet(17, addr(RST_SIR, RST_IDENT), b"three");
     assert_eq!(
-        w.process_detailed(&mut p, IlaDir::SirToIla),
+        w.process_detailed(&mut p, Direction::Outbound),
         Err(IlaDrop::Unmapped)
     );
 }
@@ -263,9 +275,9 @@ proptest! {
             b[4..6].copy_from_slice(&len.to_be_bytes());
             b[32..40].copy_from_slice(&ident.to_be_bytes());
         }
-        for dir in [IlaDir::SirToIla, IlaDir::IlaToSir] {
+        for dir in [Direction::Outbound, Direction::Inbound] {
             let mut p = b.clone();
-            if w.process(&mut p, dir) != Verdict::Forward {
+            if !w.process_packet(&mut p, dir).is_forward() {
                 prop_assert_eq!(&p, &b, "a dropped packet is untouched");
             }
         }
@@ -299,12 +311,12 @@ proptest! {
         let mut w = r.worker();
         let orig = packet(proto, addr(RST_SIR, ident), &payload);
         let mut p = orig.clone();
-        prop_assert_eq!(w.process(&mut p, IlaDir::SirToIla), Verdict::Forward);
+        prop_assert_eq!(w.process_packet(&mut p, Direction::Outbound).drop_reason(), None);
         prop_assert_eq!(&p[24..32], &want_loc.to_be_bytes()[..]);
         if csum != CsumMode::NoAction {
             prop_assert!(l4_valid(&p, proto), "checksum valid on the wire");
         }
-        prop_assert_eq!(w.process(&mut p, IlaDir::IlaToSir), Verdict::Forward);
+        prop_assert_eq!(w.process_packet(&mut p, Direction::Inbound).drop_reason(), None);
         prop_assert_eq!(p, orig);
     }
 }

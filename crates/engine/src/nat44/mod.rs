@@ -42,9 +42,10 @@ use hashbrown::{HashMap, HashSet};
 use rustc_hash::FxHasher;
 
 use crate::config::{ConfigError, L4Proto, Nat44Config, Timeouts};
+use crate::mode::{Emit, Family, Mode};
 use crate::stats::Counters;
+use crate::verdict::Direction;
 pub use crate::verdict::Offload;
-use crate::verdict::{Direction, Verdict};
 pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;
@@ -300,6 +301,45 @@ fn timeout_of(t: &Timeouts, proto: Proto, tcp: TcpState) -> Duration {
     }
 }
 
+impl Mode for Arc<Nat44Shared> {
+    type Worker = Nat44Worker;
+
+    fn name(&self) -> &'static str {
+        "nat44"
+    }
+
+    fn families(&self) -> [Family; 2] {
+        [Family::V4, Family::V4]
+    }
+
+    fn in_place(&self) -> bool {
+        true
+    }
+
+    fn worker(&self, id: usize) -> Nat44Worker {
+        Nat44Shared::worker(self, id)
+    }
+
+    fn reaper(&self) -> Option<Box<dyn crate::mode::Reaper>> {
+        Some(Box::new(Nat44Shared::reaper(self)))
+    }
+
+    /// A source covered by a rule, a static mapping or a forward target is the inside;
+    /// anything else (other families included: they are dropped either way) the outside.
+    fn classify(&self, pkt: &[u8]) -> Direction {
+        match pkt.get(12..16) {
+            Some(s) if pkt[0] >> 4 == 4 && self.is_inside([s[0], s[1], s[2], s[3]].into()) => {
+                Direction::Outbound
+            }
+            _ => Direction::Inbound,
+        }
+    }
+
+    fn session_count(&self) -> usize {
+        Nat44Shared::session_count(self)
+    }
+}
+
 /// One worker and the reaper together: the single-threaded face of the engine.
 #[derive(Debug)]
 pub struct Nat44 {
@@ -361,9 +401,9 @@ impl Nat44 {
         self.shared.is_public(addr)
     }
 
-    /// Translates one IPv4 packet in place (see [`Nat44Worker::process`]).
-    pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Verdict {
-        let v = self.worker.process(now, dir, pkt);
+    /// Translates one IPv4 packet in place (see [`Nat44Worker::process_packet`]).
+    pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Emit {
+        let v = self.worker.process_packet(now, dir, pkt);
         self.worker.quiescent();
         v
     }

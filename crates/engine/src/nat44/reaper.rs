@@ -110,3 +110,17 @@ impl Nat44Reaper {
         self.next_sweep = Some(now + SWEEP_INTERVAL);
     }
 }
+
+impl crate::mode::Reaper for Nat44Reaper {
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        Nat44Reaper::poll_timeout(self)
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        Nat44Reaper::handle_timeout(self, now);
+    }
+
+    fn counters(&self) -> &Counters {
+        Nat44Reaper::counters(self)
+    }
+}

@@ -12,7 +12,8 @@ use crate::config::{
     DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange, StaticNat,
 };
 use crate::testpkt::ipv4;
-use crate::verdict::{Direction::*, DropReason, Verdict};
+use crate::verdict::{Direction::*, DropReason};
+use crate::Emit;
 
 pub(super) const IN_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 pub(super) const IN_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 3);
@@ -143,14 +144,14 @@ fn checksums_ok(p: &[u8]) -> bool {
 
 fn fwd(n: &mut Nat44, now: Timestamp, dir: crate::Direction, mut p: Vec<u8>) -> Vec<u8> {
     let v = n.process(now, dir, &mut p);
-    assert_eq!(v, Verdict::Forward, "packet was not forwarded");
+    assert_eq!(v.drop_reason(), None, "packet was not forwarded");
     assert!(checksums_ok(&p), "bad checksum after translation: {p:02x?}");
     p
 }
 
 fn dropped(n: &mut Nat44, now: Timestamp, dir: crate::Direction, mut p: Vec<u8>) -> DropReason {
     match n.process(now, dir, &mut p) {
-        Verdict::Drop(r) => r,
+        Emit::Drop(r) => r,
         v => panic!("expected a drop, got {v:?}"),
     }
 }
@@ -212,15 +213,11 @@ fn filtering_behaviours() {
         fwd(&mut n, t(1), Outbound, udp(IN_A, 5000, SRV, 53));
         let mut p = udp(SRV2, 53, PUB, 5000);
         let v = n.process(t(2), Inbound, &mut p);
-        assert_eq!(
-            v == Verdict::Forward,
-            from_other_addr,
-            "{f:?}: other address"
-        );
+        assert_eq!(v.is_forward(), from_other_addr, "{f:?}: other address");
         let mut p = udp(SRV, 54, PUB, 5000);
         let v = n.process(t(2), Inbound, &mut p);
         assert_eq!(
-            v == Verdict::Forward,
+            v.is_forward(),
             from_other_port,
             "{f:?}: same address, other port"
         );
@@ -574,7 +571,7 @@ fn link_padding_beyond_total_length_is_left_alone() {
     let mut p = udp(IN_A, 5000, SRV, 53);
     let len = p.len();
     p.extend_from_slice(&[0xee; 6]);
-    assert_eq!(n.process(t(0), Outbound, &mut p), Verdict::Forward);
+    assert_eq!(n.process(t(0), Outbound, &mut p).drop_reason(), None);
     assert!(checksums_ok(&p[..len]));
     assert_eq!(&p[len..], &[0xee; 6]);
 }
@@ -591,12 +588,12 @@ proptest! {
             let inside = Ipv4Addr::new(10, 0, 0, host);
             let server = Ipv4Addr::from(0xC000_0000 | (server & 0x00FF_FFFF)); // 192.x.y.z, never ours
             let mut out = match kind { 0 => udp(inside, sport, server, dport), 1 => tcp(inside, sport, server, dport, 0x02), _ => echo(inside, server, 8, sport) };
-            prop_assert_eq!(n.process(t(1), Outbound, &mut out), Verdict::Forward);
+            prop_assert_eq!(n.process(t(1), Outbound, &mut out).drop_reason(), None);
             prop_assert!(checksums_ok(&out));
             let (pa, mut pp) = src(&out);
             if kind == 2 { pp = u16::from_be_bytes([out[24], out[25]]); }
             let mut back = match kind { 0 => udp(server, dport, pa, pp), 1 => tcp(server, dport, pa, pp, 0x12), _ => echo(server, pa, 0, pp) };
-            prop_assert_eq!(n.process(t(2), Inbound, &mut back), Verdict::Forward);
+            prop_assert_eq!(n.process(t(2), Inbound, &mut back).drop_reason(), None);
             prop_assert!(checksums_ok(&back));
             prop_assert_eq!(Ipv4Addr::new(back[16], back[17], back[18], back[19]), inside);
             let port = if kind == 2 { u16::from_be_bytes([back[24], back[25]]) } else { dst(&back).1 };
@@ -631,7 +628,7 @@ proptest! {
         p.truncate(cut % (p.len() + 1));
         for dir in [Outbound, Inbound] {
             let mut q = p.clone();
-            if n.process(t(1), dir, &mut q) == Verdict::Forward {
+            if n.process(t(1), dir, &mut q).is_forward() {
                 let ihl = usize::from(q[0] & 0xf) * 4;
                 prop_assert_eq!(checksum(&q[..ihl]), 0);
             }

@@ -12,7 +12,7 @@ use super::tests::{IN_A, IN_B, PUB, SRV};
 use super::{Nat44, Nat44Shared};
 use crate::config::{Nat44Config, StaticNat};
 use crate::testpkt::*;
-use crate::verdict::{Direction::*, DropReason, Verdict};
+use crate::verdict::{Direction::*, DropReason};
 use crate::Direction;
 
 const PUB_B: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 9);
@@ -42,9 +42,9 @@ fn udp_datagram(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, n: usize) 
 
 fn run(n: &mut Nat44, now: Timestamp, dir: Direction, p: &[u8]) -> Result<Vec<u8>, DropReason> {
     let mut b = p.to_vec();
-    match n.process(now, dir, &mut b) {
-        Verdict::Forward => Ok(b),
-        Verdict::Drop(r) => Err(r),
+    match n.process(now, dir, &mut b).drop_reason() {
+        None => Ok(b),
+        Some(r) => Err(r),
     }
 }
 
@@ -291,9 +291,21 @@ fn fragments_of_one_datagram_on_two_workers() {
     let (mut w0, mut w1) = (shared.worker(0), shared.worker(1));
     let d = udp_datagram(IN_A, 5000, SRV, 53, 3000);
     let mut frags = fragment_v4(&d, 0x99, &[1000, 1000]);
-    assert_eq!(w0.process(t(0), Outbound, &mut frags[0]), Verdict::Forward);
-    assert_eq!(w1.process(t(0), Outbound, &mut frags[2]), Verdict::Forward);
-    assert_eq!(w1.process(t(0), Outbound, &mut frags[1]), Verdict::Forward);
+    assert_eq!(
+        w0.process_packet(t(0), Outbound, &mut frags[0])
+            .drop_reason(),
+        None
+    );
+    assert_eq!(
+        w1.process_packet(t(0), Outbound, &mut frags[2])
+            .drop_reason(),
+        None
+    );
+    assert_eq!(
+        w1.process_packet(t(0), Outbound, &mut frags[1])
+            .drop_reason(),
+        None
+    );
     assert_checksums(&reassemble_v4(&frags));
     assert_eq!(v4_addrs(&frags[1]), (PUB, SRV));
 }
@@ -334,7 +346,7 @@ proptest! {
                 p[6] ^= 0x20; // flip MF: a broken header is dropped, never mistranslated
             }
             ms += u64::from(edit) * 100;
-            if let Verdict::Forward = n.process(t(ms), dir, &mut p) {
+            if n.process(t(ms), dir, &mut p).is_forward() {
                 prop_assert_eq!(v4_addrs(&p), want);
                 prop_assert_eq!(checksum_of(&p[..20]), 0);
             }

@@ -11,7 +11,7 @@ use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
 
 use super::Nat44Shared;
 use crate::config::{DynamicRule, Nat44Config, PortRange};
-use crate::verdict::{Direction, Verdict};
+use crate::verdict::Direction;
 
 fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
     let mut p = vec![0x45, 0, 0, 36, 0, 0, 0, 0, 64, 17, 0, 0];
@@ -68,8 +68,9 @@ fn racing_workers_agree_on_every_flow() {
                     let inside = Ipv4Addr::new(10, 0, (f / 250) as u8, (f % 250) as u8 + 1);
                     let mut p = udp(inside, 20000 + f % 7, SERVER, 53);
                     assert_eq!(
-                        w.process(Timestamp::from_secs(1), Direction::Outbound, &mut p),
-                        Verdict::Forward
+                        w.process_packet(Timestamp::from_secs(1), Direction::Outbound, &mut p)
+                            .drop_reason(),
+                        None
                     );
                     let public = (
                         Ipv4Addr::new(p[12], p[13], p[14], p[15]),
@@ -99,8 +100,9 @@ fn racing_workers_agree_on_every_flow() {
     for ((inside, port), (pa, pp)) in &maps[0] {
         let mut r = udp(SERVER, 53, *pa, *pp);
         assert_eq!(
-            w.process(Timestamp::from_secs(2), Direction::Inbound, &mut r),
-            Verdict::Forward
+            w.process_packet(Timestamp::from_secs(2), Direction::Inbound, &mut r)
+                .drop_reason(),
+            None
         );
         assert_eq!(
             (
@@ -151,8 +153,8 @@ fn churn_with_a_reaper_thread_leaks_nothing() {
                     let f = (round * 7 + id as u32 * 13) % 512;
                     let host = Ipv4Addr::new(10, 0, 0, (f % 64) as u8 + 1);
                     let mut p = udp(host, 1000 + (f / 64) as u16, SERVER, 53);
-                    if w.process(Timestamp::from_nanos(now), Direction::Outbound, &mut p)
-                        == Verdict::Forward
+                    if w.process_packet(Timestamp::from_nanos(now), Direction::Outbound, &mut p)
+                        .is_forward()
                     {
                         forwarded += 1;
                     }

@@ -13,9 +13,11 @@ use super::frag::{rewrite_fragment, FragKey, FragRewrite};
 use super::parse::{parse_with, Flow, Fragment, IcmpError, Parsed};
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
+use crate::mode::reply::{fits, owed, Responder};
+use crate::mode::{Egress, Emit, Frame, ModeWorker};
 use crate::stats::Counters;
 use crate::verdict::Offload;
-use crate::verdict::{Direction, DropReason, Verdict};
+use crate::verdict::{Direction, DropReason};
 
 /// One data-plane thread's handle on a NAT44 instance.
 #[derive(Debug)]
@@ -24,6 +26,8 @@ pub struct Nat44Worker {
     qsbr: QsbrHandle,
     id: usize,
     counters: Counters,
+    /// The ICMP errors this worker sends (TTL exhausted, too big for the next hop).
+    responder: Responder,
 }
 
 /// The direction packets matching `side` of a session with `flags` legitimately travel.
@@ -52,6 +56,7 @@ impl Nat44Worker {
             qsbr,
             id,
             counters: Counters::default(),
+            responder: Responder::default(),
         }
     }
 
@@ -83,33 +88,23 @@ impl Nat44Worker {
         self.qsbr.offline();
     }
 
-    /// Translates one IPv4 packet in place. `pkt` starts at the IPv4 header; bytes after
-    /// the IPv4 total length (link padding) are left alone.
+    /// Translates one IPv4 packet in place, with no next-hop MTU and no ICMP errors (a
+    /// packet the gateway would answer is dropped): the engine alone, as tests and the
+    /// benchmark drive it. `pkt` starts at the IPv4 header; bytes after the IPv4 total
+    /// length (link padding) are left alone. Forwarded: `Emit::Forward` over all of `pkt`.
     #[inline]
-    pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Verdict {
-        self.process_offloaded(now, dir, pkt, Offload::None)
-    }
-
-    /// Like [`process`](Self::process) for a packet an offload left unfinished: its
-    /// transport checksum holds only the pseudo-header sum (`PartialCsum`), and for a GSO
-    /// super-packet also its IPv4 header checksum is left to the segmentation (`Gso`).
-    /// The checksum stays partial; whoever finishes the offload completes it.
-    #[inline]
-    pub fn process_offloaded(
-        &mut self,
-        now: Timestamp,
-        dir: Direction,
-        pkt: &mut [u8],
-        offload: Offload,
-    ) -> Verdict {
-        match self.process_inner(now, dir, pkt, offload) {
+    pub fn process_packet(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Emit {
+        match self.process_inner(now, dir, pkt, Offload::None, None) {
             Ok(()) => {
                 self.counters.forwarded += 1;
-                Verdict::Forward
+                Emit::Forward {
+                    start: 0,
+                    len: pkt.len(),
+                }
             }
             Err(r) => {
                 self.counters.drop(r);
-                Verdict::Drop(r)
+                Emit::Drop(r)
             }
         }
     }
@@ -121,6 +116,7 @@ impl Nat44Worker {
         dir: Direction,
         pkt: &mut [u8],
         offload: Offload,
+        mtu: Option<u32>,
     ) -> Result<(), DropReason> {
         let parsed = parse_with(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
@@ -131,6 +127,8 @@ impl Nat44Worker {
         if self.shared.cfg.decrement_ttl && ttl <= 1 {
             return Err(DropReason::TtlExpired);
         }
+        // A router checks the next hop's MTU after the TTL (RFC 1812 §5.2.6, §4.2.2.7).
+        fits(pkt, mtu)?;
         match parsed {
             Parsed::Flow(f) => self.flow(now, dir, Flow { offload, ..f }, pkt),
             Parsed::IcmpError(e) => self.icmp_error(now, dir, e, pkt),
@@ -552,6 +550,49 @@ fn proto_number(p: Proto) -> u8 {
 #[inline]
 fn permit_key(binding: u32, remote: std::net::Ipv4Addr) -> u64 {
     u64::from(binding) << 32 | u64::from(u32::from(remote))
+}
+
+impl ModeWorker for Nat44Worker {
+    /// Translates the IPv4 packet in `frame` in place. A packet whose TTL runs out here, or
+    /// that is too big for the link it leaves by (DF set), is answered with an ICMP error
+    /// from the gateway's address on the link it arrived by (`Emit::Reply`).
+    #[inline]
+    fn process(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        let mtu = match frame.offload {
+            Offload::Gso => None,
+            _ => egress.link(dir.leaves_by()).mtu,
+        };
+        let (start, len, offload) = (frame.start, frame.len, frame.offload);
+        match self.process_inner(now, dir, frame.packet_mut(), offload, mtu) {
+            Ok(()) => {
+                self.counters.forwarded += 1;
+                Emit::Forward { start, len }
+            }
+            Err(r) => {
+                let icmp = owed(r, mtu);
+                self.responder
+                    .refuse(now, dir, frame, egress, &mut self.counters, r, icmp)
+            }
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn quiescent(&self) {
+        Nat44Worker::quiescent(self);
+    }
+
+    fn offline(&self) {
+        Nat44Worker::offline(self);
+    }
 }
 
 impl Nat44Shared {

@@ -46,15 +46,17 @@ use conntrack::host_table::HostTable;
 use conntrack::{Endpoint, Proto, Timestamp, Tuple};
 use wire::checksum::{udp4_update, update16};
 use xlat::rfc6052::{wkp_allows, Pref64};
-use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions};
+use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
 
 use crate::config::{
     ConfigError, DynamicRule, Filtering, Ipv4Prefix, L4Proto, Nat44Config, PortForward, PortRange,
     Timeouts,
 };
+use crate::mode::reply::Responder;
+use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker};
 use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
-use crate::siit::{ipv6_at, verdict};
-use crate::{Counters, Direction, DropReason, Emit, Verdict};
+use crate::siit::{ipv6_at, Refusal};
+use crate::{Counters, Direction, DropReason, Emit};
 
 /// How long a host id stays after its last binding went (so a host that opens its next
 /// connection a moment later keeps its id).
@@ -215,6 +217,7 @@ impl Nat64Shared {
         Nat64Worker {
             shared: Arc::clone(self),
             nat: self.nat.worker(id),
+            responder: Responder::default(),
         }
     }
 
@@ -297,7 +300,13 @@ impl Nat64Shared {
 pub struct Nat64Worker {
     shared: Arc<Nat64Shared>,
     nat: Nat44Worker,
+    /// The ICMP errors this worker sends (RFC 7915 §4, §5).
+    responder: Responder,
 }
+
+/// Why a packet was not sent on, and whether NAT44 had already counted it as forwarded
+/// (a translation after the NAT44 pass refused it).
+type Refused = (Refusal, bool);
 
 impl Nat64Worker {
     /// This worker's counters (NAT44 core and translation drops in one set).
@@ -316,11 +325,11 @@ impl Nat64Worker {
         self.nat.offline();
     }
 
-    /// Translates `buf[start..start + len]`: an IPv6 packet from the inside
+    /// Translates `buf[start..start + len]` with no ICMP errors and no fragmentation (a
+    /// packet that would get either is dropped): an IPv6 packet from the inside
     /// (`Outbound`) or an IPv4 packet from the outside (`Inbound`). Leave
     /// [`crate::HEADROOM`] bytes in front of `start`.
-    #[inline]
-    pub fn process(
+    pub fn process_packet(
         &mut self,
         now: Timestamp,
         dir: Direction,
@@ -328,51 +337,54 @@ impl Nat64Worker {
         start: usize,
         len: usize,
     ) -> Emit {
+        match self.translate(now, dir, buf, start, len) {
+            Ok(e) => e,
+            Err(r) => self.count_refused(r),
+        }
+    }
+
+    /// The fast path, else the full path.
+    #[inline]
+    fn translate(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<Emit, Refused> {
         let fast = match dir {
             Direction::Outbound => self.outbound_fast(now, buf, start, len),
             Direction::Inbound => self.inbound_fast(now, buf, start, len),
         };
-        if let Some(e) = fast {
-            return e;
-        }
-        let r = match dir {
-            Direction::Outbound => self.outbound(now, buf, start, len),
-            Direction::Inbound => self.inbound(now, buf, start, len),
-        };
-        match r {
-            Ok(e) => e,
-            Err((reason, nat_counted)) => {
-                let c = self.nat.counters_mut();
-                if nat_counted {
-                    // NAT44 forwarded it, translation afterwards refused it.
-                    c.forwarded = c.forwarded.saturating_sub(1);
-                }
-                c.drop(reason);
-                Emit::Drop(reason)
+        match fast {
+            Some(Ok((start, len))) => {
+                self.nat.counters_mut().forwarded += 1;
+                Ok(Emit::Forward { start, len })
             }
+            Some(Err(r)) => Err((r, false)),
+            None => match dir {
+                Direction::Outbound => self.outbound(now, buf, start, len),
+                Direction::Inbound => self.inbound(now, buf, start, len),
+            },
         }
     }
 
-    /// Counts a fast-path outcome (the full path's NAT44 pass counts its own).
-    #[inline]
-    fn count(&mut self, v: Result<(usize, usize), DropReason>) -> Emit {
+    /// Counts a refusal that is not answered.
+    fn count_refused(&mut self, (r, nat_counted): Refused) -> Emit {
         let c = self.nat.counters_mut();
-        match v {
-            Ok((start, len)) => {
-                c.forwarded += 1;
-                Emit::Forward { start, len }
-            }
-            Err(r) => {
-                c.drop(r);
-                Emit::Drop(r)
-            }
+        if nat_counted {
+            // NAT44 forwarded it, translation afterwards refused it.
+            c.forwarded = c.forwarded.saturating_sub(1);
         }
+        c.drop(r.reason);
+        Emit::Drop(r.reason)
     }
 
     /// The established-flow path from the inside: a plain TCP/UDP IPv6 packet whose
     /// session exists is translated once, straight to its public endpoint (one SIIT pass
     /// and a port patch), instead of SIIT to the host id and then a NAT44 pass. `None`:
-    /// take the full path.
+    /// take the full path. A refusal leaves the packet as it arrived.
     #[inline]
     fn outbound_fast(
         &mut self,
@@ -380,7 +392,7 @@ impl Nat64Worker {
         buf: &mut [u8],
         start: usize,
         len: usize,
-    ) -> Option<Emit> {
+    ) -> Option<Result<(usize, usize), Refusal>> {
         let sh = &*self.shared;
         let p = buf.get(start..start.checked_add(60)?.min(buf.len()))?;
         if p.len() < 48 || p[0] >> 4 != 6 || p[7] <= 1 || 40 + be16(p, 4) > len {
@@ -410,15 +422,19 @@ impl Nat64Worker {
             &no_quote,
             &sh.options,
         );
-        let v = verdict(v).inspect(|&(s4, _)| {
-            // No extension headers, so the IPv4 header is 20 bytes.
-            set_port(buf, s4 + 20, proto, 0, sport, to.src.port);
-        });
-        Some(self.count(v))
+        Some(match v {
+            SiitVerdict::Forward { start: s4, len } => {
+                // No extension headers, so the IPv4 header is 20 bytes.
+                set_port(buf, s4 + 20, proto, 0, sport, to.src.port);
+                Ok((s4, len))
+            }
+            SiitVerdict::Drop(d) => Err(d.into()),
+        })
     }
 
     /// The established-flow path from the outside (see
-    /// [`outbound_fast`](Self::outbound_fast)).
+    /// [`outbound_fast`](Self::outbound_fast)). Only packets no ICMP error can be owed
+    /// for take it: the TTL lasts and the IPv6 packet fits.
     #[inline]
     fn inbound_fast(
         &mut self,
@@ -426,14 +442,15 @@ impl Nat64Worker {
         buf: &mut [u8],
         start: usize,
         len: usize,
-    ) -> Option<Emit> {
+    ) -> Option<Result<(usize, usize), Refusal>> {
         let sh = &*self.shared;
         let p = buf.get(start..start.checked_add(34)?.min(buf.len()))?;
         // IHL 5, not a fragment, TTL left, whole.
         if p.len() < 34 || p[0] != 0x45 || p[6] & 0x3f != 0 || p[7] != 0 || p[8] <= 1 {
             return None;
         }
-        if be16(p, 2) > len || be16(p, 2) < 28 {
+        let total = be16(p, 2);
+        if total > len || total < 28 || total + 20 > sh.options.ipv6_mtu as usize {
             return None;
         }
         let (proto, tcp_flags) = match p[9] {
@@ -454,8 +471,12 @@ impl Nat64Worker {
         let src6 = sh.v4_to_inside(src4)?;
         set_port(buf, start + 20, proto, 2, dport, to.dst.port);
         let no_quote = |_: Ipv4Addr, _: Ipv4Addr| None;
-        let v = ipv4_to_ipv6(buf, start, len, src6, dst6, &no_quote, &sh.options);
-        Some(self.count(verdict(v)))
+        Some(
+            match ipv4_to_ipv6(buf, start, len, src6, dst6, &no_quote, &sh.options) {
+                SiitVerdict::Forward { start, len } => Ok((start, len)),
+                SiitVerdict::Drop(d) => Err(Refusal::from(d).unanswered()),
+            },
+        )
     }
 
     fn outbound(
@@ -464,33 +485,37 @@ impl Nat64Worker {
         buf: &mut [u8],
         start: usize,
         len: usize,
-    ) -> Result<Emit, (DropReason, bool)> {
+    ) -> Result<Emit, Refused> {
         let sh = &*self.shared;
+        let refused = |r: DropReason| (Refusal::from(r), false);
         let hdr = buf
             .get(start..start + 40)
-            .ok_or((DropReason::Truncated, false))?;
+            .ok_or(refused(DropReason::Truncated))?;
         if hdr[0] >> 4 != 6 {
-            return Err((DropReason::NotIpv6, false));
+            return Err(refused(DropReason::NotIpv6));
         }
         let (src6, dst6) = (ipv6_at(hdr, 8), ipv6_at(hdr, 24));
         let dst4 = sh
             .server_v4(dst6)
-            .ok_or((DropReason::NoAddressMapping, false))?;
+            .ok_or(refused(DropReason::NoAddressMapping))?;
         let host = match sh.hosts.0.find(src6) {
             Some(h) => h,
             None => sh
                 .hosts
                 .0
                 .intern(src6, now)
-                .map_err(|_| (DropReason::TableFull, false))?,
+                .map_err(|_| refused(DropReason::TableFull))?,
         };
         let inner = |a: Ipv6Addr, b: Ipv6Addr| Some((sh.inside_to_v4(a)?, sh.inside_to_v4(b)?));
-        let v = ipv6_to_ipv4(buf, start, len, host, dst4, &inner, &sh.options);
-        let (s4, l4) = verdict(v).map_err(|r| (r, false))?;
+        // SIIT refuses (TTL, too big for IPv4) before it writes: the packet is as it arrived.
+        let (s4, l4) = match ipv6_to_ipv4(buf, start, len, host, dst4, &inner, &sh.options) {
+            SiitVerdict::Forward { start, len } => (start, len),
+            SiitVerdict::Drop(d) => return Err((d.into(), false)),
+        };
         let pkt = buf
             .get_mut(s4..s4 + l4)
-            .ok_or((DropReason::Truncated, false))?;
-        if let Verdict::Drop(r) = self.nat.process(now, Direction::Outbound, pkt) {
+            .ok_or(refused(DropReason::Truncated))?;
+        if let Emit::Drop(r) = self.nat.process_packet(now, Direction::Outbound, pkt) {
             return Ok(Emit::Drop(r)); // counted by NAT44
         }
         let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
@@ -498,44 +523,171 @@ impl Nat64Worker {
             return Ok(Emit::Forward { start: s4, len: l4 });
         }
         // Hairpin: NAT44 addressed it to another IPv6 host; back to IPv6.
+        let after = |r: DropReason| (Refusal::from(r), true);
         let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
         let src6 = sh
             .v4_to_inside(src)
-            .ok_or((DropReason::NoAddressMapping, true))?;
-        let dst6 = sh.hosts.0.addr(dst).ok_or((DropReason::NoMapping, true))?;
+            .ok_or(after(DropReason::NoAddressMapping))?;
+        let dst6 = sh.hosts.0.addr(dst).ok_or(after(DropReason::NoMapping))?;
         let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((sh.v4_to_inside(a)?, sh.v4_to_inside(b)?));
-        let v = ipv4_to_ipv6(buf, s4, l4, src6, dst6, &inner, &sh.options_again);
-        let (start, len) = verdict(v).map_err(|r| (r, true))?;
-        Ok(Emit::Hairpin { start, len })
+        match ipv4_to_ipv6(buf, s4, l4, src6, dst6, &inner, &sh.options_again) {
+            SiitVerdict::Forward { start, len } => Ok(Emit::Hairpin { start, len }),
+            SiitVerdict::Drop(d) => Err((Refusal::from(d).unanswered(), true)),
+        }
     }
 
+    /// The full path from the outside: first the checks that owe the IPv4 sender an ICMP
+    /// error, on the packet as it arrived (NAT44 rewrites it next).
     fn inbound(
         &mut self,
         now: Timestamp,
         buf: &mut [u8],
         start: usize,
         len: usize,
-    ) -> Result<Emit, (DropReason, bool)> {
+    ) -> Result<Emit, Refused> {
+        let pkt = buf
+            .get(start..start.saturating_add(len))
+            .ok_or((Refusal::from(DropReason::Truncated), false))?;
+        if pkt.first().map(|b| b >> 4) != Some(4) {
+            return Err((DropReason::NotIpv4.into(), false));
+        }
+        ipv4_precheck(pkt, &self.shared.options).map_err(|d| (Refusal::from(d), false))?;
+        self.inbound_translate(now, buf, start, len)
+    }
+
+    /// NAT44 (public endpoint -> host id), then SIIT to IPv6.
+    fn inbound_translate(
+        &mut self,
+        now: Timestamp,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<Emit, Refused> {
         let sh = &*self.shared;
         let pkt = buf
             .get_mut(start..start.saturating_add(len))
-            .ok_or((DropReason::Truncated, false))?;
-        if pkt.first().map(|b| b >> 4) != Some(4) {
-            return Err((DropReason::NotIpv4, false));
-        }
-        if let Verdict::Drop(r) = self.nat.process(now, Direction::Inbound, pkt) {
+            .ok_or((Refusal::from(DropReason::Truncated), false))?;
+        if let Emit::Drop(r) = self.nat.process_packet(now, Direction::Inbound, pkt) {
             return Ok(Emit::Drop(r)); // counted by NAT44
         }
+        let after = |r: DropReason| (Refusal::from(r), true);
         let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
         let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
-        let dst6 = sh.hosts.0.addr(dst).ok_or((DropReason::NoMapping, true))?;
+        let dst6 = sh.hosts.0.addr(dst).ok_or(after(DropReason::NoMapping))?;
         let src6 = sh
             .v4_to_inside(src)
-            .ok_or((DropReason::NoAddressMapping, true))?;
+            .ok_or(after(DropReason::NoAddressMapping))?;
         let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((sh.v4_to_inside(a)?, sh.v4_to_inside(b)?));
-        let v = ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &sh.options);
-        let (start, len) = verdict(v).map_err(|r| (r, true))?;
-        Ok(Emit::Forward { start, len })
+        match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &sh.options) {
+            SiitVerdict::Forward { start, len } => Ok(Emit::Forward { start, len }),
+            // The packet is rewritten already: no quote of it is possible any more.
+            SiitVerdict::Drop(d) => Err((Refusal::from(d).unanswered(), true)),
+        }
+    }
+}
+
+impl ModeWorker for Nat64Worker {
+    /// Translates the packet in `frame`: an IPv6 packet from the inside (`Outbound`) or
+    /// an IPv4 packet from the outside (`Inbound`). A packet whose TTL / Hop Limit runs
+    /// out here or that is too big for the other side is answered with an ICMP error in
+    /// its own family (RFC 7915 §4, §5, as RFC 6146 §3.5 asks); an IPv4 packet without DF
+    /// too big for the IPv6 side is cut and each fragment translated (RFC 7915 §4.1).
+    fn process(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        match self.translate(now, dir, frame.buf, frame.start, frame.len) {
+            Ok(e) => e,
+            Err((r, false)) if r.reason == DropReason::NeedsFragmentation => {
+                // Each fragment goes through NAT44 and SIIT like a packet of its own
+                // (NAT44 counts it forwarded and files the datagram for the ones after).
+                let ipv6_mtu = self.shared.options.ipv6_mtu;
+                let mut counted = false;
+                let cut = fragment::cut_for_ipv6(frame, ipv6_mtu, |b, s, l| {
+                    let e = match self.inbound_translate(now, b, s, l) {
+                        Ok(Emit::Forward { start, len }) => return Ok((start, len)),
+                        Ok(e) => e,
+                        Err(refused) => self.count_refused(refused),
+                    };
+                    counted = true;
+                    Err(e.drop_reason().unwrap_or(DropReason::NeedsFragmentation))
+                });
+                let c = self.nat.counters_mut();
+                match cut {
+                    Ok(e) => {
+                        c.fragmented += 1;
+                        e
+                    }
+                    Err(r) => {
+                        if !counted {
+                            c.drop(r);
+                        }
+                        Emit::Drop(r)
+                    }
+                }
+            }
+            Err((r, false)) if r.icmp.is_some() => self.responder.refuse(
+                now,
+                dir,
+                frame,
+                egress,
+                self.nat.counters_mut(),
+                r.reason,
+                r.icmp,
+            ),
+            Err(refused) => self.count_refused(refused),
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        self.nat.counters()
+    }
+
+    fn quiescent(&self) {
+        self.nat.quiescent();
+    }
+
+    fn offline(&self) {
+        self.nat.offline();
+    }
+}
+
+impl Mode for Arc<Nat64Shared> {
+    type Worker = Nat64Worker;
+
+    fn name(&self) -> &'static str {
+        "nat64"
+    }
+
+    fn families(&self) -> [Family; 2] {
+        [Family::V6, Family::V4]
+    }
+
+    fn in_place(&self) -> bool {
+        false
+    }
+
+    fn worker(&self, id: usize) -> Nat64Worker {
+        Nat64Shared::worker(self, id)
+    }
+
+    fn reaper(&self) -> Option<Box<dyn crate::mode::Reaper>> {
+        Some(Box::new(Nat64Shared::reaper(self)))
+    }
+
+    /// IPv6 comes from the inside.
+    fn classify(&self, pkt: &[u8]) -> Direction {
+        match Family::of(pkt) {
+            Some(Family::V6) => Direction::Outbound,
+            _ => Direction::Inbound,
+        }
+    }
+
+    fn session_count(&self) -> usize {
+        Nat64Shared::session_count(self)
     }
 }
 
@@ -574,6 +726,20 @@ pub struct Nat64Reaper {
     nat: Nat44Reaper,
     /// Host slots unlinked, waiting for their grace period: (epoch stamp, slot).
     limbo: Vec<(u64, u32)>,
+}
+
+impl crate::mode::Reaper for Nat64Reaper {
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        Nat64Reaper::poll_timeout(self)
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        Nat64Reaper::handle_timeout(self, now);
+    }
+
+    fn counters(&self) -> &Counters {
+        Nat64Reaper::counters(self)
+    }
 }
 
 impl Nat64Reaper {
@@ -643,7 +809,7 @@ impl Nat64 {
         c
     }
 
-    /// See [`Nat64Worker::process`].
+    /// See [`Nat64Worker::process_packet`].
     pub fn process(
         &mut self,
         now: Timestamp,
@@ -652,7 +818,7 @@ impl Nat64 {
         start: usize,
         len: usize,
     ) -> Emit {
-        let e = self.worker.process(now, dir, buf, start, len);
+        let e = self.worker.process_packet(now, dir, buf, start, len);
         self.worker.quiescent();
         e
     }

@@ -41,7 +41,7 @@ fn run(n: &mut Nat64, now: u64, dir: Direction, pkt: &[u8]) -> Result<(Vec<u8>, 
     match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
         Emit::Forward { start, len } => Ok((b[start..start + len].to_vec(), false)),
         Emit::Hairpin { start, len } => Ok((b[start..start + len].to_vec(), true)),
-        Emit::Drop(r) => Err(r),
+        e => Err(e.drop_reason().expect("no output but the packet")),
     }
 }
 

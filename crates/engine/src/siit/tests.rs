@@ -13,25 +13,28 @@ use crate::HEADROOM;
 const NSP: &str = "2001:db8:64::/96";
 
 fn siit() -> Siit {
-    Siit::new(SiitConfig {
-        pref64: Some(NSP.parse().unwrap()),
-        eam: vec![Eam::new(
-            "192.168.255.10/32".parse().unwrap(),
-            "2001:db8:1::10/128".parse().unwrap(),
-        )
-        .unwrap()],
-        icmp_error_source: Some(Ipv4Addr::new(192, 0, 0, 8)),
-        options: SiitOptions::default(),
-    })
+    Siit::new(
+        SiitConfig {
+            pref64: Some(NSP.parse().unwrap()),
+            eam: vec![Eam::new(
+                "192.168.255.10/32".parse().unwrap(),
+                "2001:db8:1::10/128".parse().unwrap(),
+            )
+            .unwrap()],
+            icmp_error_source: Some(Ipv4Addr::new(192, 0, 0, 8)),
+            options: SiitOptions::default(),
+        },
+        SiitKind::Siit,
+    )
     .unwrap()
 }
 
 fn run(s: &mut Siit, pkt: &[u8]) -> Result<Vec<u8>, DropReason> {
     let mut b = with_room(pkt, HEADROOM);
-    match s.process(&mut b, HEADROOM, pkt.len()) {
+    match s.translate(&mut b, HEADROOM, pkt.len()) {
         Emit::Forward { start, len } => Ok(b[start..start + len].to_vec()),
         Emit::Drop(r) => Err(r),
-        Emit::Hairpin { .. } => panic!("stateless translation never hairpins"),
+        e => panic!("stateless translation alone only forwards or drops: {e:?}"),
     }
 }
 
@@ -95,12 +98,15 @@ fn unmapped_addresses_are_dropped_with_a_reason() {
 
 #[test]
 fn wkp_refuses_non_global_ipv4() {
-    let mut s = Siit::new(SiitConfig {
-        pref64: Some(Pref64::WELL_KNOWN),
-        eam: vec![],
-        icmp_error_source: None,
-        options: SiitOptions::default(),
-    })
+    let mut s = Siit::new(
+        SiitConfig {
+            pref64: Some(Pref64::WELL_KNOWN),
+            eam: vec![],
+            icmp_error_source: None,
+            options: SiitOptions::default(),
+        },
+        SiitKind::Siit,
+    )
     .unwrap();
     let r = run(
         &mut s,
@@ -161,6 +167,7 @@ fn clat_round_trip() {
             NSP.parse().unwrap(),
         )
         .unwrap(),
+        SiitKind::Clat,
     )
     .unwrap();
     let out = run(

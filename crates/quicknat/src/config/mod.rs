@@ -38,7 +38,7 @@ pub const DEFAULT_CONFIG_ORIGIN: &str = "examples/nat44.toml (built in)";
 pub struct Config {
     /// What the gateway does: NAT44 (the `[nat44]` table, the default), or the section
     /// of another translation mode.
-    pub mode: runtime::pipeline::ModeConfig,
+    pub mode: engine::mode::any::ModeConfig,
     /// The live gateway's interfaces and threads (`[gateway]`), if the file has them.
     pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
@@ -50,7 +50,7 @@ impl Config {
     #[cfg(test)]
     pub fn nat44(&self) -> Option<&Nat44Config> {
         match &self.mode {
-            runtime::pipeline::ModeConfig::Nat44(n) => Some(n),
+            engine::mode::any::ModeConfig::Nat44(n) => Some(n),
             _ => None,
         }
     }
@@ -58,7 +58,7 @@ impl Config {
     /// The ILA router and its mappings (`[ila]`), if the file has them.
     pub fn ila(&self) -> Option<&engine::ila::IlaSettings> {
         match &self.mode {
-            runtime::pipeline::ModeConfig::Ila(s) => Some(s),
+            engine::mode::any::ModeConfig::Ila(s) => Some(s),
             _ => None,
         }
     }
@@ -138,7 +138,7 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
             .map(|w| src.locate_warning(&raw, w))
             .collect()
     };
-    let mode = mode.unwrap_or(runtime::pipeline::ModeConfig::Nat44(nat44));
+    let mode = mode.unwrap_or(engine::mode::any::ModeConfig::Nat44(nat44));
     Ok(Config {
         mode,
         gateway,
@@ -151,8 +151,8 @@ fn convert_mode(
     src: &Source<'_>,
     file: &RawFile,
     ila: Option<&engine::ila::IlaSettings>,
-) -> Result<Option<runtime::pipeline::ModeConfig>, ConfigFileError> {
-    use runtime::pipeline::ModeConfig;
+) -> Result<Option<engine::mode::any::ModeConfig>, ConfigFileError> {
+    use engine::mode::any::ModeConfig;
     let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
     if let Some(n) = &file.nat44 {
         found.push(("nat44", n.span()));
@@ -261,7 +261,67 @@ fn convert_gateway(
         control_socket: g.control_socket.as_ref().map(|p| p.into()),
         gso: g.gso.unwrap_or(true),
         stats_interval,
+        addresses: [
+            addresses(src, &g.inside_addresses, "gateway.inside_addresses")?,
+            addresses(src, &g.outside_addresses, "gateway.outside_addresses")?,
+        ],
+        mtu: [
+            link_mtu(src, &g.inside_mtu, "gateway.inside_mtu")?,
+            link_mtu(src, &g.outside_mtu, "gateway.outside_mtu")?,
+        ],
     })
+}
+
+/// A `[gateway]` address list: IPv4 and IPv6 addresses, at most one of each family
+/// (the first of a family is the source of the gateway's ICMP errors on that link).
+fn addresses(
+    src: &Source<'_>,
+    list: &Option<Vec<Spanned<String>>>,
+    field: &str,
+) -> Result<Vec<std::net::IpAddr>, ConfigFileError> {
+    let mut out: Vec<std::net::IpAddr> = Vec::new();
+    for (i, v) in list.iter().flatten().enumerate() {
+        let a: std::net::IpAddr = v.get_ref().parse().map_err(|_| {
+            src.bad_value(
+                v,
+                format!("{field}[{}]", i + 1),
+                "not an IPv4 or IPv6 address".into(),
+            )
+        })?;
+        if a.is_unspecified() || a.is_multicast() {
+            return Err(src.bad_value(
+                v,
+                format!("{field}[{}]", i + 1),
+                "must be a unicast address of the gateway".into(),
+            ));
+        }
+        if out.iter().any(|b| b.is_ipv4() == a.is_ipv4()) {
+            return Err(src.bad_value(
+                v,
+                format!("{field}[{}]", i + 1),
+                "one address per family: ICMP errors come from one source".into(),
+            ));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// A `[gateway]` link MTU: 68 (the IPv4 minimum) to 65535.
+fn link_mtu(
+    src: &Source<'_>,
+    v: &Option<Spanned<u64>>,
+    field: &str,
+) -> Result<Option<u32>, ConfigFileError> {
+    match v {
+        Some(m) if !(68..=65_535).contains(m.get_ref()) => Err(src.error(
+            Some(m.span()),
+            field,
+            format!("{}: an MTU must be between 68 and 65535", m.get_ref()),
+        )),
+        Some(m) => Ok(Some(*m.get_ref() as u32)),
+        None => Ok(None),
+    }
 }
 
 /// The text being loaded and its name, for building errors.

@@ -51,6 +51,14 @@ pub(super) struct RawGateway {
     pub control_socket: Option<String>,
     /// GSO/GRO pass-through with virtio-net headers (AF_PACKET, NAT44).
     pub gso: Option<bool>,
+    /// The gateway's own addresses on the inside link (sources of its ICMP errors there).
+    pub inside_addresses: Option<Vec<Spanned<String>>>,
+    /// The gateway's own addresses on the outside link.
+    pub outside_addresses: Option<Vec<Spanned<String>>>,
+    /// MTU of the inside link (live: at most the interface's).
+    pub inside_mtu: Option<Spanned<u64>>,
+    /// MTU of the outside link.
+    pub outside_mtu: Option<Spanned<u64>>,
 }
 
 /// The `[nat44]` table.

@@ -414,7 +414,7 @@ ipv6_mtu = 1400
 udp_zero_checksum = "compute"
 "#;
     let c = load_str(text, "t.toml").unwrap();
-    let runtime::pipeline::ModeConfig::Siit(s) = c.mode else {
+    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
         panic!("expected siit, got {:?}", c.mode.name());
     };
     assert_eq!(s.eam.len(), 1);
@@ -477,7 +477,7 @@ public = "203.0.113.1:8080"
 inside = "[2001:db8::80]:80"
 "#;
     let c = load_str(text, "t.toml").unwrap();
-    let runtime::pipeline::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!(n.max_sessions, 1000);
@@ -565,7 +565,7 @@ fn fragment_settings_are_read_and_checked() {
 fn nat64_fragment_settings() {
     let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\nfragment_timeout = 7\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let runtime::pipeline::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!(n.fragment_timeout, Duration::from_secs(7));

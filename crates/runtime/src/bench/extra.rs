@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
 use engine::nat44::Nat44Shared;
-use engine::{Direction, DropReason, Verdict};
+use engine::{Direction, DropReason};
 
 use super::traffic::{build, config, prepare, FrameMix, Rng};
 use super::BenchOptions;
@@ -98,7 +98,7 @@ fn setup_rate(shared: &Arc<Nat44Shared>, pkts: &mut [Vec<u8>], workers: usize) -
                     let t0 = Instant::now();
                     let now = Timestamp::from_secs(1000);
                     for (i, p) in part.iter_mut().enumerate() {
-                        std::hint::black_box(w.process(now, Direction::Outbound, p));
+                        std::hint::black_box(w.process_packet(now, Direction::Outbound, p));
                         if i % 32 == 31 {
                             w.quiescent();
                         }
@@ -167,7 +167,9 @@ pub fn connections(opts: &BenchOptions) -> Connections {
             (Ipv4Addr::new(192, 0, 2, 1), 53),
             46,
         );
-        if w.process(now, Direction::Outbound, &mut p) == Verdict::Forward {
+        if w.process_packet(now, Direction::Outbound, &mut p)
+            .is_forward()
+        {
             made += 1;
         }
         if i.is_multiple_of(32) {
@@ -294,13 +296,17 @@ pub fn syn_flood(d: Duration, flood: usize) -> SynFlood {
         let (o, h) = (p.off as usize, p.hdr as usize);
         buf[o..o + h].copy_from_slice(&prep.bytes[o..o + h]);
         r.established_sent += 1;
-        if w.process(now, p.dir, &mut buf[o..o + p.len as usize]) == Verdict::Forward {
+        if w.process_packet(now, p.dir, &mut buf[o..o + p.len as usize])
+            .is_forward()
+        {
             r.established_forwarded += 1;
         }
         fbuf.clear();
         fbuf.extend_from_slice(&flood[i % flood.len()]);
         r.flood_sent += 1;
-        if w.process(now, Direction::Outbound, &mut fbuf) == Verdict::Forward {
+        if w.process_packet(now, Direction::Outbound, &mut fbuf)
+            .is_forward()
+        {
             r.flood_admitted += 1;
         }
         i += 1;
@@ -330,7 +336,7 @@ pub struct IlaRow {
 /// SIR -> ILA on one worker for `mappings` mappings: IPv6/UDP packets to 65536 distinct
 /// identifiers (or fewer), delivered into a small ring, adjust-transport checksums.
 pub fn ila(mappings: usize, d: Duration) -> IlaRow {
-    use engine::ila::{IlaConfig, IlaDir, IlaRouter, UnmappedAction};
+    use engine::ila::{IlaConfig, IlaRouter, UnmappedAction};
     use xlat::ila::{CsumMode, IdentFormat};
     const SIR: u64 = 0x3333_0000_0000_0001;
     let router = IlaRouter::new(
@@ -385,7 +391,10 @@ pub fn ila(mappings: usize, d: Duration) -> IlaRow {
         for _ in 0..1024 {
             let slot = (done as usize % 512) * 64;
             ring[slot..slot + 50].copy_from_slice(&wire[at * 50..at * 50 + 50]);
-            if w.process(&mut ring[slot..slot + 50], IlaDir::SirToIla) != Verdict::Forward {
+            if !w
+                .process_packet(&mut ring[slot..slot + 50], Direction::Outbound)
+                .is_forward()
+            {
                 failed += 1;
             }
             done += 1;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use engine::nat44::rules::{linear_lookup, RuleTable};
 pub use report::BenchReport;
-pub use run::{measure, measure_only, Dispatch, Engine, Lane, Measurement};
+pub use run::{measure, measure_only, Dispatch, Measurement};
 use traffic::{prepare, FrameMix};
 
 /// What to run.

@@ -18,14 +18,14 @@ use std::time::Duration;
 
 use conntrack::Timestamp;
 use engine::config::{Ipv4Prefix, Ipv6Prefix};
-use engine::nat64::{Nat64Config, Nat64Shared, Nat64Worker};
-use engine::siit::{Siit, SiitConfig};
+use engine::nat64::{Nat64Config, Nat64Shared};
+use engine::siit::{Siit, SiitConfig, SiitKind};
 use engine::{Direction, Emit, HEADROOM};
 use wire::checksum::{combine, fold, pseudo_header_v6, sum};
 use xlat::rfc6052::Pref64;
 
 use super::report::{ClatRow, Nat64Row};
-use super::run::{measure_only, Dispatch, Engine, Lane, Measurement};
+use super::run::{measure_only, Dispatch, Measurement};
 use super::traffic::{build, inside_of, server_of, shuffle, Pkt, Prepared};
 use super::{median, BenchOptions};
 
@@ -104,72 +104,6 @@ fn push(
     });
 }
 
-impl Engine for Arc<Nat64Shared> {
-    type Lane = Nat64Worker;
-    const HEADROOM: usize = HEADROOM;
-    fn lane(&self, id: usize) -> Nat64Worker {
-        self.worker(id)
-    }
-    fn reaper(&self) -> Option<Box<dyn FnMut(Timestamp) + '_>> {
-        let mut r = Nat64Shared::reaper(self);
-        Some(Box::new(move |now| r.handle_timeout(now)))
-    }
-}
-
-impl Lane for Nat64Worker {
-    #[inline]
-    fn process(
-        &mut self,
-        now: Timestamp,
-        dir: Direction,
-        buf: &mut [u8],
-        start: usize,
-        len: usize,
-    ) -> Option<(usize, usize)> {
-        match Nat64Worker::process(self, now, dir, buf, start, len) {
-            Emit::Forward { start, len } => Some((start, len)),
-            _ => None,
-        }
-    }
-    fn quiescent(&self) {
-        Nat64Worker::quiescent(self);
-    }
-    fn offline(&self) {
-        Nat64Worker::offline(self);
-    }
-}
-
-/// The stateless translator: every worker has its own copy (nothing is shared, nothing
-/// expires).
-impl Engine for Siit {
-    type Lane = Siit;
-    const HEADROOM: usize = HEADROOM;
-    fn lane(&self, _id: usize) -> Siit {
-        self.clone()
-    }
-    fn reaper(&self) -> Option<Box<dyn FnMut(Timestamp) + '_>> {
-        None
-    }
-}
-
-impl Lane for Siit {
-    /// The family decides the direction (`dir` is only the benchmark's label for it).
-    #[inline]
-    fn process(
-        &mut self,
-        _now: Timestamp,
-        _dir: Direction,
-        buf: &mut [u8],
-        start: usize,
-        len: usize,
-    ) -> Option<(usize, usize)> {
-        match Siit::process(self, buf, start, len) {
-            Emit::Forward { start, len } => Some((start, len)),
-            _ => None,
-        }
-    }
-}
-
 /// NAT64 with `flows` established UDP flows: an IPv6 packet out (`Outbound`, 6->4) and an
 /// IPv4 reply in (`Inbound`, 4->6) for each, shuffled. `workers` sizes the worker slots.
 pub fn prepare_nat64(flows: usize, workers: usize) -> Prepared<Arc<Nat64Shared>> {
@@ -197,7 +131,7 @@ pub fn prepare_nat64(flows: usize, workers: usize) -> Prepared<Arc<Nat64Shared>>
         scratch[HEADROOM..HEADROOM + V6_LEN].copy_from_slice(&first);
         let now = Timestamp::from_nanos(warm_at);
         let Emit::Forward { start: s, .. } =
-            warm.process(now, Direction::Outbound, &mut scratch, HEADROOM, V6_LEN)
+            warm.process_packet(now, Direction::Outbound, &mut scratch, HEADROOM, V6_LEN)
         else {
             continue; // counted in the engine; the flow just does not take part
         };
@@ -234,7 +168,7 @@ pub fn prepare_clat(flows: usize) -> Prepared<Siit> {
         pref64(),
     )
     .expect("CLAT config is valid");
-    let siit = Siit::new(cfg).expect("CLAT config is valid");
+    let siit = Siit::new(cfg, SiitKind::Clat).expect("CLAT config is valid");
     let pref = pref64();
     let mut bytes = Vec::with_capacity(flows * (V4_LEN + V6_LEN));
     let mut packets = Vec::with_capacity(flows * 2);
@@ -283,7 +217,7 @@ impl Cells {
     }
 
     /// Both directions of `prep` on `workers` threads, one after the other.
-    fn round<E: Engine>(&mut self, prep: &Prepared<E>, workers: usize, cell: Duration) {
+    fn round<M: engine::Mode>(&mut self, prep: &Prepared<M>, workers: usize, cell: Duration) {
         for dir in [Direction::Outbound, Direction::Inbound] {
             let m = measure_only(prep, workers, Dispatch::Rss, cell, Some(dir));
             self.add(dir, &m);

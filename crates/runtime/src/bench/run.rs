@@ -6,8 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
-use engine::nat44::{Nat44Shared, Nat44Worker};
-use engine::{Direction, Verdict};
+use engine::{Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 
 use super::traffic::{verify, Prepared};
 use crate::balance::FlowBalancer;
@@ -21,71 +20,6 @@ const RING_SLOTS: usize = 512;
 const SLOT_BYTES: usize = 2048;
 /// One packet in this many is fully verified during the run.
 pub const VERIFY_EVERY: usize = 1024;
-
-/// An engine the replay can drive: one lane per worker thread, and a reaper pass beside
-/// them when the engine keeps state. NAT44 is one; the IPv6 translators (`super::nat64`)
-/// are others. Monomorphised, so each engine's loop is its own.
-pub trait Engine: Sync {
-    /// A worker thread's handle.
-    type Lane: Lane;
-    /// Bytes left free in front of each packet in the ring (4->6 translation writes a
-    /// header 20 bytes longer in front of the packet).
-    const HEADROOM: usize;
-    /// The lane of worker `id` (called on that worker's thread).
-    fn lane(&self, id: usize) -> Self::Lane;
-    /// One reaper pass at a time, for engines with state to expire.
-    fn reaper(&self) -> Option<Box<dyn FnMut(Timestamp) + '_>>;
-}
-
-/// One worker's engine handle.
-pub trait Lane {
-    /// Translates `buf[start..start + len]`; where the output is when it is forwarded.
-    fn process(
-        &mut self,
-        now: Timestamp,
-        dir: Direction,
-        buf: &mut [u8],
-        start: usize,
-        len: usize,
-    ) -> Option<(usize, usize)>;
-    /// A quiescent point (between batches).
-    fn quiescent(&self) {}
-    /// Idle: holds no references.
-    fn offline(&self) {}
-}
-
-impl Engine for Arc<Nat44Shared> {
-    type Lane = Nat44Worker;
-    const HEADROOM: usize = 0;
-    fn lane(&self, id: usize) -> Nat44Worker {
-        self.worker(id)
-    }
-    fn reaper(&self) -> Option<Box<dyn FnMut(Timestamp) + '_>> {
-        let mut r = Nat44Shared::reaper(self);
-        Some(Box::new(move |now| r.handle_timeout(now)))
-    }
-}
-
-impl Lane for Nat44Worker {
-    #[inline]
-    fn process(
-        &mut self,
-        now: Timestamp,
-        dir: Direction,
-        buf: &mut [u8],
-        start: usize,
-        len: usize,
-    ) -> Option<(usize, usize)> {
-        let pkt = &mut buf[start..start + len];
-        (Nat44Worker::process(self, now, dir, pkt) == Verdict::Forward).then_some((start, len))
-    }
-    fn quiescent(&self) {
-        Nat44Worker::quiescent(self);
-    }
-    fn offline(&self) {
-        Nat44Worker::offline(self);
-    }
-}
 
 /// How packets are spread over workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,8 +57,8 @@ pub struct Measurement {
 type WorkerTotals = (u64, u64, u64, u64, u64);
 
 /// Splits packet indices over workers (only packets travelling `only`, when given).
-pub fn assign<E>(
-    prep: &Prepared<E>,
+pub fn assign<M>(
+    prep: &Prepared<M>,
     workers: usize,
     dispatch: Dispatch,
     only: Option<Direction>,
@@ -147,8 +81,8 @@ pub fn assign<E>(
 }
 
 /// Replays `prep` for `duration` on `workers` threads.
-pub fn measure<E: Engine>(
-    prep: &Prepared<E>,
+pub fn measure<M: Mode>(
+    prep: &Prepared<M>,
     workers: usize,
     dispatch: Dispatch,
     duration: Duration,
@@ -158,8 +92,8 @@ pub fn measure<E: Engine>(
 
 /// Replays the packets of `prep` travelling `only` (all of them: `None`) for `duration`
 /// on `workers` threads.
-pub fn measure_only<E: Engine>(
-    prep: &Prepared<E>,
+pub fn measure_only<M: Mode>(
+    prep: &Prepared<M>,
     workers: usize,
     dispatch: Dispatch,
     duration: Duration,
@@ -195,12 +129,16 @@ pub fn measure_only<E: Engine>(
                         local.push((off, p));
                     }
                     // A receive ring, as a NIC would fill: each packet is delivered into the
-                    // next slot (after the engine's headroom). Only the bytes the engine
-                    // reads or writes (headers) are copied, except for the sampled packets,
-                    // which are delivered whole and verified.
-                    let head = E::HEADROOM;
+                    // next slot (after the engine's headroom when the mode grows headers).
+                    // Only the bytes the engine reads or writes (headers) are copied, except
+                    // for the sampled packets, which are delivered whole and verified. The
+                    // engine is driven as the runtime drives it: the mode's worker, a frame,
+                    // links without MTUs or addresses (no ICMP errors, nothing too big).
+                    let head = if shared.in_place() { 0 } else { HEADROOM };
                     let mut ring = vec![0u8; RING_SLOTS * SLOT_BYTES];
-                    let mut w = shared.lane(id);
+                    let mut w = shared.worker(id);
+                    let mut extra = Output::new();
+                    let egress = Egress::default();
                     let (mut n, mut fwd, mut bytes, mut bad, mut checked) =
                         (0u64, 0u64, 0u64, 0u64, 0u64);
                     barrier.wait();
@@ -223,7 +161,11 @@ pub fn measure_only<E: Engine>(
                                 ring[slot + head..slot + head + copy]
                                     .copy_from_slice(&wire[off..off + copy]);
                                 let buf = &mut ring[slot..slot + SLOT_BYTES];
-                                let out = w.process(now, p.dir, buf, head, p.len as usize);
+                                let mut f = Frame::new(buf, head, p.len as usize, &mut extra);
+                                let out = match w.process(now, p.dir, &mut f, &egress) {
+                                    Emit::Forward { start, len } => Some((start, len)),
+                                    _ => None,
+                                };
                                 if out.is_some() {
                                     fwd += 1;
                                 }
@@ -262,7 +204,7 @@ pub fn measure_only<E: Engine>(
                     return;
                 };
                 while !stop.load(Ordering::Relaxed) {
-                    reap(clock());
+                    reap.handle_timeout(clock());
                     let t = Instant::now();
                     while t.elapsed() < Duration::from_secs(1) && !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(5));

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use conntrack::Timestamp;
 use engine::config::{DynamicRule, Ipv4Prefix, Nat44Config, PortRange};
 use engine::nat44::Nat44Shared;
-use engine::{Direction, Verdict};
+use engine::Direction;
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, pseudo_header_v6, sum};
 
 /// Frame sizes on the wire, FCS included (RFC 2544 style).
@@ -212,11 +212,13 @@ pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> 
         // Learn the public endpoint by translating the flow's first packet.
         scratch.clear();
         build(&mut scratch, tcp, inside, server, 46);
-        if warm.process(
-            Timestamp::from_nanos(warm_at),
-            Direction::Outbound,
-            &mut scratch,
-        ) != Verdict::Forward
+        if !warm
+            .process_packet(
+                Timestamp::from_nanos(warm_at),
+                Direction::Outbound,
+                &mut scratch,
+            )
+            .is_forward()
         {
             continue; // counted in the engine; the flow just does not take part
         }

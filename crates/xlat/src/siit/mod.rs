@@ -32,7 +32,7 @@ use wire::checksum::{combine, fold};
 
 use crate::csum::Delta;
 
-pub use v4_to_v6::ipv4_to_ipv6;
+pub use v4_to_v6::{ipv4_precheck, ipv4_to_ipv6};
 pub use v6_to_v4::ipv6_to_ipv4;
 
 /// The knobs RFC 7915 asks a translator to offer.

@@ -831,3 +831,42 @@ proptest! {
         );
     }
 }
+
+proptest! {
+    /// A refusal that owes the sender an ICMP error (TTL, too big, to be fragmented)
+    /// leaves the packet exactly as it arrived, in both directions, so the error can
+    /// quote it; and `ipv4_precheck` refuses an IPv4 packet for the same reason the
+    /// translation does.
+    #[test]
+    fn refusals_owing_an_error_leave_the_packet_as_it_arrived(
+        proto in prop_oneof![Just(6u8), Just(17u8)], ttl in 0u8..4, df in any::<bool>(),
+        size in 0usize..1600, mtu4 in 600u32..1600, mtu6 in 1280u32..1600,
+    ) {
+        let payload = vec![0xa5u8; size];
+        let seg = if proto == 6 { tcp(1, 2, &payload) } else { udp(1, 2, &payload) };
+        let (s4, s6_) = seg_pair(proto, &seg);
+        let o = SiitOptions { ipv4_mtu: mtu4, ipv6_mtu: mtu6, ..opts() };
+        let mut h = h4(proto);
+        h.ttl = ttl;
+        h.df = df;
+        let p4 = ipv4(h, &[], &s4);
+        let p6 = ipv6(0, proto, ttl, s6(), d6(), &s6_);
+        let owing = |v: &SiitVerdict| matches!(v, SiitVerdict::Drop(
+            SiitDrop::TtlExpired | SiitDrop::FragmentNeeded { .. }
+                | SiitDrop::PacketTooBig { .. } | SiitDrop::NeedsFragmentation));
+        let mut b4 = [vec![0u8; 64], p4.clone()].concat();
+        let v = ipv4_to_ipv6(&mut b4, 64, p4.len(), s6(), d6(), &inner46, &o);
+        let pre = ipv4_precheck(&p4, &o);
+        if owing(&v) {
+            prop_assert_eq!(&b4[64..], &p4[..]);
+            prop_assert_eq!(SiitVerdict::Drop(pre.unwrap_err()), v);
+        } else {
+            prop_assert_eq!(pre, Ok(()));
+        }
+        let mut b6 = [vec![0u8; 64], p6.clone()].concat();
+        let v = ipv6_to_ipv4(&mut b6, 64, p6.len(), S4, D4, &inner64, &o);
+        if owing(&v) {
+            prop_assert_eq!(&b6[64..], &p6[..]);
+        }
+    }
+}

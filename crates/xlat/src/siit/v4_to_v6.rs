@@ -230,6 +230,25 @@ fn translate(
     Ok((out, V6_HDR + payload6))
 }
 
+/// The checks of RFC 7915 §4.1 that owe an IPv4 packet's sender an ICMP error, made on
+/// the packet as it arrived: the TTL running out (Time Exceeded), and the IPv6 packet not
+/// fitting `ipv6_mtu` (Fragmentation Needed with DF set, fragmentation without). A
+/// stateful translator runs them before its own rewrite (NAT64 rewrites the destination
+/// first), so that the error quotes what the sender sent; [`ipv4_to_ipv6`] makes the
+/// same checks. ICMP errors are left to the translation (their quote is cut to fit, and
+/// no error is ever sent about one).
+pub fn ipv4_precheck(pkt: &[u8], opts: &SiitOptions) -> Result<(), SiitDrop> {
+    let p = Ipv4Packet::new_checked(pkt).map_err(parse_err)?;
+    let h = V4Hdr::read(&p);
+    forwarded_ttl(h.ttl, opts)?;
+    if h.proto == proto::ICMP
+        && (h.frag_offset != 0 || matches!(p.payload().first(), Some(3 | 11 | 12)))
+    {
+        return Ok(());
+    }
+    check_mtu(&h, V6_HDR + h.total - h.ihl + h.frag_len(), opts)
+}
+
 /// Refuses an IPv6 packet of `len6` bytes bigger than the IPv6 next hop takes.
 ///
 /// RFC 7915 §4.1: "If the DF bit is set and the MTU of the next-hop interface is less than

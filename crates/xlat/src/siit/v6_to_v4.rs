@@ -128,9 +128,16 @@ fn frag_fields(frag: Option<Frag>, total: usize, data: &[u8]) -> (u16, bool, boo
         // one." and "Identification: Set according to a Fragment Identification algorithm
         // as discussed in [RFC6864]." RFC 6864 §4.1 lets atomic datagrams (DF set) carry
         // any ID, so those get 0; the others a content-derived ID (see `derived_ident`).
-        None if total > DF_THRESHOLD => (0, true, false, 0),
+        None if sets_df(frag, total) => (0, true, false, 0),
         None => (derived_ident(data), false, false, 0),
     }
+}
+
+/// Whether the translated packet gets DF (see [`frag_fields`]): known before any byte is
+/// rewritten, so the MTU check refuses a packet as it arrived (the ICMP error owed for it
+/// quotes it).
+fn sets_df(frag: Option<Frag>, total: usize) -> bool {
+    frag.is_none() && total > DF_THRESHOLD
 }
 
 /// Writes an IPv4 header (IHL 5) at `at`, checksum included.
@@ -202,6 +209,10 @@ fn translate(
         _ => {}
     }
 
+    // Refuse before rewriting anything: the ICMP error owed quotes the packet as it came.
+    let total = V4_HDR + (up_end - up);
+    check_mtu(total, sets_df(h.chain.frag, total), opts)?;
+
     // RFC 7915 §5.5: "Translators MUST do this [update the transport checksum] for TCP,
     // UDP, and ICMP." A non-first fragment carries no transport header.
     if h.chain.frag.is_none_or(|f| f.offset == 0) {
@@ -222,9 +233,7 @@ fn translate(
         }
     }
 
-    let total = V4_HDR + (up_end - up);
     let (ident, df, mf, offset) = frag_fields(h.chain.frag, total, &buf[up..up_end]);
-    check_mtu(total, df, opts)?;
     let at = up - V4_HDR;
     let out = V4Out {
         tos: h.tos(opts),
@@ -275,6 +284,8 @@ fn icmp(
     // part of the translation since ICMPv6 (unlike ICMPv4) includes a pseudo-header in the
     // checksum just like UDP and TCP." Done incrementally.
     let icmp_len = up_end - up;
+    let total = V4_HDR + icmp_len;
+    check_mtu(total, sets_df(h.chain.frag, total), opts)?;
     let mut d = Delta::ZERO;
     d.word(
         u16::from_be_bytes([ty, code]),
@@ -287,9 +298,7 @@ fn icmp(
     l4[1] = out.code;
     put16(l4, 2, c);
 
-    let total = V4_HDR + icmp_len;
     let (ident, df, mf, offset) = frag_fields(h.chain.frag, total, &buf[up..up_end]);
-    check_mtu(total, df, opts)?;
     let at = up - V4_HDR;
     let o = V4Out {
         tos: h.tos(opts),

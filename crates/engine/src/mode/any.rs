@@ -1,0 +1,157 @@
+//! Every mode behind one value: [`ModeConfig`] (what the configuration asks for) builds an
+//! [`AnyMode`] (the shared state), and [`AnyMode::visit`] hands the concrete mode to code
+//! that is generic over [`Mode`] — the live runtime, the capture replay and the benchmark
+//! — so each runs monomorphised per mode and no caller matches on the variant. Adding a
+//! mode is one variant here, its config, and its `Mode`/`ModeWorker` implementations.
+
+use std::sync::Arc;
+
+use conntrack::Qsbr;
+
+use super::{Family, Mode};
+use crate::config::{ConfigError, ConfigItem, Nat44Config};
+use crate::ila::{IlaMode, IlaSettings};
+use crate::nat44::Nat44Shared;
+use crate::nat64::{Nat64Config, Nat64Shared};
+use crate::siit::{Siit, SiitConfig, SiitKind};
+
+/// What a gateway translates, as configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModeConfig {
+    /// NAT44 (NAPT).
+    Nat44(Nat44Config),
+    /// Stateless IPv4/IPv6 translation (RFC 7915; Pref64 and explicit address mappings).
+    Siit(SiitConfig),
+    /// The customer side of 464XLAT (RFC 6877): stateless, the host's IPv4 to the CLAT
+    /// prefix and everything else through the provider's NAT64 prefix.
+    Clat(SiitConfig),
+    /// Stateful NAT64 (RFC 6146): IPv6 hosts inside, an IPv4 pool outside.
+    Nat64(Nat64Config),
+    /// An ILA router: SIR -> ILA for packets from the inside (the hosts), ILA -> SIR for
+    /// packets from the outside (the ILA network).
+    Ila(IlaSettings),
+}
+
+impl ModeConfig {
+    /// Lowers the translator's IPv4 / IPv6 next-hop MTUs to the links' (never below the
+    /// IPv6 minimum of 1280) and returns the MTUs in force, for the IPv4 <-> IPv6 modes.
+    pub fn clamp_mtus(&mut self, ipv4_link: u32, ipv6_link: u32) -> Option<(u32, u32)> {
+        let o = match self {
+            ModeConfig::Siit(c) | ModeConfig::Clat(c) => &mut c.options,
+            ModeConfig::Nat64(c) => &mut c.options,
+            ModeConfig::Nat44(_) | ModeConfig::Ila(_) => return None,
+        };
+        o.ipv4_mtu = o.ipv4_mtu.min(ipv4_link).max(68);
+        o.ipv6_mtu = o.ipv6_mtu.min(ipv6_link).max(1280);
+        Some((o.ipv4_mtu, o.ipv6_mtu))
+    }
+
+    /// The mode's name as operators write it (`nat44`, `siit`, `clat`, `nat64`, `ila`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModeConfig::Nat44(_) => "nat44",
+            ModeConfig::Siit(_) => "siit",
+            ModeConfig::Clat(_) => "clat",
+            ModeConfig::Nat64(_) => "nat64",
+            ModeConfig::Ila(_) => "ila",
+        }
+    }
+
+    /// The IP version the mode translates on the inside and the outside.
+    pub fn families(&self) -> [Family; 2] {
+        match self {
+            ModeConfig::Nat44(_) => [Family::V4, Family::V4],
+            ModeConfig::Nat64(_) => [Family::V6, Family::V4],
+            ModeConfig::Siit(_) | ModeConfig::Clat(_) => [Family::V4, Family::V6],
+            ModeConfig::Ila(_) => [Family::V6, Family::V6],
+        }
+    }
+}
+
+/// Code generic over the mode, run by [`AnyMode::visit`] with the concrete one.
+pub trait ModeVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Runs with the mode.
+    fn visit<M: Mode>(self, mode: &M) -> Self::Output;
+}
+
+/// The shared state of the configured mode (one value per gateway, built once: the size
+/// of the stateless translator's variant does not matter).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum AnyMode {
+    /// NAT44 tables.
+    Nat44(Arc<Nat44Shared>),
+    /// A stateless translator (SIIT or CLAT; each worker gets a copy).
+    Siit(Siit),
+    /// NAT64 tables.
+    Nat64(Arc<Nat64Shared>),
+    /// The ILA mapping table and its workers' QSBR domain.
+    Ila(IlaMode),
+}
+
+impl AnyMode {
+    /// Builds the shared state of `cfg` for `workers` threads.
+    pub fn new(cfg: &ModeConfig, workers: usize) -> Result<Self, ConfigError> {
+        Ok(match cfg {
+            ModeConfig::Nat44(c) => AnyMode::Nat44(Nat44Shared::new(c.clone(), workers)?),
+            ModeConfig::Siit(c) => AnyMode::Siit(Siit::new(c.clone(), SiitKind::Siit)?),
+            ModeConfig::Clat(c) => AnyMode::Siit(Siit::new(c.clone(), SiitKind::Clat)?),
+            ModeConfig::Nat64(c) => AnyMode::Nat64(Nat64Shared::new(c.clone(), workers)?),
+            ModeConfig::Ila(c) => AnyMode::Ila(IlaMode {
+                router: c.router().map_err(|e| ConfigError {
+                    item: ConfigItem::Global("mapping"),
+                    message: e.to_string(),
+                })?,
+                qsbr: Qsbr::new(workers.max(1)),
+            }),
+        })
+    }
+
+    /// Runs `v` with the concrete mode.
+    pub fn visit<V: ModeVisitor>(&self, v: V) -> V::Output {
+        match self {
+            AnyMode::Nat44(m) => v.visit(m),
+            AnyMode::Siit(m) => v.visit(m),
+            AnyMode::Nat64(m) => v.visit(m),
+            AnyMode::Ila(m) => v.visit(m),
+        }
+    }
+
+    /// The mode's name.
+    pub fn name(&self) -> &'static str {
+        struct Name;
+        impl ModeVisitor for Name {
+            type Output = &'static str;
+            fn visit<M: Mode>(self, m: &M) -> &'static str {
+                m.name()
+            }
+        }
+        self.visit(Name)
+    }
+
+    /// Live sessions (mappings for ILA; 0 for the stateless modes).
+    pub fn session_count(&self) -> usize {
+        struct Count;
+        impl ModeVisitor for Count {
+            type Output = usize;
+            fn visit<M: Mode>(self, m: &M) -> usize {
+                m.session_count()
+            }
+        }
+        self.visit(Count)
+    }
+
+    /// The reaper, for a mode with state to expire.
+    pub fn reaper(&self) -> Option<Box<dyn super::Reaper>> {
+        struct R;
+        impl ModeVisitor for R {
+            type Output = Option<Box<dyn super::Reaper>>;
+            fn visit<M: Mode>(self, m: &M) -> Self::Output {
+                m.reaper()
+            }
+        }
+        self.visit(R)
+    }
+}

@@ -1,0 +1,128 @@
+//! Packets a mode originates because of one input packet: an ICMP error it owes, or the
+//! translated fragments of a packet it had to cut. One buffer per worker, reused.
+
+use super::HEADROOM;
+
+/// Room for the largest output of one packet: a 64 KiB IPv4 packet cut for a 1280-byte
+/// IPv6 MTU is 54 fragments, each in a slot of `HEADROOM + 1280 + 64` bytes.
+const CAPACITY: usize = 96 * 1024;
+
+/// The packets a mode wrote for one input, each with [`HEADROOM`] free bytes in front of
+/// it (room for the runtime's link header, written in place).
+#[derive(Debug)]
+pub struct Output {
+    buf: Vec<u8>,
+    /// `(slot start, packet start, packet len)` of each packet in `buf`.
+    packets: Vec<(usize, usize, usize)>,
+    /// Where the next slot starts.
+    end: usize,
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Output {
+    /// An empty output area.
+    pub fn new() -> Self {
+        Output {
+            buf: vec![0; CAPACITY],
+            packets: Vec::with_capacity(64),
+            end: 0,
+        }
+    }
+
+    /// Forgets every packet.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.packets.clear();
+        self.end = 0;
+    }
+
+    /// How many packets there are.
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+
+    /// The packets, in order.
+    pub fn packets(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.packets.iter().map(|&(_, s, l)| &self.buf[s..s + l])
+    }
+
+    /// Packet `i` with `link` bytes in front of it, for the runtime to write a link
+    /// header there: `frame[link..]` is the IP packet. `None` if there is no such packet
+    /// or less room than `link` in front of it (every packet has at least 32 bytes).
+    pub fn framed_mut(&mut self, i: usize, link: usize) -> Option<&mut [u8]> {
+        let &(base, s, l) = self.packets.get(i)?;
+        let from = s.checked_sub(link).filter(|&f| f >= base)?;
+        self.buf.get_mut(from..s + l)
+    }
+
+    /// A slot for a packet of at most `max` bytes: the bytes before the packet are the
+    /// headroom (`HEADROOM` of them), so a translation that grows headers can run in it.
+    /// Returns the slot; write the packet at `HEADROOM` and [`commit`](Self::commit) it.
+    pub(crate) fn slot(&mut self, max: usize) -> Option<&mut [u8]> {
+        let size = HEADROOM.checked_add(max)?;
+        let end = self.end.checked_add(size)?;
+        self.buf.get_mut(self.end..end)
+    }
+
+    /// Keeps the packet at `slot[start..start + len]` of the slot [`slot`](Self::slot)
+    /// just gave for `max` bytes. `start` leaves at least 32 bytes in front (a translation
+    /// grows into the headroom by 28 at most) and the packet stays inside the slot.
+    /// Returns false (and keeps nothing) when that does not hold.
+    pub(crate) fn commit(&mut self, max: usize, start: usize, len: usize) -> bool {
+        let base = self.end;
+        let fits = start >= 32
+            && start.saturating_add(len) <= HEADROOM + max
+            && base + HEADROOM + max <= self.buf.len();
+        if fits {
+            self.packets.push((base, base + start, len));
+            self.end = base + HEADROOM + max;
+        }
+        fits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_each_other_and_keep_room_for_a_link_header() {
+        let mut o = Output::new();
+        for i in 0..3u8 {
+            let slot = o.slot(100).unwrap();
+            slot[HEADROOM..HEADROOM + 10].fill(i);
+            assert!(o.commit(100, HEADROOM, 10));
+        }
+        assert_eq!(o.len(), 3);
+        let got: Vec<Vec<u8>> = o.packets().map(<[u8]>::to_vec).collect();
+        assert_eq!(got, vec![vec![0; 10], vec![1; 10], vec![2; 10]]);
+        let f = o.framed_mut(1, 14).unwrap();
+        assert_eq!(f.len(), 24);
+        assert_eq!(&f[14..], &[1; 10]);
+        assert!(o.framed_mut(1, HEADROOM + 1).is_none());
+        assert!(o.framed_mut(3, 14).is_none());
+        o.clear();
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_packet_outside_its_slot_or_without_room_in_front_is_refused() {
+        let mut o = Output::new();
+        o.slot(100).unwrap();
+        assert!(!o.commit(100, 8, 10));
+        assert!(!o.commit(100, HEADROOM, 101));
+        assert!(o.is_empty());
+        assert!(o.slot(usize::MAX).is_none());
+        assert!(o.slot(CAPACITY).is_none());
+    }
+}

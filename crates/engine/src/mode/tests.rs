@@ -1,0 +1,376 @@
+//! Every mode through the one worker face: the ICMP errors the gateway owes and the
+//! fragments it cuts are decided and built by the engine, from the `Egress` passed in.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use conntrack::Timestamp;
+use wire::checksum::checksum;
+
+use super::*;
+use crate::config::Nat44Config;
+use crate::ila::{CsumMode, IdentFormat, IlaConfig, IlaRouter, UnmappedAction};
+use crate::nat44::Nat44Shared;
+use crate::nat64::{Nat64Config, Nat64Shared, Nat64Worker};
+use crate::siit::{Siit, SiitConfig, SiitKind};
+use crate::testpkt::*;
+
+const GW4_IN: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const GW4_OUT: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
+const GW6_IN: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+const GW6_OUT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const SERVER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
+const HOST6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x10);
+
+fn egress(mtu_in: Option<u32>, mtu_out: Option<u32>) -> Egress {
+    Egress {
+        links: [
+            Link {
+                mtu: mtu_in,
+                addr4: Some(GW4_IN),
+                addr6: Some(GW6_IN),
+            },
+            Link {
+                mtu: mtu_out,
+                addr4: Some(GW4_OUT),
+                addr6: Some(GW6_OUT),
+            },
+        ],
+    }
+}
+
+fn t(s: u64) -> Timestamp {
+    Timestamp::from_secs(s)
+}
+
+/// Runs `pkt` through `w`; returns the verdict, the forwarded bytes (if any) and the
+/// output packets.
+fn run<W: ModeWorker>(
+    w: &mut W,
+    now: Timestamp,
+    dir: Direction,
+    pkt: &[u8],
+    eg: &Egress,
+) -> (Emit, Vec<u8>, Vec<Vec<u8>>) {
+    let mut buf = with_room(pkt, HEADROOM);
+    let mut out = Output::new();
+    let mut f = Frame::new(&mut buf, HEADROOM, pkt.len(), &mut out);
+    let e = w.process(now, dir, &mut f, eg);
+    let fwd = match e {
+        Emit::Forward { start, len } | Emit::Hairpin { start, len } => {
+            buf[start..start + len].to_vec()
+        }
+        _ => Vec::new(),
+    };
+    let extra = match e {
+        Emit::Reply(_) | Emit::Fragments => out.packets().map(<[u8]>::to_vec).collect(),
+        _ => Vec::new(),
+    };
+    (e, fwd, extra)
+}
+
+fn udp4(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, payload: usize, df: bool) -> Vec<u8> {
+    let mut p = ipv4(UDP, src, dst, ttl, &udp(5000, 53, &vec![0x5a; payload]));
+    if !df {
+        p[6] = 0;
+        p[10..12].fill(0);
+        let c = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    fill_l4_csum(&mut p);
+    p
+}
+
+fn udp6(src: Ipv6Addr, dst: Ipv6Addr, hop: u8, payload: usize) -> Vec<u8> {
+    let mut p = ipv6(UDP, src, dst, hop, &udp(5000, 53, &vec![0x6b; payload]));
+    fill_l4_csum(&mut p);
+    p
+}
+
+fn nat44() -> Arc<Nat44Shared> {
+    let cfg = Nat44Config {
+        rules: vec![crate::config::DynamicRule {
+            inside: "10.0.0.0/24".parse().unwrap(),
+            pool: vec!["203.0.113.1/32".parse().unwrap()],
+            ports: crate::config::PortRange::default(),
+        }],
+        ..Nat44Config::default()
+    };
+    Nat44Shared::new(cfg, 1).unwrap()
+}
+
+#[test]
+fn nat44_ttl_exhausted_is_answered_from_the_inside_address() {
+    let m = nat44();
+    let mut w = m.worker(0);
+    let pkt = udp4(CLIENT, SERVER, 1, 10, true);
+    let (e, _, out) = run(&mut w, t(1), Direction::Outbound, &pkt, &egress(None, None));
+    assert_eq!(e, Emit::Reply(DropReason::TtlExpired));
+    assert_eq!(out.len(), 1);
+    let err = &out[0];
+    assert_eq!(v4_addrs(err), (GW4_IN, CLIENT));
+    assert_eq!((err[20], err[21]), (11, 0), "Time Exceeded in transit");
+    assert_eq!(&err[28..], &pkt[..], "the packet as it arrived");
+    assert_checksums(err);
+    let c = ModeWorker::counters(&w);
+    assert_eq!(
+        (c.dropped(DropReason::TtlExpired), c.icmp_errors_sent),
+        (1, 1)
+    );
+}
+
+#[test]
+fn nat44_too_big_for_the_outside_link() {
+    let m = nat44();
+    let mut w = m.worker(0);
+    let eg = egress(Some(1500), Some(1400));
+    let fits = udp4(CLIENT, SERVER, 64, 1400 - 28, true);
+    assert!(run(&mut w, t(1), Direction::Outbound, &fits, &eg)
+        .0
+        .is_forward());
+    let big = udp4(CLIENT, SERVER, 64, 1401 - 28, true);
+    let (e, _, out) = run(&mut w, t(1), Direction::Outbound, &big, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::FragmentNeeded));
+    assert_eq!((out[0][20], out[0][21]), (3, 4), "Fragmentation Needed");
+    assert_eq!(
+        u16::from_be_bytes([out[0][26], out[0][27]]),
+        1400,
+        "next-hop MTU"
+    );
+    assert_eq!(
+        v4_addrs(&out[0]).1,
+        CLIENT,
+        "to the inside sender, untranslated"
+    );
+    assert_eq!(v4_addrs(&out[0][28..]), (CLIENT, SERVER), "quoted as sent");
+    let no_df = udp4(CLIENT, SERVER, 64, 1401 - 28, false);
+    let (e, _, _) = run(&mut w, t(1), Direction::Outbound, &no_df, &eg);
+    assert_eq!(e, Emit::Drop(DropReason::TooBig));
+    // Without an MTU (a replay with none configured) nothing is too big.
+    assert!(
+        run(&mut w, t(1), Direction::Outbound, &big, &egress(None, None))
+            .0
+            .is_forward()
+    );
+}
+
+#[test]
+fn icmp_errors_are_rate_limited_on_the_time_passed_in() {
+    let m = nat44();
+    let mut w = m.worker(0);
+    let pkt = udp4(CLIENT, SERVER, 1, 10, true);
+    let eg = egress(None, None);
+    let sent = (0..300)
+        .filter(|_| {
+            run(&mut w, t(5), Direction::Outbound, &pkt, &eg).0
+                == Emit::Reply(DropReason::TtlExpired)
+        })
+        .count();
+    assert_eq!(sent, reply::RateLimit::DEFAULT_RATE as usize);
+    assert_eq!(
+        run(&mut w, t(6), Direction::Outbound, &pkt, &eg).0,
+        Emit::Reply(DropReason::TtlExpired),
+        "a second later the bucket has refilled"
+    );
+}
+
+fn siit() -> Siit {
+    Siit::new(
+        SiitConfig {
+            pref64: Some("2001:db8:46::/96".parse().unwrap()),
+            eam: vec![],
+            icmp_error_source: None,
+            options: xlat::siit::SiitOptions::default(),
+        },
+        SiitKind::Siit,
+    )
+    .unwrap()
+}
+
+#[test]
+fn siit_cuts_a_big_ipv4_packet_without_df_into_fitting_fragments() {
+    let m = siit();
+    let mut w = m.worker(0);
+    let pkt = udp4(Ipv4Addr::new(192, 0, 2, 1), SERVER, 64, 3000, false);
+    let (e, _, frags) = run(&mut w, t(1), Direction::Outbound, &pkt, &egress(None, None));
+    assert_eq!(e, Emit::Fragments);
+    assert_eq!(frags.len(), 3);
+    for f in &frags {
+        assert!(f.len() <= 1280, "each fragment fits the IPv6 minimum MTU");
+    }
+    let whole = reassemble_v6(&frags);
+    assert_eq!(&whole[48..], &pkt[28..], "the payload arrives whole");
+    assert_checksums(&whole);
+    let c = ModeWorker::counters(&w);
+    assert_eq!((c.fragmented, c.forwarded), (1, 3));
+}
+
+#[test]
+fn siit_answers_too_big_in_the_senders_family_with_the_mtu_it_counts() {
+    let m = siit();
+    let mut w = m.worker(0);
+    let eg = egress(None, None);
+    // IPv4 with DF, 1281 bytes: 1301 as IPv6, over 1280.
+    let v4 = udp4(Ipv4Addr::new(192, 0, 2, 1), SERVER, 64, 1281 - 28, true);
+    let (e, _, out) = run(&mut w, t(1), Direction::Outbound, &v4, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::FragmentNeeded));
+    assert_eq!(v4_addrs(&out[0]), (GW4_IN, Ipv4Addr::new(192, 0, 2, 1)));
+    assert_eq!(u16::from_be_bytes([out[0][26], out[0][27]]), 1260);
+    // IPv6 over the IPv4 MTU (1500 by default): Packet Too Big with 1520.
+    let src6: Ipv6Addr = "2001:db8:46::c000:201".parse().unwrap();
+    let dst6: Ipv6Addr = "2001:db8:46::c633:6402".parse().unwrap();
+    let v6 = udp6(src6, dst6, 64, 1600);
+    let (e, _, out) = run(&mut w, t(1), Direction::Inbound, &v6, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::PacketTooBig));
+    assert_eq!(v6_addrs(&out[0]), (GW6_OUT, src6));
+    assert_eq!(out[0][40], 2, "Packet Too Big");
+    assert_eq!(
+        u32::from_be_bytes([out[0][44], out[0][45], out[0][46], out[0][47]]),
+        1520
+    );
+    assert_checksums(&out[0]);
+    // Hop limit 1.
+    let (e, _, out) = run(
+        &mut w,
+        t(1),
+        Direction::Inbound,
+        &udp6(src6, dst6, 1, 10),
+        &eg,
+    );
+    assert_eq!(e, Emit::Reply(DropReason::TtlExpired));
+    assert_eq!((out[0][40], out[0][41]), (3, 0), "Hop Limit Exceeded");
+}
+
+fn nat64() -> Arc<Nat64Shared> {
+    Nat64Shared::new(
+        Nat64Config {
+            pref64: "2001:db8:64::/96".parse().unwrap(),
+            pool4: vec!["203.0.113.1/32".parse().unwrap()],
+            ..Nat64Config::default()
+        },
+        1,
+    )
+    .unwrap()
+}
+
+fn srv6() -> Ipv6Addr {
+    "2001:db8:64::c633:6402".parse().unwrap()
+}
+
+/// Opens a UDP session HOST6:5000 -> SERVER:53 and returns the public port.
+fn open_nat64(w: &mut Nat64Worker) -> u16 {
+    let out6 = udp6(HOST6, srv6(), 64, 10);
+    let (e, fwd, _) = run(w, t(1), Direction::Outbound, &out6, &egress(None, None));
+    assert!(e.is_forward(), "{e:?}");
+    ports(&fwd).0
+}
+
+fn reply4(public: u16, ttl: u8, payload: usize, df: bool) -> Vec<u8> {
+    let mut p = ipv4(
+        UDP,
+        SERVER,
+        Ipv4Addr::new(203, 0, 113, 1),
+        ttl,
+        &udp(53, public, &vec![7; payload]),
+    );
+    if !df {
+        p[6] = 0;
+        p[10..12].fill(0);
+        let c = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    fill_l4_csum(&mut p);
+    p
+}
+
+#[test]
+fn nat64_answers_the_ipv4_sender_quoting_what_it_sent() {
+    let m = nat64();
+    let mut w = m.worker(0);
+    let public = open_nat64(&mut w);
+    let eg = egress(None, None);
+    for (ttl, size, why) in [
+        (1, 10, DropReason::TtlExpired),
+        (64, 1300, DropReason::FragmentNeeded),
+    ] {
+        let pkt = reply4(public, ttl, size, true);
+        let (e, _, out) = run(&mut w, t(2), Direction::Inbound, &pkt, &eg);
+        assert_eq!(e, Emit::Reply(why));
+        assert_eq!(v4_addrs(&out[0]), (GW4_OUT, SERVER));
+        let quote = &out[0][28..];
+        assert_eq!(quote, &pkt[..quote.len()], "quoted before NAT44 rewrote it");
+    }
+}
+
+#[test]
+fn nat64_cuts_a_big_ipv4_answer_into_fragments_for_the_ipv6_host() {
+    let m = nat64();
+    let mut w = m.worker(0);
+    let public = open_nat64(&mut w);
+    let pkt = reply4(public, 64, 1400, false);
+    let (e, _, frags) = run(&mut w, t(2), Direction::Inbound, &pkt, &egress(None, None));
+    assert_eq!(e, Emit::Fragments);
+    assert_eq!(frags.len(), 2);
+    let whole = reassemble_v6(&frags);
+    assert_eq!(v6_addrs(&whole), (embed(SERVER), HOST6));
+    assert_eq!(ports(&whole), (53, 5000));
+    assert_checksums(&whole);
+    assert_eq!(ModeWorker::counters(&w).fragmented, 1);
+}
+
+#[test]
+fn nat64_packet_too_big_for_the_ipv4_side() {
+    let m = nat64();
+    let mut w = m.worker(0);
+    open_nat64(&mut w);
+    // The fast path (an established flow) answers too, and leaves the packet as it came.
+    let big = udp6(HOST6, srv6(), 64, 1600);
+    let (e, _, out) = run(&mut w, t(2), Direction::Outbound, &big, &egress(None, None));
+    assert_eq!(e, Emit::Reply(DropReason::PacketTooBig));
+    assert_eq!(v6_addrs(&out[0]), (GW6_IN, HOST6));
+    assert_eq!(&out[0][48..], &big[..1280 - 48]);
+}
+
+fn embed(a: Ipv4Addr) -> Ipv6Addr {
+    let p: xlat::rfc6052::Pref64 = "2001:db8:64::/96".parse().unwrap();
+    p.embed(a)
+}
+
+#[test]
+fn ila_packet_too_big_for_the_next_hop() {
+    let router = IlaRouter::new(
+        IlaConfig {
+            sir_prefix: 0x2001_0db8_0001_0000,
+            csum: CsumMode::AdjustTransport,
+            format: IdentFormat::Luid,
+            unmapped: UnmappedAction::Forward,
+        },
+        16,
+    )
+    .unwrap();
+    let m = crate::ila::IlaMode {
+        router,
+        qsbr: conntrack::Qsbr::new(1),
+    };
+    let mut w = m.worker(0);
+    let pkt = udp6(GW6_IN, HOST6, 64, 1400);
+    let eg = egress(Some(1400), Some(1400));
+    let (e, _, out) = run(&mut w, t(1), Direction::Outbound, &pkt, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::PacketTooBig));
+    assert_eq!(out[0][40], 2);
+    assert_eq!(m.classify(&pkt), Direction::Outbound, "to the SIR prefix");
+    let small = udp6(GW6_IN, HOST6, 64, 100);
+    assert!(run(&mut w, t(1), Direction::Outbound, &small, &eg)
+        .0
+        .is_forward());
+}
+
+#[test]
+fn any_mode_visits_the_configured_mode() {
+    let cfg = nat44().config().clone();
+    let m = any::AnyMode::new(&any::ModeConfig::Nat44(cfg), 2).unwrap();
+    assert_eq!(m.name(), "nat44");
+    assert_eq!(m.session_count(), 0);
+    assert!(m.reaper().is_some());
+}
