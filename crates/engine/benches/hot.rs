@@ -42,14 +42,16 @@ use std::time::{Duration, Instant};
 use conntrack::session::FROM_INSIDE;
 use conntrack::{Endpoint, NewSession, Proto, SessionTable, Timestamp, Tuple};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use engine::config::{mask, DynamicRule, Ipv4Prefix, Nat44Config, PortRange};
+use engine::config::PortRange;
 use engine::nat44::rules::{linear_lookup, RuleTable};
 use engine::nat44::Nat44;
+use engine::nat44::{DynamicRule, Nat44Config};
 use engine::Direction;
 use wire::ip::IpProtocol;
 use wire::{Ipv4Packet, TcpPacket, UdpPacket};
 use xlat::csum::Delta;
 use xlat::nat44::{L4Kind, Rewrite};
+use xlat::prefix::{mask, Ipv4Prefix};
 
 /// IPv4 bytes of a minimum Ethernet frame: 64 - 14 (header) - 4 (FCS).
 const PKT_LEN: usize = 46;

@@ -12,7 +12,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use engine::config::{Filtering, L4Proto, Nat44Config};
+use engine::config::{Filtering, L4Proto};
+use engine::nat44::Nat44Config;
 
 use config::Config;
 
@@ -437,10 +438,10 @@ fn run_gateway(
     let reload: Option<runtime::control::ReloadFn> = path.map(|p| {
         let p = p.to_path_buf();
         let f: runtime::control::ReloadFn = Box::new(move || {
-            let c = config::load_file(&p).map_err(|e| e.to_string())?;
+            let c = config::load_file(&p)?;
             c.ila()
                 .cloned()
-                .ok_or_else(|| format!("{}: no [ila] table any more", p.display()))
+                .ok_or_else(|| format!("{}: no [ila] table any more", p.display()).into())
         });
         f
     });

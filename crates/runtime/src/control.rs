@@ -79,10 +79,40 @@ pub enum Request {
     Reload,
 }
 
+/// Why a request line was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// An identifier or locator is not in the four-group notation.
+    #[error(transparent)]
+    Addr(#[from] engine::ila::Addr64Error),
+    /// Nothing was asked.
+    #[error("empty request; {usage}", usage = USAGE)]
+    Empty,
+    /// Not a request this socket knows (the line, trimmed).
+    #[error("unknown request \"{0}\"; {usage}", usage = USAGE)]
+    Unknown(String),
+}
+
+/// The requests the socket answers, for error messages.
+const USAGE: &str =
+    "expected: ila list | ila add IDENT LOC | ila set IDENT LOC | ila del IDENT | ila reload";
+
+/// Why a reload applied nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The gateway was started without a configuration file.
+    #[error("no configuration file to reload from")]
+    NoFile,
+    /// The configuration could not be read (the binary's message, with file and line).
+    #[error("{0}")]
+    Config(Box<dyn std::error::Error + Send + Sync>),
+    /// Settings other than the mappings changed.
+    #[error("the [ila] settings other than the mappings changed; they need a restart (no mapping was changed)")]
+    SettingsChanged,
+}
+
 /// Parses one request line (surrounding whitespace ignored, words separated by spaces).
-pub fn parse_request(line: &str) -> Result<Request, String> {
-    const USAGE: &str = "expected: ila list | ila add IDENT LOC | ila set IDENT LOC | \
-                         ila del IDENT | ila reload";
+pub fn parse_request(line: &str) -> Result<Request, RequestError> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let addr = |s: &str| s.parse::<Addr64>().map(|a| a.0);
     match words.as_slice() {
@@ -99,8 +129,8 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
         ["ila", "del", id] => Ok(Request::Del {
             identifier: addr(id)?,
         }),
-        [] => Err(format!("empty request; {USAGE}")),
-        _ => Err(format!("unknown request \"{}\"; {USAGE}", line.trim())),
+        [] => Err(RequestError::Empty),
+        _ => Err(RequestError::Unknown(line.trim().to_owned())),
     }
 }
 
@@ -173,7 +203,8 @@ pub fn apply_mappings(router: &IlaRouter, desired: &[(u64, u64)]) -> ApplySummar
 }
 
 /// Re-reads the configuration: the new ILA settings, or why they cannot be had.
-pub type ReloadFn = Box<dyn Fn() -> Result<IlaSettings, String> + Send + Sync>;
+pub type ReloadFn =
+    Box<dyn Fn() -> Result<IlaSettings, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
 
 /// What the control server acts on: the router, how to re-read the configuration, and
 /// the workers' QSBR state for recycling removed slots.
@@ -224,7 +255,7 @@ impl ControlState {
     /// Re-reads the configuration and applies its mappings (`ila reload`, SIGHUP). The
     /// router's own settings (SIR prefix, modes) cannot change while running: if they
     /// differ, nothing is applied.
-    pub fn reload(&self) -> Result<ApplySummary, String> {
+    pub fn reload(&self) -> Result<ApplySummary, ReloadError> {
         let _ops = self.lock();
         self.reload_locked()
     }
@@ -234,18 +265,11 @@ impl ControlState {
         self.ops.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn reload_locked(&self) -> Result<ApplySummary, String> {
-        let reload = self
-            .reload
-            .as_ref()
-            .ok_or("no configuration file to reload from")?;
-        let settings = reload()?;
+    fn reload_locked(&self) -> Result<ApplySummary, ReloadError> {
+        let reload = self.reload.as_ref().ok_or(ReloadError::NoFile)?;
+        let settings = reload().map_err(ReloadError::Config)?;
         if settings.config != *self.router.config() {
-            return Err(
-                "the [ila] settings other than the mappings changed; they need a \
-                        restart (no mapping was changed)"
-                    .into(),
-            );
+            return Err(ReloadError::SettingsChanged);
         }
         let summary = apply_mappings(&self.router, &settings.mappings);
         self.reclaim();

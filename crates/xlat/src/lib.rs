@@ -3,8 +3,9 @@
 //! incremental updates (RFC 1624), never a full recompute on the fast path.
 //!
 //! This crate decides nothing: which tuple a packet gets is the engine's business. It
-//! never allocates and never panics: a slice too short for the offsets it is given is
-//! reported as `false` and left untouched.
+//! never allocates on the packet path and never panics: a slice too short for the offsets
+//! it is given is reported as `false` and left untouched. It also holds the address types
+//! configurations name (`prefix`, `rfc6052`), whose text parsing may allocate an error.
 
 pub mod csum;
 pub mod fragment;
@@ -12,5 +13,6 @@ pub mod icmp_map;
 pub mod icmp_reply;
 pub mod ila;
 pub mod nat44;
+pub mod prefix;
 pub mod rfc6052;
 pub mod siit;

@@ -10,6 +10,8 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
+use crate::prefix::Ipv6Prefix;
+
 /// Why a prefix cannot be a `Pref64::/n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pref64Error {
@@ -102,6 +104,12 @@ impl Pref64 {
     /// The prefix address (all bits beyond `len` are zero).
     pub fn prefix(&self) -> Ipv6Addr {
         Ipv6Addr::from(self.prefix)
+    }
+
+    /// The same prefix as a plain [`Ipv6Prefix`] (for overlap checks with other prefixes).
+    pub fn as_prefix(&self) -> Ipv6Prefix {
+        Ipv6Prefix::new(self.prefix(), self.len)
+            .unwrap_or_else(|_| unreachable!("a Pref64 has no host bits set"))
     }
 
     /// Whether this is the Well-Known Prefix `64:ff9b::/96`, which RFC 6052 §3.1 restricts

@@ -32,11 +32,11 @@ use crate::mode::reply::{fits, owed, Responder};
 use crate::mode::{Egress, Emit, Family, Frame, Mode, ModeWorker};
 use crate::{Counters, Direction, DropReason, Offload};
 
-mod settings;
+pub mod config;
 #[cfg(test)]
 mod tests;
 
-pub use settings::{Addr64, IlaSettings, IlaSettingsError};
+pub use config::{Addr64, Addr64Error, IlaSettings, IlaSettingsError};
 /// The checksum mode and identifier format of [`IlaConfig`], from `xlat::ila`.
 pub use xlat::ila::{CsumMode, IdentFormat};
 

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use conntrack::Qsbr;
 
 use super::{Family, Mode};
-use crate::config::{ConfigError, ConfigItem, Nat44Config};
+use crate::config::{ConfigError, ConfigItem};
 use crate::ila::{IlaMode, IlaSettings};
+use crate::nat44::Nat44Config;
 use crate::nat44::Nat44Shared;
 use crate::nat64::{Nat64Config, Nat64Shared};
 use crate::siit::{Siit, SiitConfig, SiitKind};
@@ -99,13 +100,15 @@ impl AnyMode {
             ModeConfig::Siit(c) => AnyMode::Siit(Siit::new(c.clone(), SiitKind::Siit)?),
             ModeConfig::Clat(c) => AnyMode::Siit(Siit::new(c.clone(), SiitKind::Clat)?),
             ModeConfig::Nat64(c) => AnyMode::Nat64(Nat64Shared::new(c.clone(), workers)?),
-            ModeConfig::Ila(c) => AnyMode::Ila(IlaMode {
-                router: c.router().map_err(|e| ConfigError {
-                    item: ConfigItem::Global("mapping"),
-                    message: e.to_string(),
-                })?,
-                qsbr: Qsbr::new(workers.max(1)),
-            }),
+            ModeConfig::Ila(c) => {
+                c.validate()?;
+                AnyMode::Ila(IlaMode {
+                    router: c.router().map_err(|e| {
+                        ConfigError::new(ConfigItem::Field("mapping"), e.to_string())
+                    })?,
+                    qsbr: Qsbr::new(workers.max(1)),
+                })
+            }
         })
     }
 

@@ -8,9 +8,9 @@ use conntrack::Timestamp;
 use wire::checksum::checksum;
 
 use super::*;
-use crate::config::Nat44Config;
 use crate::ila::{CsumMode, IdentFormat, IlaConfig, IlaRouter, UnmappedAction};
 use crate::nat44::Nat44Shared;
+use crate::nat44::{DynamicRule, Nat44Config};
 use crate::nat64::{Nat64Config, Nat64Shared, Nat64Worker};
 use crate::siit::{Siit, SiitConfig, SiitKind};
 use crate::testpkt::*;
@@ -90,7 +90,7 @@ fn udp6(src: Ipv6Addr, dst: Ipv6Addr, hop: u8, payload: usize) -> Vec<u8> {
 
 fn nat44() -> Arc<Nat44Shared> {
     let cfg = Nat44Config {
-        rules: vec![crate::config::DynamicRule {
+        rules: vec![DynamicRule {
             inside: "10.0.0.0/24".parse().unwrap(),
             pool: vec!["203.0.113.1/32".parse().unwrap()],
             ports: crate::config::PortRange::default(),

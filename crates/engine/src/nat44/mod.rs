@@ -17,6 +17,7 @@
 //!
 //! Never reads a clock, never does I/O: time comes in as a [`Timestamp`].
 
+pub mod config;
 pub mod frag;
 mod parse;
 mod reaper;
@@ -41,11 +42,12 @@ use conntrack::{
 use hashbrown::{HashMap, HashSet};
 use rustc_hash::FxHasher;
 
-use crate::config::{ConfigError, L4Proto, Nat44Config, Timeouts};
+use crate::config::{ConfigError, L4Proto, Timeouts};
 use crate::mode::{Emit, Family, Mode};
 use crate::stats::Counters;
 use crate::verdict::Direction;
 pub use crate::verdict::Offload;
+pub use config::{DynamicRule, Nat44Config, PortForward, StaticNat};
 pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;

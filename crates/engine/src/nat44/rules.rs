@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use hashbrown::HashMap;
 use rustc_hash::FxHasher;
 
-use crate::config::{mask, Ipv4Prefix};
+use xlat::prefix::{mask, Ipv4Prefix};
 
 /// Inside prefix -> rule index, searched longest prefix first.
 #[derive(Debug, Default, Clone)]

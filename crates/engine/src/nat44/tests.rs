@@ -7,10 +7,9 @@ use conntrack::Timestamp;
 use proptest::prelude::*;
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
 
+use super::config::{DynamicRule, Nat44Config, PortForward, StaticNat};
 use super::Nat44;
-use crate::config::{
-    DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange, StaticNat,
-};
+use crate::config::{Filtering, L4Proto, PortRange};
 use crate::testpkt::ipv4;
 use crate::verdict::{Direction::*, DropReason};
 use crate::Emit;

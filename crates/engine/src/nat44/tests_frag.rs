@@ -8,9 +8,9 @@ use std::time::Duration;
 use conntrack::Timestamp;
 use proptest::prelude::*;
 
+use super::config::{Nat44Config, StaticNat};
 use super::tests::{IN_A, IN_B, PUB, SRV};
 use super::{Nat44, Nat44Shared};
-use crate::config::{Nat44Config, StaticNat};
 use crate::testpkt::*;
 use crate::verdict::{Direction::*, DropReason};
 use crate::Direction;

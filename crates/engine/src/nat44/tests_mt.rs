@@ -9,8 +9,9 @@ use std::time::Duration;
 use conntrack::Timestamp;
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, sum};
 
+use super::config::{DynamicRule, Nat44Config};
 use super::Nat44Shared;
-use crate::config::{DynamicRule, Nat44Config, PortRange};
+use crate::config::PortRange;
 use crate::verdict::Direction;
 
 fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {

@@ -35,8 +35,11 @@
 //!
 //! Never reads a clock, never does I/O, never panics on packet bytes.
 
+pub mod config;
 #[cfg(test)]
 mod tests;
+
+pub use config::{Nat64Config, Nat64Static};
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
@@ -48,10 +51,7 @@ use wire::checksum::{udp4_update, update16};
 use xlat::rfc6052::{wkp_allows, Pref64};
 use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
 
-use crate::config::{
-    ConfigError, DynamicRule, Filtering, Ipv4Prefix, L4Proto, Nat44Config, PortForward, PortRange,
-    Timeouts,
-};
+use crate::config::{ConfigError, ConfigItem};
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker};
 use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
@@ -61,67 +61,6 @@ use crate::{Counters, Direction, DropReason, Emit};
 /// How long a host id stays after its last binding went (so a host that opens its next
 /// connection a moment later keeps its id).
 pub const HOST_GRACE: Duration = Duration::from_secs(10);
-
-/// A static binding: an IPv6 server reachable at a public IPv4 address and port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Nat64Static {
-    /// TCP or UDP.
-    pub protocol: L4Proto,
-    /// The public IPv4 transport address (inside the pool).
-    pub public: SocketAddrV4,
-    /// The IPv6 server.
-    pub inside: SocketAddrV6,
-}
-
-/// A NAT64 instance's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Nat64Config {
-    /// The prefix IPv4 destinations are embedded in (RFC 6052).
-    pub pref64: Pref64,
-    /// The public IPv4 pool (pool4).
-    pub pool4: Vec<Ipv4Prefix>,
-    /// Ports (and ICMP identifiers) of the pool.
-    pub ports: PortRange,
-    /// Static bindings.
-    pub static_bindings: Vec<Nat64Static>,
-    /// Session idle timeouts (RFC 6146 §4: UDP ≥ 2 min default 5, TCP established
-    /// ≥ 2 h 4 min, transitory 4 min, ICMP 60 s).
-    pub timeouts: Timeouts,
-    /// Inbound filtering (RFC 6146 §3.5.1: endpoint-independent or address-dependent).
-    pub filtering: Filtering,
-    /// IPv6 hosts may reach each other through pool addresses.
-    pub hairpinning: bool,
-    /// How long a released pool port is held back.
-    pub port_reuse_hold: Duration,
-    /// Upper bound on live sessions (and on IPv6 hosts).
-    pub max_sessions: usize,
-    /// RFC 7915 knobs.
-    pub options: SiitOptions,
-    /// How long a fragmented datagram's translation is remembered for its later fragments.
-    pub fragment_timeout: Duration,
-    /// Fragmented datagrams in flight at most.
-    pub max_fragment_records: usize,
-}
-
-impl Default for Nat64Config {
-    fn default() -> Self {
-        let n = Nat44Config::default();
-        Nat64Config {
-            pref64: Pref64::WELL_KNOWN,
-            pool4: Vec::new(),
-            ports: PortRange::default(),
-            static_bindings: Vec::new(),
-            timeouts: n.timeouts,
-            filtering: Filtering::EndpointIndependent,
-            hairpinning: true,
-            port_reuse_hold: n.port_reuse_hold,
-            max_sessions: n.max_sessions,
-            options: SiitOptions::default(),
-            fragment_timeout: n.fragment_timeout,
-            max_fragment_records: n.max_fragment_records,
-        }
-    }
-}
 
 /// The host table as NAT44 sees it: bindings hold references on host ids.
 #[derive(Debug)]
@@ -150,56 +89,22 @@ pub struct Nat64Shared {
 impl Nat64Shared {
     /// Validates `cfg` and builds the shared state for `workers` threads.
     pub fn new(cfg: Nat64Config, workers: usize) -> Result<Arc<Self>, ConfigError> {
+        cfg.validate()?;
         let hosts = Arc::new(Hosts(HostTable::new(cfg.max_sessions.max(1))));
-        let mut port_forwards = Vec::with_capacity(cfg.static_bindings.len());
+        let mut ids = Vec::with_capacity(cfg.static_bindings.len());
         for (i, s) in cfg.static_bindings.iter().enumerate() {
-            if !cfg.pool4.iter().any(|p| p.contains(*s.public.ip())) {
-                return Err(ConfigError {
-                    item: crate::config::ConfigItem::PortForward(i, "public"),
-                    message: format!(
-                        "{} is not in pool4: a static binding uses a pool4 address",
-                        s.public.ip()
-                    ),
-                });
-            }
-            let id = hosts
-                .0
-                .pin(*s.inside.ip(), Timestamp::ZERO)
-                .map_err(|_| ConfigError {
-                    item: crate::config::ConfigItem::Global("max_sessions"),
-                    message: "no room for the static bindings' hosts".into(),
-                })?;
-            port_forwards.push(PortForward {
-                protocol: s.protocol,
-                public: s.public,
-                inside: SocketAddrV4::new(id, s.inside.port()),
-            });
+            let id = hosts.0.pin(*s.inside.ip(), Timestamp::ZERO).map_err(|_| {
+                ConfigError::new(
+                    ConfigItem::Entry("static", i, "inside"),
+                    "no room for the static bindings' hosts (max_sessions)",
+                )
+            })?;
+            ids.push(id);
         }
-        let nat = Nat44Config {
-            rules: vec![DynamicRule {
-                inside: Ipv4Prefix::new(Ipv4Addr::from(conntrack::host_table::HOST_NET), 4)
-                    .map_err(|m| ConfigError {
-                        item: crate::config::ConfigItem::Global("pool4"),
-                        message: m,
-                    })?,
-                pool: cfg.pool4.clone(),
-                ports: cfg.ports,
-            }],
-            static_nat: Vec::new(),
-            port_forwards,
-            timeouts: cfg.timeouts,
-            filtering: cfg.filtering,
-            hairpinning: cfg.hairpinning,
-            port_preservation: true,
-            port_reuse_hold: cfg.port_reuse_hold,
-            max_sessions: cfg.max_sessions,
-            // SIIT decrements the TTL / hop limit once.
-            decrement_ttl: false,
-            fragment_timeout: cfg.fragment_timeout,
-            max_fragment_records: cfg.max_fragment_records,
-        };
+        let nat = cfg.nat44(|i| ids[i]);
         let inside: Arc<dyn InsideHosts> = hosts.clone();
-        let nat = Nat44Shared::with_inside_hosts(nat, workers, Some(inside))?;
+        let nat = Nat44Shared::with_inside_hosts(nat, workers, Some(inside))
+            .map_err(config::from_nat44)?;
         Ok(Arc::new(Nat64Shared {
             pref64: cfg.pref64,
             options: cfg.options,

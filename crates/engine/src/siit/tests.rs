@@ -5,6 +5,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use xlat::rfc6052::Pref64;
+use xlat::siit::SiitOptions;
 
 use super::*;
 use crate::testpkt::*;
@@ -202,7 +203,7 @@ fn eam_suffix_lengths_must_match_and_entries_must_not_overlap() {
         icmp_error_source: None,
         options: SiitOptions::default(),
     };
-    assert!(cfg.validate().unwrap_err().contains("overlaps"));
+    assert!(cfg.validate().unwrap_err().message.contains("overlaps"));
 }
 
 proptest! {

@@ -169,7 +169,7 @@ pub(super) fn convert(
             v.get_ref()
                 .parse::<Addr64>()
                 .map(|a| a.0)
-                .map_err(|why| src.error(Some(v.span()), field(f), why))
+                .map_err(|why| src.error(Some(v.span()), field(f), why.to_string()))
         };
         let identifier = value(&m.identifier, "identifier")?;
         let locator = value(&m.locator, "locator")?;

@@ -71,3 +71,51 @@ fn search_item(item: &Item, path: &str, offset: usize) -> Option<String> {
         _ => None,
     }
 }
+
+/// One step of a field path: a key, or an entry of an array (counted from 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Seg<'a> {
+    /// A key of a table.
+    Key(&'a str),
+    /// An entry of an array of tables (or of inline tables).
+    Index(usize),
+}
+
+/// The span of the deepest item along `path` that the text has: the field's value, or
+/// the entry, table or section holding it when the field was not written (a default
+/// being refused). `None` when the text does not parse or not even the first key is there.
+pub(super) fn span_of(text: &str, path: &[Seg<'_>]) -> Option<Range<usize>> {
+    let doc = ImDocument::parse(text).ok()?;
+    let mut best = None;
+    let mut item: Option<&Item> = None;
+    let mut table: Option<&dyn TableLike> = Some(doc.as_table());
+    for seg in path {
+        let (next_item, next_table, span) = match (*seg, table, item) {
+            (Seg::Key(k), Some(t), _) => {
+                let Some((key, found)) = t.get_key_value(k) else {
+                    break;
+                };
+                (
+                    Some(found),
+                    found.as_table_like(),
+                    found.span().or(key.span()),
+                )
+            }
+            (Seg::Index(i), _, Some(Item::ArrayOfTables(a))) => {
+                let Some(t) = a.get(i) else { break };
+                (None, Some(t as &dyn TableLike), t.span())
+            }
+            (Seg::Index(i), _, Some(Item::Value(Value::Array(a)))) => {
+                let Some(Value::InlineTable(t)) = a.get(i) else {
+                    break;
+                };
+                (None, Some(t as &dyn TableLike), t.span())
+            }
+            _ => break,
+        };
+        best = span.or(best);
+        item = next_item;
+        table = next_table;
+    }
+    best
+}

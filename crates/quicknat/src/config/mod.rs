@@ -1,5 +1,5 @@
-//! The quicknat configuration file: TOML text in, a validated
-//! [`engine::config::Nat44Config`] out.
+//! The quicknat configuration file: TOML text in, a validated mode configuration
+//! ([`engine::mode::any::ModeConfig`]) and the `[gateway]` settings out.
 //!
 //! Every error names the file, the 1-based line and the field path (for example
 //! `gw.toml:14: nat44.rule[2].pool: ...`) so an operator can fix it without guessing.
@@ -20,9 +20,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use engine::config::{
-    ConfigError, ConfigItem, DynamicRule, Filtering, L4Proto, Nat44Config, PortForward, PortRange,
-    StaticNat, Timeouts,
+    ConfigError, ConfigItem, ConfigWarning, Filtering, L4Proto, PortRange, Timeouts,
 };
+use engine::nat44::{DynamicRule, Nat44Config, PortForward, StaticNat};
 use toml::Spanned;
 
 use raw::{Pool, RawFile, RawNat44};
@@ -119,26 +119,21 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
         .map(|i| ila::convert(&src, i))
         .transpose()?;
     let mode = convert_mode(&src, &file, ila.as_ref())?;
-    let (raw, nat44_span) = match file.nat44 {
-        Some(n) => {
-            let span = n.span();
-            (n.into_inner(), Some(span))
-        }
-        None => (RawNat44::default(), None),
-    };
+    let raw = file.nat44.map(Spanned::into_inner).unwrap_or_default();
     let nat44 = convert(&src, &raw)?;
     // Another mode's section stands alone (and `convert_mode` refused it next to [nat44]).
-    let warnings = if mode.is_some() {
-        Vec::new()
-    } else {
-        nat44
-            .validate()
-            .map_err(|e| src.semantic_error(&raw, nat44_span, e))?
-            .into_iter()
-            .map(|w| src.locate_warning(&raw, w))
-            .collect()
+    let (mode, warnings) = match mode {
+        Some(m) => m,
+        None => {
+            let warnings = nat44
+                .validate()
+                .map_err(|e| src.item_error("nat44", e))?
+                .into_iter()
+                .map(|w| src.warning("nat44", w))
+                .collect();
+            (engine::mode::any::ModeConfig::Nat44(nat44), warnings)
+        }
     };
-    let mode = mode.unwrap_or(engine::mode::any::ModeConfig::Nat44(nat44));
     Ok(Config {
         mode,
         gateway,
@@ -146,12 +141,13 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
     })
 }
 
-/// The translation mode named by a non-NAT44 section, if any; one mode per file.
+/// The translation mode named by a non-NAT44 section, if any, with its warnings; one mode
+/// per file.
 fn convert_mode(
     src: &Source<'_>,
     file: &RawFile,
     ila: Option<&engine::ila::IlaSettings>,
-) -> Result<Option<engine::mode::any::ModeConfig>, ConfigFileError> {
+) -> Result<Option<(engine::mode::any::ModeConfig, Vec<String>)>, ConfigFileError> {
     use engine::mode::any::ModeConfig;
     let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
     if let Some(n) = &file.nat44 {
@@ -160,19 +156,20 @@ fn convert_mode(
     let mut mode = None;
     if let Some(s) = &file.siit {
         found.push(("siit", s.span()));
-        mode = Some(ModeConfig::Siit(modes::convert_siit(src, s)?));
+        mode = Some((ModeConfig::Siit(modes::convert_siit(src, s)?), Vec::new()));
     }
     if let Some(c) = &file.clat {
         found.push(("clat", c.span()));
-        mode = Some(ModeConfig::Clat(modes::convert_clat(src, c)?));
+        mode = Some((ModeConfig::Clat(modes::convert_clat(src, c)?), Vec::new()));
     }
     if let Some(n) = &file.nat64 {
         found.push(("nat64", n.span()));
-        mode = Some(ModeConfig::Nat64(modes::convert_nat64(src, n)?));
+        let (c, warnings) = modes::convert_nat64(src, n)?;
+        mode = Some((ModeConfig::Nat64(c), warnings));
     }
     if let (Some(i), Some(settings)) = (&file.ila, ila) {
         found.push(("ila", i.span()));
-        mode = Some(ModeConfig::Ila(settings.clone()));
+        mode = Some((ModeConfig::Ila(settings.clone()), Vec::new()));
     }
     if found.len() > 1 {
         let names: Vec<String> = found.iter().map(|(n, _)| format!("[{n}]")).collect();
@@ -369,77 +366,42 @@ impl Source<'_> {
         self.error(Some(v.span()), field, format!("\"{}\": {why}", v.get_ref()))
     }
 
-    /// Maps an engine validation error back to the line and field it came from.
-    fn semantic_error(
-        &self,
-        raw: &RawNat44,
-        nat44_span: Option<Range<usize>>,
-        e: ConfigError,
-    ) -> ConfigFileError {
-        let (field, span) = match e.item {
-            ConfigItem::Rule(i, f) => {
-                let span = raw.rule.get(i).map(|r| {
-                    let v = r.get_ref();
-                    match f {
-                        "inside" => v.inside.span(),
-                        "pool" => v.pool.span(),
-                        "ports" => v.ports.as_ref().map_or(r.span(), Spanned::span),
-                        _ => r.span(),
-                    }
-                });
-                (format!("nat44.rule[{}].{f}", i + 1), span)
-            }
-            ConfigItem::StaticNat(i, f) => {
-                let span = raw.static_nat.get(i).map(|s| match f {
-                    "inside" => s.get_ref().inside.span(),
-                    "public" => s.get_ref().public.span(),
-                    _ => s.span(),
-                });
-                (format!("nat44.static[{}].{f}", i + 1), span)
-            }
-            ConfigItem::PortForward(i, f) => {
-                let span = raw.forward.get(i).map(|s| match f {
-                    "protocol" => s.get_ref().protocol.span(),
-                    "inside" => s.get_ref().inside.span(),
-                    "public" => s.get_ref().public.span(),
-                    _ => s.span(),
-                });
-                (format!("nat44.forward[{}].{f}", i + 1), span)
-            }
-            ConfigItem::Timeouts(f) => {
-                let span = raw
-                    .timeouts
-                    .as_ref()
-                    .map(|t| t.get_ref().span_of(f).unwrap_or_else(|| t.span()));
-                (format!("nat44.timeouts.{f}"), span)
-            }
-            ConfigItem::Global(f) => {
-                let span = match f {
-                    "max_sessions" => raw.max_sessions.as_ref().map(Spanned::span),
-                    "port_reuse_hold" => raw.port_reuse_hold.as_ref().map(Spanned::span),
-                    "filtering" => raw.filtering.as_ref().map(Spanned::span),
-                    _ => None,
-                };
-                (format!("nat44.{f}"), span.or(nat44_span))
-            }
-        };
-        self.error(span, field, e.message)
+    /// An engine error about `e.item` of the `[section]` table, at the line of the field
+    /// (or of the deepest entry or table holding it, when the field was not written).
+    fn item_error(&self, section: &str, e: ConfigError) -> ConfigFileError {
+        let (path, span) = self.locate_item(section, e.item);
+        self.error(span, path, e.message)
     }
 
-    /// Prefixes an engine warning (`timeouts.udp = 60 s is below ...`) with file and line.
-    fn locate_warning(&self, raw: &RawNat44, warning: String) -> String {
-        let span = warning
-            .strip_prefix("timeouts.")
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|name| raw.timeouts.as_ref()?.get_ref().span_of(name));
+    /// An engine warning about `w.item` of `[section]`, as `file:line: path message`.
+    fn warning(&self, section: &str, w: ConfigWarning) -> String {
+        let (path, span) = self.locate_item(section, w.item);
         match span {
             Some(s) => format!(
-                "{}:{}: nat44.{warning}",
+                "{}:{}: {path} {}",
                 self.origin,
-                locate::line_of(self.text, s.start)
+                locate::line_of(self.text, s.start),
+                w.message
             ),
-            None => format!("{}: {warning}", self.origin),
+            None => format!("{}: {path} {}", self.origin, w.message),
         }
+    }
+
+    /// The field path (`nat44.rule[2].pool`) of `item` in `[section]`, and its span.
+    fn locate_item(&self, section: &str, item: ConfigItem) -> (String, Option<Range<usize>>) {
+        use locate::Seg::{Index, Key};
+        let path: Vec<locate::Seg<'_>> = match item {
+            ConfigItem::Entry(list, i, field) => {
+                vec![Key(section), Key(list), Index(i), Key(field)]
+            }
+            ConfigItem::Table(t, field) => vec![Key(section), Key(t), Key(field)],
+            ConfigItem::Field(field) => vec![Key(section), Key(field)],
+        };
+        let name = match item {
+            ConfigItem::Field("") => section.to_owned(),
+            other => format!("{section}.{other}"),
+        };
+        (name, locate::span_of(self.text, &path))
     }
 }
 
@@ -495,7 +457,7 @@ fn pool_prefixes(
     src: &Source<'_>,
     pool: &Spanned<Pool>,
     field: &str,
-) -> Result<Vec<engine::config::Ipv4Prefix>, ConfigFileError> {
+) -> Result<Vec<xlat::prefix::Ipv4Prefix>, ConfigFileError> {
     let entries: Vec<(&str, Range<usize>)> = match pool.get_ref() {
         Pool::One(s) => vec![(s.as_str(), pool.span())],
         Pool::Many(v) => v.iter().map(|s| (s.get_ref().as_str(), s.span())).collect(),
@@ -562,13 +524,15 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
             .inside
             .get_ref()
             .parse()
-            .map_err(|why| src.bad_value(&r.inside, field("inside"), why))?;
+            .map_err(|why: xlat::prefix::PrefixError| {
+                src.bad_value(&r.inside, field("inside"), why.to_string())
+            })?;
         let pool = pool_prefixes(src, &r.pool, &field("pool"))?;
         let ports = match &r.ports {
             Some(p) => p
                 .get_ref()
                 .parse::<PortRange>()
-                .map_err(|why| src.bad_value(p, field("ports"), why))?,
+                .map_err(|why| src.bad_value(p, field("ports"), why.to_string()))?,
             None => PortRange::default(),
         };
         c.rules.push(DynamicRule {

@@ -4,10 +4,10 @@
 
 use std::net::Ipv4Addr;
 
-use engine::config::{Ipv4Prefix, Ipv6Prefix};
 use engine::siit::{Eam, SiitConfig};
 use serde::Deserialize;
 use toml::Spanned;
+use xlat::prefix::{Ipv4Prefix, Ipv6Prefix};
 use xlat::rfc6052::Pref64;
 use xlat::siit::SiitOptions;
 
@@ -79,7 +79,7 @@ fn v4_prefix(
 ) -> Result<Ipv4Prefix, ConfigFileError> {
     v.get_ref()
         .parse()
-        .map_err(|why| src.bad_value(v, field.into(), why))
+        .map_err(|why: xlat::prefix::PrefixError| src.bad_value(v, field.into(), why.to_string()))
 }
 
 fn v6_prefix(
@@ -89,7 +89,7 @@ fn v6_prefix(
 ) -> Result<Ipv6Prefix, ConfigFileError> {
     v.get_ref()
         .parse()
-        .map_err(|why| src.bad_value(v, field.into(), why))
+        .map_err(|why: xlat::prefix::PrefixError| src.bad_value(v, field.into(), why.to_string()))
 }
 
 /// The RFC 7915 options of `section`.
@@ -155,16 +155,8 @@ pub(super) fn convert_siit(
         let v = e.get_ref();
         let a = v4_prefix(src, &v.ipv4, &field("ipv4"))?;
         let b = v6_prefix(src, &v.ipv6, &field("ipv6"))?;
-        let entry = Eam::new(a, b).map_err(|why| src.bad_value(&v.ipv6, field("ipv6"), why))?;
-        // Check against the entries before it, so the error points at the later line.
-        let cfg = SiitConfig {
-            pref64,
-            eam: eam.iter().copied().chain([entry]).collect(),
-            icmp_error_source: None,
-            options: SiitOptions::default(),
-        };
-        cfg.validate()
-            .map_err(|why| src.error(Some(e.span()), format!("siit.eam[{}]", i + 1), why))?;
+        let entry =
+            Eam::new(a, b).map_err(|why| src.bad_value(&v.ipv6, field("ipv6"), why.to_string()))?;
         eam.push(entry);
     }
     let icmp_error_source = r
@@ -186,8 +178,7 @@ pub(super) fn convert_siit(
         icmp_error_source,
         options: options(src, r.options.as_ref(), "siit")?,
     };
-    cfg.validate()
-        .map_err(|why| src.error(Some(raw.span()), "siit", why))?;
+    cfg.validate().map_err(|e| src.item_error("siit", e))?;
     Ok(cfg)
 }
 
@@ -200,8 +191,7 @@ pub(super) fn convert_clat(
     let a = v4_prefix(src, &r.ipv4, "clat.ipv4")?;
     let b = v6_prefix(src, &r.ipv6, "clat.ipv6")?;
     let plat = pref64(src, &r.plat, "clat.plat")?;
-    let mut cfg = SiitConfig::clat(a, b, plat)
-        .map_err(|why| src.bad_value(&r.ipv6, "clat.ipv6".into(), why))?;
+    let mut cfg = SiitConfig::clat(a, b, plat).map_err(|e| src.item_error("clat", e))?;
     cfg.options = options(src, r.options.as_ref(), "clat")?;
     Ok(cfg)
 }
@@ -253,7 +243,7 @@ pub(super) struct RawNat64Static {
 pub(super) fn convert_nat64(
     src: &Source<'_>,
     raw: &Spanned<RawNat64>,
-) -> Result<engine::nat64::Nat64Config, ConfigFileError> {
+) -> Result<(engine::nat64::Nat64Config, Vec<String>), ConfigFileError> {
     use engine::config::{Filtering, L4Proto, PortRange};
     use engine::nat64::{Nat64Config, Nat64Static};
     let r = raw.get_ref();
@@ -266,7 +256,7 @@ pub(super) fn convert_nat64(
         c.ports = p
             .get_ref()
             .parse::<PortRange>()
-            .map_err(|why| src.bad_value(p, "nat64.ports".into(), why))?;
+            .map_err(|why| src.bad_value(p, "nat64.ports".into(), why.to_string()))?;
     }
     if let Some(f) = &r.filtering {
         c.filtering =
@@ -344,32 +334,11 @@ pub(super) fn convert_nat64(
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
     c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     // The engine's own checks (pool sizes, static bindings in the pool, timeouts).
-    if let Err(e) = engine::nat64::Nat64Shared::new(c.clone(), 1) {
-        use engine::config::ConfigItem;
-        let (field, span) = match e.item {
-            ConfigItem::Rule(_, "ports") => (
-                "nat64.ports".to_owned(),
-                r.ports.as_ref().map(Spanned::span),
-            ),
-            ConfigItem::Rule(_, _) => ("nat64.pool4".to_owned(), Some(r.pool4.span())),
-            ConfigItem::PortForward(i, f) => (
-                format!("nat64.static[{}].{f}", i + 1),
-                r.static_bindings.get(i).map(|s| match f {
-                    "public" => s.get_ref().public.span(),
-                    "inside" => s.get_ref().inside.span(),
-                    "protocol" => s.get_ref().protocol.span(),
-                    _ => s.span(),
-                }),
-            ),
-            ConfigItem::Timeouts(f) => (
-                format!("nat64.timeouts.{f}"),
-                r.timeouts
-                    .as_ref()
-                    .map(|t| t.get_ref().span_of(f).unwrap_or_else(|| t.span())),
-            ),
-            ConfigItem::StaticNat(..) | ConfigItem::Global(_) => ("nat64".to_owned(), None),
-        };
-        return Err(src.error(span.or(Some(raw.span())), field, e.message));
-    }
-    Ok(c)
+    let warnings = c
+        .validate()
+        .map_err(|e| src.item_error("nat64", e))?
+        .into_iter()
+        .map(|w| src.warning("nat64", w))
+        .collect();
+    Ok((c, warnings))
 }

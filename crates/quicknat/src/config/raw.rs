@@ -110,21 +110,6 @@ pub(super) struct RawTimeouts {
     pub icmp: Option<Spanned<u64>>,
 }
 
-impl RawTimeouts {
-    /// The span of the timeout called `name`, if it was written.
-    pub fn span_of(&self, name: &str) -> Option<std::ops::Range<usize>> {
-        let field = match name {
-            "udp" => &self.udp,
-            "tcp_established" => &self.tcp_established,
-            "tcp_transitory" => &self.tcp_transitory,
-            "tcp_closed" => &self.tcp_closed,
-            "icmp" => &self.icmp,
-            _ => return None,
-        };
-        field.as_ref().map(Spanned::span)
-    }
-}
-
 /// One `[[nat44.rule]]` table.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

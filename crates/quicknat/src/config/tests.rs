@@ -577,3 +577,70 @@ fn nat64_fragment_settings() {
         "between 1",
     );
 }
+
+#[test]
+fn gateway_link_addresses_and_mtus() {
+    let text = format!(
+        "{BASE}\n[gateway]\ninside = \"in0\"\noutside = \"out0\"\n\
+         inside_addresses = [\"10.0.0.1\", \"fd00::1\"]\noutside_addresses = [\"198.51.100.1\"]\n\
+         outside_mtu = 1400\n"
+    );
+    let c = load_str(&text, "t.toml").unwrap();
+    let g = c.gateway.expect("[gateway] read");
+    let e = g.egress();
+    assert_eq!(e.links[0].addr4, Some("10.0.0.1".parse().unwrap()));
+    assert_eq!(e.links[0].addr6, Some("fd00::1".parse().unwrap()));
+    assert_eq!(e.links[1].addr4, Some("198.51.100.1".parse().unwrap()));
+    assert_eq!(e.links[1].addr6, None);
+    assert_eq!((e.links[0].mtu, e.links[1].mtu), (None, Some(1400)));
+    let bad = text.replace("\"fd00::1\"", "\"10.0.0.9\"");
+    expect_err(
+        &bad,
+        "inside_addresses",
+        "gateway.inside_addresses[2]",
+        "one address per family",
+    );
+    let bad = text.replace("\"fd00::1\"", "\"fd00::x\"");
+    expect_err(
+        &bad,
+        "inside_addresses",
+        "gateway.inside_addresses[2]",
+        "not an IPv4 or IPv6 address",
+    );
+    let bad = text.replace("outside_mtu = 1400", "outside_mtu = 40");
+    expect_err(
+        &bad,
+        "outside_mtu",
+        "gateway.outside_mtu",
+        "between 68 and 65535",
+    );
+}
+
+#[test]
+fn engine_errors_of_every_mode_name_the_file_line_and_field() {
+    // NAT64: a static binding outside pool4 (checked by the engine, located by path).
+    let text = r#"
+[nat64]
+pool4 = ["203.0.113.0/30"]
+
+[[nat64.static]]
+protocol = "tcp"
+public = "198.51.100.9:80"
+inside = "[2001:db8::80]:80"
+"#;
+    expect_err(
+        text,
+        "198.51.100.9",
+        "nat64.static[1].public",
+        "is not in pool4",
+    );
+    // NAT64 timeouts below RFC minimums are warnings with their line, as for NAT44.
+    let text = "[nat64]\npool4 = [\"203.0.113.0/30\"]\n[nat64.timeouts]\nudp = 60\n";
+    let c = load_str(text, "t.toml").unwrap();
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].starts_with("t.toml:4: nat64.timeouts.udp = 60 s"),
+        "{:?}",
+        c.warnings
+    );
+}

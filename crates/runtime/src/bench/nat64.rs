@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conntrack::Timestamp;
-use engine::config::{Ipv4Prefix, Ipv6Prefix};
 use engine::nat64::{Nat64Config, Nat64Shared};
 use engine::siit::{Siit, SiitConfig, SiitKind};
 use engine::{Direction, Emit, HEADROOM};
 use wire::checksum::{combine, fold, pseudo_header_v6, sum};
+use xlat::prefix::{Ipv4Prefix, Ipv6Prefix};
 use xlat::rfc6052::Pref64;
 
 use super::report::{ClatRow, Nat64Row};

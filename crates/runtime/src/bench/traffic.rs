@@ -7,10 +7,12 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use conntrack::Timestamp;
-use engine::config::{DynamicRule, Ipv4Prefix, Nat44Config, PortRange};
+use engine::config::PortRange;
 use engine::nat44::Nat44Shared;
+use engine::nat44::{DynamicRule, Nat44Config};
 use engine::Direction;
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, pseudo_header_v6, sum};
+use xlat::prefix::Ipv4Prefix;
 
 /// Frame sizes on the wire, FCS included (RFC 2544 style).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -175,7 +177,7 @@ pub fn config(rules: usize, max_sessions: usize) -> Nat44Config {
         let len = 12 + (rng.next_u64() % 19) as u8; // /12 .. /30
         let addr = 0x0A00_0000 | (rng.next_u64() as u32 & 0x00FF_FFFF);
         let inside =
-            Ipv4Prefix::new(Ipv4Addr::from(addr & engine::config::mask(len)), len).expect("masked");
+            Ipv4Prefix::new(Ipv4Addr::from(addr & xlat::prefix::mask(len)), len).expect("masked");
         if !seen.insert(inside) {
             continue;
         }

@@ -23,136 +23,12 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use conntrack::Timestamp;
 use xlat::icmp_reply::IcmpReason;
-use xlat::rfc6052::{wkp_allows, Pref64};
-use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitDrop, SiitOptions, SiitVerdict};
+use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitDrop, SiitVerdict};
 
-use crate::config::{ConfigError, ConfigItem, Ipv4Prefix, Ipv6Prefix};
+use crate::config::ConfigError;
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker};
 use crate::{Counters, Direction, DropReason, Emit};
-
-/// One Explicit Address Mapping (RFC 7757): an IPv4 prefix and an IPv6 prefix with suffixes
-/// of the same length, so address `ipv4 + n` maps to `ipv6 + n`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Eam {
-    /// The IPv4 side.
-    pub ipv4: Ipv4Prefix,
-    /// The IPv6 side.
-    pub ipv6: Ipv6Prefix,
-}
-
-impl Eam {
-    /// Builds an entry; both suffixes must have the same length (RFC 7757 §3.2 allows a
-    /// longer IPv6 suffix, not supported here).
-    pub fn new(ipv4: Ipv4Prefix, ipv6: Ipv6Prefix) -> Result<Self, String> {
-        if 32 - u32::from(ipv4.len()) != 128 - u32::from(ipv6.len()) {
-            return Err(format!(
-                "{ipv4} and {ipv6} have suffixes of different lengths ({} and {} bits); use e.g. {}/{}",
-                32 - u32::from(ipv4.len()),
-                128 - u32::from(ipv6.len()),
-                ipv6.addr(),
-                96 + u32::from(ipv4.len())
-            ));
-        }
-        Ok(Eam { ipv4, ipv6 })
-    }
-
-    fn suffix_bits(&self) -> u32 {
-        32 - u32::from(self.ipv4.len())
-    }
-
-    fn map_v4(&self, a: Ipv4Addr) -> Ipv6Addr {
-        let n = u128::from(u32::from(a) & low32(self.suffix_bits()));
-        Ipv6Addr::from(u128::from(self.ipv6.addr()) | n)
-    }
-
-    fn map_v6(&self, a: Ipv6Addr) -> Ipv4Addr {
-        let n = (u128::from(a) as u32) & low32(self.suffix_bits());
-        Ipv4Addr::from(u32::from(self.ipv4.addr()) | n)
-    }
-}
-
-fn low32(bits: u32) -> u32 {
-    if bits >= 32 {
-        u32::MAX
-    } else {
-        (1u32 << bits) - 1
-    }
-}
-
-/// A stateless translator's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SiitConfig {
-    /// The prefix IPv4 addresses without an EAM entry are embedded in (None: EAM only).
-    pub pref64: Option<Pref64>,
-    /// Explicit address mappings.
-    pub eam: Vec<Eam>,
-    /// RFC 6791: the IPv4 source for ICMPv6 errors whose IPv6 source has no mapping.
-    pub icmp_error_source: Option<Ipv4Addr>,
-    /// RFC 7915 knobs (MTUs, UDP zero checksum, TTL, TOS).
-    pub options: SiitOptions,
-}
-
-impl SiitConfig {
-    /// A CLAT (RFC 6877): the private IPv4 `ipv4` (a host or a LAN) <-> the CLAT IPv6
-    /// prefix `ipv6`, everything else through the provider's NAT64 prefix `plat`.
-    pub fn clat(ipv4: Ipv4Prefix, ipv6: Ipv6Prefix, plat: Pref64) -> Result<Self, String> {
-        let cfg = SiitConfig {
-            pref64: Some(plat),
-            eam: vec![Eam::new(ipv4, ipv6)?],
-            icmp_error_source: None,
-            options: SiitOptions::default(),
-        };
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
-    /// Checks the table: no two EAM entries overlap on either side, and an address
-    /// mapping exists at all.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.pref64.is_none() && self.eam.is_empty() {
-            return Err("neither pref64 nor an eam entry: no address can be translated".into());
-        }
-        for (i, a) in self.eam.iter().enumerate() {
-            for b in &self.eam[i + 1..] {
-                if a.ipv4.overlaps(&b.ipv4) {
-                    return Err(format!("eam {} overlaps {}", a.ipv4, b.ipv4));
-                }
-                if a.ipv6.overlaps(&b.ipv6) {
-                    return Err(format!("eam {} overlaps {}", a.ipv6, b.ipv6));
-                }
-            }
-            if let Some(p) = self.pref64 {
-                let p6 = Ipv6Prefix::new(p.prefix(), p.len()).map_err(|e| e.to_string())?;
-                if a.ipv6.overlaps(&p6) {
-                    return Err(format!("eam {} overlaps pref64 {p}", a.ipv6));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The IPv6 address of IPv4 `a`, or `None` when it has none.
-    #[inline]
-    pub fn map4(&self, a: Ipv4Addr) -> Option<Ipv6Addr> {
-        if let Some(e) = self.eam.iter().find(|e| e.ipv4.contains(a)) {
-            return Some(e.map_v4(a));
-        }
-        let p = self.pref64?;
-        (!p.is_well_known() || wkp_allows(a)).then(|| p.embed(a))
-    }
-
-    /// The IPv4 address of IPv6 `a`, or `None` when it has none.
-    #[inline]
-    pub fn map6(&self, a: Ipv6Addr) -> Option<Ipv4Addr> {
-        if let Some(e) = self.eam.iter().find(|e| e.ipv6.contains(a)) {
-            return Some(e.map_v6(a));
-        }
-        let p = self.pref64?;
-        let v4 = p.extract(a)?;
-        (!p.is_well_known() || wkp_allows(v4)).then_some(v4)
-    }
-}
 
 /// Which stateless mode a [`Siit`] is (the same translator, named as configured).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,10 +52,7 @@ pub struct Siit {
 impl Siit {
     /// A translator; the configuration is validated.
     pub fn new(cfg: SiitConfig, kind: SiitKind) -> Result<Self, ConfigError> {
-        cfg.validate().map_err(|message| ConfigError {
-            item: ConfigItem::Global("eam"),
-            message,
-        })?;
+        cfg.validate()?;
         // Longest IPv4 prefix first, so `find` is a longest match. (IPv6 sides do not
         // overlap, and their lengths follow the IPv4 ones.)
         let mut cfg = cfg;
@@ -455,5 +328,8 @@ pub(crate) fn icmp4_is_error(buf: &[u8], start: usize) -> bool {
     matches!(buf.get(start + ihl), Some(3 | 11 | 12))
 }
 
+pub mod config;
 #[cfg(test)]
 mod tests;
+
+pub use config::{Eam, EamError, SiitConfig};

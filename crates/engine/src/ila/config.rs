@@ -11,36 +11,48 @@ use std::sync::Arc;
 
 use conntrack::ila_table::IlaTableError;
 
-use super::{IlaConfig, IlaConfigError, IlaRouter};
+use super::{CsumMode, IdentFormat, IlaConfig, IlaConfigError, IlaRouter};
+use crate::config::{ConfigError, ConfigItem};
 
 /// A 64-bit identifier or locator written as four 16-bit hex groups (`0:0:1:2`), as
 /// iproute2's `get_addr64` reads it: exactly four groups, no `::` shorthand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Addr64(pub u64);
 
-impl FromStr for Addr64 {
-    type Err = String;
+/// Why text is not an [`Addr64`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("\"{text}\": {why} (expected four 16-bit hex groups like 2001:0:87:0)")]
+pub struct Addr64Error {
+    /// The text refused.
+    pub text: String,
+    /// What is wrong with it.
+    pub why: String,
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = |why: &str| {
-            format!("\"{s}\": {why} (expected four 16-bit hex groups like 2001:0:87:0)")
+impl FromStr for Addr64 {
+    type Err = Addr64Error;
+
+    fn from_str(s: &str) -> Result<Self, Addr64Error> {
+        let bad = |why: String| Addr64Error {
+            text: s.to_owned(),
+            why,
         };
         let mut value = 0u64;
         let mut groups = 0;
         for g in s.split(':') {
             groups += 1;
             if groups > 4 {
-                return Err(bad("more than four groups"));
+                return Err(bad("more than four groups".into()));
             }
             if g.is_empty() || g.len() > 4 || !g.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(bad(&format!("group \"{g}\" is not 1-4 hex digits")));
+                return Err(bad(format!("group \"{g}\" is not 1-4 hex digits")));
             }
             // Cannot fail: 1-4 hex digits.
-            let n = u16::from_str_radix(g, 16).map_err(|e| bad(&e.to_string()))?;
+            let n = u16::from_str_radix(g, 16).map_err(|e| bad(e.to_string()))?;
             value = (value << 16) | u64::from(n);
         }
         if groups != 4 {
-            return Err(bad(&format!("{groups} groups")));
+            return Err(bad(format!("{groups} groups")));
         }
         Ok(Addr64(value))
     }
@@ -83,6 +95,42 @@ pub enum IlaSettingsError {
 }
 
 impl IlaSettings {
+    /// Checks the settings without building the table: the checksum mode and identifier
+    /// format agree, identifiers are distinct, and the mappings fit the capacity.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.config.csum == CsumMode::NeutralMap && self.config.format != IdentFormat::UseFormat
+        {
+            return Err(ConfigError::new(
+                ConfigItem::Field("csum_mode"),
+                IlaConfigError::NeutralMapNeedsFormat.to_string(),
+            ));
+        }
+        if self.mappings.len() > self.capacity {
+            return Err(ConfigError::new(
+                ConfigItem::Field("max_mappings"),
+                format!(
+                    "{} mappings do not fit a table of {}",
+                    self.mappings.len(),
+                    self.capacity
+                ),
+            ));
+        }
+        let mut seen = std::collections::HashMap::with_capacity(self.mappings.len());
+        for (i, &(identifier, _)) in self.mappings.iter().enumerate() {
+            if let Some(j) = seen.insert(identifier, i) {
+                return Err(ConfigError::new(
+                    ConfigItem::Entry("mapping", i, "identifier"),
+                    format!(
+                        "identifier {} is already mapped by mapping {}",
+                        Addr64(identifier),
+                        j + 1
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A router with these settings and every mapping inserted.
     pub fn router(&self) -> Result<Arc<IlaRouter>, IlaSettingsError> {
         let router = IlaRouter::new(self.config, self.capacity)?;

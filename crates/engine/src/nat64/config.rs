@@ -1,0 +1,175 @@
+//! The NAT64 configuration (RFC 6146) and its validation. NAT64 runs on NAT44's tables
+//! (see the module above), so its configuration is checked as the NAT44 configuration it
+//! becomes, with every item named as NAT64's own section names it.
+
+use std::net::{Ipv4Addr, SocketAddrV4, SocketAddrV6};
+use std::time::Duration;
+
+use xlat::prefix::Ipv4Prefix;
+use xlat::rfc6052::Pref64;
+use xlat::siit::SiitOptions;
+
+use crate::config::{
+    ConfigError, ConfigItem, ConfigWarning, Filtering, L4Proto, PortRange, Timeouts,
+};
+use crate::nat44::{DynamicRule, Nat44Config, PortForward};
+
+/// A static binding: an IPv6 server reachable at a public IPv4 address and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nat64Static {
+    /// TCP or UDP.
+    pub protocol: L4Proto,
+    /// The public IPv4 transport address (inside the pool).
+    pub public: SocketAddrV4,
+    /// The IPv6 server.
+    pub inside: SocketAddrV6,
+}
+
+/// A NAT64 instance's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nat64Config {
+    /// The prefix IPv4 destinations are embedded in (RFC 6052).
+    pub pref64: Pref64,
+    /// The public IPv4 pool (pool4).
+    pub pool4: Vec<Ipv4Prefix>,
+    /// Ports (and ICMP identifiers) of the pool.
+    pub ports: PortRange,
+    /// Static bindings.
+    pub static_bindings: Vec<Nat64Static>,
+    /// Session idle timeouts (RFC 6146 §4: UDP ≥ 2 min default 5, TCP established
+    /// ≥ 2 h 4 min, transitory 4 min, ICMP 60 s).
+    pub timeouts: Timeouts,
+    /// Inbound filtering (RFC 6146 §3.5.1: endpoint-independent or address-dependent).
+    pub filtering: Filtering,
+    /// IPv6 hosts may reach each other through pool addresses.
+    pub hairpinning: bool,
+    /// How long a released pool port is held back.
+    pub port_reuse_hold: Duration,
+    /// Upper bound on live sessions (and on IPv6 hosts).
+    pub max_sessions: usize,
+    /// RFC 7915 knobs.
+    pub options: SiitOptions,
+    /// How long a fragmented datagram's translation is remembered for its later fragments.
+    pub fragment_timeout: Duration,
+    /// Fragmented datagrams in flight at most.
+    pub max_fragment_records: usize,
+}
+
+impl Default for Nat64Config {
+    fn default() -> Self {
+        let n = Nat44Config::default();
+        Nat64Config {
+            pref64: Pref64::WELL_KNOWN,
+            pool4: Vec::new(),
+            ports: PortRange::default(),
+            static_bindings: Vec::new(),
+            timeouts: n.timeouts,
+            filtering: Filtering::EndpointIndependent,
+            hairpinning: true,
+            port_reuse_hold: n.port_reuse_hold,
+            max_sessions: n.max_sessions,
+            options: SiitOptions::default(),
+            fragment_timeout: n.fragment_timeout,
+            max_fragment_records: n.max_fragment_records,
+        }
+    }
+}
+
+impl Nat64Config {
+    /// The NAT44 configuration NAT64 runs on: one dynamic rule from the host-id network
+    /// to pool4, and a port forward per static binding to the host id `host_of(i)` of its
+    /// IPv6 server.
+    pub(super) fn nat44(&self, host_of: impl Fn(usize) -> Ipv4Addr) -> Nat44Config {
+        let host_net = Ipv4Prefix::new(Ipv4Addr::from(conntrack::host_table::HOST_NET), 4)
+            .unwrap_or_else(|_| unreachable!("HOST_NET is a /4 network address"));
+        Nat44Config {
+            rules: vec![DynamicRule {
+                inside: host_net,
+                pool: self.pool4.clone(),
+                ports: self.ports,
+            }],
+            static_nat: Vec::new(),
+            port_forwards: self
+                .static_bindings
+                .iter()
+                .enumerate()
+                .map(|(i, s)| PortForward {
+                    protocol: s.protocol,
+                    public: s.public,
+                    inside: SocketAddrV4::new(host_of(i), s.inside.port()),
+                })
+                .collect(),
+            timeouts: self.timeouts,
+            filtering: self.filtering,
+            hairpinning: self.hairpinning,
+            port_preservation: true,
+            port_reuse_hold: self.port_reuse_hold,
+            max_sessions: self.max_sessions,
+            // SIIT decrements the TTL / hop limit once.
+            decrement_ttl: false,
+            fragment_timeout: self.fragment_timeout,
+            max_fragment_records: self.max_fragment_records,
+        }
+    }
+
+    /// Checks the configuration as a whole (pool4, static bindings inside it and not
+    /// repeated, timeouts) without building any table. Returns warnings (timeouts below
+    /// RFC 6146's minimums) on success.
+    pub fn validate(&self) -> Result<Vec<ConfigWarning>, ConfigError> {
+        if self.pool4.is_empty() {
+            return Err(ConfigError::new(
+                ConfigItem::Field("pool4"),
+                "pool4 is empty: NAT64 needs public IPv4 addresses",
+            ));
+        }
+        for (i, s) in self.static_bindings.iter().enumerate() {
+            if !self.pool4.iter().any(|p| p.contains(*s.public.ip())) {
+                return Err(ConfigError::new(
+                    ConfigItem::Entry("static", i, "public"),
+                    format!(
+                        "{} is not in pool4: a static binding uses a pool4 address",
+                        s.public.ip()
+                    ),
+                ));
+            }
+        }
+        // Stand-in host ids, one per IPv6 server (the same server, the same id), as the
+        // host table would give them.
+        let servers: Vec<_> = self
+            .static_bindings
+            .iter()
+            .map(|s| *s.inside.ip())
+            .collect();
+        let base = conntrack::host_table::HOST_NET;
+        let nat = self.nat44(|i| {
+            let first = servers.iter().position(|a| *a == servers[i]).unwrap_or(i);
+            Ipv4Addr::from(base + 1 + first as u32)
+        });
+        let warnings = nat.validate().map_err(from_nat44)?;
+        Ok(warnings
+            .into_iter()
+            .map(|w| ConfigWarning {
+                item: item_from_nat44(w.item),
+                message: w.message,
+            })
+            .collect())
+    }
+}
+
+/// A NAT44 configuration error of the NAT44 configuration NAT64 runs on, named as NAT64's
+/// section names the item.
+pub(super) fn from_nat44(e: ConfigError) -> ConfigError {
+    ConfigError {
+        item: item_from_nat44(e.item),
+        message: e.message,
+    }
+}
+
+fn item_from_nat44(item: ConfigItem) -> ConfigItem {
+    match item {
+        ConfigItem::Entry("rule", _, "ports") => ConfigItem::Field("ports"),
+        ConfigItem::Entry("rule", _, _) => ConfigItem::Field("pool4"),
+        ConfigItem::Entry("forward", i, f) => ConfigItem::Entry("static", i, f),
+        other => other,
+    }
+}
