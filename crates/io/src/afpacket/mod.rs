@@ -204,8 +204,8 @@ impl AfPacket {
         };
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
             .map_err(ctx("PACKET_RX_RING"))?;
-        let map =
-            sys::Mmap::new(&fd, cfg.block_size * cfg.block_count).map_err(ctx("mmap ring"))?;
+        let map = crate::sys::Mmap::shared(&fd, cfg.block_size * cfg.block_count, 0)
+            .map_err(ctx("mmap ring"))?;
         let ring = ring::Ring::new(map, cfg.block_size, cfg.block_count, cfg.vnet_hdr);
         sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL_BE).map_err(ctx("bind"))?;
         let on: libc::c_int = 1;
