@@ -7,6 +7,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod csum;
 pub mod gen;
 pub mod netlink;
 pub mod pcap;

@@ -25,7 +25,6 @@
 //!   described by their virtio-net header ([`VnetHdr`]) and lets the kernel
 //!   segment and checksum them on the way out (`vnet.rs`).
 
-mod csum;
 mod ring;
 mod sys;
 mod tx;
@@ -45,7 +44,8 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-pub use csum::complete_checksum;
+/// Kept for the runtime until it uses `Port`: [`crate::csum::complete_checksum`].
+pub use crate::csum::complete_checksum;
 pub use tx::AfPacketTx;
 pub use vnet::{GsoType, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, VNET_HDR_LEN};
 

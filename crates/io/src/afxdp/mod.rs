@@ -22,7 +22,7 @@
 //! and attaching, and the peer's stack segments in software before the veth.
 //! But its tx checksum offload stays on, and those frames arrive with
 //! partial TCP/UDP checksums that XDP_REDIRECT does not mark: `recv_batch`
-//! recognises and completes them (`csum.rs`, counted in
+//! recognises and completes them ([`crate::csum::complete_if_partial`], counted in
 //! [`AfXdpStats::csum_completed`]); otherwise every such segment is dropped
 //! by its receiver.
 //!
@@ -41,7 +41,6 @@
 //! but [`AfXdp::open`] fails with a clear error, so the caller falls back to
 //! AF_PACKET.
 
-mod csum;
 mod loader;
 mod ring;
 mod sys;
@@ -407,7 +406,7 @@ impl AfXdp {
             let buf = unsafe { self.umem.bytes_mut(start, room) };
             let verdict = match buf {
                 Some(buf) if d.len as usize <= room => {
-                    if csum::complete_if_partial(&mut buf[..d.len as usize]) {
+                    if crate::csum::complete_if_partial(&mut buf[..d.len as usize]) {
                         self.stats.csum_completed += 1;
                     }
                     f(buf, d.len as usize)
