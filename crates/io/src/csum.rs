@@ -30,7 +30,7 @@
 use wire::checksum::{combine, fold, pseudo_header_v4, pseudo_header_v6, sum};
 use wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
 
-use crate::afpacket::RxMeta;
+use crate::port::RxMeta;
 
 /// A frame's TCP segment or UDP datagram and what its checksum covers.
 struct Segment<'a> {

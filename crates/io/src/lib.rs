@@ -9,9 +9,15 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod csum;
 pub mod gen;
+pub mod mem;
 pub mod netlink;
 pub mod pcap;
+pub mod port;
 pub mod rawip;
 mod sys;
 #[cfg(test)]
 mod testnet;
+pub mod vnet;
+
+pub use port::{Port, PortStats, Rx, RxMeta};
+pub use vnet::VnetHdr;

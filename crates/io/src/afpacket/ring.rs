@@ -12,9 +12,9 @@
 //! panics.
 
 use super::sys;
-use super::vnet::{VnetHdr, VNET_HDR_LEN};
 use super::RxMeta;
 use crate::sys::Mmap;
+use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
 /// Byte offsets in `struct tpacket_block_desc` (`linux/if_packet.h`).
 pub(crate) mod block {
@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn vnet_header_before_the_mac_header_is_decoded() {
         let hdr = VnetHdr {
-            flags: crate::afpacket::vnet::F_NEEDS_CSUM,
+            flags: crate::vnet::F_NEEDS_CSUM,
             gso_type: crate::afpacket::GsoType::TcpV4,
             gso_ecn: false,
             hdr_len: 66,

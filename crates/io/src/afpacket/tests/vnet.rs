@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::afpacket::vnet::{F_DATA_VALID, F_NEEDS_CSUM};
+use crate::vnet::{F_DATA_VALID, F_NEEDS_CSUM};
 
 /// Runs `ethtool ARGS` in namespace `ns`; whether it succeeded.
 fn ethtool(ns: &str, args: &[&str]) -> bool {
