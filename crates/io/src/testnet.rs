@@ -90,3 +90,68 @@ pub(crate) fn spawn_in<T: Send + 'static>(
 pub(crate) fn join<T>(h: thread::JoinHandle<T>) -> T {
     h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
+
+/// Two namespaces of our own joined by a veth pair, deleted on drop:
+///
+/// ```text
+/// ns qn-<tag>-<pid>-a: <dev>0 10.<net>.0.1/24 02:00:00:00:<net>:01
+///        ==veth==
+/// ns qn-<tag>-<pid>-b: <dev>1 10.<net>.0.2/24 02:00:00:00:<net>:02
+///                      route 198.51.100.0/24 via 10.<net>.0.1
+/// ```
+///
+/// 198.51.100.0/24 stands for "addresses the code under test forwards to": not local to
+/// namespace a, so its kernel does not answer them.
+#[derive(Debug)]
+pub(crate) struct VethLab {
+    /// The namespace the code under test runs in.
+    pub a: String,
+    /// The peer namespace (the kernel oracle).
+    pub b: String,
+    /// The device in namespace a.
+    pub dev_a: String,
+    _ns: Namespaces,
+}
+
+impl VethLab {
+    /// Builds the lab, or `None` (test skipped, with a message) when not root or without
+    /// `ip`. Panics if a step fails; whatever was created is deleted again.
+    pub(crate) fn new(tag: &str, dev: &str, net: u8) -> Option<VethLab> {
+        if !is_root() || !has_iproute2() {
+            eprintln!("skipping live test {tag}: needs root and iproute2");
+            return None;
+        }
+        let pid = std::process::id();
+        let (a, b) = (format!("qn-{tag}-{pid}-a"), format!("qn-{tag}-{pid}-b"));
+        let lab = VethLab {
+            _ns: Namespaces::create(&[a.clone(), b.clone()]),
+            a,
+            b,
+            dev_a: format!("{dev}0"),
+        };
+        let (a, b, da, db) = (&lab.a, &lab.b, &lab.dev_a, &format!("{dev}1"));
+        let (ip_a, ip_b) = (format!("10.{net}.0.1"), format!("10.{net}.0.2"));
+        let (mac_a, mac_b) = (
+            format!("02:00:00:00:{net:02x}:01"),
+            format!("02:00:00:00:{net:02x}:02"),
+        );
+        let (net_a, net_b) = (format!("{ip_a}/24"), format!("{ip_b}/24"));
+        let steps: [Vec<&str>; 8] = [
+            vec![
+                "-n", a, "link", "add", da, "type", "veth", "peer", "name", db, "netns", b,
+            ],
+            vec!["-n", a, "link", "set", da, "address", &mac_a],
+            vec!["-n", b, "link", "set", db, "address", &mac_b],
+            vec!["-n", a, "addr", "add", &net_a, "dev", da],
+            vec!["-n", b, "addr", "add", &net_b, "dev", db],
+            vec!["-n", a, "link", "set", da, "up"],
+            vec!["-n", b, "link", "set", db, "up"],
+            vec!["-n", b, "route", "add", "198.51.100.0/24", "via", &ip_a],
+        ];
+        for s in &steps {
+            // `lab` is dropped (namespaces deleted) if a step fails.
+            assert!(ip(s), "lab setup failed: ip {}", s.join(" "));
+        }
+        Some(lab)
+    }
+}

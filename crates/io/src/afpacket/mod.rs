@@ -26,6 +26,7 @@
 //!   virtio-net header ([`VnetHdr`]) and lets the kernel segment and checksum
 //!   them on the way out.
 
+mod port;
 mod ring;
 mod sys;
 mod tx;
@@ -52,6 +53,7 @@ pub use crate::csum::complete_checksum;
 pub use crate::port::RxMeta;
 /// Kept for the runtime until it uses `Port`: the header lives in [`crate::vnet`].
 pub use crate::vnet::{GsoType, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, VNET_HDR_LEN};
+pub use port::PacketPort;
 pub use tx::AfPacketTx;
 
 /// Settings of a receive ring; [`AfPacketConfig::new`] gives the defaults.

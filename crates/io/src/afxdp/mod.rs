@@ -42,11 +42,14 @@
 //! AF_PACKET.
 
 mod loader;
+mod port;
 mod ring;
 mod sys;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) use tests::{require_bpf, skip_reason};
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -546,6 +549,8 @@ impl AfXdp {
 }
 
 /// Waits until one of `socks` has frames to receive or `timeout` passes.
+///
+/// Kept for the runtime until it uses `Port` ([`crate::Port::wait`]).
 pub fn wait_readable(socks: &[&AfXdp], timeout: Duration) -> io::Result<bool> {
     let fds: Vec<&OwnedFd> = socks.iter().map(|s| &s.fd).collect();
     sys::poll_any_readable(&fds, timeout)

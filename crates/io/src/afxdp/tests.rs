@@ -43,8 +43,8 @@ struct Lab {
 }
 
 /// Why live tests cannot run here, if they cannot. Missing clang is NOT a
-/// reason: that fails the test.
-fn skip_reason() -> Option<&'static str> {
+/// reason: that fails the test (see [`require_bpf`]).
+pub(crate) fn skip_reason() -> Option<&'static str> {
     if !is_root() {
         return Some("needs root");
     }
@@ -59,6 +59,15 @@ fn skip_reason() -> Option<&'static str> {
     }
 }
 
+/// Fails the test when the crate was built without clang (CI must install it).
+pub(crate) fn require_bpf() {
+    assert!(
+        built_with_bpf(),
+        "{}: CI must install clang",
+        loader::NO_CLANG
+    );
+}
+
 impl Lab {
     /// Builds the lab, or returns None (test skipped, reason printed).
     fn new(tag: &str) -> Option<Lab> {
@@ -66,11 +75,7 @@ impl Lab {
             eprintln!("skipping af_xdp live test {tag}: {why}");
             return None;
         }
-        assert!(
-            built_with_bpf(),
-            "{}: CI must install clang",
-            loader::NO_CLANG
-        );
+        require_bpf();
         let pid = std::process::id();
         let (a, b) = (
             format!("qn-xdp-{pid}-{tag}-a"),

@@ -1,5 +1,6 @@
 //! The [`Port`] contract, tested once through a tiny worker generic over `P: Port`
-//! ([`reflect`]) and run against [`MemPort`] here.
+//! ([`reflect`]) and run against [`MemPort`] here; `live.rs` runs the same worker on the
+//! real backends in network namespaces.
 
 use wire::checksum::{fold, pseudo_header_v4};
 use wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, UdpPacket};
@@ -7,6 +8,8 @@ use wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, UdpPacket};
 use super::*;
 use crate::mem::{MemPort, BATCH};
 use crate::vnet::{GsoType, F_NEEDS_CSUM};
+
+mod live;
 
 /// UDP port whose datagrams [`reflect`] sends back in place (`Rx::Back`).
 pub(crate) const BACK_PORT: u16 = 7777;
@@ -324,6 +327,8 @@ fn the_callback_may_inject_through_a_handle() {
 fn ports_move_to_worker_threads() {
     fn is_port<P: Port + 'static>() {}
     is_port::<MemPort>();
+    is_port::<crate::afpacket::PacketPort>();
+    is_port::<crate::afxdp::AfXdp>();
     fn is_send<T: Send>() {}
     is_send::<crate::mem::MemHandle>();
 }
