@@ -9,6 +9,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod csum;
 pub mod gen;
+pub mod host;
 pub mod mem;
 pub mod netlink;
 pub mod pcap;
