@@ -58,6 +58,65 @@ pub(crate) fn setsockopt<T: Copy>(
     cvt(ret).map(drop)
 }
 
+/// `bind(fd, &addr, sizeof addr)` for a plain-old-data socket address `T`
+/// (`sockaddr_ll`, `sockaddr_xdp`); the kernel checks its family and fields.
+pub(crate) fn bind<T: Copy>(fd: &OwnedFd, addr: &T) -> io::Result<()> {
+    // SAFETY: `addr` is a live, initialised `T` and the length passed is exactly its size,
+    // so the kernel reads only within it (and does not keep the pointer).
+    let ret = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (addr as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(drop)
+}
+
+/// Plain old data a `getsockopt` may fill: integers only, so all-zero and every other
+/// bit pattern the kernel writes are valid values.
+///
+/// # Safety
+///
+/// Implement only for integers and `repr(C)` structs made of integers (no `bool`, enum,
+/// reference or pointer).
+pub(crate) unsafe trait Pod: Copy {}
+
+// SAFETY: an integer.
+unsafe impl Pod for libc::c_int {}
+// SAFETY: three `c_uint`s.
+unsafe impl Pod for libc::tpacket_stats_v3 {}
+// SAFETY: four `xdp_ring_offset`s, each four `u64`s.
+unsafe impl Pod for libc::xdp_mmap_offsets {}
+// SAFETY: six `u64`s.
+unsafe impl Pod for libc::xdp_statistics {}
+
+/// `getsockopt(fd, level, name)` into a zeroed `T`: the value, and how many bytes of it
+/// the kernel wrote (an older kernel may write fewer).
+pub(crate) fn getsockopt<T: Pod>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<(T, usize)> {
+    // SAFETY: `T: Pod`: all-zero is a valid value.
+    let mut v: T = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is a live, writable `T` of `len` bytes and `len` is a valid in/out
+    // length: the kernel writes at most `len` bytes, and whatever it writes is a valid
+    // `T` (`Pod`).
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut T).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret)?;
+    Ok((v, len as usize))
+}
+
 /// Waits until one of `fds` is readable or `timeout` passes. Returns whether any is;
 /// an interrupted wait counts as "none".
 pub(crate) fn poll_any_readable(

@@ -11,6 +11,7 @@ use std::mem;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::sys::cvt;
+use crate::sys::getsockopt;
 pub(crate) use crate::sys::{poll_any_readable, setsockopt};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -36,25 +37,7 @@ pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
 
 /// `getsockopt(PACKET_STATISTICS)` with a `tpacket_stats_v3` (reading resets the kernel's counters).
 pub(crate) fn packet_stats_v3(fd: &OwnedFd) -> io::Result<libc::tpacket_stats_v3> {
-    let mut st = libc::tpacket_stats_v3 {
-        tp_packets: 0,
-        tp_drops: 0,
-        tp_freeze_q_cnt: 0,
-    };
-    let mut len = mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-    // SAFETY: `st` is a writable, initialised struct of `len` bytes and `len`
-    // is a valid in/out length; the kernel writes at most `len` bytes.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-            (&mut st as *mut libc::tpacket_stats_v3).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret)?;
-    Ok(st)
+    getsockopt(fd, libc::SOL_PACKET, libc::PACKET_STATISTICS).map(|(st, _)| st)
 }
 
 /// Binds a packet socket to `ifindex`, receiving `protocol_be` (network order; 0 = nothing).
@@ -64,15 +47,7 @@ pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol_be: u16) -> io::R
     sll.sll_family = libc::AF_PACKET as libc::c_ushort;
     sll.sll_protocol = protocol_be;
     sll.sll_ifindex = ifindex as libc::c_int;
-    // SAFETY: `sll` is a fully initialised sockaddr_ll and the length passed is its size.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(drop)
+    crate::sys::bind(fd, &sll)
 }
 
 /// Waits up to `timeout_ms` (0 = don't wait) for `fd` to be readable.
@@ -101,19 +76,7 @@ pub(crate) fn poll_readable(fd: &OwnedFd, timeout_ms: libc::c_int) -> io::Result
 
 /// Reads and clears `SO_ERROR`.
 fn take_socket_error(fd: &OwnedFd) -> io::Result<libc::c_int> {
-    let mut err: libc::c_int = 0;
-    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `err` is a writable c_int and `len` its size.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret).map(|_| err)
+    getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR).map(|(err, _)| err)
 }
 
 /// Sends `frames` (whole Ethernet frames) with one `sendmmsg(MSG_DONTWAIT)`

@@ -10,7 +10,7 @@ use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use crate::sys::cvt;
+use crate::sys::getsockopt;
 pub(crate) use crate::sys::poll_any_readable;
 
 /// Resolves an interface name in the calling thread's network namespace (one
@@ -44,21 +44,9 @@ pub(crate) fn setsockopt_xdp<T: Copy>(
 
 /// Reads the ring layout (`XDP_MMAP_OFFSETS`, the flags-carrying version).
 pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
-    // SAFETY: xdp_mmap_offsets is plain integers; all-zero is a valid value.
-    let mut off: libc::xdp_mmap_offsets = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-    // SAFETY: `off` is writable for `len` bytes; the kernel writes at most that.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret)?;
-    if len as usize != mem::size_of::<libc::xdp_mmap_offsets>() {
+    let (off, len) =
+        getsockopt::<libc::xdp_mmap_offsets>(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
+    if len != mem::size_of::<libc::xdp_mmap_offsets>() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "AF_XDP: kernel too old (XDP_MMAP_OFFSETS without ring flags, < 5.4)",
@@ -69,20 +57,7 @@ pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
 
 /// Reads the socket's drop counters (`XDP_STATISTICS`).
 pub(crate) fn statistics(fd: &OwnedFd) -> io::Result<libc::xdp_statistics> {
-    // SAFETY: xdp_statistics is plain integers; all-zero is a valid value.
-    let mut st: libc::xdp_statistics = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-    // SAFETY: `st` is writable for `len` bytes; an older kernel writes fewer.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-            (&mut st as *mut libc::xdp_statistics).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret).map(|_| st)
+    getsockopt(fd, libc::SOL_XDP, libc::XDP_STATISTICS).map(|(st, _)| st)
 }
 
 /// Binds the socket to `ifindex`/`queue` with `flags` (`XDP_COPY`, ...).
@@ -94,15 +69,7 @@ pub(crate) fn bind_xdp(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: 0,
     };
-    // SAFETY: `sxdp` is a valid sockaddr_xdp and we pass its exact size.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sxdp as *const libc::sockaddr_xdp).cast(),
-            mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(drop)
+    crate::sys::bind(fd, &sxdp)
 }
 
 /// Kicks the kernel to process the tx ring (`sendto(fd, NULL, 0, MSG_DONTWAIT)`).
