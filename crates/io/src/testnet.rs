@@ -155,3 +155,67 @@ impl VethLab {
         Some(lab)
     }
 }
+
+/// Ethernet (`src_mac` -> `dst_mac`) + an IPv4 header (DF, TTL 64) for `proto` around
+/// `l4`, with the IP checksum.
+pub(crate) fn eth_ipv4(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    proto: u8,
+    l4: &[u8],
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(34 + l4.len());
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut iph = [0u8; 20];
+    iph[0] = 0x45;
+    iph[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+    iph[6] = 0x40; // DF
+    iph[8] = 64;
+    iph[9] = proto;
+    iph[12..16].copy_from_slice(&src);
+    iph[16..20].copy_from_slice(&dst);
+    let c = wire::checksum::checksum(&iph);
+    iph[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&iph);
+    f.extend_from_slice(l4);
+    f
+}
+
+/// An ICMP echo request (type 8) with `id`, `seq` and `text`, checksummed.
+pub(crate) fn icmp_echo(id: u16, seq: u16, text: &[u8]) -> Vec<u8> {
+    let mut icmp = vec![8u8, 0, 0, 0];
+    icmp.extend_from_slice(&id.to_be_bytes());
+    icmp.extend_from_slice(&seq.to_be_bytes());
+    icmp.extend_from_slice(text);
+    let c = wire::checksum::checksum(&icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    icmp
+}
+
+/// Floods 64-byte UDP datagrams from namespace `ns` (bound to `from`) to `to` for `dur`,
+/// in a thread; its result is how many the socket accepted.
+pub(crate) fn udp_flood(
+    ns: &str,
+    from: &'static str,
+    to: &'static str,
+    dur: std::time::Duration,
+) -> thread::JoinHandle<u64> {
+    spawn_in(ns, move || {
+        let s = std::net::UdpSocket::bind(from).unwrap();
+        s.connect(to).unwrap();
+        let buf = [0x5au8; 64];
+        let (mut sent, start) = (0u64, std::time::Instant::now());
+        while start.elapsed() < dur {
+            for _ in 0..256 {
+                if s.send(&buf).is_ok() {
+                    sent += 1;
+                }
+            }
+        }
+        sent
+    })
+}
