@@ -80,11 +80,18 @@ fn offloads_untouched_without_ethtool() {
     }
 }
 
-fn has(tool: &str) -> bool {
-    Command::new(tool)
+/// A [`VethLab`] for a test that also needs `tool`; `None` (skipped, with a message)
+/// without it, without root or without `ip`.
+fn lab_with(tool: &str, tag: &str, net: u8) -> Option<VethLab> {
+    let has = Command::new(tool)
         .arg("--version")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        eprintln!("skipping {tag}: needs {tool}");
+        return None;
+    }
+    VethLab::new(tag, tag, net)
 }
 
 /// `ip netns exec NS PROG ARGS`: its stdout, if it succeeded.
@@ -101,11 +108,7 @@ fn exec_in(ns: &str, prog: &str, args: &[&str]) -> Option<String> {
 
 #[test]
 fn offloads_off_turns_them_off_on_a_veth() {
-    if !has("ethtool") {
-        eprintln!("skipping: needs ethtool");
-        return;
-    }
-    let Some(lab) = VethLab::new("hoff", "hoff", 84) else {
+    let Some(lab) = lab_with("ethtool", "hoff", 84) else {
         return;
     };
     let dev = lab.dev_a.clone();
@@ -157,11 +160,7 @@ fn icmp_answers_transit(lab: &VethLab) -> bool {
 
 #[test]
 fn ingress_filter_drops_transit_keeps_local_and_goes_away_on_drop() {
-    if !has("nft") {
-        eprintln!("skipping: needs nft");
-        return;
-    }
-    let Some(lab) = VethLab::new("hnft", "hnft", 85) else {
+    let Some(lab) = lab_with("nft", "hnft", 85) else {
         return;
     };
     exec_in(&lab.a, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]).expect("ip_forward");
