@@ -1,15 +1,37 @@
 //! Packet I/O backends for quicknat.
 //!
 //! An io backend moves frames (plain byte buffers) between the outside world
-//! and the runtime: a capture file today, rings and devices later. Backends
-//! never know what NAT is: they do not parse IP, keep sessions or look at
-//! configuration. The runtime is the one place where io and the engine meet.
+//! and the runtime. Backends never know what NAT is: they do not keep
+//! sessions or look at configuration, and parse frames only as far as
+//! completing a sender's partial checksum needs. The runtime is the one place
+//! where io and the engine meet.
+//!
+//! * [`Port`] (`port.rs`): the one interface a worker sees of a link —
+//!   batched receive with frames lent in place, [`Rx::Back`] to send one back
+//!   out of the same port, `send` / `flush` / `wait` / `stats`. Implemented by
+//!   [`afpacket::PacketPort`] (TPACKET_V3 ring + `sendmmsg`), [`afxdp::AfXdp`]
+//!   (AF_XDP copy mode) and [`mem::MemPort`] (in memory, for tests).
+//! * [`csum`]: completing partial TCP/UDP checksums, for every backend;
+//!   [`vnet`]: the virtio-net header ports with GSO pass-through carry.
+//! * [`host`]: host setup around the ports' interfaces (ethtool offloads, the
+//!   nftables ingress table).
+//! * [`pcap`] files, [`netlink`] (routes, neighbours), [`rawip`] (handing
+//!   packets to the kernel), and the unsafe edge in `sys.rs` (one `Mmap`,
+//!   socket options), each `unsafe` block with its `// SAFETY:` line.
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod csum;
+pub mod host;
+pub mod mem;
 pub mod netlink;
 pub mod pcap;
+pub mod port;
 pub mod rawip;
 mod sys;
 #[cfg(test)]
 mod testnet;
+pub mod vnet;
+
+pub use port::{Port, PortStats, Rx, RxMeta};
+pub use vnet::VnetHdr;

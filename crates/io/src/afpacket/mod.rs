@@ -1,17 +1,18 @@
 //! AF_PACKET backend: a TPACKET_V3 receive ring and a `sendmmsg` transmitter.
 //!
+//! [`PacketPort`] is the backend as a [`crate::Port`]: one interface's ring and
+//! transmit socket, opened from one [`AfPacketConfig`]. Its parts:
 //! [`AfPacket`] receives every Ethernet frame of one interface into a ring
 //! shared with the kernel and lends each frame to the caller *mutably, in
 //! the ring*, so the engine can rewrite headers in place without a copy.
 //! [`AfPacketTx`] queues frames (copying them, so the receive block can be
 //! given back at once) and sends a batch with one `sendmmsg`.
-//! [`complete_checksum`] finishes the partial TCP/UDP checksums that veth
-//! with transmit offload hands to packet sockets.
 //!
-//! This module moves frames; it must never parse them beyond what
-//! [`complete_checksum`] needs, keep sessions, or know what NAT is. All of
-//! its `unsafe` code lives in `sys.rs`, behind safe wrappers; everything the
-//! kernel writes into the ring is bounds-checked before use (`ring.rs`).
+//! This module moves frames; it must never parse them, keep sessions, or know
+//! what NAT is (completing partial checksums is [`crate::csum`]'s job). All of
+//! its `unsafe` code lives in `sys.rs` and `crate::sys`, behind safe wrappers;
+//! everything the kernel writes into the ring is bounds-checked before use
+//! (`ring.rs`).
 //!
 //! Traps (see `/work/shared/LAB-NOTES.md`):
 //! * in a fanout group the per-socket `PACKET_IGNORE_OUTGOING` is ignored;
@@ -19,20 +20,21 @@
 //!   frames loop back into the ring;
 //! * veth with offloads on delivers frames whose transport checksum holds
 //!   only the pseudo-header sum (`RxMeta::csum_not_ready`), and GSO
-//!   super-frames up to 64 KiB: `RxMeta::len` larger than the MTU. This
-//!   backend reports them; the caller completes or drops them — or, with
-//!   `AfPacketConfig::vnet_hdr` and [`AfPacketTx::open_vnet`], passes them on
-//!   described by their virtio-net header ([`VnetHdr`]) and lets the kernel
-//!   segment and checksum them on the way out (`vnet.rs`).
+//!   super-frames up to 64 KiB: `RxMeta::len` larger than the MTU. The ring
+//!   reports them; [`PacketPort`] completes the checksums — or, with
+//!   `AfPacketConfig::vnet_hdr`, passes them on described by their
+//!   virtio-net header ([`VnetHdr`]) and lets the kernel segment and checksum
+//!   them on the way out.
 
-mod csum;
+mod port;
 mod ring;
 mod sys;
 mod tx;
-mod vnet;
 
 /// Waits until one of `socks` has a block ready or `timeout` passes (an idle worker's
 /// sleep). Returns whether any is ready.
+///
+/// Kept for the runtime until it uses `Port` ([`crate::Port::wait`]).
 pub fn wait_readable(socks: &[&AfPacket], timeout: std::time::Duration) -> io::Result<bool> {
     let fds: Vec<&OwnedFd> = socks.iter().map(|s| &s.fd).collect();
     sys::poll_any_readable(&fds, timeout)
@@ -45,9 +47,14 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-pub use csum::complete_checksum;
+/// Kept for the runtime until it uses `Port`: [`crate::csum::complete_checksum`].
+pub use crate::csum::complete_checksum;
+/// Kept for the runtime until it uses `Port`: [`crate::RxMeta`].
+pub use crate::port::RxMeta;
+/// Kept for the runtime until it uses `Port`: the header lives in [`crate::vnet`].
+pub use crate::vnet::{GsoType, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, VNET_HDR_LEN};
+pub use port::PacketPort;
 pub use tx::AfPacketTx;
-pub use vnet::{GsoType, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, VNET_HDR_LEN};
 
 /// Settings of a receive ring; [`AfPacketConfig::new`] gives the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +75,8 @@ pub struct AfPacketConfig {
     /// Applied as `PACKET_IGNORE_OUTGOING`, or as `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` in a fanout group.
     pub ignore_outgoing: bool,
     /// Ask for a virtio-net header with every frame (`PACKET_VNET_HDR`, default false):
-    /// GSO super-packets and partial checksums arrive described in [`RxMeta::vnet`].
+    /// GSO super-packets and partial checksums arrive described in [`RxMeta::vnet`]. A
+    /// [`PacketPort`] opens its transmit socket with virtio-net headers too.
     pub vnet_hdr: bool,
 }
 
@@ -120,45 +128,6 @@ impl AfPacketConfig {
     }
 }
 
-/// What the kernel says about one received frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RxMeta {
-    /// Length on the wire (a GSO super-frame can exceed the MTU: check before forwarding).
-    pub len: usize,
-    /// Bytes present in the ring (the slice length).
-    pub snaplen: usize,
-    /// `TP_STATUS_CSUMNOTREADY`: the TCP/UDP checksum holds only the pseudo-header sum (veth offload).
-    pub csum_not_ready: bool,
-    /// `TP_STATUS_CSUM_VALID`: the kernel (or NIC) has verified the transport checksum.
-    pub csum_valid: bool,
-    /// The VLAN TCI the kernel stripped from the frame (`TP_STATUS_VLAN_VALID`).
-    pub vlan_tci: Option<u16>,
-    /// `TP_STATUS_COPY` or `snaplen < len`: the slice is not the whole frame.
-    pub truncated: bool,
-    /// `TP_STATUS_LOSING`: the socket dropped frames since [`AfPacket::stats`] was last read.
-    /// Not a property of this frame (it is still whole); kept apart from `truncated`.
-    pub losing: bool,
-    /// The virtio-net header of the frame (only with [`AfPacketConfig::vnet_hdr`]): GSO
-    /// type and segment size of a super-packet, `NEEDS_CSUM` with where the checksum is.
-    pub vnet: Option<VnetHdr>,
-}
-
-impl RxMeta {
-    /// Metadata for a frame another backend delivered whole, with final checksums.
-    pub fn whole(len: usize) -> Self {
-        RxMeta {
-            len,
-            snaplen: len,
-            csum_not_ready: false,
-            csum_valid: false,
-            vlan_tci: None,
-            truncated: false,
-            losing: false,
-            vnet: None,
-        }
-    }
-}
-
 /// A TPACKET_V3 receive ring on one interface.
 #[derive(Debug)]
 pub struct AfPacket {
@@ -204,8 +173,8 @@ impl AfPacket {
         };
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
             .map_err(ctx("PACKET_RX_RING"))?;
-        let map =
-            sys::Mmap::new(&fd, cfg.block_size * cfg.block_count).map_err(ctx("mmap ring"))?;
+        let map = crate::sys::Mmap::shared(&fd, cfg.block_size * cfg.block_count, 0)
+            .map_err(ctx("mmap ring"))?;
         let ring = ring::Ring::new(map, cfg.block_size, cfg.block_count, cfg.vnet_hdr);
         sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL_BE).map_err(ctx("bind"))?;
         let on: libc::c_int = 1;

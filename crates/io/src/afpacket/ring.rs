@@ -11,9 +11,10 @@
 //! can only make it skip frames; it never reads outside the block and never
 //! panics.
 
-use super::sys::{self, Mmap};
-use super::vnet::{VnetHdr, VNET_HDR_LEN};
+use super::sys;
 use super::RxMeta;
+use crate::sys::Mmap;
+use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
 /// Byte offsets in `struct tpacket_block_desc` (`linux/if_packet.h`).
 pub(crate) mod block {
@@ -176,7 +177,7 @@ impl Ring {
     /// Is the block under the cursor ready for user space?
     pub(crate) fn ready(&self) -> bool {
         self.map
-            .status_word(self.next * self.block_size + block::STATUS)
+            .atomic_u32(self.next * self.block_size + block::STATUS)
             .is_some_and(|w| sys::load_acquire(w) & libc::TP_STATUS_USER != 0)
     }
 
@@ -200,7 +201,7 @@ impl Ring {
     /// Gives a held block back to the kernel and moves the cursor past it.
     fn release_held(&mut self) {
         if let Some(idx) = self.held.take() {
-            if let Some(w) = self.map.status_word(idx * self.block_size + block::STATUS) {
+            if let Some(w) = self.map.atomic_u32(idx * self.block_size + block::STATUS) {
                 sys::store_release(w, libc::TP_STATUS_KERNEL);
             }
             self.next = (idx + 1) % self.block_count;
@@ -285,7 +286,7 @@ mod tests {
     #[test]
     fn vnet_header_before_the_mac_header_is_decoded() {
         let hdr = VnetHdr {
-            flags: crate::afpacket::vnet::F_NEEDS_CSUM,
+            flags: crate::vnet::F_NEEDS_CSUM,
             gso_type: crate::afpacket::GsoType::TcpV4,
             gso_ecn: false,
             hdr_len: 66,

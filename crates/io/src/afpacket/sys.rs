@@ -1,16 +1,17 @@
 //! The unsafe edge of the AF_PACKET backend: thin, safe wrappers over the
-//! few syscalls it needs (socket options, bind, mmap, poll, sendmmsg).
+//! few syscalls it needs (socket options, bind, poll, sendmmsg); the ring's
+//! mapping is the crate's one [`crate::sys::Mmap`].
 //!
-//! Every `unsafe` block of the backend lives in this file. Each wrapper takes
+//! Every `unsafe` block of the backend lives in this file or in `crate::sys`. Each wrapper takes
 //! only safe Rust types, checks the return value and turns `-1` into an
 //! [`io::Error`]; nothing here knows about ring layouts or frames.
 
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::ptr::NonNull;
 
 use crate::sys::cvt;
+use crate::sys::getsockopt;
 pub(crate) use crate::sys::{poll_any_readable, setsockopt};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -36,25 +37,7 @@ pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
 
 /// `getsockopt(PACKET_STATISTICS)` with a `tpacket_stats_v3` (reading resets the kernel's counters).
 pub(crate) fn packet_stats_v3(fd: &OwnedFd) -> io::Result<libc::tpacket_stats_v3> {
-    let mut st = libc::tpacket_stats_v3 {
-        tp_packets: 0,
-        tp_drops: 0,
-        tp_freeze_q_cnt: 0,
-    };
-    let mut len = mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-    // SAFETY: `st` is a writable, initialised struct of `len` bytes and `len`
-    // is a valid in/out length; the kernel writes at most `len` bytes.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-            (&mut st as *mut libc::tpacket_stats_v3).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret)?;
-    Ok(st)
+    getsockopt(fd, libc::SOL_PACKET, libc::PACKET_STATISTICS).map(|(st, _)| st)
 }
 
 /// Binds a packet socket to `ifindex`, receiving `protocol_be` (network order; 0 = nothing).
@@ -64,15 +47,7 @@ pub(crate) fn bind_packet(fd: &OwnedFd, ifindex: u32, protocol_be: u16) -> io::R
     sll.sll_family = libc::AF_PACKET as libc::c_ushort;
     sll.sll_protocol = protocol_be;
     sll.sll_ifindex = ifindex as libc::c_int;
-    // SAFETY: `sll` is a fully initialised sockaddr_ll and the length passed is its size.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(drop)
+    crate::sys::bind(fd, &sll)
 }
 
 /// Waits up to `timeout_ms` (0 = don't wait) for `fd` to be readable.
@@ -101,19 +76,7 @@ pub(crate) fn poll_readable(fd: &OwnedFd, timeout_ms: libc::c_int) -> io::Result
 
 /// Reads and clears `SO_ERROR`.
 fn take_socket_error(fd: &OwnedFd) -> io::Result<libc::c_int> {
-    let mut err: libc::c_int = 0;
-    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `err` is a writable c_int and `len` its size.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret).map(|_| err)
+    getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR).map(|(err, _)| err)
 }
 
 /// Sends `frames` (whole Ethernet frames) with one `sendmmsg(MSG_DONTWAIT)`
@@ -157,125 +120,6 @@ pub(crate) fn sendmmsg_frames(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usiz
 
 /// The largest batch handed to one `sendmmsg`.
 pub(crate) const SENDMMSG_MAX: usize = 64;
-
-/// A shared, read-write `mmap` of a socket's packet ring; unmapped on drop.
-///
-/// The mapping is shared with the kernel, which writes blocks it owns at any
-/// time. The only ways in are [`Mmap::status_word`] (an atomic view of a
-/// 4-byte status word) and [`Mmap::user_block`] (a byte slice over one
-/// block, given only while the ring protocol hands the block to user space).
-#[derive(Debug)]
-pub(crate) struct Mmap {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is owned exclusively by this value (no other Rust
-// handle to it exists) and is process-wide memory, so moving the owner to
-// another thread is sound. It is not Sync: access needs `&mut self`.
-unsafe impl Send for Mmap {}
-
-impl Mmap {
-    /// Maps `len` bytes of `fd`'s ring, shared and read-write.
-    pub(crate) fn new(fd: &OwnedFd, len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh mapping at a kernel-chosen address; it aliases no
-        // Rust object. Failure is reported as MAP_FAILED and checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        let p = if p == libc::MAP_FAILED {
-            // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry unlocked.
-            // SAFETY: as above.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            p
-        } else {
-            p
-        };
-        let ptr =
-            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
-        Ok(Mmap { ptr, len })
-    }
-
-    /// Length of the mapping in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The 4-byte word at `off` as an atomic (`None` if out of range or misaligned).
-    ///
-    /// The kernel flips block status words concurrently; atomics with
-    /// acquire/release give the ordering the ring protocol relies on.
-    pub(crate) fn status_word(&self, off: usize) -> Option<&AtomicU32> {
-        if !off.is_multiple_of(4) || off.checked_add(4).is_none_or(|end| end > self.len) {
-            return None;
-        }
-        // SAFETY: `off..off+4` lies inside the live mapping (checked above)
-        // and the mapping is page-aligned, so the pointer is 4-byte aligned.
-        // The word is only ever accessed atomically by us, and the kernel
-        // accesses it with its own atomic/barriered stores; the reference
-        // borrows `self`, so it cannot outlive the mapping.
-        Some(unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast::<u32>()) })
-    }
-
-    /// The block `off..off+len` as a mutable slice, if and only if its
-    /// status word (at `off + status_off`, read with acquire ordering) has
-    /// `TP_STATUS_USER` set; `None` if the kernel owns it or the range is bad.
-    ///
-    /// While the status says `TP_STATUS_USER` the kernel does not touch the
-    /// block (TPACKET_V3 ring protocol), until we store `TP_STATUS_KERNEL`
-    /// again with [`Mmap::status_word`], which the `&mut` borrow of the
-    /// returned slice keeps us from doing while it lives.
-    pub(crate) fn user_block(
-        &mut self,
-        off: usize,
-        len: usize,
-        status_off: usize,
-    ) -> Option<&mut [u8]> {
-        if off.checked_add(len).is_none_or(|end| end > self.len) || status_off.checked_add(4)? > len
-        {
-            return None;
-        }
-        let status = load_acquire(self.status_word(off + status_off)?);
-        if status & libc::TP_STATUS_USER == 0 {
-            return None;
-        }
-        // SAFETY: the range is inside the live mapping (checked above); the
-        // `&mut self` borrow makes the slice the only Rust reference into the
-        // mapping for its lifetime; the kernel handed the block to user space
-        // (status read with acquire ordering, so its writes are visible) and
-        // does not write it again until we give it back.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(off), len) })
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` describe exactly the mapping made in `new`, and
-        // no reference into it can outlive `self` (they all borrow it).
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-    }
-}
 
 /// Loads a status word with acquire ordering (pairs with the kernel's barrier
 /// before it hands a block to user space).

@@ -1,10 +1,12 @@
 //! Live tests on a veth pair between two network namespaces of our own:
 //!
 //! ```text
-//! ns qn-afp-<pid>-<tag>-a: afp0 10.77.0.1/24 02:00:00:00:00:01
+//! ns qn-afp-<tag>-<pid>-a: afp0 10.77.0.1/24 02:00:00:00:4d:01
 //!        ==veth==
-//! ns qn-afp-<pid>-<tag>-b: afp1 10.77.0.2/24 02:00:00:00:00:02
+//! ns qn-afp-<tag>-<pid>-b: afp1 10.77.0.2/24 02:00:00:00:4d:02
 //! ```
+//!
+//! ([`VethLab`], which also routes 198.51.100.0/24 from b via a.)
 //!
 //! The backend runs in a thread that has `setns`'d into namespace a; the
 //! peer's kernel (namespace b) is the independent oracle. The namespaces are
@@ -23,101 +25,22 @@ use super::*;
 
 mod vnet;
 
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const MAC_A: [u8; 6] = [2, 0, 0, 0, 77, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0, 77, 2];
 const IP_A: [u8; 4] = [10, 77, 0, 1];
 const IP_B: [u8; 4] = [10, 77, 0, 2];
 
-use crate::testnet::{has_iproute2, ip, is_root, join, spawn_in, Namespaces};
+use crate::testnet::{self, join, spawn_in, VethLab};
 
-/// Two namespaces joined by a veth pair; deleted on drop.
-struct Lab {
-    a: String,
-    b: String,
-    _ns: Namespaces,
+/// The lab of these tests: afp0 in namespace a, afp1 in b (see the module doc), or None
+/// (test skipped) when not root / no `ip`.
+fn lab(tag: &str) -> Option<VethLab> {
+    VethLab::new(&format!("afp-{tag}"), "afp", 77)
 }
 
-impl Lab {
-    /// Builds the lab, or returns None (test skipped) when not root / no `ip`.
-    fn new(tag: &str) -> Option<Lab> {
-        if !is_root() || !has_iproute2() {
-            eprintln!("skipping af_packet live test {tag}: needs root and iproute2");
-            return None;
-        }
-        let pid = std::process::id();
-        let (a, b) = (
-            format!("qn-afp-{pid}-{tag}-a"),
-            format!("qn-afp-{pid}-{tag}-b"),
-        );
-        let lab = Lab {
-            _ns: Namespaces::create(&[a.clone(), b.clone()]),
-            a,
-            b,
-        };
-        let (a, b) = (lab.a.as_str(), lab.b.as_str());
-        let steps: &[&[&str]] = &[
-            &[
-                "-n", a, "link", "add", "afp0", "type", "veth", "peer", "name", "afp1", "netns", b,
-            ],
-            &[
-                "-n",
-                a,
-                "link",
-                "set",
-                "afp0",
-                "address",
-                "02:00:00:00:00:01",
-            ],
-            &[
-                "-n",
-                b,
-                "link",
-                "set",
-                "afp1",
-                "address",
-                "02:00:00:00:00:02",
-            ],
-            &["-n", a, "addr", "add", "10.77.0.1/24", "dev", "afp0"],
-            &["-n", b, "addr", "add", "10.77.0.2/24", "dev", "afp1"],
-            &["-n", a, "link", "set", "afp0", "up"],
-            &["-n", b, "link", "set", "afp1", "up"],
-        ];
-        for s in steps {
-            // `lab` is dropped (namespaces deleted) if a step fails.
-            assert!(ip(s), "lab setup failed: ip {}", s.join(" "));
-        }
-        Some(lab)
-    }
-
-    /// Runs `f` in a new thread inside namespace `ns`.
-    fn spawn<T: Send + 'static>(
-        ns: &str,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> std::thread::JoinHandle<T> {
-        spawn_in(ns, f)
-    }
-}
-
-/// Ethernet + IPv4 header for `proto` around `l4`, with the IP checksum.
+/// Ethernet (A -> B) + IPv4 header for `proto` around `l4`, with the IP checksum.
 fn eth_ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, l4: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(34 + l4.len());
-    f.extend_from_slice(&MAC_B);
-    f.extend_from_slice(&MAC_A);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + l4.len()) as u16;
-    let mut iph = [0u8; 20];
-    iph[0] = 0x45;
-    iph[2..4].copy_from_slice(&total.to_be_bytes());
-    iph[6] = 0x40; // DF
-    iph[8] = 64;
-    iph[9] = proto;
-    iph[12..16].copy_from_slice(&src);
-    iph[16..20].copy_from_slice(&dst);
-    let c = checksum::checksum(&iph);
-    iph[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&iph);
-    f.extend_from_slice(l4);
-    f
+    testnet::eth_ipv4(MAC_B, MAC_A, src, dst, proto, l4)
 }
 
 /// A UDP frame from A to B carrying `payload`, checksummed.
@@ -134,12 +57,7 @@ fn udp_a_to_b(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
 
 /// An ICMP echo request from A to B.
 fn echo_request(id: u16, seq: u16) -> Vec<u8> {
-    let mut icmp = vec![8u8, 0, 0, 0];
-    icmp.extend_from_slice(&id.to_be_bytes());
-    icmp.extend_from_slice(&seq.to_be_bytes());
-    icmp.extend_from_slice(b"quicknat af_packet echo");
-    let c = checksum::checksum(&icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let icmp = testnet::icmp_echo(id, seq, b"quicknat af_packet echo");
     eth_ipv4(IP_A, IP_B, 1, &icmp)
 }
 
@@ -177,7 +95,7 @@ fn drain(rx: &mut AfPacket, dur: Duration, mut f: impl FnMut(&mut [u8], &RxMeta)
 
 /// Sends `n` UDP datagrams from namespace b to 10.77.0.1:`port`, one socket each (distinct flows).
 fn peer_send(ns: &str, n: usize, port: u16, marker: &'static [u8]) -> thread::JoinHandle<()> {
-    Lab::spawn(ns, move || {
+    spawn_in(ns, move || {
         for i in 0..n {
             let s = UdpSocket::bind("10.77.0.2:0").expect("bind peer");
             let mut msg = marker.to_vec();
@@ -203,9 +121,9 @@ fn open_errors_are_clear() {
 
 #[test]
 fn rx_ring_sees_peer_udp_with_sane_metadata() {
-    let Some(lab) = Lab::new("rx") else { return };
+    let Some(lab) = lab("rx") else { return };
     let (ready_tx, ready_rx) = mpsc::channel();
-    let gw = Lab::spawn(&lab.a, move || {
+    let gw = spawn_in(&lab.a, move || {
         let mut rx = AfPacket::open(&AfPacketConfig::new("afp0")).expect("open rx");
         assert!(rx.ifindex() > 0);
         ready_tx.send(()).unwrap();
@@ -257,8 +175,8 @@ fn rx_ring_sees_peer_udp_with_sane_metadata() {
 
 #[test]
 fn tx_echo_request_is_answered_by_the_peer_kernel() {
-    let Some(lab) = Lab::new("tx") else { return };
-    let gw = Lab::spawn(&lab.a, move || {
+    let Some(lab) = lab("tx") else { return };
+    let gw = spawn_in(&lab.a, move || {
         let mut rx = AfPacket::open(&AfPacketConfig::new("afp0")).expect("open rx");
         let mut tx = AfPacketTx::open("afp0").expect("open tx");
         assert_eq!(tx.ifindex(), rx.ifindex());
@@ -302,8 +220,8 @@ fn tx_echo_request_is_answered_by_the_peer_kernel() {
 
 #[test]
 fn ignore_outgoing_hides_our_own_transmissions() {
-    let Some(lab) = Lab::new("out") else { return };
-    let gw = Lab::spawn(&lab.a, move || {
+    let Some(lab) = lab("out") else { return };
+    let gw = spawn_in(&lab.a, move || {
         let cfg = |ignore, fanout| AfPacketConfig {
             ignore_outgoing: ignore,
             fanout,
@@ -342,10 +260,10 @@ fn ignore_outgoing_hides_our_own_transmissions() {
 
 #[test]
 fn fanout_group_members_share_all_packets() {
-    let Some(lab) = Lab::new("fan") else { return };
+    let Some(lab) = lab("fan") else { return };
     const N: usize = 64;
     let (ready_tx, ready_rx) = mpsc::channel();
-    let gw = Lab::spawn(&lab.a, move || {
+    let gw = spawn_in(&lab.a, move || {
         let cfg = AfPacketConfig {
             fanout: Some(42),
             block_size: 64 << 10,
@@ -393,10 +311,10 @@ fn fanout_group_members_share_all_packets() {
 #[test]
 #[ignore = "measurement, prints a rate"]
 fn afpacket_rx_flood_rate() {
-    let Some(lab) = Lab::new("flood") else { return };
+    let Some(lab) = lab("flood") else { return };
     let dur = Duration::from_secs(2);
     let (ready_tx, ready_rx) = mpsc::channel();
-    let gw = Lab::spawn(&lab.a, move || {
+    let gw = spawn_in(&lab.a, move || {
         let mut rx = AfPacket::open(&AfPacketConfig::new("afp0")).unwrap();
         ready_tx.send(()).unwrap();
         let mut n = 0u64;
@@ -413,20 +331,7 @@ fn afpacket_rx_flood_rate() {
         (n, bytes, rx.stats().unwrap())
     });
     ready_rx.recv().unwrap();
-    let peer = Lab::spawn(&lab.b, move || {
-        let s = UdpSocket::bind("10.77.0.2:0").unwrap();
-        s.connect("10.77.0.1:9").unwrap();
-        let buf = [0x5au8; 64];
-        let (mut sent, start) = (0u64, Instant::now());
-        while start.elapsed() < dur {
-            for _ in 0..256 {
-                if s.send(&buf).is_ok() {
-                    sent += 1;
-                }
-            }
-        }
-        sent
-    });
+    let peer = testnet::udp_flood(&lab.b, "10.77.0.2:0", "10.77.0.1:9", dur);
     let sent = join(peer);
     let (n, bytes, (packets, drops)) = join(gw);
     let secs = dur.as_secs_f64();

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use super::sys;
-use super::vnet::{VnetHdr, VNET_HDR_LEN};
+use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
 /// Frames queued before [`AfPacketTx::send`] flushes on its own.
 pub const BATCH: usize = sys::SENDMMSG_MAX;

@@ -22,7 +22,7 @@
 //! and attaching, and the peer's stack segments in software before the veth.
 //! But its tx checksum offload stays on, and those frames arrive with
 //! partial TCP/UDP checksums that XDP_REDIRECT does not mark: `recv_batch`
-//! recognises and completes them (`csum.rs`, counted in
+//! recognises and completes them ([`crate::csum::complete_if_partial`], counted in
 //! [`AfXdpStats::csum_completed`]); otherwise every such segment is dropped
 //! by its receiver.
 //!
@@ -41,13 +41,15 @@
 //! but [`AfXdp::open`] fails with a clear error, so the caller falls back to
 //! AF_PACKET.
 
-mod csum;
 mod loader;
+mod port;
 mod ring;
 mod sys;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) use tests::{require_bpf, skip_reason};
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -55,9 +57,9 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sys::Mmap;
 pub use loader::built_with_bpf;
 use ring::Ring;
-use sys::Mmap;
 
 /// At most this many frames are handed to the closure per `recv_batch`.
 const RX_BATCH: usize = 64;
@@ -400,21 +402,14 @@ impl AfXdp {
             let chunk = d.addr & !(fs - 1);
             let room = (chunk + fs).saturating_sub(d.addr) as usize;
             let start = d.addr as usize;
-            let verdict = match start.checked_add(d.len as usize) {
-                Some(end)
-                    if end <= self.umem.len()
-                        && start + room <= self.umem.len()
-                        && d.len as usize <= room =>
-                {
-                    // SAFETY: [start, start + room) lies inside the UMEM mapping
-                    // (checked above) and within one chunk that the kernel handed to us
-                    // on the rx ring; it does not touch the chunk again until we
-                    // put it on the fill or tx ring, and no other slice to it
-                    // exists (the slice dies with this call of `f`).
-                    let buf = unsafe {
-                        std::slice::from_raw_parts_mut(self.umem.as_ptr().add(start), room)
-                    };
-                    if csum::complete_if_partial(&mut buf[..d.len as usize]) {
+            // SAFETY: [start, start + room) lies within one chunk that the kernel handed
+            // to us on the rx ring (`bytes_mut` checks it is inside the UMEM); the kernel
+            // does not touch the chunk again until we put it on the fill or tx ring, and
+            // the slice dies with this call of `f`.
+            let buf = unsafe { self.umem.bytes_mut(start, room) };
+            let verdict = match buf {
+                Some(buf) if d.len as usize <= room => {
+                    if crate::csum::complete_if_partial(&mut buf[..d.len as usize]) {
                         self.stats.csum_completed += 1;
                     }
                     f(buf, d.len as usize)
@@ -473,18 +468,17 @@ impl AfXdp {
                 "AF_XDP: no free UMEM frame",
             ));
         };
-        // SAFETY: `addr` is a chunk from our free list: inside the mapping
-        // (addr + frame_size <= frames * frame_size) and on neither the fill
-        // nor the tx ring, so the kernel does not access it; frame.len() <=
-        // frame_size was checked above; source and destination cannot overlap
-        // (`frame` borrows other memory than this &mut self's free chunk).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                frame.as_ptr(),
-                self.umem.as_ptr().add(addr as usize),
-                frame.len(),
-            )
-        };
+        // SAFETY: `addr` is a chunk from our free list, on neither the fill nor the tx
+        // ring, so the kernel does not access it; frame.len() <= frame_size was checked
+        // above, so the range stays inside the chunk (`bytes_mut` checks the mapping).
+        match unsafe { self.umem.bytes_mut(addr as usize, frame.len()) } {
+            Some(chunk) => chunk.copy_from_slice(frame),
+            None => {
+                self.free.push(addr);
+                self.stats.tx_dropped += 1;
+                return Err(io::Error::other("AF_XDP: UMEM frame out of range"));
+            }
+        }
         let desc = libc::xdp_desc {
             addr,
             len: frame.len() as u32,
@@ -555,6 +549,8 @@ impl AfXdp {
 }
 
 /// Waits until one of `socks` has frames to receive or `timeout` passes.
+///
+/// Kept for the runtime until it uses `Port` ([`crate::Port::wait`]).
 pub fn wait_readable(socks: &[&AfXdp], timeout: Duration) -> io::Result<bool> {
     let fds: Vec<&OwnedFd> = socks.iter().map(|s| &s.fd).collect();
     sys::poll_any_readable(&fds, timeout)

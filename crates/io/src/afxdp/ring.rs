@@ -13,7 +13,7 @@ use std::mem;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::sys::Mmap;
+use crate::sys::Mmap;
 
 /// A mapped ring of `T` descriptors (`u64` UMEM addresses for fill and
 /// completion, `xdp_desc` for rx and tx).
@@ -45,7 +45,7 @@ impl<T: Copy> Ring<T> {
         debug_assert!(size.is_power_of_two());
         let desc = off.desc as usize;
         let len = desc + size as usize * mem::size_of::<T>();
-        let map = Mmap::ring(fd, len, pgoff)?;
+        let map = Mmap::shared(fd, len, pgoff)?;
         for o in [off.producer, off.consumer, off.flags] {
             if o as usize + 4 > desc || !o.is_multiple_of(4) {
                 return Err(io::Error::other(format!(

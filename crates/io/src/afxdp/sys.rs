@@ -1,16 +1,16 @@
 //! The unsafe edge of the AF_XDP backend: thin, safe wrappers over the
-//! syscalls it needs (socket, socket options, bind, mmap, poll, sendto).
+//! syscalls it needs (socket, socket options, bind, poll, sendto); the rings
+//! and the UMEM are mapped with the crate's one [`crate::sys::Mmap`].
 //!
-//! Every `unsafe` block of the socket side lives here or in `ring.rs`/
-//! `umem.rs` next to the raw memory it guards. Each wrapper takes only safe
+//! Every `unsafe` block of the socket side lives here, in `crate::sys`, or in
+//! `ring.rs`/`mod.rs` next to the raw memory it guards. Each wrapper takes only safe
 //! Rust types, checks the return value and turns `-1` into an [`io::Error`].
 
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::ptr::NonNull;
 
-use crate::sys::cvt;
+use crate::sys::getsockopt;
 pub(crate) use crate::sys::poll_any_readable;
 
 /// Resolves an interface name in the calling thread's network namespace (one
@@ -44,21 +44,9 @@ pub(crate) fn setsockopt_xdp<T: Copy>(
 
 /// Reads the ring layout (`XDP_MMAP_OFFSETS`, the flags-carrying version).
 pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
-    // SAFETY: xdp_mmap_offsets is plain integers; all-zero is a valid value.
-    let mut off: libc::xdp_mmap_offsets = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-    // SAFETY: `off` is writable for `len` bytes; the kernel writes at most that.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret)?;
-    if len as usize != mem::size_of::<libc::xdp_mmap_offsets>() {
+    let (off, len) =
+        getsockopt::<libc::xdp_mmap_offsets>(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
+    if len != mem::size_of::<libc::xdp_mmap_offsets>() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "AF_XDP: kernel too old (XDP_MMAP_OFFSETS without ring flags, < 5.4)",
@@ -69,20 +57,7 @@ pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
 
 /// Reads the socket's drop counters (`XDP_STATISTICS`).
 pub(crate) fn statistics(fd: &OwnedFd) -> io::Result<libc::xdp_statistics> {
-    // SAFETY: xdp_statistics is plain integers; all-zero is a valid value.
-    let mut st: libc::xdp_statistics = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-    // SAFETY: `st` is writable for `len` bytes; an older kernel writes fewer.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-            (&mut st as *mut libc::xdp_statistics).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret).map(|_| st)
+    getsockopt(fd, libc::SOL_XDP, libc::XDP_STATISTICS).map(|(st, _)| st)
 }
 
 /// Binds the socket to `ifindex`/`queue` with `flags` (`XDP_COPY`, ...).
@@ -94,15 +69,7 @@ pub(crate) fn bind_xdp(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: 0,
     };
-    // SAFETY: `sxdp` is a valid sockaddr_xdp and we pass its exact size.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sxdp as *const libc::sockaddr_xdp).cast(),
-            mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(drop)
+    crate::sys::bind(fd, &sxdp)
 }
 
 /// Kicks the kernel to process the tx ring (`sendto(fd, NULL, 0, MSG_DONTWAIT)`).
@@ -144,77 +111,4 @@ pub(crate) fn kick_rx(fd: &OwnedFd) {
             std::ptr::null_mut(),
         )
     };
-}
-
-/// A shared or anonymous memory mapping, unmapped on drop.
-pub(crate) struct Mmap {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory owned by this value; moving the owner to
-// another thread moves nothing the kernel ties to a thread.
-unsafe impl Send for Mmap {}
-
-impl Mmap {
-    /// Anonymous, private, pre-faulted memory of `len` bytes (the UMEM).
-    pub(crate) fn anonymous(len: usize) -> io::Result<Mmap> {
-        // SAFETY: a fresh anonymous mapping aliases nothing; the kernel picks the address.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        Self::from_raw(p, len)
-    }
-
-    /// Maps `len` bytes of the socket's ring at page offset `pgoff`
-    /// (`XDP_PGOFF_RX_RING`, ...).
-    pub(crate) fn ring(fd: &OwnedFd, len: usize, pgoff: u64) -> io::Result<Mmap> {
-        // SAFETY: maps a region the kernel exposes for this socket; the kernel
-        // checks `len` against the ring it set up and fails otherwise.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                pgoff as libc::off_t,
-            )
-        };
-        Self::from_raw(p, len)
-    }
-
-    fn from_raw(p: *mut libc::c_void, len: usize) -> io::Result<Mmap> {
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr =
-            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
-        Ok(Mmap { ptr, len })
-    }
-
-    /// The mapping's first byte.
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// The mapping's length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: we own the mapping; no reference into it outlives `self`
-        // (all slices handed out borrow from the owner).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
 }

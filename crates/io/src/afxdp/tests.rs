@@ -1,9 +1,9 @@
 //! Live tests on a veth pair between two network namespaces of our own:
 //!
 //! ```text
-//! ns qn-xdp-<pid>-<tag>-a: xdp0 10.78.0.1/24 02:00:00:00:01:01   (AfXdp here)
+//! ns qn-xdp-<tag>-<pid>-a: xdp0 10.78.0.1/24 02:00:00:00:4e:01   (AfXdp here)
 //!        ==veth==
-//! ns qn-xdp-<pid>-<tag>-b: xdp1 10.78.0.2/24 02:00:00:00:01:02
+//! ns qn-xdp-<tag>-<pid>-b: xdp1 10.78.0.2/24 02:00:00:00:4e:02
 //!                          route 198.51.100.0/24 via 10.78.0.1
 //! ```
 //!
@@ -22,29 +22,30 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wire::checksum;
-
 use super::*;
 
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 1, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 1, 2];
+const MAC_A: [u8; 6] = [2, 0, 0, 0, 78, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0, 78, 2];
 const IP_A: [u8; 4] = [10, 78, 0, 1];
 const IP_B: [u8; 4] = [10, 78, 0, 2];
 /// A forwarded (non-local) destination behind the AF_XDP side.
 const IP_FWD: [u8; 4] = [198, 51, 100, 7];
 
-use crate::testnet::{has_iproute2, ip, is_root, join, spawn_in, Namespaces};
+use crate::testnet::{self, has_iproute2, ip, is_root, join, spawn_in, Namespaces, VethLab};
 
-/// Two namespaces joined by a veth pair; deleted on drop.
-struct Lab {
-    a: String,
-    b: String,
-    _ns: Namespaces,
+/// The lab of these tests ([`VethLab`]: xdp0 in namespace a, xdp1 in b); deleted on drop.
+struct Lab(VethLab);
+
+impl std::ops::Deref for Lab {
+    type Target = VethLab;
+    fn deref(&self) -> &VethLab {
+        &self.0
+    }
 }
 
 /// Why live tests cannot run here, if they cannot. Missing clang is NOT a
-/// reason: that fails the test.
-fn skip_reason() -> Option<&'static str> {
+/// reason: that fails the test (see [`require_bpf`]).
+pub(crate) fn skip_reason() -> Option<&'static str> {
     if !is_root() {
         return Some("needs root");
     }
@@ -59,6 +60,15 @@ fn skip_reason() -> Option<&'static str> {
     }
 }
 
+/// Fails the test when the crate was built without clang (CI must install it).
+pub(crate) fn require_bpf() {
+    assert!(
+        built_with_bpf(),
+        "{}: CI must install clang",
+        loader::NO_CLANG
+    );
+}
+
 impl Lab {
     /// Builds the lab, or returns None (test skipped, reason printed).
     fn new(tag: &str) -> Option<Lab> {
@@ -66,63 +76,8 @@ impl Lab {
             eprintln!("skipping af_xdp live test {tag}: {why}");
             return None;
         }
-        assert!(
-            built_with_bpf(),
-            "{}: CI must install clang",
-            loader::NO_CLANG
-        );
-        let pid = std::process::id();
-        let (a, b) = (
-            format!("qn-xdp-{pid}-{tag}-a"),
-            format!("qn-xdp-{pid}-{tag}-b"),
-        );
-        let lab = Lab {
-            _ns: Namespaces::create(&[a.clone(), b.clone()]),
-            a,
-            b,
-        };
-        let (a, b) = (lab.a.as_str(), lab.b.as_str());
-        let steps: &[&[&str]] = &[
-            &[
-                "-n", a, "link", "add", "xdp0", "type", "veth", "peer", "name", "xdp1", "netns", b,
-            ],
-            &[
-                "-n",
-                a,
-                "link",
-                "set",
-                "xdp0",
-                "address",
-                "02:00:00:00:01:01",
-            ],
-            &[
-                "-n",
-                b,
-                "link",
-                "set",
-                "xdp1",
-                "address",
-                "02:00:00:00:01:02",
-            ],
-            &["-n", a, "addr", "add", "10.78.0.1/24", "dev", "xdp0"],
-            &["-n", b, "addr", "add", "10.78.0.2/24", "dev", "xdp1"],
-            &["-n", a, "link", "set", "xdp0", "up"],
-            &["-n", b, "link", "set", "xdp1", "up"],
-            &[
-                "-n",
-                b,
-                "route",
-                "add",
-                "198.51.100.0/24",
-                "via",
-                "10.78.0.1",
-            ],
-        ];
-        for s in steps {
-            // `lab` is dropped (namespaces deleted) if a step fails.
-            assert!(ip(s), "lab setup failed: ip {}", s.join(" "));
-        }
-        Some(lab)
+        require_bpf();
+        VethLab::new(&format!("xdp-{tag}"), "xdp", 78).map(Lab)
     }
 
     /// Runs `f` in a new thread inside namespace `ns`.
@@ -171,23 +126,7 @@ fn config(local: bool) -> AfXdpConfig {
 
 /// Ethernet (A -> B) + IPv4 header around `l4`, with the IP checksum.
 fn eth_ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, l4: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(34 + l4.len());
-    f.extend_from_slice(&MAC_B);
-    f.extend_from_slice(&MAC_A);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let mut iph = [0u8; 20];
-    iph[0] = 0x45;
-    iph[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
-    iph[6] = 0x40; // DF
-    iph[8] = 64;
-    iph[9] = proto;
-    iph[12..16].copy_from_slice(&src);
-    iph[16..20].copy_from_slice(&dst);
-    let c = checksum::checksum(&iph);
-    iph[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&iph);
-    f.extend_from_slice(l4);
-    f
+    testnet::eth_ipv4(MAC_B, MAC_A, src, dst, proto, l4)
 }
 
 /// A parsed IPv4 frame: (src, dst, protocol, L4 bytes).
@@ -313,12 +252,7 @@ fn rx_steers_ip_to_the_socket_and_leaves_arp_and_local_to_the_kernel() {
 
 /// An ICMP echo request from the forwarded address to B.
 fn echo_request(id: u16, seq: u16) -> Vec<u8> {
-    let mut icmp = vec![8u8, 0, 0, 0];
-    icmp.extend_from_slice(&id.to_be_bytes());
-    icmp.extend_from_slice(&seq.to_be_bytes());
-    icmp.extend_from_slice(b"quicknat af_xdp echo");
-    let c = checksum::checksum(&icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let icmp = testnet::icmp_echo(id, seq, b"quicknat af_xdp echo");
     eth_ipv4(IP_FWD, IP_B, 1, &icmp)
 }
 
@@ -496,20 +430,12 @@ fn afxdp_rx_flood_rate() {
         (n, x.stats().unwrap())
     });
     let native = ready_rx.recv().unwrap();
-    let sent = join(Lab::spawn(&lab.b, move || {
-        let s = UdpSocket::bind("10.78.0.2:0").unwrap();
-        s.connect("198.51.100.7:9").unwrap();
-        let buf = [0x5au8; 64];
-        let (mut sent, start) = (0u64, Instant::now());
-        while start.elapsed() < dur {
-            for _ in 0..256 {
-                if s.send(&buf).is_ok() {
-                    sent += 1;
-                }
-            }
-        }
-        sent
-    }));
+    let sent = join(testnet::udp_flood(
+        &lab.b,
+        "10.78.0.2:0",
+        "198.51.100.7:9",
+        dur,
+    ));
     let (n, stats) = join(gw);
     eprintln!(
         "af_xdp rx (native {native}): sent {sent}, received {n} = {:.0} pps; {stats:?}",

@@ -2,7 +2,7 @@
 //!
 //! Two oracles, both real kernels:
 //! * transmit: a hand-built UDP GSO super-packet (`GSO_UDP_L4`, partial checksum) sent
-//!   to the peer of the two-namespace [`Lab`] must arrive as the right datagrams on a
+//!   to the peer of the two-namespace lab ([`lab`]) must arrive as the right datagrams on a
 //!   UDP socket — once crossing veth whole (TSO on), once segmented and checksummed in
 //!   software because the veth's offloads are off;
 //! * a user-space bridge, the gateway's job minus translation:
@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::afpacket::vnet::{F_DATA_VALID, F_NEEDS_CSUM};
+use crate::testnet::{has_iproute2, ip, is_root, Namespaces};
+use crate::vnet::{F_DATA_VALID, F_NEEDS_CSUM};
 
 /// Runs `ethtool ARGS` in namespace `ns`; whether it succeeded.
 fn ethtool(ns: &str, args: &[&str]) -> bool {
@@ -73,7 +74,7 @@ fn udp_gso_a_to_b(dport: u16, seg: usize, segs: usize) -> (VnetHdr, Vec<u8>) {
 /// Sends one UDP GSO super-packet with the vnet header from A and checks the datagrams
 /// B's socket receives (the peer kernel drops any with a bad checksum).
 fn udp_gso_delivery(tag: &str, offloads: bool) {
-    let Some(lab) = Lab::new(tag) else { return };
+    let Some(lab) = lab(tag) else { return };
     if !offloads {
         assert!(
             ethtool(
@@ -85,7 +86,7 @@ fn udp_gso_delivery(tag: &str, offloads: bool) {
     }
     const SEGS: usize = 20;
     let (ready_tx, ready_rx) = mpsc::channel();
-    let peer = Lab::spawn(&lab.b, move || {
+    let peer = spawn_in(&lab.b, move || {
         let s = UdpSocket::bind("10.77.0.2:9997").expect("bind peer");
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         ready_tx.send(()).unwrap();
@@ -100,7 +101,7 @@ fn udp_gso_delivery(tag: &str, offloads: bool) {
         got
     });
     ready_rx.recv().expect("peer died");
-    let gw = Lab::spawn(&lab.a, move || {
+    let gw = spawn_in(&lab.a, move || {
         // The peer's MAC, so no ARP is needed.
         let mut tx = AfPacketTx::open_vnet("afp0").expect("open_vnet");
         assert!(tx.vnet());
@@ -140,8 +141,8 @@ fn tx_udp_gso_is_segmented_and_checksummed_without_offloads() {
 
 #[test]
 fn tx_partial_checksum_without_vnet_is_never_sent() {
-    let Some(lab) = Lab::new("nov") else { return };
-    let dropped = join(Lab::spawn(&lab.a, move || {
+    let Some(lab) = lab("nov") else { return };
+    let dropped = join(spawn_in(&lab.a, move || {
         let mut tx = AfPacketTx::open("afp0").unwrap();
         let (hdr, frame) = udp_gso_a_to_b(9, 100, 3);
         tx.send_vnet(&hdr, &frame).unwrap();
@@ -367,7 +368,7 @@ struct Transfer {
 /// Sends `total` bytes (or for `dur`, when given: then unhashed) from ns s to ns r over TCP.
 fn transfer(lab: &BridgeLab, total: u64, dur: Option<Duration>) -> Transfer {
     let (ready_tx, ready_rx) = mpsc::channel();
-    let recv = Lab::spawn(&lab.r, move || {
+    let recv = spawn_in(&lab.r, move || {
         let l = TcpListener::bind("10.78.0.2:5201").expect("listen");
         ready_tx.send(()).unwrap();
         let (mut c, _) = l.accept().expect("accept");
@@ -390,7 +391,7 @@ fn transfer(lab: &BridgeLab, total: u64, dur: Option<Duration>) -> Transfer {
         (n, h, start.elapsed().as_secs_f64())
     });
     ready_rx.recv().expect("receiver died");
-    let send = Lab::spawn(&lab.s, move || {
+    let send = spawn_in(&lab.s, move || {
         let mut c =
             TcpStream::connect_timeout(&"10.78.0.2:5201".parse().unwrap(), Duration::from_secs(5))
                 .expect("connect across the bridge");
@@ -437,7 +438,7 @@ fn bridged_transfer(
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
     let stop2 = stop.clone();
-    let gw = Lab::spawn(&lab.g, move || bridge(vnet, ready_tx, stop2));
+    let gw = spawn_in(&lab.g, move || bridge(vnet, ready_tx, stop2));
     ready_rx.recv().expect("bridge died");
     let t = transfer(lab, total, dur);
     stop.store(true, Ordering::Relaxed);
@@ -592,7 +593,7 @@ fn vnet_tx_header_mistakes() {
     ];
     for (name, v) in variants {
         for off in [false, true] {
-            let Some(lab) = Lab::new("mis") else { return };
+            let Some(lab) = lab("mis") else { return };
             if off {
                 ethtool(
                     &lab.a,
@@ -600,7 +601,7 @@ fn vnet_tx_header_mistakes() {
                 );
             }
             let (ready_tx, ready_rx) = mpsc::channel();
-            let peer = Lab::spawn(&lab.b, move || {
+            let peer = spawn_in(&lab.b, move || {
                 let s = UdpSocket::bind("10.77.0.2:9997").unwrap();
                 s.set_read_timeout(Some(Duration::from_millis(500)))
                     .unwrap();
@@ -615,7 +616,7 @@ fn vnet_tx_header_mistakes() {
             ready_rx.recv().unwrap();
             let (mut h, mut f) = udp_gso_a_to_b(9997, 1000, 20);
             v(&mut h, &mut f);
-            let r = join(Lab::spawn(&lab.a, move || {
+            let r = join(spawn_in(&lab.a, move || {
                 let mut tx = AfPacketTx::open_vnet("afp0").unwrap();
                 tx.send_vnet(&h, &f).unwrap();
                 let r = tx.flush();

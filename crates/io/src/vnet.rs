@@ -1,6 +1,7 @@
 //! The virtio-net header (`struct virtio_net_hdr`, `linux/virtio_net.h`) that a
 //! packet socket with `PACKET_VNET_HDR` puts before every frame it receives and
-//! expects before every frame it sends.
+//! expects before every frame it sends (a TUN/TAP device with `IFF_VNET_HDR` speaks
+//! the same header). [`crate::Port`]s that pass GSO on carry it beside each frame.
 //!
 //! It carries what an offloading NIC would have been told: whether the transport
 //! checksum still has to be finished (`NEEDS_CSUM`, at `csum_start + csum_offset`)

@@ -1,0 +1,151 @@
+//! Host setup around the interfaces a gateway's ports use, kept apart from the ports
+//! themselves: turning an interface's offloads off ([`offloads_off`], with `ethtool`) and
+//! the nftables netdev ingress table that keeps the kernel from also routing what the
+//! gateway forwards ([`IngressFilter`], with `nft`).
+//!
+//! Both run external tools in the calling thread's network namespace and report what
+//! happened instead of logging it: the caller decides what an operator is told. This
+//! module never touches packets and never decides policy (which interfaces, which
+//! families): the caller passes that in.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::process::Command;
+
+/// The `ethtool -K` features [`offloads_off`] turns off: receive merging (GRO, LRO),
+/// segmentation (TSO, GSO) and transmit checksumming.
+pub const OFFLOAD_FEATURES: [&str; 5] = ["gro", "lro", "tso", "gso", "tx"];
+
+/// What [`offloads_off`] did to one interface.
+#[derive(Debug)]
+pub enum Offloads {
+    /// `ethtool` succeeded (or said nothing): the offloads are off.
+    Off,
+    /// `ethtool` ran and complained (a feature fixed on this device, an unknown
+    /// interface): its message. Some offloads may still be on.
+    Partly(String),
+    /// `ethtool` could not run: the offloads are as they were.
+    Untouched(io::Error),
+}
+
+/// Turns GRO, LRO, TSO, GSO and tx checksumming off on `ifname`
+/// (`ethtool -K IF gro off lro off tso off gso off tx off`): a gateway that translates
+/// whole frames cannot send on the 64 KiB super-packets receive merging would hand it,
+/// and a veth peer's partial checksums cost it a software pass per frame.
+pub fn offloads_off(ifname: &str) -> Offloads {
+    offloads_off_with("ethtool", ifname)
+}
+
+fn offloads_off_with(ethtool: &str, ifname: &str) -> Offloads {
+    let mut args = vec!["-K", ifname];
+    for f in OFFLOAD_FEATURES {
+        args.extend([f, "off"]);
+    }
+    match Command::new(ethtool).args(&args).output() {
+        Ok(o) if o.status.success() || o.stderr.is_empty() => Offloads::Off,
+        Ok(o) => Offloads::Partly(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Err(e) => Offloads::Untouched(e),
+    }
+}
+
+/// An nftables netdev ingress table that drops transit IP traffic after AF_PACKET has
+/// taken its copy (packet taps run before the ingress hook), so the kernel does not also
+/// route and discard every packet the gateway forwards. Traffic for the host's own
+/// addresses, broadcast, multicast and link-local still reaches the kernel, and so does
+/// every other protocol (ARP, the family not translated on a device). Removed on drop.
+#[derive(Debug)]
+pub struct IngressFilter {
+    table: String,
+}
+
+impl IngressFilter {
+    /// Installs the table `quicknat_<pid>`: on each of `ifaces` (device, IP version
+    /// translated there: 4 or 6), a chain at ingress priority -500 dropping that family
+    /// unless its destination is in `local` / `local6` or broadcast, multicast or
+    /// link-local. On an error the part already installed is removed again.
+    pub fn install(
+        ifaces: &[(&str, u8)],
+        local: &[Ipv4Addr],
+        local6: &[Ipv6Addr],
+    ) -> io::Result<Self> {
+        let table = format!("quicknat_{}", std::process::id());
+        let mut steps = commands(&table, ifaces, local, local6).into_iter();
+        if let Some(add_table) = steps.next() {
+            nft(&add_table)?;
+        }
+        // From here on, dropping `f` deletes the table (and all it holds).
+        let f = IngressFilter { table };
+        for step in steps {
+            nft(&step)?;
+        }
+        Ok(f)
+    }
+
+    /// The nftables table's name (`quicknat_<pid>`, family netdev).
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+impl Drop for IngressFilter {
+    fn drop(&mut self) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "netdev", &self.table])
+            .output();
+    }
+}
+
+/// Runs `nft ARGS`; its complaint as the error.
+fn nft(args: &[String]) -> io::Result<()> {
+    let out = Command::new("nft").args(args).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "nft {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// The `nft` commands that build the table, in order (the first adds the table).
+fn commands(
+    table: &str,
+    ifaces: &[(&str, u8)],
+    local: &[Ipv4Addr],
+    local6: &[Ipv6Addr],
+) -> Vec<Vec<String>> {
+    let set = |mut keep: Vec<String>, always: [&str; 2]| {
+        keep.extend(always.map(String::from));
+        format!("{{ {} }}", keep.join(", "))
+    };
+    let set4 = set(
+        local.iter().map(Ipv4Addr::to_string).collect(),
+        ["255.255.255.255", "224.0.0.0/4"],
+    );
+    let set6 = set(
+        local6.iter().map(Ipv6Addr::to_string).collect(),
+        ["fe80::/10", "ff00::/8"],
+    );
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut cmds = vec![words(&["add", "table", "netdev", table])];
+    for (i, (dev, family)) in ifaces.iter().enumerate() {
+        let chain = format!("in{i}");
+        let hook = format!("{{ type filter hook ingress device \"{dev}\" priority -500; }}");
+        cmds.push(words(&["add", "chain", "netdev", table, &chain, &hook]));
+        let (proto, field, keep) = if *family == 4 {
+            ("ip", "ip", &set4)
+        } else {
+            ("ip6", "ip6", &set6)
+        };
+        cmds.push(words(&[
+            "add", "rule", "netdev", table, &chain, "meta", "protocol", proto, field, "daddr",
+            "!=", keep, "drop",
+        ]));
+    }
+    cmds
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! The commands `host` runs, checked word for word against what the runtime ran before
+//! they moved here, and live in namespaces of our own: the kernel's view after `ethtool`,
+//! and the ingress table's effect on traffic (the kernel of the filtered namespace stops
+//! answering transit packets, keeps answering its own).
+
+use std::net::UdpSocket;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::*;
+use crate::testnet::{join, spawn_in, VethLab};
+
+#[test]
+fn ingress_commands_are_the_ones_the_runtime_ran() {
+    let local = [Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(198, 51, 100, 1)];
+    let local6: [Ipv6Addr; 1] = ["fd00::1".parse().unwrap()];
+    let got = commands("quicknat_7", &[("in0", 4), ("out0", 6)], &local, &local6);
+    let want: Vec<Vec<&str>> = vec![
+        vec!["add", "table", "netdev", "quicknat_7"],
+        vec![
+            "add",
+            "chain",
+            "netdev",
+            "quicknat_7",
+            "in0",
+            "{ type filter hook ingress device \"in0\" priority -500; }",
+        ],
+        vec![
+            "add",
+            "rule",
+            "netdev",
+            "quicknat_7",
+            "in0",
+            "meta",
+            "protocol",
+            "ip",
+            "ip",
+            "daddr",
+            "!=",
+            "{ 10.0.0.1, 198.51.100.1, 255.255.255.255, 224.0.0.0/4 }",
+            "drop",
+        ],
+        vec![
+            "add",
+            "chain",
+            "netdev",
+            "quicknat_7",
+            "in1",
+            "{ type filter hook ingress device \"out0\" priority -500; }",
+        ],
+        vec![
+            "add",
+            "rule",
+            "netdev",
+            "quicknat_7",
+            "in1",
+            "meta",
+            "protocol",
+            "ip6",
+            "ip6",
+            "daddr",
+            "!=",
+            "{ fd00::1, fe80::/10, ff00::/8 }",
+            "drop",
+        ],
+    ];
+    assert_eq!(got, want);
+    // No local addresses: the sets keep only what is always the kernel's.
+    let bare = commands("t", &[("d", 4)], &[], &[]);
+    assert_eq!(bare[2][11], "{ 255.255.255.255, 224.0.0.0/4 }");
+    assert_eq!(commands("t", &[], &[], &[]).len(), 1);
+}
+
+#[test]
+fn offloads_untouched_without_ethtool() {
+    match offloads_off_with("qn-no-such-ethtool", "lo") {
+        Offloads::Untouched(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound),
+        other => panic!("expected Untouched, got {other:?}"),
+    }
+}
+
+/// A [`VethLab`] for a test that also needs `tool`; `None` (skipped, with a message)
+/// without it, without root or without `ip`.
+fn lab_with(tool: &str, tag: &str, net: u8) -> Option<VethLab> {
+    let has = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        eprintln!("skipping {tag}: needs {tool}");
+        return None;
+    }
+    VethLab::new(tag, tag, net)
+}
+
+/// `ip netns exec NS PROG ARGS`: its stdout, if it succeeded.
+fn exec_in(ns: &str, prog: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, prog])
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn offloads_off_turns_them_off_on_a_veth() {
+    let Some(lab) = lab_with("ethtool", "hoff", 84) else {
+        return;
+    };
+    let dev = lab.dev_a.clone();
+    let (did, unknown) = join(spawn_in(&lab.a, move || {
+        (offloads_off(&dev), offloads_off("qn-no-such0"))
+    }));
+    eprintln!("ethtool on a veth: {did:?}");
+    assert!(!matches!(did, Offloads::Untouched(_)), "{did:?}");
+    assert!(matches!(unknown, Offloads::Partly(_)), "{unknown:?}");
+    let k = exec_in(&lab.a, "ethtool", &["-k", &lab.dev_a]).expect("ethtool -k");
+    for feature in [
+        "generic-receive-offload",
+        "tcp-segmentation-offload",
+        "generic-segmentation-offload",
+        "tx-checksumming",
+        "large-receive-offload",
+    ] {
+        let line = k
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{feature}:")))
+            .unwrap_or_else(|| panic!("{feature} not listed:\n{k}"));
+        assert!(line.contains(": off"), "{line}");
+    }
+}
+
+/// Sends a datagram from namespace b to 198.51.100.7 (routed via a) on a connected socket
+/// and reports whether an ICMP error came back for it (namespace a's kernel, forwarding
+/// with no route onwards, answers "network unreachable"; rate-limited to a burst of 5,
+/// then one a second: each call uses one).
+fn icmp_answers_transit(lab: &VethLab) -> bool {
+    join(spawn_in(&lab.b, || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        // "Network unreachable" is a soft error: reported only with IP_RECVERR.
+        let fd = std::os::fd::OwnedFd::from(s);
+        let on: libc::c_int = 1;
+        crate::sys::setsockopt(&fd, libc::SOL_IP, libc::IP_RECVERR, &on).unwrap();
+        let s = UdpSocket::from(fd);
+        s.connect("198.51.100.7:9").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(400)))
+            .unwrap();
+        (0..3).any(|_| {
+            let _ = s.send(b"qn-host-transit");
+            let mut buf = [0u8; 64];
+            matches!(s.recv(&mut buf), Err(e) if e.kind() != io::ErrorKind::WouldBlock
+                && e.kind() != io::ErrorKind::TimedOut)
+        })
+    }))
+}
+
+#[test]
+fn ingress_filter_drops_transit_keeps_local_and_goes_away_on_drop() {
+    let Some(lab) = lab_with("nft", "hnft", 85) else {
+        return;
+    };
+    exec_in(&lab.a, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]).expect("ip_forward");
+    assert!(
+        icmp_answers_transit(&lab),
+        "the oracle: a forwards and complains"
+    );
+    let (table_tx, table_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let dev = lab.dev_a.clone();
+    let gw = spawn_in(&lab.a, move || {
+        let local = [Ipv4Addr::new(10, 85, 0, 1)];
+        let f = IngressFilter::install(&[(&dev, 4)], &local, &[]).expect("install");
+        table_tx.send(f.table().to_string()).unwrap();
+        done_rx.recv().unwrap();
+        drop(f);
+    });
+    let table = table_rx.recv().expect("filter thread died");
+    let listing = exec_in(&lab.a, "nft", &["list", "table", "netdev", &table]).expect("nft list");
+    assert!(
+        listing.contains("hook ingress") && listing.contains("10.85.0.1"),
+        "{listing}"
+    );
+    let pinged = join(spawn_in(&lab.b, || {
+        Command::new("ping")
+            .args(["-n", "-q", "-c", "1", "-W", "2", "10.85.0.1"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }));
+    let transit_answered = icmp_answers_transit(&lab);
+    done_tx.send(()).unwrap();
+    join(gw);
+    assert!(pinged, "the local address still reaches the kernel");
+    assert!(!transit_answered, "transit dropped at ingress");
+    assert!(
+        exec_in(&lab.a, "nft", &["list", "table", "netdev", &table]).is_none(),
+        "table removed on drop"
+    );
+    assert!(
+        icmp_answers_transit(&lab),
+        "transit reaches the kernel again"
+    );
+}
