@@ -31,11 +31,10 @@ mod ring;
 mod sys;
 mod tx;
 
-/// Waits until one of `socks` has a block ready or `timeout` passes (an idle worker's
-/// sleep). Returns whether any is ready.
-///
-/// Kept for the runtime until it uses `Port` ([`crate::Port::wait`]).
-pub fn wait_readable(socks: &[&AfPacket], timeout: std::time::Duration) -> io::Result<bool> {
+/// Waits until one of `socks` has a block ready or `timeout` passes (the tests' idle
+/// wait on bare rings; workers use [`crate::Port::wait`]).
+#[cfg(test)]
+pub(crate) fn wait_readable(socks: &[&AfPacket], timeout: Duration) -> io::Result<bool> {
     let fds: Vec<&OwnedFd> = socks.iter().map(|s| &s.fd).collect();
     sys::poll_any_readable(&fds, timeout)
 }
@@ -47,14 +46,12 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-/// Kept for the runtime until it uses `Port`: [`crate::csum::complete_checksum`].
-pub use crate::csum::complete_checksum;
-/// Kept for the runtime until it uses `Port`: [`crate::RxMeta`].
-pub use crate::port::RxMeta;
-/// Kept for the runtime until it uses `Port`: the header lives in [`crate::vnet`].
-pub use crate::vnet::{GsoType, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, VNET_HDR_LEN};
 pub use port::PacketPort;
 pub use tx::AfPacketTx;
+
+use crate::port::RxMeta;
+#[cfg(test)]
+use crate::{csum::complete_checksum, vnet::*};
 
 /// Settings of a receive ring; [`AfPacketConfig::new`] gives the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]

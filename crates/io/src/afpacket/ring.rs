@@ -12,7 +12,7 @@
 //! panics.
 
 use super::sys;
-use super::RxMeta;
+use crate::port::RxMeta;
 use crate::sys::Mmap;
 use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
@@ -287,7 +287,7 @@ mod tests {
     fn vnet_header_before_the_mac_header_is_decoded() {
         let hdr = VnetHdr {
             flags: crate::vnet::F_NEEDS_CSUM,
-            gso_type: crate::afpacket::GsoType::TcpV4,
+            gso_type: crate::vnet::GsoType::TcpV4,
             gso_ecn: false,
             hdr_len: 66,
             gso_size: 1448,

@@ -548,10 +548,10 @@ impl AfXdp {
     }
 }
 
-/// Waits until one of `socks` has frames to receive or `timeout` passes.
-///
-/// Kept for the runtime until it uses `Port` ([`crate::Port::wait`]).
-pub fn wait_readable(socks: &[&AfXdp], timeout: Duration) -> io::Result<bool> {
+/// Waits until one of `socks` has frames to receive or `timeout` passes (the tests' idle
+/// wait on bare sockets; workers use [`crate::Port::wait`]).
+#[cfg(test)]
+pub(crate) fn wait_readable(socks: &[&AfXdp], timeout: Duration) -> io::Result<bool> {
     let fds: Vec<&OwnedFd> = socks.iter().map(|s| &s.fd).collect();
     sys::poll_any_readable(&fds, timeout)
 }

@@ -1,0 +1,306 @@
+//! The live gateway: `quicknat run`. Workers receive Ethernet frames on the inside and
+//! outside interfaces, hand the IP packets to the mode's worker (NAT44, NAT64, SIIT/CLAT
+//! or ILA, through [`engine::ModeWorker`]), and transmit what it decided toward the next
+//! hop the kernel's routes and neighbours give. The kernel keeps its own job: ARP and
+//! neighbour discovery, the interfaces' own addresses, link-local and multicast traffic,
+//! and every family a mode does not translate on that side.
+//!
+//! This module assembles and supervises; the pieces have their own files:
+//! - `config`: the `[gateway]` settings;
+//! - `open`: the backend's ports (AF_XDP, falling back to AF_PACKET) and host setup;
+//! - `netview`: the links, the kernel's routes and neighbours, and the control thread
+//!   that follows them and publishes snapshots the workers pick up between batches;
+//! - `worker`: the per-core loop, generic over the I/O backend ([`io::Port`]) and the
+//!   mode, with no match on either per packet;
+//! - `forward`: next hop, Ethernet header, hand-off to the kernel;
+//! - `stats`: the I/O counters and the log's counter line.
+//!
+//! Threads: one worker per core (RSS queues on AF_XDP, PACKET_FANOUT on AF_PACKET), the
+//! reaper, the control thread, and this one, which logs counters and handles SIGHUP.
+
+mod config;
+mod forward;
+mod netview;
+mod open;
+mod stats;
+mod worker;
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use conntrack::Timestamp;
+use engine::config::ConfigError;
+use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
+use engine::mode::Family;
+use engine::Mode;
+use io::netlink::Netlink;
+use io::rawip::{RawIpv4, RawIpv6};
+use io::Port;
+
+pub use config::{Backend, GatewayConfig};
+use forward::{Handoff, KernelHandoff};
+use netview::{Link, NetView, Published};
+use open::Opened;
+pub use stats::{stats_line, IoCounters, Summary};
+use stats::{totals, Snapshot};
+use worker::{Worker, WorkerSetup};
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The translation mode's configuration was refused.
+    #[error("configuration: {0}")]
+    Mode(#[from] ConfigError),
+    /// An interface is missing or unusable.
+    #[error("interface {name}: {source}")]
+    Interface {
+        /// The interface.
+        name: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Netlink, sockets or threads failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the gateway until `stop` is set. `log` receives one line per event worth telling
+/// an operator (start-up facts, periodic counters, warnings).
+pub fn run(
+    mode: ModeConfig,
+    gw: &GatewayConfig,
+    stop: Arc<AtomicBool>,
+    reload: Option<crate::control::ReloadFn>,
+    reload_signal: Option<Arc<AtomicBool>>,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Summary, LiveError> {
+    let links = [Link::lookup(&gw.inside)?, Link::lookup(&gw.outside)?];
+    let fams = mode.families().map(Family::version);
+    let mut mode = mode;
+    let link_mtu = |fam: u8| links[usize::from(fams[0] != fam)].mtu as u32;
+    mode.clamp_mtus(link_mtu(4), link_mtu(6));
+    let shared = AnyMode::new(&mode, gw.workers)?;
+    // The links' MTUs, lowered by the configuration where it says so.
+    let mtus = [0, 1].map(|i| {
+        let link = links[i].mtu as u32;
+        gw.mtu[i].map_or(link, |m| m.min(link))
+    });
+    let io_err = |what| move |source| LiveError::Io { what, source };
+    let mut nl = Netlink::open().map_err(io_err("rtnetlink"))?;
+    let published = Arc::new(Published::default());
+    published
+        .publish(NetView::read(&links, &mut nl).map_err(io_err("reading routes and neighbours"))?);
+    let events = Netlink::subscribe().map_err(io_err("rtnetlink subscription"))?;
+    // Open every socket before starting threads, so start-up errors are reported here.
+    let view = published.current();
+    let local = (&view.local[..], &view.local6[..]);
+    // GSO pass-through: NAT44 keeps header sizes, so a super-packet's virtio-net header
+    // stays valid after translation and the kernel segments it on transmit.
+    let want_gso = gw.gso && matches!(mode, ModeConfig::Nat44(_));
+    let opened = open::open_ports(gw, &links, fams, local, want_gso, log)?;
+    let gso = want_gso && matches!(opened, Opened::Packet(_));
+    let _host = open::host_setup(gw, &opened, &links, fams, local, gso, log);
+    let (probe_tx, probe_rx) = mpsc::channel::<(u32, IpAddr)>();
+    let handoff: Arc<dyn Handoff> = Arc::new(KernelHandoff::new(
+        RawIpv4::open().map_err(io_err("raw IPv4 socket"))?,
+        RawIpv6::open().map_err(io_err("raw IPv6 socket"))?,
+        probe_tx,
+    ));
+    // ILA: mappings change at run time, from the control socket and on SIGHUP.
+    let control_state = match &shared {
+        AnyMode::Ila(ila) => Some(Arc::new(crate::control::ControlState::new(
+            Arc::clone(&ila.router),
+            reload,
+            Some(Arc::clone(&ila.qsbr)),
+        ))),
+        _ => None,
+    };
+    let _control = match (&control_state, &gw.control_socket) {
+        (Some(state), Some(path)) => {
+            let h = crate::control::serve(path, Arc::clone(state), Arc::clone(&stop))
+                .map_err(io_err("control socket"))?;
+            log(format!(
+                "control: ILA mappings on {} (quicknat ila list|add|set|del|reload --socket {})",
+                path.display(),
+                path.display()
+            ));
+            Some(h)
+        }
+        _ => None,
+    };
+    let [inside, outside] = &links;
+    log(format!(
+        "quicknat: {} (IPv{} inside, IPv{} outside) on inside {} (index {}, mtu {}) and outside {} (index {}, mtu {}), {} worker(s), {}{}",
+        mode.name(),
+        fams[0],
+        fams[1],
+        inside.name,
+        inside.index,
+        inside.mtu,
+        outside.name,
+        outside.index,
+        outside.mtu,
+        gw.workers,
+        opened.describe(),
+        if gw.busy_poll { ", busy polling" } else { "" }
+    ));
+    let base = Instant::now();
+    let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
+    let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    let setup = |id: usize| WorkerSetup {
+        families: fams,
+        in_place: mode_in_place(&shared),
+        mtus,
+        addresses: gw.addresses.clone(),
+        links: links.clone(),
+        published: Arc::clone(&published),
+        handoff: Arc::clone(&handoff),
+        snapshot: Arc::clone(&snapshots[id]),
+        busy_poll: gw.busy_poll,
+    };
+    std::thread::scope(|s| {
+        // Control: follow the kernel's routes and neighbours; resolve neighbours on request.
+        {
+            let (stop, published, links) = (&stop, &published, &links);
+            let mut events = events;
+            s.spawn(move || {
+                netview::follow(&mut nl, &mut events, links, published, &probe_rx, stop, log)
+            });
+        }
+        // Reaper.
+        if let Some(mut r) = shared.reaper() {
+            let stop = &stop;
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    r.handle_timeout(clock());
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+        }
+        // Workers: the one place the backend is chosen; generic from here on.
+        match opened {
+            Opened::Xdp(ports) => spawn_workers(s, &shared, ports, &setup, &stop, clock),
+            Opened::Packet(ports) => spawn_workers(s, &shared, ports, &setup, &stop, clock),
+        }
+        supervise(
+            gw,
+            &links,
+            &snapshots,
+            &shared,
+            &control_state,
+            &reload_signal,
+            &stop,
+            log,
+        );
+    });
+    let (engine, io) = totals(&snapshots);
+    Ok(Summary {
+        engine,
+        io,
+        sessions: shared.session_count(),
+    })
+}
+
+/// Spawns one worker thread per port pair in `s`, each with its mode worker.
+fn spawn_workers<'scope, P, C>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    shared: &AnyMode,
+    ports: Vec<[P; 2]>,
+    setup: &dyn Fn(usize) -> WorkerSetup,
+    stop: &'scope AtomicBool,
+    clock: C,
+) where
+    P: Port + 'scope,
+    C: Fn() -> Timestamp + Copy + Send + 'scope,
+{
+    struct Spawn<'a, 'scope, 'env, P, C> {
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        ports: Vec<[P; 2]>,
+        setup: &'a dyn Fn(usize) -> WorkerSetup,
+        stop: &'scope AtomicBool,
+        clock: C,
+    }
+    impl<'scope, P, C> ModeVisitor for Spawn<'_, 'scope, '_, P, C>
+    where
+        P: Port + 'scope,
+        C: Fn() -> Timestamp + Copy + Send + 'scope,
+    {
+        type Output = ();
+        fn visit<M: Mode>(self, mode: &M) {
+            let cores = core_affinity::get_core_ids().unwrap_or_default();
+            for (id, ports) in self.ports.into_iter().enumerate() {
+                let w = Worker::new(mode.worker(id), ports, (self.setup)(id));
+                let (stop, clock) = (self.stop, self.clock);
+                let core = cores.get(id % cores.len().max(1)).copied();
+                self.scope.spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    w.run(stop, &clock);
+                });
+            }
+        }
+    }
+    shared.visit(Spawn {
+        scope: s,
+        ports,
+        setup,
+        stop,
+        clock,
+    });
+}
+
+/// Whether the mode translates where the packet lies (no headroom needed).
+fn mode_in_place(mode: &AnyMode) -> bool {
+    struct InPlace;
+    impl ModeVisitor for InPlace {
+        type Output = bool;
+        fn visit<M: Mode>(self, m: &M) -> bool {
+            m.in_place()
+        }
+    }
+    mode.visit(InPlace)
+}
+
+/// Periodic counters until stopped; SIGHUP re-reads the ILA mappings.
+#[allow(clippy::too_many_arguments)]
+fn supervise(
+    gw: &GatewayConfig,
+    links: &[Link; 2],
+    snapshots: &[Snapshot],
+    shared: &AnyMode,
+    control_state: &Option<Arc<crate::control::ControlState>>,
+    reload_signal: &Option<Arc<AtomicBool>>,
+    stop: &AtomicBool,
+    log: &(dyn Fn(String) + Sync),
+) {
+    let mut last = Instant::now();
+    let mut warned_oversize = false;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if let (Some(state), Some(hup)) = (control_state, reload_signal) {
+            if hup.swap(false, Ordering::Relaxed) {
+                match state.reload() {
+                    Ok(summary) => log(format!("reload (SIGHUP): ILA mappings {summary}")),
+                    Err(e) => log(format!("warning: reload (SIGHUP) refused: {e}")),
+                }
+            }
+        }
+        if last.elapsed() >= gw.stats_interval {
+            last = Instant::now();
+            let (e, io) = totals(snapshots);
+            log(stats_line(&e, &io, shared.session_count()));
+            if io.oversize > 0 && !warned_oversize {
+                warned_oversize = true;
+                log(format!("warning: {} frames larger than the MTU arrived (GRO/GSO super-packets); turn offloads off on {} and {}: ethtool -K IF gro off tso off gso off", io.oversize, links[0].name, links[1].name));
+            }
+        }
+    }
+}

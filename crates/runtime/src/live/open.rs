@@ -1,0 +1,148 @@
+//! Opening the ports of every worker on the chosen backend — AF_XDP, falling back to
+//! AF_PACKET (saying why) where it is unavailable — and the host setup around them:
+//! offloads (GSO pass-through on AF_PACKET, or turned off) and, for AF_PACKET, the
+//! nftables ingress table that keeps the kernel from also routing every packet.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use io::afpacket::{AfPacketConfig, PacketPort};
+use io::afxdp::{AfXdp, AfXdpConfig};
+use io::host::{self, IngressFilter, Offloads};
+
+use super::netview::Link;
+use super::{Backend, GatewayConfig, LiveError};
+
+/// The ports of every worker (inside, outside), by backend.
+pub(crate) enum Opened {
+    /// AF_XDP: one socket per worker and interface (worker i on queue i).
+    Xdp(Vec<[AfXdp; 2]>),
+    /// AF_PACKET: a ring and a transmit socket per worker and interface, spread by
+    /// PACKET_FANOUT.
+    Packet(Vec<[PacketPort; 2]>),
+}
+
+impl Opened {
+    /// How operators read the backend in the log.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Opened::Xdp(_) => "AF_XDP (copy mode)",
+            Opened::Packet(_) => "AF_PACKET TPACKET_V3",
+        }
+    }
+}
+
+/// What stays installed on the host while the gateway runs (removed on drop).
+pub(crate) struct HostSetup {
+    _filter: Option<IngressFilter>,
+}
+
+/// Opens every worker's ports on `links` for a mode translating IP version `fams[i]` on
+/// link `i`; `gso`: pass GSO super-packets through on AF_PACKET (the mode keeps header
+/// sizes). Logs what it chose and why.
+pub(crate) fn open_ports(
+    gw: &GatewayConfig,
+    links: &[Link; 2],
+    fams: [u8; 2],
+    local: (&[Ipv4Addr], &[Ipv6Addr]),
+    gso: bool,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Opened, LiveError> {
+    if gw.backend == Backend::AfXdp {
+        // One socket per worker on each interface, worker i on queue i, all fed by one
+        // steering program per interface.
+        let queues: Vec<u32> = (0..gw.workers as u32).collect();
+        let open = |l: &Link, fam: u8| {
+            let mut cfg = AfXdpConfig::new(l.name.clone());
+            cfg.local_v4 = local.0.to_vec();
+            cfg.local_v6 = local.1.to_vec();
+            cfg.steer = io::afxdp::Steer {
+                ipv4: fam == 4,
+                ipv6: fam == 6,
+            };
+            AfXdp::open_queues(&cfg, &queues)
+        };
+        match (open(&links[0], fams[0]), open(&links[1], fams[1])) {
+            (Ok(a), Ok(b)) => {
+                log(format!(
+                    "offloads (AF_XDP): partial TCP/UDP checksums from senders with tx checksum offload (veth peers) are completed in software (csum_completed); a veth peer's TSO is off while XDP is attached to {} and {}, so its kernel segments before sending; GRO/LRO super-packets cannot reach an AF_XDP socket",
+                    links[0].name, links[1].name
+                ));
+                return Ok(Opened::Xdp(
+                    a.into_iter().zip(b).map(|(a, b)| [a, b]).collect(),
+                ));
+            }
+            (Err(e), _) | (_, Err(e)) => log(format!(
+                "warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"
+            )),
+        }
+    }
+    let fanout = |base: u16| (gw.workers > 1).then(|| base.wrapping_add(std::process::id() as u16));
+    let mut ports = Vec::with_capacity(gw.workers);
+    for _ in 0..gw.workers {
+        let open = |l: &Link, base: u16| {
+            let mut cfg = AfPacketConfig::new(l.name.clone());
+            cfg.fanout = fanout(base);
+            cfg.ignore_outgoing = true;
+            cfg.vnet_hdr = gso;
+            PacketPort::open(&cfg).map_err(|source| LiveError::Interface {
+                name: l.name.clone(),
+                source,
+            })
+        };
+        ports.push([open(&links[0], 0x5100)?, open(&links[1], 0x5200)?]);
+    }
+    Ok(Opened::Packet(ports))
+}
+
+/// Sets the host up around the opened ports: offloads, and for AF_PACKET the kernel
+/// bypass table. Logs every step.
+pub(crate) fn host_setup(
+    gw: &GatewayConfig,
+    opened: &Opened,
+    links: &[Link; 2],
+    fams: [u8; 2],
+    local: (&[Ipv4Addr], &[Ipv6Addr]),
+    gso: bool,
+    log: &(dyn Fn(String) + Sync),
+) -> HostSetup {
+    let (inside, outside) = (&links[0].name, &links[1].name);
+    if gso {
+        log(format!(
+            "offloads: GSO/GRO super-packets and partial checksums pass through with virtio-net headers on {inside} and {outside} (offloads left on; set gso = false to turn them off instead)"
+        ));
+    } else if gw.offloads_off {
+        // quicknat translates whole frames: a receive offload that merges them (GRO, LRO)
+        // would hand it 64 KB super-packets it cannot send on. Turn them off and say so.
+        for l in links {
+            match host::offloads_off(&l.name) {
+                Offloads::Off => {}
+                Offloads::Partly(why) => log(format!("note: ethtool -K {}: {why}", l.name)),
+                Offloads::Untouched(e) => log(format!(
+                    "warning: offloads left on {} (ethtool: {e}); super-packets will be dropped as oversize",
+                    l.name
+                )),
+            }
+        }
+        log(format!(
+            "offloads: gro, lro, tso, gso and tx checksumming turned off on {inside} and {outside} (set offloads_off = false to keep them)"
+        ));
+    }
+    let filter = if gw.kernel_bypass && matches!(opened, Opened::Packet(_)) {
+        match IngressFilter::install(&[(inside, fams[0]), (outside, fams[1])], local.0, local.1) {
+            Ok(f) => {
+                log(format!(
+                    "kernel bypass: nftables netdev ingress table {} drops transit IPv{} on {inside} and IPv{} on {outside} after quicknat's AF_PACKET copy (the kernel would only drop it later; ARP, neighbour discovery, link-local, multicast and traffic to {:?} {:?} still reach the kernel)",
+                    f.table(), fams[0], fams[1], local.0, local.1
+                ));
+                Some(f)
+            }
+            Err(e) => {
+                log(format!("warning: kernel bypass filter not installed ({e}); the kernel also processes every transit packet"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    HostSetup { _filter: filter }
+}

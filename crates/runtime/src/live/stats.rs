@@ -1,0 +1,110 @@
+//! What a live gateway counts besides the engine: frames in and out per link, frames left
+//! to the kernel, next hops missing, offload work; the counter line of the log.
+
+use std::sync::{Arc, Mutex};
+
+use engine::Counters;
+
+/// Counters of the I/O side of one worker (the engine's are separate).
+#[derive(Clone, Debug, Default)]
+pub struct IoCounters {
+    /// Frames received on the inside / outside interface.
+    pub rx: [u64; 2],
+    /// Frames transmitted on the inside / outside interface.
+    pub tx: [u64; 2],
+    /// Frames left to the kernel: ARP and neighbour discovery, link-local and multicast,
+    /// the gateway's own addresses, and families the mode does not translate on that side.
+    pub to_kernel: u64,
+    /// Translated packets handed to the kernel because the next hop's MAC was unknown.
+    pub via_kernel: u64,
+    /// Translated packets with no route out of either interface.
+    pub no_route: u64,
+    /// Frames larger than the MTU (GSO/GRO super-packets): dropped, see the log hint.
+    pub oversize: u64,
+    /// Partial checksums (offload) completed in software.
+    pub csum_completed: u64,
+    /// Frames the transmit queue refused.
+    pub tx_dropped: u64,
+    /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
+    pub gso: u64,
+}
+
+impl IoCounters {
+    /// Counts a transmission on interface `out` (or its failure).
+    pub(crate) fn count_sent(&mut self, out: usize, ok: bool) {
+        if ok {
+            self.tx[out] += 1;
+        } else {
+            self.tx_dropped += 1;
+        }
+    }
+
+    pub(crate) fn merge(&mut self, o: &IoCounters) {
+        for i in 0..2 {
+            self.rx[i] += o.rx[i];
+            self.tx[i] += o.tx[i];
+        }
+        self.to_kernel += o.to_kernel;
+        self.via_kernel += o.via_kernel;
+        self.no_route += o.no_route;
+        self.oversize += o.oversize;
+        self.csum_completed += o.csum_completed;
+        self.tx_dropped += o.tx_dropped;
+        self.gso += o.gso;
+    }
+}
+
+/// The summary `run` returns at shutdown.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Engine counters, all workers and the reaper.
+    pub engine: Counters,
+    /// I/O counters, all workers.
+    pub io: IoCounters,
+    /// Sessions live at shutdown.
+    pub sessions: usize,
+}
+
+/// One worker's counters as last published (the engine's and the I/O side's).
+pub(crate) type Snapshot = Arc<Mutex<(Counters, IoCounters)>>;
+
+/// The sum of every worker's snapshot.
+pub(crate) fn totals(snapshots: &[Snapshot]) -> (Counters, IoCounters) {
+    let (mut e, mut io) = (Counters::default(), IoCounters::default());
+    for s in snapshots {
+        if let Ok(g) = s.lock() {
+            e.merge(&g.0);
+            io.merge(&g.1);
+        }
+    }
+    (e, io)
+}
+
+/// One line of counters for the log.
+pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
+    let drops: Vec<String> = e
+        .drop_summary()
+        .iter()
+        .map(|(r, n)| format!("{r}={n}"))
+        .collect();
+    format!(
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}]",
+        io.rx[0],
+        io.rx[1],
+        io.tx[0],
+        io.tx[1],
+        e.forwarded,
+        sessions,
+        io.to_kernel,
+        io.via_kernel,
+        io.no_route,
+        io.oversize,
+        e.dropped(engine::DropReason::TooBig),
+        e.icmp_errors_sent,
+        io.gso,
+        e.fragmented,
+        io.csum_completed,
+        io.tx_dropped,
+        drops.join(" ")
+    )
+}
