@@ -12,8 +12,8 @@ fi
 
 # Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
 # clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
-# the SIIT translation is compared with (scripts/tayga_diff.py); tcpdump captures the ILA
-# network in scripts/e2e_ila.py.
+# the SIIT translation is compared with (tests/e2e/test_tayga_diff.py); tcpdump captures the ILA
+# network in tests/e2e/test_ila.py.
 need=()
 for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
@@ -35,13 +35,13 @@ cargo build --release --quiet -p quicknat
 e2e_line=""
 if [ "$(id -u)" = 0 ]; then
     : > /tmp/quicknat-e2e.out
-    # NAT44 (e2e_live.py), NAT64 and the 464XLAT chain (e2e_nat64.py), on both backends.
+    # NAT44 (test_nat44.py), NAT64 and the 464XLAT chain (test_nat64.py), on both backends.
     # A failed check must not end this script (set -e, pipefail): the checks count in the
     # total. A run that ends without a summary line with failures counts as one failure.
     for backend in af_packet af_xdp; do
-        for script in e2e_live.py e2e_nat64.py; do
+        for script in test_nat44.py test_nat64.py; do
             set +e
-            python3 "scripts/$script" --backend "$backend" --quicknat target/release/quicknat \
+            python3 "tests/e2e/$script" --backend "$backend" --quicknat target/release/quicknat \
                 2>>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e.one
             rc=${PIPESTATUS[0]}
             set -e
@@ -56,7 +56,7 @@ if [ "$(id -u)" = 0 ]; then
     echo "==> ILA end to end (routers R1/R2/R3, SIR hosts, a host that moves)"
     for backend in af_packet af_xdp; do
         set +e
-        python3 scripts/e2e_ila.py --backend "$backend" --quicknat target/release/quicknat \
+        python3 tests/e2e/test_ila.py --backend "$backend" --quicknat target/release/quicknat \
             2>>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e-ila.out
         ila_rc=${PIPESTATUS[0]}
         set -e
@@ -74,7 +74,7 @@ fi
 # compare anything (no root, no TUN, no tayga, a crash) counts as a failure, never a skip.
 echo "==> SIIT translation compared with TAYGA (RFC 7915)"
 set +e
-PATH="$PATH:/usr/sbin:/sbin" python3 scripts/tayga_diff.py --quicknat target/release/quicknat \
+PATH="$PATH:/usr/sbin:/sbin" python3 tests/e2e/test_tayga_diff.py --quicknat target/release/quicknat \
     | tee /tmp/quicknat-tayga.out
 tayga_rc=${PIPESTATUS[0]}
 set -e

@@ -43,7 +43,7 @@ csum_mode "neutral-map" (ident_type "use-format", unmapped "forward"):
     message echoed, a bounded stall) and the ILA network then carries B's new locator;
   * every quicknat stops cleanly on SIGTERM (no XDP program left); namespaces removed.
 
-Usage: sudo python3 scripts/e2e_ila.py [--backend af_packet|af_xdp] [--quicknat PATH] [--keep]
+Usage: sudo python3 tests/e2e/test_ila.py [--backend af_packet|af_xdp] [--quicknat PATH] [--keep]
 Prints one line per check and a final "N passed, M failed".
 """
 
@@ -200,8 +200,8 @@ print(json.dumps(rep))
 
 
 
-import e2e_common as common  # noqa: E402
-from e2e_common import sh  # noqa: E402,F401
+import netns as common  # noqa: E402
+from netns import sh  # noqa: E402,F401
 
 # The command helpers, taking this test's short namespace names.
 _names = common.Names(NS)
@@ -668,7 +668,7 @@ def run_mode(args, label, csum, ident, unmapped, check):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
+    ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "..", "target", "release", "quicknat"))
     ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
     ap.add_argument("--mode", choices=[m[0] for m in MODES], help="run one csum mode only")
     ap.add_argument("--keep", action="store_true", help="leave the namespaces (first mode only) for inspection")

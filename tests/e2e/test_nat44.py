@@ -20,7 +20,7 @@ real traffic that:
   * iperf3 moves TCP data through the gateway;
   * quicknat stops cleanly on SIGTERM, and everything is torn down (also on failure).
 
-Usage: sudo python3 scripts/e2e_live.py [--quicknat PATH] [--keep]
+Usage: sudo python3 tests/e2e/test_nat44.py [--quicknat PATH] [--keep]
 Prints one line per check and a final "N passed, M failed".
 """
 
@@ -77,7 +77,7 @@ S((sys.argv[1], int(sys.argv[2])), H).serve_forever()
 """
 
 # A UDP server that answers each datagram with the sender's address.
-# UDP_SERVER and UDP_CLIENT: see e2e_common.
+# UDP_SERVER and UDP_CLIENT: see netns.
 
 
 # Reads a TCP connection to the end and prints the SHA-256 of what arrived.
@@ -117,8 +117,8 @@ print(h.hexdigest())
 
 
 
-import e2e_common as common  # noqa: E402
-from e2e_common import UDP_CLIENT, UDP_SERVER, sh  # noqa: E402,F401
+import netns as common  # noqa: E402
+from netns import UDP_CLIENT, UDP_SERVER, sh  # noqa: E402,F401
 
 # The command helpers, taking this test's short namespace names.
 _names = common.Names(NS)
@@ -151,7 +151,7 @@ def setup():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
+    ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "..", "target", "release", "quicknat"))
     ap.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
     ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
     ap.add_argument("--workers", type=int, default=1, choices=[1, 2, 4], help="worker threads (and queues per veth)")

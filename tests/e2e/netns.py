@@ -1,4 +1,4 @@
-"""Shared helpers for the live end-to-end tests (scripts/e2e_*.py).
+"""Shared helpers for the live end-to-end tests (tests/e2e/test_*.py).
 
 Network namespaces with guaranteed teardown, commands inside them with bounded run
 times, a quicknat process with its log, small traffic programs (HTTP, UDP, a frame

@@ -27,7 +27,7 @@ global per RFC 6890). No packet leaves the namespace: it has no uplink, the TUN 
 only interface and the kernel there does not forward. The documentation ranges appear
 as negative cases.
 
-Usage: sudo python3 scripts/tayga_diff.py [--quicknat PATH] [--keep] [-v]
+Usage: sudo python3 tests/e2e/test_tayga_diff.py [--quicknat PATH] [--keep] [-v]
 Prints a table, one line per case, and a final "N passed, M failed"; exits 1 on any
 unexplained difference (or if TAYGA cannot be run: this test never skips silently).
 """

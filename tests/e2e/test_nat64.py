@@ -27,7 +27,7 @@ Scenario 2, 464XLAT (RFC 6877):
   large download), UDP from the IPv4 application to the IPv4 server, and that the
   middle link carried IPv6 only (frames counted by EtherType on the bridge port).
 
-Usage: sudo python3 scripts/e2e_nat64.py [--backend af_packet|af_xdp] [--quicknat PATH] [--keep]
+Usage: sudo python3 tests/e2e/test_nat64.py [--backend af_packet|af_xdp] [--quicknat PATH] [--keep]
 Prints one line per check and a final "N passed, M failed".
 """
 
@@ -39,7 +39,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import (  # noqa: E402
+from netns import (  # noqa: E402
     HTTP_SERVER, ICMP_PROBE, UDP_CLIENT, UDP_SERVER, Checks, FrameCounter, Scenario, exit_on_sigterm,
     nsx, offloads_off, wait_listening,
 )
@@ -392,7 +392,7 @@ def scenario_fragmentation(c, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "quicknat"))
+    ap.add_argument("--quicknat", default=os.path.join(os.path.dirname(__file__), "..", "..", "target", "release", "quicknat"))
     ap.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
     ap.add_argument("--backend", default="af_packet", choices=["af_packet", "af_xdp"])
     ap.add_argument("--only", choices=["nat64", "464xlat", "fragmentation", "nat64-fragments"], help="run one scenario")
