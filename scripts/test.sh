@@ -4,16 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# scapy: the independent oracle that builds the golden captures and verifies checksums.
-if ! python3 -c "import scapy" 2>/dev/null; then
-    echo "==> installing scapy (scripts/requirements.txt)"
+# scapy: the independent oracle that builds the golden captures and verifies checksums;
+# pytest runs the live end-to-end tests (tests/e2e).
+if ! python3 -c "import scapy" 2>/dev/null || ! python3 -c "import pytest" 2>/dev/null; then
+    echo "==> installing scapy and pytest (scripts/requirements.txt)"
     python3 -m pip install --quiet -r scripts/requirements.txt
 fi
 
 # Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
 # clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
-# the SIIT translation is compared with (scripts/tayga_diff.py); tcpdump captures the ILA
-# network in scripts/e2e_ila.py.
+# the SIIT translation is compared with (tests/e2e/test_tayga_diff.py); tcpdump captures the ILA
+# network in tests/e2e/test_ila.py.
 need=()
 for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
@@ -30,67 +31,52 @@ echo "==> cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> golden captures match their generator"
 python3 scripts/gen_golden.py --check
-echo "==> live gateway end to end (network namespaces, real kernels on both sides)"
+echo "==> live end to end with pytest (tests/e2e): NAT44, NAT64 and 464XLAT, ILA on both backends; SIIT compared with TAYGA"
 cargo build --release --quiet -p quicknat
-e2e_line=""
-if [ "$(id -u)" = 0 ]; then
-    : > /tmp/quicknat-e2e.out
-    # NAT44 (e2e_live.py), NAT64 and the 464XLAT chain (e2e_nat64.py), on both backends.
-    # A failed check must not end this script (set -e, pipefail): the checks count in the
-    # total. A run that ends without a summary line with failures counts as one failure.
-    for backend in af_packet af_xdp; do
-        for script in e2e_live.py e2e_nat64.py; do
-            set +e
-            python3 "scripts/$script" --backend "$backend" --quicknat target/release/quicknat \
-                2>>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e.one
-            rc=${PIPESTATUS[0]}
-            set -e
-            cat /tmp/quicknat-e2e.one >> /tmp/quicknat-e2e.out
-            if [ "$rc" != 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' /tmp/quicknat-e2e.one; then
-                echo "0 passed, 1 failed" >> /tmp/quicknat-e2e.out
-            fi
-        done
-    done
-    # ILA: two routers and a moving host. A run that ends without a failing summary
-    # line but with a non-zero status (a crash) counts as one failure.
-    echo "==> ILA end to end (routers R1/R2/R3, SIR hosts, a host that moves)"
-    for backend in af_packet af_xdp; do
-        set +e
-        python3 scripts/e2e_ila.py --backend "$backend" --quicknat target/release/quicknat \
-            2>>/tmp/quicknat-e2e.log | tee /tmp/quicknat-e2e-ila.out
-        ila_rc=${PIPESTATUS[0]}
-        set -e
-        cat /tmp/quicknat-e2e-ila.out >> /tmp/quicknat-e2e.out
-        if [ "$ila_rc" != 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' /tmp/quicknat-e2e-ila.out; then
-            echo "0 passed, 1 failed" | tee -a /tmp/quicknat-e2e.out
-        fi
-    done
-    e2e_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/quicknat-e2e.out || true)
-else
-    echo "skipped: needs root"
+# One pytest run. The network-namespace suites need root and skip without it (CI runs as
+# root); the differential test against TAYGA counts in the total, and a run of it that
+# could not compare anything (no root, no TUN, no tayga, a crash) fails, never skips.
+# A failed test must not end this script (set -e): the junit XML's counts go into the
+# closing tally below.
+if [ "$(id -u)" != 0 ]; then
+    echo "not root: the network-namespace suites skip; the TAYGA differential test fails"
 fi
-
-# Differential SIIT test against TAYGA: it counts in the total, and a run that could not
-# compare anything (no root, no TUN, no tayga, a crash) counts as a failure, never a skip.
-echo "==> SIIT translation compared with TAYGA (RFC 7915)"
+e2e_xml=/tmp/quicknat-e2e.xml
+rm -f "$e2e_xml"
 set +e
-PATH="$PATH:/usr/sbin:/sbin" python3 scripts/tayga_diff.py --quicknat target/release/quicknat \
-    | tee /tmp/quicknat-tayga.out
-tayga_rc=${PIPESTATUS[0]}
+PATH="$PATH:/usr/sbin:/sbin" python3 -m pytest tests/e2e -p no:cacheprovider -v -rfE \
+    --junitxml="$e2e_xml" --quicknat "${CARGO_TARGET_DIR:-target}/release/quicknat"
+e2e_rc=$?
 set -e
-tayga_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/quicknat-tayga.out || true)
-if [ "$tayga_rc" != 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' /tmp/quicknat-tayga.out; then
-    tayga_line="${tayga_line}${tayga_line:+$'\n'}0 passed, 1 failed"
-fi
-e2e_line="${e2e_line}${e2e_line:+$'\n'}${tayga_line}"
+# The e2e counts from the junit XML: a test case with a failure or an error failed, one
+# with neither (nor a skip) passed; skipped ones count neither way. No XML counts as one
+# failure, and so does a run that exited non-zero (interrupted, internal or usage error,
+# nothing collected) without a failure in its XML.
+e2e_counts=$(python3 - "$e2e_xml" "$e2e_rc" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+path, rc = sys.argv[1], int(sys.argv[2])
+try:
+    cases = list(ET.parse(path).getroot().iter("testcase"))
+except (OSError, ET.ParseError):
+    print(0, 1)
+    sys.exit()
+failed = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
+skipped = sum(1 for c in cases if c.find("skipped") is not None and c.find("failure") is None and c.find("error") is None)
+passed = len(cases) - failed - skipped
+print(passed, failed + (1 if rc != 0 and failed == 0 else 0))
+PY
+) || e2e_counts="0 1"
+read -r e2e_passed e2e_failed <<< "$e2e_counts"
+echo "pytest tests/e2e: exit $e2e_rc; $e2e_passed passed, $e2e_failed failed (from $e2e_xml)"
 
 echo "==> cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
-# One closing line for the whole workspace (cargo prints one per test binary).
-# The live end-to-end checks count too (their script prints "N passed, M failed").
-echo "$e2e_line" >> "$log"
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
-     END { printf "%d passed, %d failed\n", p, f; exit (f > 0) }' "$log"
+# One closing line for the whole workspace (cargo prints one per test binary), the live
+# end-to-end tests included (pytest's counts, read from its junit XML above).
+awk -v ep="$e2e_passed" -v ef="$e2e_failed" \
+    '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { p += ep; f += ef; printf "%d passed, %d failed\n", p, f; exit (f > 0) }' "$log"

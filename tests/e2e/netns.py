@@ -1,10 +1,13 @@
-"""Shared helpers for the live end-to-end tests (scripts/e2e_*.py).
+"""Shared helpers for the live end-to-end tests (tests/e2e/test_*.py).
 
-Network namespaces with guaranteed teardown, commands inside them with bounded run
-times, a quicknat process with its log, small traffic programs (HTTP, UDP, a frame
-counter), and the ok/FAIL lines with the closing "N passed, M failed".
+Network namespaces with guaranteed teardown (a Scenario, closed by the fixture that made
+it), commands inside them with bounded run times, a quicknat process with its log, small
+traffic programs (HTTP, UDP, a frame counter, an ICMP error probe), and waiting helpers
+that await a condition instead of sleeping.
 """
 
+import functools
+import itertools
 import json
 import os
 import re
@@ -117,6 +120,17 @@ def popen_ns(ns, *args, **kw):
     return subprocess.Popen(["ip", "netns", "exec", ns, *args], **kw)
 
 
+def wait_for(pred, timeout, step=0.1):
+    """Polls `pred` until it returns something true or `timeout` seconds pass; returns
+    its last value."""
+    end = time.time() + timeout
+    while True:
+        v = pred()
+        if v or time.time() >= end:
+            return v
+        time.sleep(step)
+
+
 def wait_listening(ns, addr, port, timeout=5.0):
     """Waits until a TCP listener accepts on addr:port (IPv4 or IPv6) inside `ns`."""
     probe = f"import socket; socket.create_connection(('{addr}', {port}), timeout=0.5).close()"
@@ -128,6 +142,17 @@ def wait_listening(ns, addr, port, timeout=5.0):
     return False
 
 
+def wait_udp_bound(ns, addr, port, timeout=5.0):
+    """Waits until a UDP socket is bound to addr:port inside `ns` (per `ss`)."""
+    want = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+    def bound():
+        out = nsx(ns, "ss", "-Hlun", check=False).stdout
+        return any(want in line.split() for line in out.splitlines())
+
+    return wait_for(bound, timeout)
+
+
 def offloads_off(ns, dev):
     """Turns segmentation/receive offloads off: quicknat sees MTU-sized frames only."""
     if shutil.which("ethtool"):
@@ -136,6 +161,11 @@ def offloads_off(ns, dev):
 
 def netns_list():
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+# Every namespace name a Scenario of this process handed out: conftest deletes any of
+# them still present when the session ends (a last net under the fixtures' teardown).
+LIVE = set()
 
 
 def teardown(names):
@@ -150,55 +180,37 @@ def teardown(names):
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
-def exit_on_sigterm():
-    """Turns SIGTERM/SIGHUP into SystemExit, so `finally` blocks tear everything down."""
-
-    def handler(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, handler)
-
-
-class Names:
-    """A test's short namespace names (`"cli"`, `"gw"`, ...) bound to this run's full
-    names, with the command helpers taking the short ones."""
-
-    def __init__(self, ns):
-        self.ns = ns
-
-    def nsx(self, name, *args, **kw):
-        return nsx(self.ns[name], *args, **kw)
-
-    def popen(self, name, *args, **kw):
-        return popen_ns(self.ns[name], *args, **kw)
-
-    def wait_listening(self, name, addr, port, timeout=5.0):
-        return wait_listening(self.ns[name], addr, port, timeout)
-
-    def offloads_off(self, name, dev):
-        offloads_off(self.ns[name], dev)
-
-    def teardown(self):
-        teardown(self.ns.values())
+def remove_leftovers():
+    """Deletes the namespaces of this process that are still there; returns their names."""
+    present = set(netns_list().split())
+    left = sorted(n for n in LIVE if n in present)
+    teardown(left)
+    LIVE.clear()
+    return left
 
 
-class Checks:
-    """The ok/FAIL lines and the closing "N passed, M failed"."""
+def once(method):
+    """Runs a no-argument method at most once per object and hands every later caller its
+    result (or raises its exception again): the steps of a topology that several tests
+    check, run in file order by the first test that needs them."""
 
-    def __init__(self):
-        self.results = []
+    @functools.wraps(method)
+    def wrapper(self):
+        done = self.__dict__.setdefault("_once", {})
+        key = method.__name__
+        if key not in done:
+            try:
+                done[key] = (True, method(self))
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # noqa: BLE001 -- handed to every test of the step
+                done[key] = (False, e)
+        ok, value = done[key]
+        if not ok:
+            raise value
+        return value
 
-    def check(self, name, ok, detail=""):
-        ok = bool(ok)
-        self.results.append(ok)
-        print(f"{'ok  ' if ok else 'FAIL'} {name}{(': ' + detail.strip()) if detail and not ok else ''}", flush=True)
-        return ok
-
-    def summary(self):
-        passed = sum(self.results)
-        print(f"{passed} passed, {len(self.results) - passed} failed", flush=True)
-        return 0 if passed == len(self.results) else 1
+    return wrapper
 
 
 class Quicknat:
@@ -206,6 +218,7 @@ class Quicknat:
 
     def __init__(self, binary, ns, config_text, label):
         self.label = label
+        self.final = None
         self.cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False, prefix=f"qn-{label}-")
         self.cfg.write(config_text)
         self.cfg.close()
@@ -214,6 +227,8 @@ class Quicknat:
                              stdout=self.log, stderr=self.log)
 
     def text(self):
+        if self.final is not None:
+            return self.final
         with open(self.log.name) as f:
             return f.read()
 
@@ -254,12 +269,19 @@ class Quicknat:
         return rc, self.text()
 
     def cleanup(self):
+        """Kills the process if it still runs and removes its files (the log text stays
+        readable through text())."""
         if self.proc.poll() is None:
             self.proc.kill()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.final is None:
+            try:
+                self.final = self.text()
+            except OSError:
+                self.final = ""
         for f in (self.cfg.name, self.log.name):
             try:
                 os.unlink(f)
@@ -268,17 +290,38 @@ class Quicknat:
 
 
 class Scenario:
-    """The namespaces, helper processes and quicknat instances of one test scenario. On
-    leaving the `with` block, also by an exception, everything is killed and deleted and
-    the deletion is checked (unless `keep`)."""
+    """The namespaces, helper processes and quicknat instances of one test topology.
+    `close()` kills and deletes everything and returns the namespaces still listed after
+    that; the fixture that made the scenario calls it at teardown (also when a test failed
+    or the run was interrupted), the test "namespaces removed" calls it earlier to check.
 
-    def __init__(self, checks, label, prefix, names, keep=False):
-        self.c, self.label, self.keep = checks, label, keep
-        self.ns = {k: f"{prefix}-{k}-{os.getpid()}" for k in names}
+    Namespace names: PREFIX-SHORT-PID-N, unique within the run."""
+
+    _serial = itertools.count(1)
+
+    def __init__(self, prefix, names):
+        serial = next(Scenario._serial)
+        self.ns = {k: f"{prefix}-{k}-{os.getpid()}-{serial}" for k in names}
+        LIVE.update(self.ns.values())
         self.procs, self.quicknats, self.deferred = [], [], []
+        self.left = None
 
-    def __enter__(self):
-        return self
+    # Commands taking the short namespace names ("cli", "gw", ...).
+    def nsx(self, name, *args, **kw):
+        return nsx(self.ns[name], *args, **kw)
+
+    def wait_listening(self, name, addr, port, timeout=5.0):
+        return wait_listening(self.ns[name], addr, port, timeout)
+
+    def wait_udp_bound(self, name, addr, port, timeout=5.0):
+        return wait_udp_bound(self.ns[name], addr, port, timeout)
+
+    def offloads_off(self, name, dev):
+        offloads_off(self.ns[name], dev)
+
+    def add_namespaces(self):
+        for n in self.ns.values():
+            sh("ip", "netns", "add", n)
 
     def popen(self, name, *args, **kw):
         """A helper process in namespace `name` (short name), killed at the end."""
@@ -296,19 +339,39 @@ class Scenario:
         """Runs `fn` first at the end."""
         self.deferred.append(fn)
 
-    def __exit__(self, *exc):
+    def log_tails(self, n=1500):
+        """(label, last `n` characters of its log) per quicknat, for failure reports."""
+        out = []
+        for q in self.quicknats:
+            try:
+                out.append((q.label, q.text()[-n:]))
+            except OSError as e:
+                out.append((q.label, f"(log unreadable: {e})"))
+        return out
+
+    def close(self):
+        """Tears everything down (once); returns the namespaces still listed after it."""
+        if self.left is not None:
+            return self.left
         for fn in self.deferred:
-            fn()
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 -- teardown goes on
+                print(f"teardown step failed: {e!r}", file=sys.stderr)
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         for q in self.quicknats:
             q.cleanup()
-        if not self.keep:
-            teardown(self.ns.values())
-            left = [n for n in self.ns.values() if n in netns_list()]
-            self.c.check(f"{self.label}: namespaces removed", not left, str(left))
-        return False
+        teardown(self.ns.values())
+        present = set(netns_list().split())
+        self.left = [n for n in self.ns.values() if n in present]
+        LIVE.difference_update(n for n in self.ns.values() if n not in present)
+        return self.left
 
 
 class FrameCounter:

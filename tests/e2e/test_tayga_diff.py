@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Differential test of quicknat's stateless IPv4/IPv6 translation (SIIT, RFC 7915)
 against TAYGA, a real NAT64 (Debian package `tayga`).
 
@@ -27,54 +26,66 @@ global per RFC 6890). No packet leaves the namespace: it has no uplink, the TUN 
 only interface and the kernel there does not forward. The documentation ranges appear
 as negative cases.
 
-Usage: sudo python3 scripts/tayga_diff.py [--quicknat PATH] [--keep] [-v]
-Prints a table, one line per case, and a final "N passed, M failed"; exits 1 on any
-unexplained difference (or if TAYGA cannot be run: this test never skips silently).
+One test per corpus case (same or allow-listed passes, an unexplained difference fails),
+and one that quicknat wrote no packet matching no case. This test never skips: when it
+cannot compare anything (not root, no TUN, no tayga, no scapy, a crash of either
+translator) every case is an error.
+
+    sudo python3 -m pytest tests/e2e/test_tayga_diff.py [--quicknat PATH] [--tayga-vs-tayga]
+
+With -s (or -rA), each case prints its table line and the fields that differ.
 """
 
-import argparse
 import ctypes
 import os
+import re
 import select
 import shutil
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
-from scapy.all import (
-    ICMP,
-    IP,
-    TCP,
-    UDP,
-    GRE,
-    ICMPv6DestUnreach,
-    ICMPv6EchoReply,
-    ICMPv6EchoRequest,
-    ICMPv6MLQuery,
-    ICMPv6ND_NS,
-    ICMPv6PacketTooBig,
-    ICMPv6ParamProblem,
-    ICMPv6TimeExceeded,
-    ICMPv6Unknown,
-    IPOption_LSRR,
-    IPOption_RR,
-    IPv6,
-    IPv6ExtHdrFragment,
-    IPv6ExtHdrHopByHop,
-    IPv6ExtHdrRouting,
-    Raw,
-    conf,
-    fragment6,
-)
-from scapy.layers.inet6 import in6_chksum
-from scapy.layers.inet import in4_chksum
-from scapy.utils import checksum
+import pytest
 
-conf.verb = 0
+# scapy parses and builds the packets. Its absence must not stop pytest's collection
+# (that would end the whole e2e run): every case then fails with the reason.
+try:
+    from scapy.all import (
+        ICMP,
+        IP,
+        TCP,
+        UDP,
+        GRE,
+        ICMPv6DestUnreach,
+        ICMPv6EchoReply,
+        ICMPv6EchoRequest,
+        ICMPv6MLQuery,
+        ICMPv6ND_NS,
+        ICMPv6PacketTooBig,
+        ICMPv6ParamProblem,
+        ICMPv6TimeExceeded,
+        ICMPv6Unknown,
+        IPOption_LSRR,
+        IPOption_RR,
+        IPv6,
+        IPv6ExtHdrFragment,
+        IPv6ExtHdrHopByHop,
+        IPv6ExtHdrRouting,
+        Raw,
+        conf,
+        fragment6,
+    )
+    from scapy.layers.inet6 import in6_chksum
+    from scapy.layers.inet import in4_chksum
+    from scapy.utils import checksum
+
+    conf.verb = 0
+    SCAPY_MISSING = None
+except ImportError as e:  # scripts/test.sh installs scapy (scripts/requirements.txt)
+    SCAPY_MISSING = e
 
 # --------------------------------------------------------------------------------------
 # Addresses and configuration (the same for both translators)
@@ -687,88 +698,83 @@ def compare(name, tay, qn):
     return "same", []
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quicknat", default=os.environ.get("QUICKNAT", "target/release/quicknat"))
-    ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every field that differs")
-    ap.add_argument("--tayga-vs-tayga", action="store_true",
-                    help="compare TAYGA against a second TAYGA run (tests this script, no quicknat)")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("tayga_diff: needs root (network namespaces, TUN)", file=sys.stderr)
-        print("0 passed, 1 failed")
-        return 1
 
-    cases = corpus()
-    packets = [p for _, p, _ in cases]
+# --------------------------------------------------------------------------------------
+# The tests: both translators run once over the whole corpus (a module-scoped fixture),
+# then one test per case compares the two outputs.
+
+
+def _build_corpus():
+    """(cases, error): the corpus, or why it could not be built (then one placeholder case
+    that fails with the reason: an empty parametrisation would be a skip)."""
+    if SCAPY_MISSING is not None:
+        return [], f"scapy is not installed ({SCAPY_MISSING}); scripts/test.sh installs it"
+    try:
+        return corpus(), None
+    except Exception as e:  # noqa: BLE001 -- reported by every case, never a collection abort
+        return [], f"building the corpus failed: {type(e).__name__}: {e}"
+
+
+CASES, CORPUS_ERROR = _build_corpus()
+
+
+def case_id(idx, name):
+    return f"{idx:02d}-" + re.sub(r"[^\w.+]+", "-", name).strip("-")
+
+
+class Translations:
+    """What both translators made of the corpus: TAYGA's outputs per input (in input
+    order), quicknat's translated packets by marker, and quicknat's packets that match no
+    case."""
+
+    def __init__(self, tayga_out, qn_list, qn_err):
+        self.tayga_out, self.qn_err = tayga_out, qn_err
+        # quicknat: only translated packets, in input order; match them by marker.
+        self.qn_by_tag, self.stray = {}, []
+        for o in qn_list:
+            t = find_tag(o)
+            if t is None or t in self.qn_by_tag or not 1 <= t <= len(CASES):
+                self.stray.append(o)
+            else:
+                self.qn_by_tag[t] = o
+
+    def log_tails(self):
+        """quicknat translate's stderr, for failure reports (see conftest)."""
+        return [("translate stderr", self.qn_err)] if self.qn_err else []
+
+
+@pytest.fixture(scope="module")
+def translations(quicknat, pytestconfig):
+    """Runs TAYGA and quicknat over the corpus once. Anything that stops the comparison
+    raises, so every case is an error (never a skip)."""
+    if CORPUS_ERROR:
+        raise RuntimeError(f"tayga_diff: cannot run: {CORPUS_ERROR}")
+    if os.geteuid() != 0:
+        raise RuntimeError("tayga_diff: cannot run: needs root (network namespaces, TUN)")
+    packets = [p for _, p, _ in CASES]
     workdir = tempfile.mkdtemp(prefix="qn-tayga-")
     log = open(os.path.join(workdir, "tayga.log"), "w")
     tayga = Tayga(workdir, log)
-
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
     try:
-        tayga.start()
-        tayga_out = tayga.run(packets)
-        write_pcap(os.path.join(workdir, "tayga-out.pcap"), [o for outs in tayga_out for o in outs])
-        if args.tayga_vs_tayga:
-            qn_list, qn_err = [o for outs in tayga.run(packets) for o in outs if o[0] >> 4 != p_ver(o, packets)], ""
-        else:
-            qn_list, qn_err = run_quicknat(args.quicknat, workdir, packets)
-    except Exception as e:  # noqa: BLE001  -- any failure to run is a loud failure
-        print(f"tayga_diff: cannot run: {e}", file=sys.stderr)
-        print("0 passed, 1 failed")
-        return 1
+        try:
+            tayga.start()
+            tayga_out = tayga.run(packets)
+            write_pcap(os.path.join(workdir, "tayga-out.pcap"), [o for outs in tayga_out for o in outs])
+            if pytestconfig.getoption("tayga_vs_tayga"):
+                outs = tayga.run(packets)
+                qn_list, qn_err = [o for out in outs for o in out if o[0] >> 4 != p_ver(o, packets)], ""
+            else:
+                qn_list, qn_err = run_quicknat(quicknat, workdir, packets)
+        finally:
+            tayga.stop()
+            log.close()
+    except Exception as e:  # noqa: BLE001 -- any failure to run is a loud failure
+        with open(log.name) as f:
+            tail = f.read()[-1500:]
+        raise RuntimeError(f"tayga_diff: cannot run: {e}" + (f"\n--- tayga log (tail)\n{tail}" if tail else "")) from e
     finally:
-        tayga.stop()
-        log.close()
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-
-    # quicknat: only translated packets, in input order; match them by marker.
-    qn_by_tag, stray = {}, []
-    for o in qn_list:
-        t = find_tag(o)
-        if t is None or t in qn_by_tag or not 1 <= t <= len(cases):
-            stray.append(o)
-        else:
-            qn_by_tag[t] = o
-
-    counts = {"same": 0, "allowed": 0, "differs": 0}
-    width = max(len(n) for n, _, _ in cases)
-    print(f"{'#':>3} {'case':<{width}}  {'tayga':<10} {'quicknat':<10} verdict")
-    for idx, (name, p, _) in enumerate(cases, start=1):
-        ver_in = p[0] >> 4
-        translated = [o for o in tayga_out[idx - 1] if o[0] >> 4 != ver_in and find_tag(o) == idx]
-        errors_back = [o for o in tayga_out[idx - 1] if o[0] >> 4 == ver_in]
-        tay = translated[0] if translated else None
-        qn = qn_by_tag.get(idx)
-        verdict, detail = compare(name, tay, qn)
-        if len(translated) > 1:
-            verdict, detail = "differs", [f"tayga wrote {len(translated)} packets"] + detail
-        counts[verdict] += 1
-        tcol = "xlated" if tay else ("drop+icmp" if errors_back else "drop")
-        qcol = "xlated" if qn else "drop"
-        shown = {"same": "same", "allowed": "allow-listed", "differs": "DIFFERS"}[verdict]
-        print(f"{idx:>3} {name:<{width}}  {tcol:<10} {qcol:<10} {shown}")
-        if verdict != "same" or args.verbose:
-            for line in detail if (args.verbose or verdict == "differs") else detail[:3]:
-                print(f"      {line}")
-    if stray:
-        counts["differs"] += 1
-        print(f"quicknat wrote {len(stray)} packet(s) that match no input case (DIFFERS)")
-    if qn_err:
-        print("quicknat stderr:\n  " + qn_err.replace("\n", "\n  "))
-    print(f"same {counts['same']}, allow-listed {counts['allowed']}, differing {counts['differs']}")
-    passed = counts["same"] + counts["allowed"]
-    print(f"{passed} passed, {counts['differs']} failed")
-    return 0 if counts["differs"] == 0 else 1
+        shutil.rmtree(workdir, ignore_errors=True)
+    return Translations(tayga_out, qn_list, qn_err)
 
 
 def p_ver(o, packets):  # only for --tayga-vs-tayga: the input's version of a tagged output
@@ -776,5 +782,31 @@ def p_ver(o, packets):  # only for --tayga-vs-tayga: the input's version of a ta
     return packets[t - 1][0] >> 4 if t and t <= len(packets) else o[0] >> 4
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.mark.parametrize(
+    "idx", range(1, len(CASES) + 1) if CASES else [0],
+    ids=[case_id(i, name) for i, (name, _, _) in enumerate(CASES, start=1)] if CASES else ["corpus-not-built"])
+def test_translation_same_as_tayga_or_allowed_by_the_rfc(translations, idx):
+    name, p, _ = CASES[idx - 1]
+    ver_in = p[0] >> 4
+    outs = translations.tayga_out[idx - 1]
+    translated = [o for o in outs if o[0] >> 4 != ver_in and find_tag(o) == idx]
+    errors_back = [o for o in outs if o[0] >> 4 == ver_in]
+    tay = translated[0] if translated else None
+    qn = translations.qn_by_tag.get(idx)
+    verdict, detail = compare(name, tay, qn)
+    if len(translated) > 1:
+        verdict, detail = "differs", [f"tayga wrote {len(translated)} packets"] + detail
+    tcol = "xlated" if tay else ("drop+icmp" if errors_back else "drop")
+    qcol = "xlated" if qn else "drop"
+    shown = {"same": "same", "allowed": "allow-listed", "differs": "DIFFERS"}[verdict]
+    line = f"{idx:>3} {name}: tayga {tcol}, quicknat {qcol}: {shown}"
+    print(line)
+    for d in detail:
+        print(f"      {d}")
+    assert verdict != "differs", "\n".join([line] + [f"      {d}" for d in detail])
+
+
+def test_quicknat_wrote_no_packet_that_matches_no_case(translations):
+    stray = translations.stray
+    assert not stray, f"quicknat wrote {len(stray)} packet(s) that match no input case: " + \
+        ", ".join(o[:48].hex() for o in stray[:3])
