@@ -30,7 +30,7 @@ use xlat::ila::{ila_to_sir, sir_to_ila, IlaError, IlaMapping, Locator, SirPrefix
 
 use crate::mode::reply::{fits, owed, Responder};
 use crate::mode::{Egress, Emit, Family, Frame, Mode, ModeWorker};
-use crate::{Counters, Direction, DropReason, Offload};
+use crate::{Counters, Direction, DropReason};
 
 pub mod config;
 #[cfg(test)]
@@ -369,10 +369,7 @@ impl ModeWorker for IlaWorker {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
-        let mtu = match frame.offload {
-            Offload::Gso => None,
-            _ => egress.link(dir.leaves_by()).mtu,
-        };
+        let mtu = egress.leaving_mtu(dir, frame.offload);
         if let Err(r) = fits(frame.packet(), mtu) {
             let icmp = owed(r, mtu);
             return self

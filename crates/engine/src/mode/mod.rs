@@ -141,6 +141,16 @@ impl Egress {
     pub fn link(&self, side: Side) -> &Link {
         &self.links[side as usize]
     }
+
+    /// The MTU a packet travelling `dir` is held to where it leaves (`None`: no limit, or
+    /// a GSO super-packet, whose segments the runtime sizes for the link).
+    #[inline]
+    pub fn leaving_mtu(&self, dir: Direction, offload: Offload) -> Option<u32> {
+        match offload {
+            Offload::Gso => None,
+            _ => self.link(dir.leaves_by()).mtu,
+        }
+    }
 }
 
 /// One packet handed to a mode, and the place for packets the mode originates because of

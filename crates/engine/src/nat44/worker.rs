@@ -564,10 +564,7 @@ impl ModeWorker for Nat44Worker {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
-        let mtu = match frame.offload {
-            Offload::Gso => None,
-            _ => egress.link(dir.leaves_by()).mtu,
-        };
+        let mtu = egress.leaving_mtu(dir, frame.offload);
         let (start, len, offload) = (frame.start, frame.len, frame.offload);
         match self.process_inner(now, dir, frame.packet_mut(), offload, mtu) {
             Ok(()) => {
