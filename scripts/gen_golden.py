@@ -669,9 +669,14 @@ def scenario_nat44_gateway():
     # address.
     pairs.append((udp4(False, "255.255.255.255", PUBLIC, 67, sport, 1, 0xA00D,
                        b"broadcast source"), None))
-    # 14. ... a multicast address.
+    # 14. ... a multicast address, ... a Class E address, ... a zero address (RFC 1812
+    # §4.3.2.7: "a network prefix of zero").
     pairs.append((udp4(False, "224.0.0.9", PUBLIC, 520, sport, 1, 0xA00E,
                        b"multicast source"), None))
+    pairs.append((udp4(False, "240.0.0.1", PUBLIC, 520, sport, 1, 0xA011,
+                       b"class e source"), None))
+    pairs.append((udp4(False, "0.1.2.3", PUBLIC, 520, sport, 1, 0xA012,
+                       b"network zero source"), None))
     # 15. "a datagram destined to an IP broadcast or IP multicast address".
     pairs.append((udp4(True, HOST_A, "239.1.2.3", 6103, 5000, 1, 0xA00F,
                        b"multicast destination"), None))

@@ -167,9 +167,9 @@ fn nat44_gateway() {
         "nat44_gateway.toml",
         &[
             ("forwarded", 4),
-            ("dropped", 12),
-            // 2 answered TTL 1 packets, the echo request and the first fragment; 5 not.
-            ("ttl_expired", 9),
+            ("dropped", 14),
+            // 2 answered TTL 1 packets, the echo request and the first fragment; 7 not.
+            ("ttl_expired", 11),
             ("fragment_needed", 2),
             ("too_big", 1),
             ("icmp errors sent", 6),
