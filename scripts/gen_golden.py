@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Generate quicknat's golden NAT44 pcaps (input and expected output).
+"""Generate quicknat's golden pcaps (input and expected output).
 
 For each scenario this writes tests/golden/<name>.in.pcap (what arrives at the
-NAT) and tests/golden/<name>.expected.pcap (what the NAT must transmit, in
-input order, with the input timestamps; dropped packets are absent), plus the
-engine configuration tests/golden/nat44.toml they assume.
+gateway) and tests/golden/<name>.expected.pcap (what the gateway must
+transmit, in input order, with the input timestamps: the translated packet, or
+the fragments it was cut into, or the ICMP error that answers it; dropped
+packets are absent), plus the configurations they assume (CONFIGS: nat44.toml
+for the NAT44 scenarios without a [gateway] table, <name>.toml for the
+scenarios about the ICMP errors and fragments the gateway originates).
 
 Expected packets are independent constructions: every packet is built by
 scapy from its header fields, once with the addressing seen on the input side
-and once with the translated addressing and TTL-1, and scapy computes all the
+and once with the translated addressing and TTL-1 (or as the RFCs say the
+gateway's fragments and ICMP errors are made), and scapy computes all the
 checksums. Nothing is derived from quicknat's own output.
 
 The output is deterministic (fixed timestamps, IP IDs, sequence numbers and
@@ -29,6 +33,8 @@ import sys
 import tempfile
 
 from scapy.layers.inet import ICMP, IP, TCP, UDP, fragment
+from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6PacketTooBig, ICMPv6TimeExceeded,
+                                IPv6, IPv6ExtHdrFragment)
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
@@ -69,6 +75,112 @@ protocol = "tcp"
 public = "203.0.113.1:8080"
 inside = "10.0.0.20:80"
 """
+
+# The gateway's own addresses and link MTUs (translate's only source of them is the
+# configuration's [gateway] table): the sources of the ICMP errors it sends, and the
+# sizes that decide when it owes one.
+GW_INSIDE = "10.0.0.1"  # its address on the inside link
+GW_OUTSIDE = "203.0.113.254"  # its address on the outside link (not the pool address)
+INSIDE_MTU = 1480
+OUTSIDE_MTU = 1400
+
+CONFIG_NAT44_GATEWAY = """\
+# Golden-test configuration: the NAT44 of nat44.toml, and the gateway's own addresses
+# and link MTUs, so that it answers with the ICMP errors it owes.
+[nat44]
+filtering = "endpoint-independent"
+hairpinning = true
+port_preservation = true
+
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = ["203.0.113.1/32"]
+ports = "1024-65535"
+
+[[nat44.forward]]
+protocol = "tcp"
+public = "203.0.113.1:8080"
+inside = "10.0.0.20:80"
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["10.0.0.1"]
+outside_addresses = ["203.0.113.254"]
+inside_mtu = 1480
+outside_mtu = 1400
+"""
+
+# IPv4 <-> IPv6. A network-specific prefix: the Well-Known Prefix may not embed the
+# documentation addresses used here (RFC 6052 §3.1).
+PREF64 = "2001:db8:64::"
+V6_HOST = "2001:db8:1::10"  # an IPv6-only host
+GW_INSIDE6 = "2001:db8:1::1"  # the gateway's IPv6 address (NAT64: inside, SIIT: outside)
+SIIT_V4_OF_V6_HOST = "192.0.2.100"  # V6_HOST's IPv4 address by explicit mapping (SIIT)
+SIIT_V4_HOST = "198.51.100.20"  # an IPv4 host on SIIT's IPv4 (inside) side
+SIIT_GW_V4 = "198.51.100.1"  # the gateway's IPv4 address there
+XLAT_IPV6_MTU = 1280  # lowest-ipv6-mtu (RFC 7915 §4.1)
+XLAT_IPV4_MTU = 1400
+# The identification of an IPv4 packet translated from an IPv6 one that is no fragment and
+# gets DF (over 1260 bytes, RFC 7915 §5.1): "Set according to a Fragment Identification
+# algorithm as discussed in [RFC6864]", which lets an atomic datagram carry any value
+# (§4.1); quicknat writes 0. (Below 1260 bytes, without DF, the value is quicknat's own
+# choice, so no scenario translates such a packet.)
+XLAT_ATOMIC_ID = 0
+
+CONFIG_SIIT_GATEWAY = """\
+# Golden-test configuration: SIIT between an IPv4 inside and an IPv6 outside, with the
+# gateway's addresses (sources of its ICMP errors) and the translator's MTUs.
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.100/32", ipv6 = "2001:db8:1::10/128" } ]
+
+[siit.options]
+ipv6_mtu = 1280
+ipv4_mtu = 1400
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["198.51.100.1"]
+outside_addresses = ["2001:db8:1::1"]
+"""
+
+CONFIG_NAT64_GATEWAY = """\
+# Golden-test configuration: stateful NAT64, IPv6 hosts inside, one public IPv4 address,
+# with the gateway's addresses (sources of its ICMP errors) and the translator's MTUs.
+[nat64]
+pref64 = "2001:db8:64::/96"
+pool4 = ["203.0.113.1/32"]
+ports = "1024-65535"
+
+[nat64.options]
+ipv6_mtu = 1280
+ipv4_mtu = 1400
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["2001:db8:1::1"]
+outside_addresses = ["203.0.113.254"]
+"""
+
+# The configuration files written, by name.
+CONFIGS = {
+    "nat44.toml": CONFIG,
+    "nat44_gateway.toml": CONFIG_NAT44_GATEWAY,
+    "siit_gateway.toml": CONFIG_SIIT_GATEWAY,
+    "nat64_gateway.toml": CONFIG_NAT64_GATEWAY,
+}
+
+# What the gateway's ICMP errors look like. Fields the RFCs leave open are set to the
+# values quicknat documents (crates/xlat/src/icmp_reply.rs); each is allowed by the RFC
+# named beside it.
+ERR_TOS = 0xC0  # RFC 1812 §4.3.2.5: precedence 6 (internetwork control) SHOULD be used
+ERR_TTL = 64  # the default TTL / hop limit a node originates packets with (IANA: 64)
+ERR_IP_ID = 0  # RFC 6864 §4.1: an atomic datagram (DF set) may carry any ID
+ICMP4_ERROR_MAX = 576  # RFC 1812 §4.3.2.3: quote as much as fits in 576 bytes
+ICMP6_ERROR_MAX = 1280  # RFC 4443 §2.4 (c): ... without exceeding the minimum IPv6 MTU
 
 LINKTYPE_ETHERNET = 1
 SNAPLEN = 262144
@@ -142,10 +254,103 @@ def icmp_error_pkt(src, dst, ttl, ip_id, icmp_type, code, quote):
             / ICMP(type=icmp_type, code=code) / Raw(quote))
 
 
+def l3(frame):
+    """The IP packet a frame carries, as bytes (everything after the Ethernet header)."""
+    return bytes(frame)[14:]
+
+
+def back_to_sender(frame):
+    """The Ethernet header of a packet the gateway sends back to the sender of `frame`:
+    the same link, the addresses the other way round."""
+    return Ether(src=frame[Ether].dst, dst=frame[Ether].src)
+
+
+def icmp4_error(frame, gw, icmp):
+    """The ICMPv4 error `icmp` (type, code and MTU set) the gateway sends from its address
+    `gw` to the sender of the IPv4 packet in `frame` (RFC 792): the IP header and as
+    much of the packet as fits in 576 bytes (RFC 1812 §4.3.2.3), as it arrived."""
+    quote = l3(frame)[:ICMP4_ERROR_MAX - 28]
+    return (back_to_sender(frame)
+            / IP(src=gw, dst=frame[IP].src, tos=ERR_TOS, id=ERR_IP_ID, flags="DF",
+                 ttl=ERR_TTL)
+            / icmp / Raw(quote))
+
+
+def icmp6_error(frame, gw6, icmp6):
+    """The ICMPv6 error `icmp6` the gateway sends from `gw6` to the sender of the IPv6
+    packet in `frame` (RFC 4443 §3.2, §3.3): as much of the packet as it arrived as fits
+    without the error exceeding 1280 bytes (RFC 4443 §2.4 (c))."""
+    quote = l3(frame)[:ICMP6_ERROR_MAX - 48]
+    return (back_to_sender(frame)
+            / IPv6(src=gw6, dst=frame[IPv6].src, tc=0, fl=0, hlim=ERR_TTL)
+            / icmp6 / Raw(quote))
+
+
+def udp4(outbound, src, dst, sport, dport, ttl, ip_id, payload, flags="DF", tos=0):
+    """An Ethernet/IPv4/UDP frame with the given flags ("DF" or 0) and TOS."""
+    return (eth(outbound) / IP(src=src, dst=dst, ttl=ttl, id=ip_id, tos=tos, flags=flags)
+            / UDP(sport=sport, dport=dport) / Raw(payload))
+
+
+def udp6(outbound, src, dst, sport, dport, hlim, payload, tc=0):
+    """An Ethernet/IPv6/UDP frame (flow label 0)."""
+    return (eth(outbound) / IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=0)
+            / UDP(sport=sport, dport=dport) / Raw(payload))
+
+
+def filler(n, seed):
+    """n payload bytes, different per seed."""
+    return bytes((i * 7 + seed) & 0xFF for i in range(n))
+
+
+def v6_addr(v4):
+    """The IPv4 address v4 embedded in PREF64 (RFC 6052 §2.2, a /96: the last 32 bits)."""
+    a, b, c, d = (int(x) for x in v4.split("."))
+    return f"{PREF64}{a << 8 | b:x}:{c << 8 | d:x}"
+
+
+def transport6(src, dst, l4):
+    """The bytes of transport layer `l4` (a scapy UDP/TCP with payload) carried between
+    the IPv6 addresses src and dst, checksum computed over their pseudo-header."""
+    return bytes(IPv6(src=src, dst=dst) / l4)[40:]
+
+
+def transport4(src, dst, l4):
+    """The same over IPv4 (RFC 768 / RFC 793 pseudo-header)."""
+    return bytes(IP(src=src, dst=dst) / l4)[20:]
+
+
+def pieces(start, end, max_data):
+    """How RFC 791 cuts the data bytes start..end into fragments of at most `max_data`
+    bytes: every piece but the last a multiple of 8 long. [(from, to), ...]."""
+    step = max_data // 8 * 8
+    return [(a, min(a + step, end)) for a in range(start, end, step)]
+
+
+def v6_fragments(outbound, src, dst, hlim, tc, ident, nh, data, cuts):
+    """IPv6 fragments (RFC 8200 §4.5) of a datagram whose fragmentable part is `data`:
+    one per (from, to) in `cuts`, M set on every piece that does not end the datagram."""
+    return [eth(outbound) / IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=0)
+            / IPv6ExtHdrFragment(nh=nh, offset=a // 8, m=int(b < len(data)), id=ident)
+            / Raw(data[a:b])
+            for a, b in cuts]
+
+
+def v4_fragments(outbound, src, dst, ttl, tos, ident, proto, data, cuts):
+    """IPv4 fragments (RFC 791) of a datagram whose data is `data`, DF clear, one per
+    (from, to) in `cuts`, MF set on every piece that does not end the datagram."""
+    return [eth(outbound)
+            / IP(src=src, dst=dst, ttl=ttl, tos=tos, id=ident, proto=proto,
+                 flags="MF" if b < len(data) else 0, frag=a // 8)
+            / Raw(data[a:b])
+            for a, b in cuts]
+
+
 # --- Scenarios ------------------------------------------------------------------
 #
-# Each scenario returns a list of (input frame, expected frame or None).
-# None means the NAT must drop the input frame.
+# Each scenario returns a list of (input frame, expected frame, a list of them, or
+# None): what the gateway transmits because of that input, in order. None means it
+# drops the input frame and sends nothing.
 
 
 def scenario_tcp():
@@ -387,6 +592,280 @@ def scenario_drops():
     ]
 
 
+def scenario_nat44_gateway():
+    """NAT44 with the gateway's addresses and link MTUs (nat44_gateway.toml): the ICMP
+    errors it owes (Time Exceeded, RFC 1812 §5.3.1; Fragmentation Needed with the
+    next-hop MTU, RFC 1191 §4), from its address on the link the packet came in by
+    (RFC 1812 §4.3.2.4), and the packets no router may answer (RFC 1122 §3.2.2, RFC 1812
+    §4.3.2.7). Outbound packets leave by the outside link (MTU 1400), inbound ones by the
+    inside link (MTU 1480)."""
+    sport, dport = 6100, 7000
+    pairs = []
+
+    def outbound_udp(sp, ttl, ip_id, payload, flags="DF"):
+        return (udp4(True, HOST_A, SERVER, sp, dport, ttl, ip_id, payload, flags),
+                udp4(True, PUBLIC, SERVER, sp, dport, ttl - 1, ip_id, payload, flags))
+
+    # 1. Opens the mapping 10.0.0.2:6100 <-> 203.0.113.1:6100.
+    pairs.append(outbound_udp(sport, TTL_INSIDE, 0xA001, b"open a mapping"))
+
+    # 2. TTL 1 from the inside: Time Exceeded (11/0) from the inside address, quoting the
+    # whole packet.
+    pin = udp4(True, HOST_A, SERVER, 6101, dport, 1, 0xA002, b"ttl one, outbound")
+    pairs.append((pin, icmp4_error(pin, GW_INSIDE, ICMP(type=11, code=0))))
+
+    # 3. TTL 2 is forwarded, with TTL 1.
+    pairs.append(outbound_udp(sport, 2, 0xA003, b"ttl two"))
+
+    # 4. TTL 1 from the outside to the mapped public endpoint: Time Exceeded from the
+    # outside address, quoting the packet as it arrived (addressed to the public side).
+    pin = udp4(False, SERVER, PUBLIC, dport, sport, 1, 0xA004, b"ttl one, inbound")
+    pairs.append((pin, icmp4_error(pin, GW_OUTSIDE, ICMP(type=11, code=0))))
+
+    # 5. DF, exactly the outside MTU (1400 bytes): forwarded.
+    pairs.append(outbound_udp(sport, TTL_INSIDE, 0xA005, filler(OUTSIDE_MTU - 28, 1)))
+
+    # 6. DF, one byte more: Fragmentation Needed (3/4) carrying the outside link's MTU
+    # (RFC 1191 §4), quoting the first 548 bytes.
+    pin = udp4(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0xA006,
+               filler(OUTSIDE_MTU - 27, 2))
+    pairs.append((pin, icmp4_error(pin, GW_INSIDE,
+                                   ICMP(type=3, code=4, nexthopmtu=OUTSIDE_MTU))))
+
+    # 7. The same without DF: a NAT44 gateway does not fragment; dropped (too_big), and
+    # no ICMP error exists for it.
+    pin = udp4(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0xA007,
+               filler(OUTSIDE_MTU - 27, 3), flags=0)
+    pairs.append((pin, None))
+
+    # 8. Inbound, DF, one byte over the inside MTU: Fragmentation Needed from the outside
+    # address, carrying the inside link's MTU.
+    pin = udp4(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0xA008,
+               filler(INSIDE_MTU - 27, 4))
+    pairs.append((pin, icmp4_error(pin, GW_OUTSIDE,
+                                   ICMP(type=3, code=4, nexthopmtu=INSIDE_MTU))))
+
+    # 9. An ICMP query (echo request) with TTL 1 is answered: only errors are not.
+    pin = (eth(True) / ip(HOST_A, SERVER, 1, 0xA009)
+           / ICMP(type=8, code=0, id=4661, seq=1) / Raw(b"traceroute by ping"))
+    pairs.append((pin, icmp4_error(pin, GW_INSIDE, ICMP(type=11, code=0))))
+
+    # 10. The first fragment of a datagram (MF, offset 0) with TTL 1 is answered.
+    dgram = ip(HOST_A, SERVER, 1, 0xA00A, flags=0) / UDP(sport=6102, dport=dport) / Raw(
+        filler(64, 5))
+    first, later = (eth(True) / f for f in fragment(dgram, fragsize=40))
+    pairs.append((first, icmp4_error(first, GW_INSIDE, ICMP(type=11, code=0))))
+
+    # 11-15: dropped as ttl_expired and never answered (RFC 1122 §3.2.2: "An ICMP error
+    # message MUST NOT be sent as the result of receiving: ...").
+    # 11. "a non-initial fragment" (the rest of the datagram of 10).
+    pairs.append((later, None))
+    # 12. "an ICMP error message": a port unreachable from the inside with TTL 1.
+    quoted = bytes(ip(SERVER, HOST_A, TTL_REMOTE - 1, 0xA0FF)
+                   / UDP(sport=dport, dport=6199) / Raw(b"to a closed port"))
+    pairs.append((eth(True) / ip(HOST_A, SERVER, 1, 0xA00C, flags=0)
+                  / ICMP(type=3, code=3) / Raw(quoted), None))
+    # 13. "a datagram whose source address does not define a single host": a broadcast
+    # address.
+    pairs.append((udp4(False, "255.255.255.255", PUBLIC, 67, sport, 1, 0xA00D,
+                       b"broadcast source"), None))
+    # 14. ... a multicast address, ... a Class E address, ... a zero address (RFC 1812
+    # §4.3.2.7: "a network prefix of zero").
+    pairs.append((udp4(False, "224.0.0.9", PUBLIC, 520, sport, 1, 0xA00E,
+                       b"multicast source"), None))
+    pairs.append((udp4(False, "240.0.0.1", PUBLIC, 520, sport, 1, 0xA011,
+                       b"class e source"), None))
+    pairs.append((udp4(False, "0.1.2.3", PUBLIC, 520, sport, 1, 0xA012,
+                       b"network zero source"), None))
+    # 15. "a datagram destined to an IP broadcast or IP multicast address".
+    pairs.append((udp4(True, HOST_A, "239.1.2.3", 6103, 5000, 1, 0xA00F,
+                       b"multicast destination"), None))
+
+    # 16. Traffic goes on.
+    pairs.append(outbound_udp(sport, TTL_INSIDE, 0xA010, b"still here"))
+    return pairs
+
+
+def scenario_siit_gateway():
+    """SIIT (siit_gateway.toml): IPv4 inside, IPv6 outside, lowest-ipv6-mtu 1280, IPv4
+    MTU 1400. RFC 7915 §4.1: an IPv4 packet without DF too big for the IPv6 side is cut
+    so that each translated fragment fits, one with DF is answered with Fragmentation
+    Needed; §5.1 / §1.4: an IPv6 packet too big for the IPv4 MTU is answered with Packet
+    Too Big; the TTL / Hop Limit running out at the translator is answered in the
+    sender's family. The IPv4 host is 198.51.100.20 (2001:db8:64::c633:6414 seen from
+    IPv6), the IPv6 host 2001:db8:1::10 (192.0.2.100 seen from IPv4, by its EAM)."""
+    h4, h4_6 = SIIT_V4_HOST, v6_addr(SIIT_V4_HOST)
+    h6, h6_4 = V6_HOST, SIIT_V4_OF_V6_HOST
+    sport, dport = 5000, 6000
+    max_data = XLAT_IPV6_MTU - 48  # RFC 7915 §4.1: "1280 minus 40 ... and 8 ..."
+    pairs = []
+
+    def out4(ip_id, payload, flags="DF", ttl=TTL_INSIDE, tos=0):
+        return udp4(True, h4, h6_4, sport, dport, ttl, ip_id, payload, flags, tos)
+
+    def as6(payload, ttl=TTL_INSIDE, tos=0):
+        # RFC 7915 §4.1: Traffic Class from TOS, flow label 0, hop limit TTL - 1, no
+        # Fragment header for a packet that is not a fragment (DF or not).
+        return udp6(True, h4_6, h6, sport, dport, ttl - 1, payload, tc=tos)
+
+    # 1. A small IPv4 packet with DF, and 2. one without: each one IPv6 packet, without a
+    # Fragment header ("MUST NOT include the Fragment Header for the non-fragmented").
+    pairs.append((out4(0xB001, b"small, DF"), as6(b"small, DF")))
+    pairs.append((out4(0xB002, b"small, no DF", flags=0, tos=0x28),
+                  as6(b"small, no DF", tos=0x28)))
+
+    # 3. DF, 1260 bytes: its translation is exactly 1280 bytes and goes through.
+    pay = filler(XLAT_IPV6_MTU - 20 - 28, 11)
+    pairs.append((out4(0xB003, pay), as6(pay)))
+
+    # 4. DF, 1261 bytes: "the MTU of the next-hop interface is less than the total length
+    # value of the IPv4 packet plus 20": Fragmentation Needed, MTU 1260 (1280 - 20, the
+    # largest IPv4 packet whose translation fits), from the gateway's IPv4 address.
+    pin = out4(0xB004, filler(XLAT_IPV6_MTU - 20 - 27, 12))
+    pairs.append((pin, icmp4_error(pin, SIIT_GW_V4,
+                                   ICMP(type=3, code=4, nexthopmtu=XLAT_IPV6_MTU - 20))))
+
+    # 5. No DF, 3000 bytes (TOS 0x28): cut into IPv4 fragments of at most 1232 data
+    # bytes, each translated: IPv6 fragments with the IPv4 identification (high 16 bits
+    # zero), offsets 0, 154 and 308 (x 8 bytes), M set on all but the last, in order; the
+    # UDP checksum (first fragment) is the whole IPv6 datagram's.
+    pay = filler(3000 - 28, 13)
+    pin = out4(0xB005, pay, flags=0, tos=0x28)
+    data = transport6(h4_6, h6, UDP(sport=sport, dport=dport) / Raw(pay))
+    pairs.append((pin, v6_fragments(True, h4_6, h6, TTL_INSIDE - 1, 0x28, 0xB005, 17,
+                                    data, pieces(0, len(data), max_data))))
+
+    # 6. A datagram the IPv4 sender fragmented itself (1480-byte pieces): every fragment
+    # too big for the IPv6 side is cut again, keeping the identification; offsets carry
+    # on from the fragment's own, and MF stays set up to the datagram's real end.
+    pay = filler(3000 - 8, 14)
+    dgram = ip(h4, h6_4, TTL_INSIDE, 0xB006, flags=0) / UDP(sport=sport, dport=dport) / Raw(pay)
+    data = transport6(h4_6, h6, UDP(sport=sport, dport=dport) / Raw(pay))
+    for f in fragment(dgram, fragsize=1480):
+        start = f[IP].frag * 8
+        end = start + len(f[IP].payload)
+        pairs.append((eth(True) / f,
+                      v6_fragments(True, h4_6, h6, TTL_INSIDE - 1, 0, 0xB006, 17, data,
+                                   pieces(start, end, max_data))))
+
+    # 7. IPv4 TTL 1: ICMPv4 Time Exceeded from the gateway's IPv4 address.
+    pin = out4(0xB007, b"ttl one", ttl=1)
+    pairs.append((pin, icmp4_error(pin, SIIT_GW_V4, ICMP(type=11, code=0))))
+
+    # 8. A non-initial IPv4 fragment with TTL 1: dropped, never answered.
+    pairs.append((eth(True) / IP(src=h4, dst=h6_4, ttl=1, id=0xB008, frag=100, proto=17)
+                  / Raw(filler(40, 15)), None))
+
+    # From the IPv6 side.
+    def in6(payload, hlim=TTL_REMOTE):
+        return udp6(False, h6, h4_6, dport, sport, hlim, payload)
+
+    # 9. 1420 bytes: its translation is 1400 bytes, the IPv4 MTU, and goes through with
+    # DF set ("If the size of the translated IPv4 packet is ... [over] 1260 bytes, it is
+    # set to one") and TTL = Hop Limit - 1.
+    pay = filler(XLAT_IPV4_MTU - 28, 16)
+    pairs.append((in6(pay), udp4(False, h6_4, h4, dport, sport, TTL_REMOTE - 1,
+                                 XLAT_ATOMIC_ID, pay)))
+
+    # 10. 1421 bytes: too big for the IPv4 side: Packet Too Big (2/0) from the gateway's
+    # IPv6 address with the MTU as the IPv6 sender counts it, 1400 + 20, quoting 1232
+    # bytes.
+    pin = in6(filler(XLAT_IPV4_MTU - 27, 17))
+    pairs.append((pin, icmp6_error(pin, GW_INSIDE6,
+                                   ICMPv6PacketTooBig(mtu=XLAT_IPV4_MTU + 20))))
+
+    # 11. Hop Limit 1: ICMPv6 Time Exceeded (3/0, "hop limit exceeded in transit").
+    pin = in6(b"hop limit one", hlim=1)
+    pairs.append((pin, icmp6_error(pin, GW_INSIDE6, ICMPv6TimeExceeded(code=0))))
+
+    # 12. An ICMPv6 error with Hop Limit 1: dropped, never answered (RFC 4443 §2.4 (e.1)).
+    quoted = bytes(IPv6(src=h4_6, dst=h6, hlim=TTL_INSIDE - 1)
+                   / UDP(sport=sport, dport=7777) / Raw(b"to a closed port"))
+    pairs.append((eth(False) / IPv6(src=h6, dst=h4_6, hlim=1)
+                  / ICMPv6DestUnreach(code=4) / Raw(quoted), None))
+
+    # 13. A datagram the IPv6 sender fragmented (identification 0x12345678): IPv4
+    # fragments with the low-order 16 bits as identification, DF clear, MF from M, the
+    # same offsets, TTL = Hop Limit - 1 (RFC 7915 §5.1.1); the first carries the whole
+    # IPv4 datagram's UDP checksum.
+    pay = filler(2000, 18)
+    data6 = transport6(h6, h4_6, UDP(sport=dport, dport=sport) / Raw(pay))
+    data4 = transport4(h6_4, h4, UDP(sport=dport, dport=sport) / Raw(pay))
+    cuts = pieces(0, len(data6), max_data)
+    frags6 = v6_fragments(False, h6, h4_6, TTL_REMOTE, 0, 0x12345678, 17, data6, cuts)
+    frags4 = v4_fragments(False, h6_4, h4, TTL_REMOTE - 1, 0, 0x5678, 17, data4, cuts)
+    pairs.extend(zip(frags6, frags4))
+    return pairs
+
+
+def scenario_nat64_gateway():
+    """Stateful NAT64 (nat64_gateway.toml): IPv6 hosts inside, 203.0.113.1 outside,
+    lowest-ipv6-mtu 1280, IPv4 MTU 1400. The session is opened from the inside first;
+    then the translator's fragments (RFC 7915 §4.1) and the ICMP errors it owes in the
+    sender's family (RFC 6146 §3.5, RFC 7915 §4, §5): ICMPv6 from its inside address,
+    ICMPv4 from its outside address. The server 198.51.100.2 is 2001:db8:64::c633:6402
+    seen from IPv6."""
+    h6, srv6 = V6_HOST, v6_addr(SERVER)
+    sport, dport = 40000, 7000
+    max_data = XLAT_IPV6_MTU - 48
+    pairs = []
+
+    def out6(payload, hlim=TTL_INSIDE):
+        return udp6(True, h6, srv6, sport, dport, hlim, payload)
+
+    def in4(ip_id, payload, flags="DF", ttl=TTL_REMOTE):
+        return udp4(False, SERVER, PUBLIC, dport, sport, ttl, ip_id, payload, flags)
+
+    def as6(payload, hlim):
+        return udp6(False, srv6, h6, dport, sport, hlim, payload)
+
+    # 1. Opens the session [2001:db8:1::10]:40000 <-> 203.0.113.1:40000 (port kept).
+    # 1300 bytes as IPv4: DF set (over 1260), so the identification is free (RFC 6864).
+    pay = filler(1300 - 28, 21)
+    pairs.append((out6(pay), udp4(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1,
+                                  XLAT_ATOMIC_ID, pay)))
+
+    # 2. A small reply without DF: one IPv6 packet, no Fragment header.
+    pairs.append((in4(0xC002, b"small reply", flags=0), as6(b"small reply", TTL_REMOTE - 1)))
+
+    # 3. DF, 1260 bytes: translated to exactly 1280 bytes.
+    pay = filler(XLAT_IPV6_MTU - 20 - 28, 22)
+    pairs.append((in4(0xC003, pay), as6(pay, TTL_REMOTE - 1)))
+
+    # 4. DF, 1261 bytes: Fragmentation Needed, MTU 1260, from the outside address,
+    # quoting the packet as it arrived (to the public address and port).
+    pin = in4(0xC004, filler(XLAT_IPV6_MTU - 20 - 27, 23))
+    pairs.append((pin, icmp4_error(pin, GW_OUTSIDE,
+                                   ICMP(type=3, code=4, nexthopmtu=XLAT_IPV6_MTU - 20))))
+
+    # 5. No DF, 3000 bytes: three IPv6 fragments to the IPv6 host, identification from
+    # the IPv4 one, offsets 0, 154, 308, M on the first two.
+    pay = filler(3000 - 28, 24)
+    data = transport6(srv6, h6, UDP(sport=dport, dport=sport) / Raw(pay))
+    pairs.append((in4(0xC005, pay, flags=0),
+                  v6_fragments(False, srv6, h6, TTL_REMOTE - 1, 0, 0xC005, 17, data,
+                               pieces(0, len(data), max_data))))
+
+    # 6. From the inside, 1421 bytes (1401 as IPv4): Packet Too Big, MTU 1420, from the
+    # inside address.
+    pin = out6(filler(XLAT_IPV4_MTU - 27, 25))
+    pairs.append((pin, icmp6_error(pin, GW_INSIDE6,
+                                   ICMPv6PacketTooBig(mtu=XLAT_IPV4_MTU + 20))))
+
+    # 7. From the inside, Hop Limit 1: ICMPv6 Time Exceeded from the inside address.
+    pin = out6(b"hop limit one", hlim=1)
+    pairs.append((pin, icmp6_error(pin, GW_INSIDE6, ICMPv6TimeExceeded(code=0))))
+
+    # 8. From the outside, TTL 1: ICMPv4 Time Exceeded from the outside address.
+    pin = in4(0xC008, b"ttl one", ttl=1)
+    pairs.append((pin, icmp4_error(pin, GW_OUTSIDE, ICMP(type=11, code=0))))
+
+    # 9. TTL 2 is forwarded with Hop Limit 1: the TTL is decremented once, not once by
+    # the translation and again by the NAT.
+    pairs.append((in4(0xC009, b"ttl two", ttl=2), as6(b"ttl two", 1)))
+    return pairs
+
+
 SCENARIOS = [
     ("tcp", scenario_tcp),
     ("udp", scenario_udp),
@@ -395,6 +874,9 @@ SCENARIOS = [
     ("hairpin", scenario_hairpin),
     ("fragments", scenario_fragments),
     ("drops", scenario_drops),
+    ("nat44_gateway", scenario_nat44_gateway),
+    ("siit_gateway", scenario_siit_gateway),
+    ("nat64_gateway", scenario_nat64_gateway),
 ]
 
 
@@ -420,16 +902,19 @@ def generate(out_dir):
         for i, (pin, pexp) in enumerate(build()):
             ts = TS_START_NS + i * TS_STEP_NS
             ins.append((ts, bytes(pin)))
-            if pexp is not None:
-                exps.append((ts, bytes(pexp)))
+            if pexp is None:
+                continue
+            for p in pexp if isinstance(pexp, list) else [pexp]:
+                exps.append((ts, bytes(p)))
         for suffix, recs in (("in", ins), ("expected", exps)):
             fname = f"{name}.{suffix}.pcap"
             with open(os.path.join(out_dir, fname), "wb") as f:
                 f.write(pcap_bytes(recs))
             written.append(fname)
-    with open(os.path.join(out_dir, "nat44.toml"), "w", encoding="utf-8", newline="\n") as f:
-        f.write(CONFIG)
-    written.append("nat44.toml")
+    for fname, text in CONFIGS.items():
+        with open(os.path.join(out_dir, fname), "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        written.append(fname)
     return written
 
 

@@ -5,8 +5,8 @@
 //!
 //! The rules every router follows (RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e)) are applied here,
 //! so a caller cannot get them wrong: no error about an ICMP error, about a non-first IPv4
-//! fragment, or about a packet whose source is unspecified, multicast, broadcast or
-//! loopback. The quote is as much of the packet as fits in 576 bytes (IPv4, RFC 1812
+//! fragment, or about a packet whose source does not name one host (IPv4: network 0,
+//! loopback, multicast, Class E and broadcast; IPv6: unspecified, multicast, loopback). The quote is as much of the packet as fits in 576 bytes (IPv4, RFC 1812
 //! §4.3.2.3) or 1280 bytes (IPv6, RFC 4443 §2.4 (c)).
 //!
 //! Pure functions over byte slices: never panic, never allocate.
@@ -47,10 +47,14 @@ fn v4_answerable(p: &[u8]) -> Option<usize> {
     }
     let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
     let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
-    if src.is_unspecified()
-        || src.is_multicast()
-        || src.is_broadcast()
+    // RFC 1812 §4.3.2.7: not about "a packet whose source address has a network prefix of
+    // zero or is an invalid source address" (§5.3.7: network 0, network 127, multicast,
+    // Class E, which holds the limited broadcast), nor "a packet destined to an IP
+    // broadcast or IP multicast address".
+    if src.octets()[0] == 0
         || src.is_loopback()
+        || src.is_multicast()
+        || src.octets()[0] >= 240
         || dst.is_multicast()
         || dst.is_broadcast()
     {
@@ -266,11 +270,29 @@ mod tests {
             icmpv4_error(&mut out, me, &frag, IcmpReason::TimeExceeded),
             None
         );
-        let bcast = v4_udp([255, 255, 255, 255], 1, 20);
-        assert_eq!(
-            icmpv4_error(&mut out, me, &bcast, IcmpReason::TimeExceeded),
-            None
-        );
+        // Sources that name no single host (RFC 1812 §4.3.2.7, §5.3.7): broadcast, Class
+        // E, network 0, loopback, multicast.
+        for src in [
+            [255, 255, 255, 255],
+            [240, 0, 0, 1],
+            [0, 1, 2, 3],
+            [127, 0, 0, 1],
+            [224, 0, 0, 9],
+        ] {
+            let p = v4_udp(src, 1, 20);
+            assert_eq!(
+                icmpv4_error(&mut out, me, &p, IcmpReason::TimeExceeded),
+                None,
+                "source {src:?}"
+            );
+        }
+        assert!(icmpv4_error(
+            &mut out,
+            me,
+            &v4_udp([1, 0, 0, 1], 1, 20),
+            IcmpReason::TimeExceeded
+        )
+        .is_some());
         let mut err = v4_udp([10, 0, 0, 2], 1, 20);
         err[9] = 1;
         err[20] = 3; // destination unreachable
