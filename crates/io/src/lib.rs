@@ -14,7 +14,8 @@
 //! * [`csum`]: completing partial TCP/UDP checksums, for every backend;
 //!   [`vnet`]: the virtio-net header ports with GSO pass-through carry.
 //! * [`host`]: host setup around the ports' interfaces (ethtool offloads, the
-//!   nftables ingress table).
+//!   nftables ingress table) and the process's standing (root, open-file limit,
+//!   network namespace).
 //! * [`pcap`] files, [`netlink`] (routes, neighbours), [`rawip`] (handing
 //!   packets to the kernel), and the unsafe edge in `sys.rs` (one `Mmap`,
 //!   socket options), each `unsafe` block with its `// SAFETY:` line.

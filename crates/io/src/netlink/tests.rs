@@ -457,8 +457,7 @@ pub(super) struct Netns {
 impl Netns {
     /// Creates `qn-nl-<pid>-<tag>`; `None` (test skipped) when not root.
     pub(super) fn new(tag: &str) -> Option<Self> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::host::is_root() {
             eprintln!("skipped: kernel netlink tests need root");
             return None;
         }
