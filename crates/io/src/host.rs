@@ -1,15 +1,21 @@
 //! Host setup around the interfaces a gateway's ports use, kept apart from the ports
 //! themselves: turning an interface's offloads off ([`offloads_off`], with `ethtool`) and
 //! the nftables netdev ingress table that keeps the kernel from also routing what the
-//! gateway forwards ([`IngressFilter`], with `nft`).
+//! gateway forwards ([`IngressFilter`], with `nft`). Both run external tools in the calling
+//! thread's network namespace and report what happened instead of logging it: the caller
+//! decides what an operator is told.
 //!
-//! Both run external tools in the calling thread's network namespace and report what
-//! happened instead of logging it: the caller decides what an operator is told. This
-//! module never touches packets and never decides policy (which interfaces, which
-//! families): the caller passes that in.
+//! Also the process's own standing on the host, which tools and tests ask about: whether it
+//! runs as root ([`is_root`]), its open-file limit ([`raise_open_file_limit`]) and the
+//! calling thread's network namespace ([`enter_netns`]). These are plain syscalls, the
+//! module's only `unsafe`, each block with its `// SAFETY:` line.
+//!
+//! This module never touches packets and never decides policy (which interfaces, which
+//! families, which namespace): the caller passes that in.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
 use std::process::Command;
 
 /// The `ethtool -K` features [`offloads_off`] turns off: receive merging (GRO, LRO),
@@ -145,6 +151,55 @@ fn commands(
         ]));
     }
     cmds
+}
+
+/// Whether the process runs as root (effective user id 0): what network namespaces,
+/// packet sockets and nftables need.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid takes no arguments, touches no memory of ours and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Raises the soft limit on open files (`RLIMIT_NOFILE`) to at least `need`, or to the
+/// hard limit if that is lower (opening more then fails with EMFILE, for the caller to
+/// report). Never lowers it.
+pub fn raise_open_file_limit(need: u64) -> io::Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live, writable rlimit for the duration of the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // rlim_t is u64 on 64-bit Linux; the cast only matters where it is narrower.
+    let need = need as libc::rlim_t;
+    if lim.rlim_cur >= need {
+        return Ok(());
+    }
+    lim.rlim_cur = need.min(lim.rlim_max);
+    // SAFETY: `lim` is a live rlimit; setrlimit only reads it.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Moves the calling thread (only it) into the network namespace `name` made by
+/// `ip netns add` (`/var/run/netns/NAME`): the sockets it opens from then on, and the
+/// threads it spawns, live there. Needs root (CAP_SYS_ADMIN).
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let path = format!("/var/run/netns/{name}");
+    let file = std::fs::File::open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {path}: {e}")))?;
+    // SAFETY: `file` is an open descriptor for the duration of the call (the kernel checks
+    // that it is a network namespace); setns changes only the calling thread's namespace
+    // and touches no memory of ours.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("setns into {path}: {e}")));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@
 //! * [`csum`]: completing partial TCP/UDP checksums, for every backend;
 //!   [`vnet`]: the virtio-net header ports with GSO pass-through carry.
 //! * [`host`]: host setup around the ports' interfaces (ethtool offloads, the
-//!   nftables ingress table).
+//!   nftables ingress table) and the process's standing (root, open-file limit,
+//!   network namespace).
+//! * [`udp`]: batched UDP on a connected socket (`sendmmsg` / `recvmmsg`), for the
+//!   lab's traffic generator.
 //! * [`pcap`] files, [`netlink`] (routes, neighbours), [`rawip`] (handing
 //!   packets to the kernel), and the unsafe edge in `sys.rs` (one `Mmap`,
 //!   socket options), each `unsafe` block with its `// SAFETY:` line.
@@ -31,6 +34,7 @@ pub mod rawip;
 mod sys;
 #[cfg(test)]
 mod testnet;
+pub mod udp;
 pub mod vnet;
 
 pub use port::{Port, PortStats, Rx, RxMeta};

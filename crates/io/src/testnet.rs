@@ -1,10 +1,10 @@
 //! Test support shared by the backends' live tests: network namespaces the tests create,
 //! run code inside, and always delete (also when a test panics). Compiled for tests only.
 
-use std::io;
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::thread;
+
+use crate::host::{enter_netns, is_root};
 
 /// Runs `ip ARGS`; whether it succeeded.
 pub(crate) fn ip(args: &[&str]) -> bool {
@@ -12,16 +12,6 @@ pub(crate) fn ip(args: &[&str]) -> bool {
         .args(args)
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// Whether the tests run as root (namespaces need it).
-pub(crate) fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
 }
 
 /// Whether iproute2's `ip` is installed.
@@ -61,19 +51,6 @@ impl Drop for Namespaces {
     }
 }
 
-/// Moves the calling thread into the network namespace named `ns`.
-pub(crate) fn enter(ns: &str) -> io::Result<()> {
-    let file = std::fs::File::open(format!("/var/run/netns/{ns}"))?;
-    // SAFETY: `file` is an open netns file for the duration of the call; setns only
-    // changes the calling thread's namespace and touches no memory of ours.
-    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Runs `f` in a new thread inside namespace `ns`.
 pub(crate) fn spawn_in<T: Send + 'static>(
     ns: &str,
@@ -81,7 +58,7 @@ pub(crate) fn spawn_in<T: Send + 'static>(
 ) -> thread::JoinHandle<T> {
     let ns = ns.to_owned();
     thread::spawn(move || {
-        enter(&ns).unwrap_or_else(|e| panic!("setns into {ns}: {e}"));
+        enter_netns(&ns).unwrap_or_else(|e| panic!("{e}"));
         f()
     })
 }

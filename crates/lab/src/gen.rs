@@ -7,16 +7,19 @@
 //! sockets round robin between calls. An optional token bucket paces the batches.
 //! `recv_count` is the matching sink: it counts what arrives (`recvmmsg`); only the
 //! tests use it (the lab's sinks drop at ingress with nftables, which costs nothing).
+//! The batched calls are `io::udp`'s, the open-file limit and the tests' namespace
+//! entry `io::host`'s: this crate has no `unsafe` of its own.
 //!
 //! This module is lab equipment: it never parses packets, knows nothing of NAT and must
 //! never be used on the data path.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use ::io::host;
+use ::io::udp::SendBatch;
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// Most flows (sockets, source ports) one generator opens.
@@ -24,7 +27,7 @@ pub const MAX_FLOWS: u16 = 4096;
 /// Largest UDP payload over IPv4 (65535 - 20 - 8).
 pub const MAX_PAYLOAD: usize = 65_507;
 /// Largest `sendmmsg` batch (the kernel's UIO_MAXIOV).
-pub const MAX_BATCH: usize = 1024;
+pub const MAX_BATCH: usize = ::io::udp::MAX_BATCH;
 /// The payload that makes 64-byte Ethernet frames (14 + 20 + 8 + 18 + 4 FCS).
 pub const PAYLOAD_64B_FRAME: usize = 18;
 /// The default `sendmmsg` batch.
@@ -206,27 +209,6 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Raises the soft open-file limit to at least `need` (up to the hard limit).
-fn ensure_fd_limit(need: u64) -> io::Result<()> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit for the duration of the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if lim.rlim_cur >= need as libc::rlim_t {
-        return Ok(());
-    }
-    lim.rlim_cur = (need as libc::rlim_t).min(lim.rlim_max);
-    // SAFETY: `lim` is a valid rlimit; setrlimit only reads it.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// One UDP socket bound to `src:0` and connected to `dst`, non-blocking.
 fn flow_socket(src: IpAddr, dst: SocketAddr) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(dst), Type::DGRAM, Some(Protocol::UDP))?;
@@ -239,52 +221,6 @@ fn flow_socket(src: IpAddr, dst: SocketAddr) -> io::Result<Socket> {
     Ok(s)
 }
 
-/// `count` message headers whose single iovec each points at `bufs[i * len..][..len]`
-/// (or all at `bufs` when `shared`). The caller keeps `iovs` and `bufs` alive and unmoved.
-fn headers(
-    iovs: &mut [libc::iovec],
-    bufs: &mut [u8],
-    len: usize,
-    shared: bool,
-) -> Vec<libc::mmsghdr> {
-    let base = bufs.as_mut_ptr();
-    iovs.iter_mut()
-        .enumerate()
-        .map(|(i, iov)| {
-            let off = if shared { 0 } else { i * len };
-            debug_assert!(off + len <= bufs.len());
-            // SAFETY: `off + len <= bufs.len()`, so the pointer stays inside `bufs`.
-            iov.iov_base = unsafe { base.add(off) }.cast();
-            iov.iov_len = len;
-            // SAFETY: mmsghdr is plain old data (integers and raw pointers); all-zero
-            // is a valid value (null name and control, no flags).
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_iov = iov;
-            h.msg_hdr.msg_iovlen = 1;
-            h
-        })
-        .collect()
-}
-
-/// One `sendmmsg` of `hdrs` on `fd`; Ok(datagrams accepted).
-fn send_batch(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
-    // SAFETY: every header points at a live iovec over a live buffer (see `headers`),
-    // with no name or control data; `hdrs.len()` <= MAX_BATCH fits in c_uint.
-    let n = unsafe {
-        libc::sendmmsg(
-            fd,
-            hdrs.as_mut_ptr(),
-            hdrs.len() as libc::c_uint,
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
 /// Sends per `cfg` until `cfg.duration` passes or `stop` is set, then reports.
 ///
 /// Opens `cfg.flows` sockets (raising the soft open-file limit if that needs it).
@@ -292,7 +228,7 @@ fn send_batch(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
 /// errors (EBADF, EINVAL, EMSGSIZE, ...) end the run with an error.
 pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     cfg.validate()?;
-    ensure_fd_limit(u64::from(cfg.flows) + 64)?;
+    host::raise_open_file_limit(u64::from(cfg.flows) + 64)?;
     let src = cfg.src_ip.unwrap_or(if cfg.dst.is_ipv4() {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     } else {
@@ -314,18 +250,13 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
         })
         .collect::<io::Result<Vec<_>>>()?;
 
-    let mut payload = vec![0u8; cfg.payload.max(1)];
-    for (b, m) in payload.iter_mut().zip(b"quicknat-gen ".iter().cycle()) {
-        *b = *m;
-    }
-    let mut iovs = vec![
-        libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        cfg.batch
-    ];
-    let mut hdrs = headers(&mut iovs, &mut payload, cfg.payload, true);
+    let payload: Vec<u8> = b"quicknat-gen "
+        .iter()
+        .cycle()
+        .take(cfg.payload)
+        .copied()
+        .collect();
+    let mut batch = SendBatch::new(&payload, cfg.batch);
 
     let (mut sent, mut failed) = (0u64, 0u64);
     let start = Instant::now();
@@ -354,9 +285,9 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
                 k => k,
             },
         };
-        let fd = socks[next].as_raw_fd();
+        let sock = &socks[next];
         next = (next + 1) % socks.len();
-        match send_batch(fd, &mut hdrs[..k]) {
+        match batch.send(sock, k) {
             Ok(n) => {
                 sent += n as u64;
                 failed += (k - n) as u64;
@@ -408,37 +339,14 @@ pub fn recv_count(bind: std::net::SocketAddrV4, duration: Duration) -> io::Resul
         .map_err(|e| io::Error::new(e.kind(), format!("gen: bind sink {bind}: {e}")))?;
     s.set_read_timeout(Some(Duration::from_millis(20)))?;
 
-    let mut bufs = vec![0u8; BATCH * BUF];
-    let mut iovs = vec![
-        libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        BATCH
-    ];
-    let mut hdrs = headers(&mut iovs, &mut bufs, BUF, false);
+    let mut batch = ::io::udp::RecvBatch::new(BATCH, BUF);
     let deadline = Instant::now() + duration;
     let mut count = 0u64;
     while Instant::now() < deadline {
-        // SAFETY: each header points at its own live iovec over a distinct BUF-byte
-        // slice of `bufs`, all alive and unmoved for the call; null timeout.
-        let n = unsafe {
-            libc::recvmmsg(
-                s.as_raw_fd(),
-                hdrs.as_mut_ptr(),
-                BATCH as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if n >= 0 {
-            count += n as u64;
-            continue;
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EAGAIN | libc::EINTR) => {}
-            _ => {
+        match batch.recv(&s) {
+            Ok(n) => count += n as u64,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {}
+            Err(e) => {
                 return Err(io::Error::new(
                     e.kind(),
                     format!("gen: recvmmsg on {bind}: {e}"),
@@ -524,9 +432,7 @@ mod tests {
     impl Netns {
         /// Creates the namespace, or None (test skipped) when not root / no `ip`.
         fn new() -> Option<Netns> {
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let root = unsafe { libc::geteuid() } == 0;
-            if !root || crate::lab::require(&["ip"]).is_err() {
+            if !host::is_root() || crate::lab::require(&["ip"]).is_err() {
                 eprintln!("skipping gen live test: needs root and iproute2");
                 return None;
             }
@@ -541,13 +447,9 @@ mod tests {
             &self,
             f: impl FnOnce() -> T + Send + 'static,
         ) -> thread::JoinHandle<T> {
-            let path = format!("/var/run/netns/{}", self.lab.at(0));
+            let name = self.lab.at(0).to_owned();
             thread::spawn(move || {
-                let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-                // SAFETY: `file` is an open netns file for the duration of the call; setns
-                // only changes the calling thread's namespace and touches no memory of ours.
-                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns into {path}: {}", io::Error::last_os_error());
+                host::enter_netns(&name).unwrap_or_else(|e| panic!("{e}"));
                 f()
             })
         }

@@ -31,7 +31,8 @@ const IP_B: [u8; 4] = [10, 78, 0, 2];
 /// A forwarded (non-local) destination behind the AF_XDP side.
 const IP_FWD: [u8; 4] = [198, 51, 100, 7];
 
-use crate::testnet::{self, has_iproute2, ip, is_root, join, spawn_in, Namespaces, VethLab};
+use crate::host::is_root;
+use crate::testnet::{self, has_iproute2, ip, join, spawn_in, Namespaces, VethLab};
 
 /// The lab of these tests ([`VethLab`]: xdp0 in namespace a, xdp1 in b); deleted on drop.
 struct Lab(VethLab);
@@ -370,7 +371,7 @@ fn sigkill_child() {
     let Ok(ns) = std::env::var("QN_XDP_CHILD_NS") else {
         return;
     };
-    crate::testnet::enter(&ns).expect("setns");
+    crate::host::enter_netns(&ns).expect("setns");
     let _x = AfXdp::open(&config(true)).expect("child: open AfXdp");
     println!("QN-XDP-CHILD-READY");
     thread::sleep(Duration::from_secs(30));

@@ -204,3 +204,53 @@ fn ingress_filter_drops_transit_keeps_local_and_goes_away_on_drop() {
         "transit reaches the kernel again"
     );
 }
+
+/// The soft and hard open-file limits, as `/proc/self/limits` shows them.
+fn open_file_limits() -> (String, String) {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut words = line.split_whitespace().skip(3);
+    let soft = words.next().unwrap().to_string();
+    (soft, words.next().unwrap().to_string())
+}
+
+#[test]
+fn open_file_limit_is_raised_never_lowered() {
+    let (soft, hard) = open_file_limits();
+    raise_open_file_limit(1).unwrap();
+    assert_eq!(open_file_limits(), (soft.clone(), hard.clone()), "lowered");
+    let Ok(soft_n) = soft.parse::<u64>() else {
+        return; // unlimited: nothing to raise
+    };
+    raise_open_file_limit(soft_n + 1).unwrap();
+    let (now, _) = open_file_limits();
+    let want = hard
+        .parse::<u64>()
+        .map_or(soft_n + 1, |h| h.min(soft_n + 1));
+    assert_eq!(now, want.to_string(), "hard limit {hard}");
+}
+
+#[test]
+fn is_root_agrees_with_proc() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .unwrap();
+    assert_eq!(is_root(), euid == "0");
+}
+
+#[test]
+fn entering_a_missing_namespace_names_it() {
+    let e = enter_netns("qn-no-such-namespace").unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+    assert!(
+        e.to_string()
+            .contains("/var/run/netns/qn-no-such-namespace"),
+        "{e}"
+    );
+}

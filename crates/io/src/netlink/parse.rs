@@ -84,41 +84,62 @@ pub(super) mod sys {
 pub enum ParseError {
     /// Fewer bytes left than a message header.
     #[error("netlink: message at byte {offset}: {avail} bytes left, a header needs 16")]
-    TruncatedHeader { offset: usize, avail: usize },
+    TruncatedHeader {
+        /// Where the message starts in the datagram.
+        offset: usize,
+        /// Bytes from there to the end of the datagram.
+        avail: usize,
+    },
     /// nlmsg_len smaller than the header or past the end of the datagram.
     #[error("netlink: message at byte {offset}: length {len} is outside 16..={avail}")]
     BadMessageLength {
+        /// Where the message starts in the datagram.
         offset: usize,
+        /// Its nlmsg_len.
         len: u32,
+        /// Bytes from there to the end of the datagram.
         avail: usize,
     },
     /// A message body shorter than its fixed header.
     #[error("netlink: {what}: body of {len} bytes, needs at least {need}")]
     ShortBody {
+        /// The structure that is short ("rtmsg", "ndmsg", ...).
         what: &'static str,
+        /// Bytes of body it has.
         len: usize,
+        /// Bytes its fixed header needs.
         need: usize,
     },
     /// An attribute length smaller than its header or past the end of its container.
     #[error("netlink: attribute at byte {offset}: length {len} is outside 4..={avail}")]
     BadAttrLength {
+        /// Where the attribute starts in its container.
         offset: usize,
+        /// Its nla_len.
         len: u16,
+        /// Bytes from there to the end of the container.
         avail: usize,
     },
     /// An attribute whose payload has the wrong size for its type.
     #[error("netlink: {what}: attribute {attr} has {len} bytes, expected {need}")]
     BadAttrSize {
+        /// The structure it belongs to ("rtmsg", "ndmsg", ...).
         what: &'static str,
+        /// Its type (nla_type).
         attr: u16,
+        /// Bytes of payload it has.
         len: usize,
+        /// Bytes its type has.
         need: usize,
     },
     /// A prefix length longer than the family's addresses (32 for IPv4, 128 for IPv6).
     #[error("netlink: {what}: prefix length {len} is longer than {max}")]
     BadPrefixLen {
+        /// The structure it belongs to ("rtmsg", "ndmsg", ...).
         what: &'static str,
+        /// The prefix length given.
         len: u8,
+        /// The family's address length in bits.
         max: u8,
     },
 }

@@ -457,8 +457,7 @@ pub(super) struct Netns {
 impl Netns {
     /// Creates `qn-nl-<pid>-<tag>`; `None` (test skipped) when not root.
     pub(super) fn new(tag: &str) -> Option<Self> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::host::is_root() {
             eprintln!("skipped: kernel netlink tests need root");
             return None;
         }
@@ -717,8 +716,9 @@ fn kernel_event_overrun_reports_events_lost() {
     let ns_name = ns.name.clone();
     let (first, after) = ns.run(move || {
         let mut sub = Netlink::subscribe().unwrap();
-        let tiny: libc::c_int = 1; // the kernel rounds up to its minimum (a few KiB)
-                                   // SAFETY: `tiny` is a live c_int and we pass its size; the fd is open.
+        // The kernel rounds the buffer up to its minimum (a few KiB).
+        let tiny: libc::c_int = 1;
+        // SAFETY: `tiny` is a live c_int and we pass its size; the fd is open.
         let r = unsafe {
             libc::setsockopt(
                 sub.as_raw_fd(),

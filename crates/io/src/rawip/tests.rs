@@ -34,7 +34,7 @@ fn udp6(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn raw_ipv6_packet_reaches_a_peer_namespace() {
-    if !testnet::is_root() || !testnet::has_iproute2() {
+    if !crate::host::is_root() || !testnet::has_iproute2() {
         eprintln!("skipped: needs root and iproute2");
         return;
     }

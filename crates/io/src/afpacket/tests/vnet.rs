@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::testnet::{has_iproute2, ip, is_root, Namespaces};
+use crate::host::is_root;
+use crate::testnet::{has_iproute2, ip, Namespaces};
 use crate::vnet::{F_DATA_VALID, F_NEEDS_CSUM};
 
 /// Runs `ethtool ARGS` in namespace `ns`; whether it succeeded.
