@@ -24,6 +24,12 @@ identification or protocol), the live sequence and translate's must be equal: ev
 packet appears in translate's output in the same order, and translate adds none. On a
 mismatch the report names the packets, the first differing byte, both hex dumps and
 scapy's summary.
+
+What the comparison assumes: the live gateway handled the received frames in the order
+of their capture timestamps (true for traffic where each packet follows from the one
+before, as in the tests; frames arriving on both links within the same receive pass may
+be taken in another order, inside first), and its clock and the capture's agree closely
+enough that the ICMP error rate limit (200 a second) decides alike (the tests send a few).
 """
 
 import ipaddress
