@@ -31,7 +31,7 @@ echo "==> cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> golden captures match their generator"
 python3 scripts/gen_golden.py --check
-echo "==> live end to end with pytest (tests/e2e): NAT44, NAT64 and 464XLAT, ILA on both backends; SIIT compared with TAYGA"
+echo "==> live end to end with pytest (tests/e2e): NAT44, NAT64 and 464XLAT, ILA on both backends; translate replays the live gateways; SIIT compared with TAYGA"
 cargo build --release --quiet -p quicknat
 # One pytest run. The network-namespace suites need root and skip without it (CI runs as
 # root); the differential test against TAYGA counts in the total, and a run of it that

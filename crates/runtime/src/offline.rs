@@ -16,6 +16,7 @@ use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output,
 use io::pcap::{LinkType, PcapError, PcapReader, PcapWriter};
 
 use crate::link::l3_offset;
+use crate::live::clamp_translator_mtus;
 
 /// Why an offline translation could not run (packet problems are drops, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +110,8 @@ fn pcap_err(path: &Path) -> impl Fn(PcapError) -> OfflineError + '_ {
 
 /// Replays `input` through the translator of `mode` and writes what it would transmit to
 /// `output`, with `egress` standing for the gateway's links (their MTUs and its own
-/// addresses, the source of its ICMP errors).
+/// addresses, the source of its ICMP errors). As the live gateway does at start-up, the
+/// translator MTUs of an IPv4 <-> IPv6 mode are lowered to the MTUs of `egress`'s links.
 ///
 /// The link header of every frame written is the received frame's: a translated packet
 /// keeps it (with the ethertype of the family it now carries), and an ICMP error the
@@ -121,7 +123,9 @@ pub fn translate_pcap(
     input: &Path,
     output: &Path,
 ) -> Result<TranslateReport, OfflineError> {
-    let mode = AnyMode::new(mode, 1)?;
+    let mut mode = mode.clone();
+    clamp_translator_mtus(&mut mode, egress.links.map(|l| l.mtu));
+    let mode = AnyMode::new(&mode, 1)?;
     mode.visit(Replay {
         egress,
         input,

@@ -5,6 +5,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use engine::mode::any::ModeConfig;
+use engine::mode::Family;
 use engine::Egress;
 
 /// Which packet I/O backend carries the frames.
@@ -80,6 +82,26 @@ impl GatewayConfig {
     }
 }
 
+/// Lowers the translator MTUs of an IPv4 <-> IPv6 `mode` (its `ipv4_mtu` / `ipv6_mtu`
+/// options) to the MTUs of the links that carry each family, `mtus` (inside, outside;
+/// `None`: not limited). The live gateway calls it at start-up with its links' MTUs and
+/// the capture replay with the configured ones, so both translate with the same MTUs.
+/// Returns the MTUs in force (IPv4, IPv6), `None` for NAT44 and ILA.
+pub(crate) fn clamp_translator_mtus(
+    mode: &mut ModeConfig,
+    mtus: [Option<u32>; 2],
+) -> Option<(u32, u32)> {
+    let fams = mode.families();
+    let of = |fam: Family| {
+        fams.iter()
+            .position(|&f| f == fam)
+            .and_then(|side| mtus[side])
+            .unwrap_or(u32::MAX)
+    };
+    let (v4, v6) = (of(Family::V4), of(Family::V6));
+    mode.clamp_mtus(v4, v6)
+}
+
 /// The first IPv4 and the first IPv6 address of `addrs`.
 pub(crate) fn first_of_each_family(
     addrs: &[IpAddr],
@@ -93,4 +115,42 @@ pub(crate) fn first_of_each_family(
         IpAddr::V4(_) => None,
     });
     (v4, v6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::nat44::Nat44Config;
+    use engine::nat64::Nat64Config;
+
+    #[test]
+    fn translator_mtus_are_lowered_to_the_link_that_carries_each_family() {
+        // NAT64: IPv6 on the inside link, IPv4 on the outside one (options 1500 / 1500).
+        let mut c = Nat64Config::default();
+        c.options.ipv4_mtu = 1500;
+        c.options.ipv6_mtu = 1500;
+        let mut m = ModeConfig::Nat64(c.clone());
+        assert_eq!(
+            clamp_translator_mtus(&mut m, [Some(1400), Some(1300)]),
+            Some((1300, 1400))
+        );
+        // A link without a known MTU leaves the option as configured.
+        let mut m = ModeConfig::Nat64(c.clone());
+        assert_eq!(
+            clamp_translator_mtus(&mut m, [None, Some(1400)]),
+            Some((1400, 1500))
+        );
+        // Never below the IPv6 minimum; never raised.
+        let mut m = ModeConfig::Nat64(c);
+        assert_eq!(
+            clamp_translator_mtus(&mut m, [Some(1000), Some(9000)]),
+            Some((1500, 1280))
+        );
+        // NAT44 keeps packet sizes: nothing to lower.
+        let mut m = ModeConfig::Nat44(Nat44Config::default());
+        assert_eq!(
+            clamp_translator_mtus(&mut m, [Some(1400), Some(1300)]),
+            None
+        );
+    }
 }

@@ -39,6 +39,7 @@ use io::netlink::Netlink;
 use io::rawip::{RawIpv4, RawIpv6};
 use io::Port;
 
+pub(crate) use config::clamp_translator_mtus;
 pub use config::{Backend, GatewayConfig};
 use forward::{Handoff, KernelHandoff};
 use netview::{Link, NetView, Published};
@@ -83,15 +84,14 @@ pub fn run(
 ) -> Result<Summary, LiveError> {
     let links = [Link::lookup(&gw.inside)?, Link::lookup(&gw.outside)?];
     let fams = mode.families().map(Family::version);
-    let mut mode = mode;
-    let link_mtu = |fam: u8| links[usize::from(fams[0] != fam)].mtu as u32;
-    mode.clamp_mtus(link_mtu(4), link_mtu(6));
-    let shared = AnyMode::new(&mode, gw.workers)?;
     // The links' MTUs, lowered by the configuration where it says so.
     let mtus = [0, 1].map(|i| {
         let link = links[i].mtu as u32;
         gw.mtu[i].map_or(link, |m| m.min(link))
     });
+    let mut mode = mode;
+    clamp_translator_mtus(&mut mode, mtus.map(Some));
+    let shared = AnyMode::new(&mode, gw.workers)?;
     let io_err = |what| move |source| LiveError::Io { what, source };
     let mut nl = Netlink::open().map_err(io_err("rtnetlink"))?;
     let published = Arc::new(Published::default());
