@@ -30,7 +30,7 @@
 //!   `engine/fragments_3`: one flow's datagram in three fragments, per fragment (the
 //!   fragment table's insert, two lookups and the removal, uncontended locks).
 //!
-//! Run: `cargo bench -p engine --bench hot -- --warm-up-time 1 --measurement-time 2`
+//! Run: `cargo bench -p bench --bench hot -- --warm-up-time 1 --measurement-time 2`
 //! (add a filter such as `session_table` to run one group).
 
 use std::collections::HashSet;
