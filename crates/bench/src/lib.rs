@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use engine::nat44::rules::{linear_lookup, RuleTable};
 pub use report::BenchReport;
-pub use run::{measure, measure_only, Dispatch, Measurement};
+pub use run::{measure, measure_only, Dispatch, Driver, Measurement};
 pub use stats::median;
 use traffic::{prepare, FrameMix};
 
