@@ -2,7 +2,8 @@
 //!
 //! This is the only place that turns errors into exit codes and one-line messages;
 //! it holds no NAT logic of its own. The measurement lab and its traffic tools are a
-//! binary of their own, `quicknat-lab` (crates/lab).
+//! binary of their own, `quicknat-lab` (crates/lab), and so is the in-memory benchmark,
+//! `quicknat-bench` (crates/bench).
 
 mod config;
 mod ilactl;
@@ -46,25 +47,6 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Measure the NAT44 engine in memory: frame sizes, cores, flows, rules, connection
-    /// setup/teardown, table memory, per-core share, SYN flood.
-    Bench {
-        /// Short cells and small tables (a smoke run, seconds instead of minutes).
-        #[arg(long)]
-        quick: bool,
-        /// Print the report as JSON instead of tables.
-        #[arg(long)]
-        json: bool,
-        /// Highest worker count for the cores table (default: every core).
-        #[arg(long, value_name = "N")]
-        workers: Option<usize>,
-        /// Seconds per timed cell (default 2, quick 0.2).
-        #[arg(long, value_name = "S")]
-        seconds: Option<f64>,
-        /// Repetitions of the cores table; medians are reported (default 3, quick 1).
-        #[arg(long, value_name = "N")]
-        rounds: Option<usize>,
-    },
     /// Run the live gateway on the interfaces named in the configuration's [gateway]
     /// table until SIGINT or SIGTERM.
     Run {
@@ -96,13 +78,6 @@ fn main() -> ExitCode {
             output,
         } => run_translate(config.as_deref(), &input, &output),
         Command::CheckConfig { config } => run_check_config(config.as_deref()),
-        Command::Bench {
-            quick,
-            json,
-            workers,
-            seconds,
-            rounds,
-        } => run_bench(quick, json, workers, seconds, rounds),
         Command::Ila(args) => ilactl::run(&args),
         Command::Run {
             config,
@@ -306,44 +281,6 @@ fn summary(c: &Nat44Config) -> String {
         c.port_reuse_hold.as_secs()
     );
     s
-}
-
-/// `quicknat bench`: runs the in-memory benchmark and prints tables or JSON.
-fn run_bench(
-    quick: bool,
-    json: bool,
-    workers: Option<usize>,
-    seconds: Option<f64>,
-    rounds: Option<usize>,
-) -> anyhow::Result<()> {
-    let mut opts = runtime::bench::BenchOptions::new(quick);
-    if let Some(w) = workers {
-        anyhow::ensure!(
-            (1..=256).contains(&w),
-            "--workers must be between 1 and 256"
-        );
-        opts.max_workers = w;
-    }
-    if let Some(s) = seconds {
-        anyhow::ensure!(s > 0.0 && s <= 600.0, "--seconds must be between 0 and 600");
-        opts.seconds = s;
-    }
-    if let Some(r) = rounds {
-        anyhow::ensure!((1..=100).contains(&r), "--rounds must be between 1 and 100");
-        opts.rounds = r;
-    }
-    let report = runtime::bench::run_all(&opts);
-    if json {
-        println!("{}", report.to_json());
-    } else {
-        println!("{report}");
-    }
-    anyhow::ensure!(
-        report.verify_failures == 0,
-        "{} sampled outputs failed verification",
-        report.verify_failures
-    );
-    Ok(())
 }
 
 /// `quicknat run`: one live gateway per configuration file, until SIGINT/SIGTERM.

@@ -3,12 +3,9 @@
 //! the mode's worker and transmits what the worker decided. The live gateway (`live`),
 //! the capture replay (`offline`) and the control socket live here.
 
-pub mod balance;
-pub mod bench;
 pub mod control;
 pub mod link;
 pub mod live;
 pub mod offline;
-pub mod rss;
 
 pub use link::l3_offset;

@@ -258,10 +258,38 @@ impl Nat64Worker {
         start: usize,
         len: usize,
     ) -> Result<Emit, Refused> {
-        let fast = match dir {
+        let fast = self.fast(now, dir, buf, start, len);
+        self.after_fast(fast, now, dir, buf, start, len)
+    }
+
+    /// The established-flow path of `dir` (`None`: take the full path).
+    #[inline]
+    fn fast(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Option<Result<(usize, usize), Refusal>> {
+        match dir {
             Direction::Outbound => self.outbound_fast(now, buf, start, len),
             Direction::Inbound => self.inbound_fast(now, buf, start, len),
-        };
+        }
+    }
+
+    /// What the fast path's outcome leaves to do: count its translation, pass on its
+    /// refusal, or take the full path.
+    #[inline]
+    fn after_fast(
+        &mut self,
+        fast: Option<Result<(usize, usize), Refusal>>,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<Emit, Refused> {
         match fast {
             Some(Ok((start, len))) => {
                 self.nat.counters_mut().forwarded += 1;
@@ -272,6 +300,60 @@ impl Nat64Worker {
                 Direction::Outbound => self.outbound(now, buf, start, len),
                 Direction::Inbound => self.inbound(now, buf, start, len),
             },
+        }
+    }
+
+    /// Everything [`ModeWorker::process`] does not decide on the fast path: its refusal
+    /// or the full path, then ICMP errors owed and fragmentation for the IPv6 side.
+    #[inline(never)]
+    fn process_rest(
+        &mut self,
+        fast: Option<Result<(usize, usize), Refusal>>,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        match self.after_fast(fast, now, dir, frame.buf, frame.start, frame.len) {
+            Ok(e) => e,
+            Err((r, false)) if r.reason == DropReason::NeedsFragmentation => {
+                // Each fragment goes through NAT44 and SIIT like a packet of its own
+                // (NAT44 counts it forwarded and files the datagram for the ones after).
+                let ipv6_mtu = self.shared.options.ipv6_mtu;
+                let mut counted = false;
+                let cut = fragment::cut_for_ipv6(frame, ipv6_mtu, |b, s, l| {
+                    let e = match self.inbound_translate(now, b, s, l) {
+                        Ok(Emit::Forward { start, len }) => return Ok((start, len)),
+                        Ok(e) => e,
+                        Err(refused) => self.count_refused(refused),
+                    };
+                    counted = true;
+                    Err(e.drop_reason().unwrap_or(DropReason::NeedsFragmentation))
+                });
+                let c = self.nat.counters_mut();
+                match cut {
+                    Ok(e) => {
+                        c.fragmented += 1;
+                        e
+                    }
+                    Err(r) => {
+                        if !counted {
+                            c.drop(r);
+                        }
+                        Emit::Drop(r)
+                    }
+                }
+            }
+            Err((r, false)) if r.icmp.is_some() => self.responder.refuse(
+                now,
+                dir,
+                frame,
+                egress,
+                self.nat.counters_mut(),
+                r.reason,
+                r.icmp,
+            ),
+            Err(refused) => self.count_refused(refused),
         }
     }
 
@@ -497,6 +579,7 @@ impl ModeWorker for Nat64Worker {
     /// out here or that is too big for the other side is answered with an ICMP error in
     /// its own family (RFC 7915 §4, §5, as RFC 6146 §3.5 asks); an IPv4 packet without DF
     /// too big for the IPv6 side is cut and each fragment translated (RFC 7915 §4.1).
+    #[inline]
     fn process(
         &mut self,
         now: Timestamp,
@@ -504,46 +587,16 @@ impl ModeWorker for Nat64Worker {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
-        match self.translate(now, dir, frame.buf, frame.start, frame.len) {
-            Ok(e) => e,
-            Err((r, false)) if r.reason == DropReason::NeedsFragmentation => {
-                // Each fragment goes through NAT44 and SIIT like a packet of its own
-                // (NAT44 counts it forwarded and files the datagram for the ones after).
-                let ipv6_mtu = self.shared.options.ipv6_mtu;
-                let mut counted = false;
-                let cut = fragment::cut_for_ipv6(frame, ipv6_mtu, |b, s, l| {
-                    let e = match self.inbound_translate(now, b, s, l) {
-                        Ok(Emit::Forward { start, len }) => return Ok((start, len)),
-                        Ok(e) => e,
-                        Err(refused) => self.count_refused(refused),
-                    };
-                    counted = true;
-                    Err(e.drop_reason().unwrap_or(DropReason::NeedsFragmentation))
-                });
-                let c = self.nat.counters_mut();
-                match cut {
-                    Ok(e) => {
-                        c.fragmented += 1;
-                        e
-                    }
-                    Err(r) => {
-                        if !counted {
-                            c.drop(r);
-                        }
-                        Emit::Drop(r)
-                    }
-                }
+        // Established flows (nearly every packet) are decided here, everything else out
+        // of line: kept small, this function gets the fast path's helpers inlined. With
+        // the whole decision in it, a packet cost 6-10% more instructions (callgrind,
+        // bench's hotloop example: 4->6 961 vs 871 split, 6->4 1171 vs 1061).
+        match self.fast(now, dir, frame.buf, frame.start, frame.len) {
+            Some(Ok((start, len))) => {
+                self.nat.counters_mut().forwarded += 1;
+                Emit::Forward { start, len }
             }
-            Err((r, false)) if r.icmp.is_some() => self.responder.refuse(
-                now,
-                dir,
-                frame,
-                egress,
-                self.nat.counters_mut(),
-                r.reason,
-                r.icmp,
-            ),
-            Err(refused) => self.count_refused(refused),
+            fast => self.process_rest(fast, now, dir, frame, egress),
         }
     }
 

@@ -548,17 +548,9 @@ pub(crate) fn soak_rate(child: Child) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The median of `v` (the upper one of an even count; 0 when empty). The same rule as
-/// `runtime::bench::median`, kept here so the lab does not depend on the benchmark; one
-/// shared statistics helper can replace both when the bench gets its own crate.
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
-    }
-}
+/// The median of `v` (the upper one of an even count; 0 when empty): the benchmark's own
+/// rule, so lab and benchmark medians mean the same thing.
+pub(crate) use bench::stats::median;
 
 /// The median of `f` over `rs`.
 pub(crate) fn med<T>(rs: &[T], f: impl Fn(&T) -> f64) -> f64 {

@@ -10,9 +10,11 @@ use conntrack::Timestamp;
 use engine::config::PortRange;
 use engine::nat44::Nat44Shared;
 use engine::nat44::{DynamicRule, Nat44Config};
-use engine::Direction;
+use engine::{Direction, Mode};
 use wire::checksum::{checksum, combine, fold, pseudo_header_v4, pseudo_header_v6, sum};
 use xlat::prefix::Ipv4Prefix;
+
+use super::run::Driver;
 
 /// Frame sizes on the wire, FCS included (RFC 2544 style).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -202,7 +204,8 @@ pub fn config(rules: usize, max_sessions: usize) -> Nat44Config {
 pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> Prepared {
     let shared = Nat44Shared::new(config(rules, flows + flows / 4 + 1024), workers)
         .expect("benchmark config is valid");
-    let mut warm = shared.worker(0);
+    let mut warm = Mode::worker(&shared, 0);
+    let mut driver = Driver::new();
     let warm_at = Timestamp::from_secs(1000).as_nanos();
     let mut bytes = Vec::with_capacity(flows * 2 * 64);
     let mut packets = Vec::with_capacity(flows * 2);
@@ -214,8 +217,9 @@ pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> 
         // Learn the public endpoint by translating the flow's first packet.
         scratch.clear();
         build(&mut scratch, tcp, inside, server, 46);
-        if !warm
-            .process_packet(
+        if !driver
+            .process_all(
+                &mut warm,
                 Timestamp::from_nanos(warm_at),
                 Direction::Outbound,
                 &mut scratch,

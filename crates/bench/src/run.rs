@@ -21,6 +21,52 @@ const SLOT_BYTES: usize = 2048;
 /// One packet in this many is fully verified during the run.
 pub const VERIFY_EVERY: usize = 1024;
 
+/// What the runtime hands a mode's worker besides the packet: the place for packets the
+/// mode originates (ICMP errors, fragments) and the links, here without MTUs or addresses
+/// (no ICMP errors, nothing too big), as in the timed replay. For the cells that feed a
+/// worker packets one at a time from their own buffers.
+#[derive(Debug, Default)]
+pub struct Driver {
+    out: Output,
+    egress: Egress,
+}
+
+impl Driver {
+    /// A driver with an empty output and [`Egress::default`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The packet `buf[start..start + len]` through `w`, as the runtime hands it over:
+    /// [`ModeWorker::process`] on a [`Frame`].
+    #[inline]
+    pub fn process<W: ModeWorker>(
+        &mut self,
+        w: &mut W,
+        now: Timestamp,
+        dir: Direction,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Emit {
+        let mut f = Frame::new(buf, start, len, &mut self.out);
+        w.process(now, dir, &mut f, &self.egress)
+    }
+
+    /// The whole of `pkt` (an IP packet at offset 0, for modes that keep its size).
+    #[inline]
+    pub fn process_all<W: ModeWorker>(
+        &mut self,
+        w: &mut W,
+        now: Timestamp,
+        dir: Direction,
+        pkt: &mut [u8],
+    ) -> Emit {
+        let len = pkt.len();
+        self.process(w, now, dir, pkt, 0, len)
+    }
+}
+
 /// How packets are spread over workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dispatch {

@@ -2,8 +2,11 @@
 //! table, and the step that picks a worker for a raw IP packet.
 //!
 //! When input arrives on one queue (a pcap, a single-queue interface, the in-memory
-//! benchmark) the runtime spreads flows over worker threads with this module, so that a
-//! flow always lands on the same worker, exactly as a multi-queue NIC would do it.
+//! benchmark) flows can be spread over worker threads with this module, so that a flow
+//! always lands on the same worker, exactly as a multi-queue NIC would do it. Today only
+//! the benchmark dispatches this way (the live gateway uses the NIC's own queues), so the
+//! module lives in the bench crate; it moves back to the runtime when that dispatches
+//! single-queue input itself.
 //!
 //! This module must never panic on packet bytes, never allocate on the per-packet path
 //! (only [`Toeplitz::new`], [`Indirection::new`] and [`Spread::new`] allocate), and

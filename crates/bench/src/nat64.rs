@@ -19,13 +19,13 @@ use std::time::Duration;
 use conntrack::Timestamp;
 use engine::nat64::{Nat64Config, Nat64Shared};
 use engine::siit::{Siit, SiitConfig, SiitKind};
-use engine::{Direction, Emit, HEADROOM};
+use engine::{Direction, Emit, Mode, HEADROOM};
 use wire::checksum::{combine, fold, pseudo_header_v6, sum};
 use xlat::prefix::{Ipv4Prefix, Ipv6Prefix};
 use xlat::rfc6052::Pref64;
 
 use super::report::{ClatRow, Nat64Row};
-use super::run::{measure_only, Dispatch, Measurement};
+use super::run::{measure_only, Dispatch, Driver, Measurement};
 use super::traffic::{build, inside_of, server_of, shuffle, Pkt, Prepared};
 use super::{median, BenchOptions};
 
@@ -115,7 +115,8 @@ pub fn prepare_nat64(flows: usize, workers: usize) -> Prepared<Arc<Nat64Shared>>
     };
     let shared = Nat64Shared::new(cfg, workers).expect("benchmark config is valid");
     let pref = pref64();
-    let mut warm = shared.worker(0);
+    let mut warm = Mode::worker(&shared, 0);
+    let mut driver = Driver::new();
     let warm_at = Timestamp::from_secs(1000).as_nanos();
     let mut bytes = Vec::with_capacity(flows * (V4_LEN + V6_LEN));
     let mut packets = Vec::with_capacity(flows * 2);
@@ -130,9 +131,14 @@ pub fn prepare_nat64(flows: usize, workers: usize) -> Prepared<Arc<Nat64Shared>>
         build6(&mut first, host, srv6, V6_LEN);
         scratch[HEADROOM..HEADROOM + V6_LEN].copy_from_slice(&first);
         let now = Timestamp::from_nanos(warm_at);
-        let Emit::Forward { start: s, .. } =
-            warm.process_packet(now, Direction::Outbound, &mut scratch, HEADROOM, V6_LEN)
-        else {
+        let Emit::Forward { start: s, .. } = driver.process(
+            &mut warm,
+            now,
+            Direction::Outbound,
+            &mut scratch,
+            HEADROOM,
+            V6_LEN,
+        ) else {
             continue; // counted in the engine; the flow just does not take part
         };
         let o = &scratch[s..];

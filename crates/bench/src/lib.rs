@@ -1,23 +1,38 @@
-//! `quicknat bench`: the in-memory benchmark. It builds realistic traffic (both
-//! directions, TCP and UDP, a given number of flows and frame-size mix), runs it through
-//! the real engine on N worker threads with the reaper beside them, verifies a sample of
-//! outputs by full checksum recompute, and reports the tables operators ask for: frame
-//! size, cores, flows, rules, connection setup/teardown, table memory, per-core share,
-//! and behaviour under a SYN flood. No network: it measures the engine, not the I/O.
+//! quicknat's benchmarks: the in-memory benchmark (`quicknat-bench`, formerly
+//! `quicknat bench`) and, beside it, the criterion micro-benchmarks (`benches/hot.rs`) and
+//! a profiling loop (`examples/hotloop.rs`).
+//!
+//! The in-memory benchmark builds realistic traffic (both directions, TCP and UDP, a given
+//! number of flows and frame-size mix), runs it through the real engine on N worker
+//! threads with the reaper beside them, verifies a sample of outputs by full checksum
+//! recompute, and reports the tables operators ask for: frame size, cores, flows, rules,
+//! connection setup/teardown, table memory, per-core share, and behaviour under a SYN
+//! flood. No network: it measures the engine, not the I/O.
+//!
+//! The engine is driven as the runtime drives it: [`Mode::worker`](engine::Mode::worker)
+//! hands out a worker, [`ModeWorker::process`](engine::ModeWorker::process) decides each
+//! packet, handed in as a [`Frame`](engine::Frame) with `Egress::default()` (links without
+//! MTUs or addresses). The only engine calls that bypass the trait are cells that measure a
+//! lower layer on purpose (the rule table's hashed vs linear lookup, `xlat::siit` alone);
+//! each says so where it does.
 //!
 //! Every figure is measured on the machine it runs on; nothing here is a constant.
 
+pub mod balance;
 mod extra;
 pub mod nat64;
 mod report;
+pub mod rss;
 mod run;
+pub mod stats;
 pub mod traffic;
 
 use std::time::Duration;
 
 use engine::nat44::rules::{linear_lookup, RuleTable};
 pub use report::BenchReport;
-pub use run::{measure, measure_only, Dispatch, Measurement};
+pub use run::{measure, measure_only, Dispatch, Driver, Measurement};
+pub use stats::median;
 use traffic::{prepare, FrameMix};
 
 /// What to run.
@@ -47,17 +62,6 @@ impl BenchOptions {
 
     fn cell(&self) -> Duration {
         Duration::from_secs_f64(self.seconds.max(0.05))
-    }
-}
-
-/// The median of a set of measurements (the upper middle one for an even count; 0 for
-/// none). Shared by the benchmark and the lab, which both report medians of rounds.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
     }
 }
 
@@ -121,6 +125,8 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
     for &rules in rule_counts {
         let prep = prepare(flows_main, FrameMix::Fixed(64), rules, 1);
         let m = measure(&prep, 1, Dispatch::Rss, cell);
+        // A lower layer on purpose: the rule table's hashed search against the linear
+        // scan it replaced, without the rest of the engine around it.
         let cfg = prep.shared.config();
         let prefixes: Vec<_> = cfg.rules.iter().map(|x| x.inside).collect();
         let table = RuleTable::new(prefixes.iter());

@@ -1,13 +1,13 @@
 //! A single-threaded replay loop for profiling the per-packet path with callgrind or
-//! perf: `cargo build --release -p runtime --example hotloop` then
+//! perf: `cargo build --release -p bench --example hotloop` then
 //! `valgrind --tool=callgrind target/release/examples/hotloop 8192 2000000 [MODE]`, where
 //! MODE is `nat44` (default), `nat64`, `nat64-out`, `nat64-in` or `clat` (the `bench`
 //! workloads; `-out`/`-in` replay one direction only).
 
+use bench::nat64::{prepare_clat, prepare_nat64};
+use bench::traffic::{prepare, FrameMix, Prepared};
 use conntrack::Timestamp;
 use engine::{Direction, Egress, Frame, Mode, ModeWorker, Output, HEADROOM};
-use runtime::bench::nat64::{prepare_clat, prepare_nat64};
-use runtime::bench::traffic::{prepare, FrameMix, Prepared};
 
 /// Replays `n` packets of `prep` (those travelling `only`, or all) through one worker of
 /// the mode; each packet's headers are restored from the pristine copy first, as the

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
 use engine::nat44::Nat44Shared;
-use engine::{Direction, DropReason};
+use engine::{Direction, DropReason, Mode, ModeWorker};
 
+use super::run::Driver;
 use super::traffic::{build, config, prepare, FrameMix, Rng};
 use super::BenchOptions;
 use crate::balance::FlowBalancer;
@@ -93,12 +94,18 @@ fn setup_rate(shared: &Arc<Nat44Shared>, pkts: &mut [Vec<u8>], workers: usize) -
                     if let Some(c) = core {
                         core_affinity::set_for_current(c);
                     }
-                    let mut w = shared.worker(id);
+                    let mut w = Mode::worker(&shared, id);
+                    let mut driver = Driver::new();
                     barrier.wait();
                     let t0 = Instant::now();
                     let now = Timestamp::from_secs(1000);
                     for (i, p) in part.iter_mut().enumerate() {
-                        std::hint::black_box(w.process_packet(now, Direction::Outbound, p));
+                        std::hint::black_box(driver.process_all(
+                            &mut w,
+                            now,
+                            Direction::Outbound,
+                            p,
+                        ));
                         if i % 32 == 31 {
                             w.quiescent();
                         }
@@ -113,7 +120,7 @@ fn setup_rate(shared: &Arc<Nat44Shared>, pkts: &mut [Vec<u8>], workers: usize) -
             .collect()
     });
     let slowest = times.into_iter().fold(0.0f64, f64::max);
-    shared.session_count() as f64 / slowest
+    Mode::session_count(shared) as f64 / slowest
 }
 
 fn resident_bytes() -> Option<u64> {
@@ -137,7 +144,9 @@ pub fn connections(opts: &BenchOptions) -> Connections {
         rates[k] = setup_rate(&shared, &mut pkts, workers);
         if k == 0 {
             // Teardown: everything expires at once; one reaper pass unlinks it all.
-            let mut reaper = shared.reaper();
+            let Some(mut reaper) = Mode::reaper(&shared) else {
+                continue;
+            };
             let later = Timestamp::from_secs(1000 + 100_000);
             let t0 = Instant::now();
             reaper.handle_timeout(later);
@@ -153,7 +162,8 @@ pub fn connections(opts: &BenchOptions) -> Connections {
     let fill = if opts.quick { 200_000 } else { 10_000_000 };
     let before = resident_bytes().unwrap_or(0);
     let shared = Nat44Shared::new(config(1, fill), 1).expect("valid");
-    let mut w = shared.worker(0);
+    let mut w = Mode::worker(&shared, 0);
+    let mut driver = Driver::new();
     let mut p = Vec::with_capacity(64);
     let now = Timestamp::from_secs(1000);
     let mut made = 0;
@@ -167,7 +177,8 @@ pub fn connections(opts: &BenchOptions) -> Connections {
             (Ipv4Addr::new(192, 0, 2, 1), 53),
             46,
         );
-        if w.process_packet(now, Direction::Outbound, &mut p)
+        if driver
+            .process_all(&mut w, now, Direction::Outbound, &mut p)
             .is_forward()
         {
             made += 1;
@@ -282,7 +293,8 @@ pub struct SynFlood {
 /// Runs the SYN-flood cell for about `d` (at most `flood` distinct SYNs, at least 20000).
 pub fn syn_flood(d: Duration, flood: usize) -> SynFlood {
     let prep = prepare(8192, FrameMix::Fixed(64), 1, 1);
-    let mut w = prep.shared.worker(0);
+    let mut w = Mode::worker(&prep.shared, 0);
+    let mut driver = Driver::new();
     let flood = syn_packets(flood.max(20_000), u32::from(Ipv4Addr::new(10, 128, 0, 1)));
     let mut r = SynFlood::default();
     let mut buf = prep.bytes.clone();
@@ -296,7 +308,8 @@ pub fn syn_flood(d: Duration, flood: usize) -> SynFlood {
         let (o, h) = (p.off as usize, p.hdr as usize);
         buf[o..o + h].copy_from_slice(&prep.bytes[o..o + h]);
         r.established_sent += 1;
-        if w.process_packet(now, p.dir, &mut buf[o..o + p.len as usize])
+        if driver
+            .process(&mut w, now, p.dir, &mut buf, o, p.len as usize)
             .is_forward()
         {
             r.established_forwarded += 1;
@@ -304,7 +317,8 @@ pub fn syn_flood(d: Duration, flood: usize) -> SynFlood {
         fbuf.clear();
         fbuf.extend_from_slice(&flood[i % flood.len()]);
         r.flood_sent += 1;
-        if w.process_packet(now, Direction::Outbound, &mut fbuf)
+        if driver
+            .process_all(&mut w, now, Direction::Outbound, &mut fbuf)
             .is_forward()
         {
             r.flood_admitted += 1;
@@ -336,7 +350,7 @@ pub struct IlaRow {
 /// SIR -> ILA on one worker for `mappings` mappings: IPv6/UDP packets to 65536 distinct
 /// identifiers (or fewer), delivered into a small ring, adjust-transport checksums.
 pub fn ila(mappings: usize, d: Duration) -> IlaRow {
-    use engine::ila::{IlaConfig, IlaRouter, UnmappedAction};
+    use engine::ila::{IlaConfig, IlaMode, IlaRouter, UnmappedAction};
     use xlat::ila::{CsumMode, IdentFormat};
     const SIR: u64 = 0x3333_0000_0000_0001;
     let router = IlaRouter::new(
@@ -383,7 +397,13 @@ pub fn ila(mappings: usize, d: Duration) -> IlaRow {
         p[46..48].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
         wire.extend_from_slice(&p);
     }
-    let mut w = router.worker();
+    let mode = IlaMode {
+        router,
+        qsbr: conntrack::Qsbr::new(1),
+    };
+    let mut w = mode.worker(0);
+    let mut driver = Driver::new();
+    let now = Timestamp::from_secs(1);
     let mut ring = vec![0u8; 512 * 64];
     let t0 = Instant::now();
     let (mut done, mut failed, mut at) = (0u64, 0u64, 0usize);
@@ -391,8 +411,8 @@ pub fn ila(mappings: usize, d: Duration) -> IlaRow {
         for _ in 0..1024 {
             let slot = (done as usize % 512) * 64;
             ring[slot..slot + 50].copy_from_slice(&wire[at * 50..at * 50 + 50]);
-            if !w
-                .process_packet(&mut ring[slot..slot + 50], Direction::Outbound)
+            if !driver
+                .process(&mut w, now, Direction::Outbound, &mut ring, slot, 50)
                 .is_forward()
             {
                 failed += 1;
@@ -400,7 +420,9 @@ pub fn ila(mappings: usize, d: Duration) -> IlaRow {
             done += 1;
             at = if at + 1 == n { 0 } else { at + 1 };
         }
+        w.quiescent();
     }
+    w.offline();
     IlaRow {
         mappings,
         mpps: done as f64 / t0.elapsed().as_secs_f64() / 1e6,
@@ -420,6 +442,9 @@ pub struct SiitRow {
 }
 
 /// Runs both SIIT directions for about `d` each over 1024 distinct UDP flows.
+///
+/// A lower layer on purpose: `xlat::siit` alone (RFC 6052 addresses computed per packet),
+/// not a mode; the CLAT row of the NAT64 table measures the `[clat]` mode around it.
 pub fn siit(d: Duration) -> SiitRow {
     use std::net::Ipv6Addr;
     use xlat::rfc6052::Pref64;

@@ -1,0 +1,70 @@
+//! `quicknat-bench`: the in-memory benchmark of quicknat's engine (formerly
+//! `quicknat bench`). Prints tables or JSON; fails when a sampled output does not verify.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Measure the NAT44 engine in memory: frame sizes, cores, flows, rules, connection
+/// setup/teardown, table memory, per-core share, SYN flood (and NAT64, CLAT, SIIT, ILA).
+#[derive(Debug, Parser)]
+#[command(name = "quicknat-bench", version, about)]
+struct Cli {
+    /// Short cells and small tables (a smoke run, seconds instead of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Print the report as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Highest worker count for the cores table (default: every core).
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Seconds per timed cell (default 2, quick 0.2).
+    #[arg(long, value_name = "S")]
+    seconds: Option<f64>,
+    /// Repetitions of the cores table; medians are reported (default 3, quick 1).
+    #[arg(long, value_name = "N")]
+    rounds: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    match run(&Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the benchmark and prints tables or JSON.
+fn run(cli: &Cli) -> anyhow::Result<()> {
+    let mut opts = bench::BenchOptions::new(cli.quick);
+    if let Some(w) = cli.workers {
+        anyhow::ensure!(
+            (1..=256).contains(&w),
+            "--workers must be between 1 and 256"
+        );
+        opts.max_workers = w;
+    }
+    if let Some(s) = cli.seconds {
+        anyhow::ensure!(s > 0.0 && s <= 600.0, "--seconds must be between 0 and 600");
+        opts.seconds = s;
+    }
+    if let Some(r) = cli.rounds {
+        anyhow::ensure!((1..=100).contains(&r), "--rounds must be between 1 and 100");
+        opts.rounds = r;
+    }
+    let report = bench::run_all(&opts);
+    if cli.json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+    }
+    anyhow::ensure!(
+        report.verify_failures == 0,
+        "{} sampled outputs failed verification",
+        report.verify_failures
+    );
+    Ok(())
+}
