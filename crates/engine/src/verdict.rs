@@ -11,7 +11,7 @@ pub enum Direction {
 }
 
 /// What a receive offload left unfinished in a packet (see
-/// `Nat44Worker::process_offloaded`).
+/// `Frame::offload`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Offload {
     /// A complete packet.

@@ -130,7 +130,7 @@ ila_drops! {
 }
 
 impl IlaDrop {
-    /// The engine-wide reason carried by [`Verdict::Drop`] (the ILA counters keep the
+    /// The engine-wide reason carried by [`Emit::Drop`] (the ILA counters keep the
     /// precise one): unmapped is `no_mapping`, not-matched `locator_mismatch`, truncated
     /// is `truncated`, everything else `malformed`.
     pub const fn drop_reason(self) -> DropReason {
