@@ -452,7 +452,9 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         // Identifier the control thread has removed for good; readers must never see it.
         let gone = Arc::new(AtomicU64::new(u64::MAX));
-        let sweeps = Arc::new(AtomicU64::new(0));
+        // Sweeps each reader has finished: the end waits on every reader, not a total a
+        // fast pair could make alone while a descheduled third never started.
+        let sweeps: Arc<Vec<AtomicU64>> = Arc::new((0..3).map(|_| AtomicU64::new(0)).collect());
         let readers: Vec<_> = (0..3)
             .map(|w| {
                 let (t, stop, gone) = (Arc::clone(&t), Arc::clone(&stop), Arc::clone(&gone));
@@ -473,7 +475,7 @@ mod tests {
                             }
                         }
                         n += 1;
-                        sweeps.fetch_add(1, Ordering::Release);
+                        sweeps[w].fetch_add(1, Ordering::Release);
                         h.quiescent();
                     }
                     n
@@ -493,10 +495,13 @@ mod tests {
                 t.insert(c, loc(c, round % 2)).unwrap();
             }
         }
-        // Let the readers make a few full sweeps with the final removal published.
-        let seen = sweeps.load(Ordering::Acquire);
-        while sweeps.load(Ordering::Acquire) < seen + 6 {
-            std::thread::yield_now();
+        // Let every reader make two full sweeps with the final removal published (the
+        // first may have begun before it).
+        let seen: Vec<u64> = sweeps.iter().map(|s| s.load(Ordering::Acquire)).collect();
+        for (s, seen) in sweeps.iter().zip(seen) {
+            while s.load(Ordering::Acquire) < seen + 2 {
+                std::thread::yield_now();
+            }
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
