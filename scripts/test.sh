@@ -14,9 +14,10 @@ fi
 # Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
 # clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
 # the SIIT translation is compared with (tests/e2e/test_tayga_diff.py); tcpdump captures the ILA
-# network in tests/e2e/test_ila.py.
+# network in tests/e2e/test_ila.py; coturn's STUN server and natdiscovery classify the NAT44
+# (RFC 5780, tests/e2e/test_rfc5780.py).
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then

@@ -1,0 +1,121 @@
+"""NAT behaviour discovery (RFC 5780) against quicknat's NAT44, by a real STUN server.
+
+coturn's `turnserver` (STUN only, two addresses, so it can answer from another address
+and port as RFC 5780's CHANGE-REQUEST asks) runs on the outside; coturn's
+`turnutils_natdiscovery` on the inside classifies the NAT in front of it:
+
+    cli (10.0.0.2) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2, .3)
+
+quicknat maps endpoint-independently (RFC 4787 REQ-1) in every filtering mode, and
+filters the way `[nat44] filtering` says. The classifier must see exactly that, for each
+of the three filtering modes, on both backends; and a packet the client sends to its own
+public endpoint must come back through the hairpin (RFC 4787 REQ-9 / RFC 5128 §3.3), also
+when filtering is dependent: the client's own outbound packet to its public endpoint is
+what permits it.
+
+Needs root and coturn (scripts/test.sh installs it).
+    sudo python3 -m pytest tests/e2e/test_rfc5780.py [--quicknat PATH]
+"""
+
+import shutil
+import subprocess
+
+import pytest
+
+from netns import Scenario
+
+pytestmark = pytest.mark.needs_root
+
+STUN = ("198.51.100.2", "198.51.100.3")
+
+CONFIG = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+
+[nat44]
+filtering = "{filtering}"
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = ["203.0.113.1/32"]
+"""
+
+# What turnutils_natdiscovery prints for each `filtering` value.
+FILTERING = {
+    "endpoint-independent": "NAT with Endpoint Independent Filtering!",
+    "address-dependent": "NAT with Address Dependent Filtering!",
+    "address-and-port-dependent": "NAT with Address and Port Dependent Filtering!",
+}
+
+
+class Stun(Scenario):
+    """quicknat as NAT44 in `gw`, coturn's STUN server on two addresses in `srv`."""
+
+    def __init__(self):
+        super().__init__("q5780", ("cli", "gw", "srv"))
+
+    def setup(self, quicknat, backend, filtering):
+        self.add_namespaces()
+        ns = self.ns
+        for peer, dev, gdev in (("cli", "c0", "g-in"), ("srv", "s0", "g-out")):
+            subprocess.run(["ip", "link", "add", dev, "netns", ns[peer], "type", "veth", "peer", "name",
+                            gdev, "netns", ns["gw"]], check=True, capture_output=True, timeout=20)
+        self.nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
+        self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        for a in STUN:
+            self.nsx("srv", "ip", "addr", "add", f"{a}/24", "dev", "s0")
+        for n, devs in (("cli", ["c0", "lo"]), ("gw", ["g-in", "g-out", "lo"]), ("srv", ["s0", "lo"])):
+            for d in devs:
+                self.nsx(n, "ip", "link", "set", d, "up")
+        self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        # Every packet that crosses goes through quicknat, never the gateway's kernel.
+        self.nsx("gw", "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
+        for n, dev in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
+            self.offloads_off(n, dev)
+        config = CONFIG.format(backend=backend, filtering=filtering)
+        self.qn = self.quicknat(quicknat, "gw", config, f"rfc5780-{backend}-{filtering}")
+        # -n: no configuration file; -S: STUN only; RFC 5780 is on with two listeners.
+        listen = [a for ip in STUN for a in ("-L", ip)]
+        self.popen("srv", "turnserver", "-n", "-S", *listen, "--no-cli", "--no-tls", "--no-dtls",
+                   "--no-tcp", "--log-file", "stdout", "--simple-log", "--pidfile", "/dev/null",
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for ip in STUN:
+            assert self.wait_udp_bound("srv", ip, 3478, timeout=10), f"turnserver not on {ip}:3478"
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+    def discover(self):
+        """turnutils_natdiscovery's report: mapping (-m), filtering (-f), hairpinning (-H)."""
+        r = self.nsx("cli", "turnutils_natdiscovery", "-m", "-f", "-H", STUN[0], timeout=60, check=False)
+        return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module", params=list(FILTERING))
+def report(request, quicknat, backend):
+    if not (shutil.which("turnserver") and shutil.which("turnutils_natdiscovery")):
+        pytest.fail("coturn is not installed (scripts/test.sh installs it)")
+    s = Stun()
+    try:
+        s.setup(quicknat, backend, request.param)
+        yield request.param, s.discover(), s
+    finally:
+        s.close()
+
+
+def test_mapping_is_endpoint_independent(report):
+    _, out, s = report
+    assert "NAT with Endpoint Independent Mapping!" in out, out + s.qn.stats()
+
+
+def test_filtering_is_classified_as_configured(report):
+    filtering, out, s = report
+    assert FILTERING[filtering] in out, out + s.qn.stats()
+    others = [v for k, v in FILTERING.items() if k != filtering]
+    assert not any(o in out for o in others), out
+
+
+def test_hairpin_to_own_public_endpoint_comes_back(report):
+    _, out, s = report
+    assert "successful hairpinning" in out, out + s.qn.stats()
