@@ -488,3 +488,40 @@ fn hairpinned_fragments() {
     assert_eq!(v6_addrs(&whole), (embed(POOL), HOST_B));
     assert_checksums(&whole);
 }
+
+/// IPv6 UDP with checksum zero (illegal, RFC 8200 §8.1) is dropped with its own reason on
+/// the full path (a new flow) and on the one-pass fast path (an established flow), and
+/// given a correct IPv4 checksum on both when `compute_ipv6_udp_zero_csum` is set.
+#[test]
+fn ipv6_udp_zero_checksum_dropped_on_both_paths_or_computed() {
+    let zero = |sport: u16| {
+        let mut p = udp6(HOST_A, sport, srv6(), 53);
+        p[46] = 0;
+        p[47] = 0;
+        p
+    };
+    let mut n = Nat64::new(config()).unwrap();
+    // Full path: no session yet.
+    assert_eq!(
+        out(&mut n, 1, &zero(5000)),
+        Err(DropReason::Ipv6UdpZeroChecksum)
+    );
+    // Fast path: the flow is established by a packet with a checksum.
+    out(&mut n, 1, &udp6(HOST_A, 5001, srv6(), 53)).unwrap();
+    assert_eq!(
+        out(&mut n, 2, &zero(5001)),
+        Err(DropReason::Ipv6UdpZeroChecksum)
+    );
+    assert_eq!(n.counters().dropped(DropReason::Ipv6UdpZeroChecksum), 2);
+
+    let mut cfg = config();
+    cfg.options.compute_ipv6_udp_zero_csum = true;
+    let mut n = Nat64::new(cfg).unwrap();
+    for (now, sport) in [(1, 6000), (2, 6000)] {
+        let o = out(&mut n, now, &zero(sport)).unwrap();
+        assert_eq!(v4_addrs(&o), (POOL, SRV4));
+        assert_ne!(&o[26..28], &[0, 0], "a checksum was computed");
+        assert_checksums(&o);
+    }
+    assert_eq!(n.counters().forwarded, 2);
+}

@@ -3,7 +3,7 @@
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet};
+use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
 
 use super::{
     addr_delta, derived_ident, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto,
@@ -223,12 +223,7 @@ fn translate(
                 let c = get16(l4, 16).ok_or(SiitDrop::Truncated)?;
                 put16(l4, 16, d.apply(c));
             }
-            proto::UDP => {
-                // A zero checksum is illegal in IPv6 (RFC 8200 §8.1) but means "none" in
-                // IPv4: it is passed on unchanged, which IPv4 receivers accept.
-                let c = get16(l4, 6).ok_or(SiitDrop::Truncated)?;
-                put16(l4, 6, d.apply_udp4(c));
-            }
+            proto::UDP => udp(l4, h.chain.frag, addrs4, d, opts)?,
             _ => {}
         }
     }
@@ -248,6 +243,38 @@ fn translate(
     };
     write_v4(buf, at, &out)?;
     Ok((at, total))
+}
+
+/// Updates the UDP checksum of the first (or only) fragment `l4` for the IPv4 addresses,
+/// or refuses (or, if allowed, computes) a zero checksum.
+///
+/// RFC 8200 §8.1: "IPv6 receivers must discard UDP packets containing a zero checksum",
+/// except for the tunnels of RFC 6935. A zero checksum means "none" in IPv4, so passing
+/// it on would launder an illegal packet; it is dropped by default, the mirror of RFC
+/// 7915 §4.5's rule for IPv4 UDP without a checksum. With `compute_ipv6_udp_zero_csum`
+/// the IPv4 checksum is computed over the whole datagram, which only an unfragmented
+/// packet (an atomic fragment included) holds.
+fn udp(
+    l4: &mut [u8],
+    frag: Option<Frag>,
+    addrs4: (Ipv4Addr, Ipv4Addr),
+    d: Delta,
+    opts: &SiitOptions,
+) -> Result<(), SiitDrop> {
+    let c = get16(l4, 6).ok_or(SiitDrop::Truncated)?;
+    if c != 0 {
+        put16(l4, 6, d.apply_udp4(c));
+        return Ok(());
+    }
+    let whole = frag.is_none_or(|f| f.offset == 0 && !f.more);
+    if !whole || !opts.compute_ipv6_udp_zero_csum {
+        return Err(SiitDrop::Ipv6UdpZeroChecksum);
+    }
+    let ulen = usize::from(get16(l4, 4).ok_or(SiitDrop::Truncated)?);
+    let dgram = l4.get_mut(..ulen).filter(|_| ulen >= 8);
+    let dgram = dgram.ok_or(SiitDrop::Malformed)?;
+    UdpPacket::new_unchecked(dgram).fill_checksum_v4(addrs4.0.octets(), addrs4.1.octets());
+    Ok(())
 }
 
 /// ICMPv6 -> ICMPv4 (RFC 7915 §5.2, §5.3).
@@ -458,7 +485,10 @@ fn icmp_error(
     Icmpv4Packet::new_unchecked(&mut *m).fill_checksum();
 
     let total = V4_HDR + icmp_len;
-    let (ident, df, mf, offset) = frag_fields(None, total, &buf[icmp_at..icmp_at + icmp_len]);
+    // RFC 7915 §5.1.1: an error carried in an atomic fragment (the only kind `icmp` lets
+    // through) takes its Identification from the Fragment header like any other packet.
+    let (ident, df, mf, offset) =
+        frag_fields(h.chain.frag, total, &buf[icmp_at..icmp_at + icmp_len]);
     let o = V4Out {
         tos: h.tos(opts),
         total,

@@ -1,0 +1,1 @@
+//! RFC 4884 tests (filled in below).
