@@ -20,6 +20,7 @@
 //! dropped with a [`SiitDrop`] reason; where RFC 7915 wants an ICMP error sent back, the
 //! reason carries what the caller needs to build it.
 
+mod ext;
 mod v4_to_v6;
 mod v6_to_v4;
 
