@@ -107,6 +107,9 @@ drop_reasons! {
     FragmentedIcmp => "fragmented_icmp",
     /// IPv4 UDP with checksum zero that the translator may not complete (RFC 7915 §4.5).
     UdpZeroChecksum => "udp_zero_checksum",
+    /// IPv6 UDP with checksum zero (illegal in IPv6 outside RFC 6935 tunnels, RFC 8200
+    /// §8.1), not computed (`ipv6_udp_zero_checksum = "drop"`, or a fragment).
+    Ipv6UdpZeroChecksum => "ipv6_udp_zero_checksum",
     /// An unexpired IPv4 source route or an IPv6 Routing header with Segments Left.
     SourceRouted => "source_routed",
     /// An ICMP error quoting an ICMP error (RFC 7915 §4.3).
@@ -134,6 +137,7 @@ impl From<xlat::siit::SiitDrop> for DropReason {
             S::NeedsFragmentation => DropReason::NeedsFragmentation,
             S::FragmentedIcmp => DropReason::FragmentedIcmp,
             S::UdpZeroChecksum => DropReason::UdpZeroChecksum,
+            S::Ipv6UdpZeroChecksum => DropReason::Ipv6UdpZeroChecksum,
             S::SourceRouted { .. } => DropReason::SourceRouted,
             S::IcmpErrorAboutError => DropReason::IcmpErrorAboutError,
             S::NoHeadroom => DropReason::NoHeadroom,

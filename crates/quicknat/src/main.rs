@@ -185,6 +185,15 @@ fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
                 "dropped"
             }
         );
+        let _ = writeln!(
+            s,
+            "ipv6 udp zero checksum {}",
+            if c.options.compute_ipv6_udp_zero_csum {
+                "computed"
+            } else {
+                "dropped"
+            }
+        );
     };
     match m {
         ModeConfig::Nat44(n) => s.push_str(&summary(n)),

@@ -488,3 +488,94 @@ fn hairpinned_fragments() {
     assert_eq!(v6_addrs(&whole), (embed(POOL), HOST_B));
     assert_checksums(&whole);
 }
+
+/// IPv6 UDP with checksum zero (illegal, RFC 8200 §8.1) is dropped with its own reason on
+/// the full path (a new flow) and on the one-pass fast path (an established flow), and
+/// given a correct IPv4 checksum on both when `compute_ipv6_udp_zero_csum` is set.
+#[test]
+fn ipv6_udp_zero_checksum_dropped_on_both_paths_or_computed() {
+    let zero = |sport: u16| {
+        let mut p = udp6(HOST_A, sport, srv6(), 53);
+        p[46] = 0;
+        p[47] = 0;
+        p
+    };
+    let mut n = Nat64::new(config()).unwrap();
+    // Full path: no session yet.
+    assert_eq!(
+        out(&mut n, 1, &zero(5000)),
+        Err(DropReason::Ipv6UdpZeroChecksum)
+    );
+    // Fast path: the flow is established by a packet with a checksum.
+    out(&mut n, 1, &udp6(HOST_A, 5001, srv6(), 53)).unwrap();
+    assert_eq!(
+        out(&mut n, 2, &zero(5001)),
+        Err(DropReason::Ipv6UdpZeroChecksum)
+    );
+    assert_eq!(n.counters().dropped(DropReason::Ipv6UdpZeroChecksum), 2);
+
+    let mut cfg = config();
+    cfg.options.compute_ipv6_udp_zero_csum = true;
+    let mut n = Nat64::new(cfg).unwrap();
+    for (now, sport) in [(1, 6000), (2, 6000)] {
+        let o = out(&mut n, now, &zero(sport)).unwrap();
+        assert_eq!(v4_addrs(&o), (POOL, SRV4));
+        assert_ne!(&o[26..28], &[0, 0], "a checksum was computed");
+        assert_checksums(&o);
+    }
+    assert_eq!(n.counters().forwarded, 2);
+}
+
+/// An RFC 4884 extension structure (version 2, one MPLS object) with its checksum.
+fn rfc4884_ext() -> Vec<u8> {
+    let mut e = vec![0x20, 0, 0, 0, 0, 8, 1, 1, 0x03, 0xe8, 0x11, 0x01];
+    let c = wire::checksum::checksum(&e);
+    e[2..4].copy_from_slice(&c.to_be_bytes());
+    e
+}
+
+/// `quote` zero-padded to 128 bytes (RFC 4884's minimum original datagram field).
+fn field128(quote: &[u8]) -> Vec<u8> {
+    let mut f = quote.to_vec();
+    f.resize(128, 0);
+    f
+}
+
+/// RFC 7915 §4.2 / §5.2 through NAT64's stateful path: an ICMP error with an RFC 4884
+/// extension about a session's packet keeps its extension, with the length attribute
+/// rewritten for the translated quote, in both directions.
+#[test]
+fn icmp_errors_keep_rfc4884_extensions_through_nat64() {
+    let mut n = Nat64::new(config()).unwrap();
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let ext = rfc4884_ext();
+    // A router on the IPv4 side: Time Exceeded, length 32 words (128 bytes).
+    let mut body = vec![11, 0, 0, 0, 0, 32, 0, 0];
+    body.extend_from_slice(&field128(&o));
+    body.extend_from_slice(&ext);
+    let mut err = ipv4(ICMP, SRV4, POOL, 60, &body);
+    fill_l4_csum(&mut err);
+    let r = inb(&mut n, 2, &err).unwrap();
+    assert_eq!((r[6], r[40], r[41]), (ICMP6, 3, 0));
+    // 40 + 19 bytes of translated quote, padded to 128: 16 64-bit words.
+    assert_eq!(r[44], 16);
+    assert_eq!(&r[48 + 128..], &ext[..]);
+    assert!(r[48 + 59..48 + 128].iter().all(|&b| b == 0));
+    assert_eq!(v6_addrs(&r[48..]), (HOST_A, srv6()));
+    assert_checksums(&r);
+
+    // The host answers a reply with Destination Unreachable (port), 16 64-bit words.
+    let reply = inb(&mut n, 3, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+    let mut body = vec![1, 4, 0, 0, 16, 0, 0, 0];
+    body.extend_from_slice(&field128(&reply));
+    body.extend_from_slice(&ext);
+    let mut err = ipv6(ICMP6, HOST_A, srv6(), 64, &body);
+    fill_l4_csum(&mut err);
+    let e = out(&mut n, 4, &err).unwrap();
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 3));
+    // 20 + 18 bytes of translated quote, padded to 128: 32 32-bit words at octet 5.
+    assert_eq!((e[24], e[25]), (0, 32));
+    assert_eq!(&e[28 + 128..], &ext[..]);
+    assert_eq!(v4_addrs(&e[28..]), (SRV4, POOL), "quote in public terms");
+    assert_checksums(&e);
+}

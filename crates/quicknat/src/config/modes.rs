@@ -23,6 +23,8 @@ pub(super) struct RawXlatOptions {
     pub ipv4_mtu: Option<Spanned<u64>>,
     /// `"drop"` (default) or `"compute"`: IPv4 UDP packets with checksum zero.
     pub udp_zero_checksum: Option<Spanned<String>>,
+    /// `"drop"` (default) or `"compute"`: IPv6 UDP packets with checksum zero.
+    pub ipv6_udp_zero_checksum: Option<Spanned<String>>,
     /// Copy TOS <-> Traffic Class (default) or write zero.
     pub copy_tos: Option<bool>,
 }
@@ -129,6 +131,20 @@ pub(super) fn options(
                 return Err(src.bad_value(
                     u,
                     field("udp_zero_checksum"),
+                    "must be \"drop\" or \"compute\"".into(),
+                ))
+            }
+        };
+    }
+    // RFC 8200 §8.1: a zero UDP checksum is illegal in IPv6 (outside RFC 6935 tunnels).
+    if let Some(u) = &raw.ipv6_udp_zero_checksum {
+        o.compute_ipv6_udp_zero_csum = match u.get_ref().as_str() {
+            "drop" => false,
+            "compute" => true,
+            _ => {
+                return Err(src.bad_value(
+                    u,
+                    field("ipv6_udp_zero_checksum"),
                     "must be \"drop\" or \"compute\"".into(),
                 ))
             }

@@ -644,3 +644,46 @@ inside = "[2001:db8::80]:80"
         c.warnings
     );
 }
+
+// ---- ipv6_udp_zero_checksum (RFC 8200 §8.1) ----
+
+#[test]
+fn ipv6_udp_zero_checksum_defaults_to_drop_and_parses_in_every_mode() {
+    let c = load_str("[siit]\npref64 = \"2001:db8:64::/96\"\n", "t.toml").unwrap();
+    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+        panic!("expected siit");
+    };
+    assert!(!s.options.compute_ipv6_udp_zero_csum);
+    for (head, opts) in [
+        ("[siit]\npref64 = \"2001:db8:64::/96\"\n", "[siit.options]"),
+        (
+            "[clat]\nipv4 = \"192.0.0.2/32\"\nipv6 = \"2001:db8:aaaa::2/128\"\nplat = \"64:ff9b::/96\"\n",
+            "[clat.options]",
+        ),
+        ("[nat64]\npool4 = [\"203.0.113.0/30\"]\n", "[nat64.options]"),
+    ] {
+        let text = format!("{head}{opts}\nipv6_udp_zero_checksum = \"compute\"\n");
+        let c = load_str(&text, "t.toml").unwrap();
+        let o = match c.mode {
+            engine::mode::any::ModeConfig::Siit(s) | engine::mode::any::ModeConfig::Clat(s) => {
+                s.options
+            }
+            engine::mode::any::ModeConfig::Nat64(n) => n.options,
+            m => panic!("unexpected mode {:?}", m.name()),
+        };
+        assert!(o.compute_ipv6_udp_zero_csum, "{opts}");
+        // The IPv4 setting is its own.
+        assert!(!o.translate_udp_zero_csum, "{opts}");
+    }
+}
+
+#[test]
+fn ipv6_udp_zero_checksum_error_names_file_line_field() {
+    let text = "[nat64]\npool4 = [\"203.0.113.0/30\"]\n[nat64.options]\nipv6_udp_zero_checksum = \"ignore\"\n";
+    expect_err(
+        text,
+        "\"ignore\"",
+        "nat64.options.ipv6_udp_zero_checksum",
+        "\"drop\" or \"compute\"",
+    );
+}

@@ -20,6 +20,7 @@
 //! dropped with a [`SiitDrop`] reason; where RFC 7915 wants an ICMP error sent back, the
 //! reason carries what the caller needs to build it.
 
+mod ext;
 mod v4_to_v6;
 mod v6_to_v4;
 
@@ -47,18 +48,25 @@ pub struct SiitOptions {
     pub translate_udp_zero_csum: bool,
     /// Decrement TTL / Hop Limit (the translator is a router); off when the caller does it.
     pub decrement_ttl: bool,
+    /// RFC 8200 §8.1 / RFC 6935: an IPv6 UDP packet with checksum 0 is illegal; compute the
+    /// IPv4 UDP checksum for an unfragmented one (otherwise such packets are dropped with
+    /// [`SiitDrop::Ipv6UdpZeroChecksum`]). The IPv6 -> IPv4 mirror of
+    /// `translate_udp_zero_csum`.
+    pub compute_ipv6_udp_zero_csum: bool,
     /// RFC 7915 §4.1/§5.1: copy TOS <-> Traffic Class (true) or always write zero (false).
     pub tos_to_traffic_class: bool,
 }
 
 impl Default for SiitOptions {
-    /// 1280/1500 MTUs, zero-checksum UDP dropped, TTL decremented, TOS copied.
+    /// 1280/1500 MTUs, zero-checksum UDP dropped (both families), TTL decremented, TOS
+    /// copied.
     fn default() -> Self {
         SiitOptions {
             ipv6_mtu: 1280,
             ipv4_mtu: 1500,
             translate_udp_zero_csum: false,
             decrement_ttl: true,
+            compute_ipv6_udp_zero_csum: false,
             tos_to_traffic_class: true,
         }
     }
@@ -120,6 +128,9 @@ pub enum SiitDrop {
     FragmentedIcmp,
     /// IPv4 UDP with checksum 0 that may not or cannot be given one (RFC 7915 §4.5).
     UdpZeroChecksum,
+    /// IPv6 UDP with checksum 0 (illegal outside RFC 6935 tunnels, RFC 8200 §8.1) that may
+    /// not or cannot be given one (see `compute_ipv6_udp_zero_csum`).
+    Ipv6UdpZeroChecksum,
     /// An unexpired IPv4 LSRR/SSRR option (answer ICMPv4 type 3 code 5), or an IPv6
     /// Routing header with Segments Left != 0 (answer ICMPv6 Parameter Problem code 0).
     SourceRouted {
@@ -147,6 +158,7 @@ impl SiitDrop {
             SiitDrop::NeedsFragmentation => "needs_fragmentation",
             SiitDrop::FragmentedIcmp => "fragmented_icmp",
             SiitDrop::UdpZeroChecksum => "udp_zero_checksum",
+            SiitDrop::Ipv6UdpZeroChecksum => "ipv6_udp_zero_checksum",
             SiitDrop::SourceRouted { .. } => "source_routed",
             SiitDrop::IcmpErrorAboutError => "icmp_error_about_error",
             SiitDrop::NoHeadroom => "no_headroom",

@@ -8,6 +8,9 @@ use wire::{Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPac
 
 use super::*;
 
+mod atomic_and_zero_csum;
+mod rfc4884;
+
 const S4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const D4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 
@@ -54,6 +57,7 @@ fn opts() -> SiitOptions {
         ipv4_mtu: 1500,
         translate_udp_zero_csum: true,
         decrement_ttl: true,
+        compute_ipv6_udp_zero_csum: false,
         tos_to_traffic_class: true,
     }
 }
@@ -735,6 +739,7 @@ fn drop_names_are_distinct() {
         SiitDrop::NeedsFragmentation,
         SiitDrop::FragmentedIcmp,
         SiitDrop::UdpZeroChecksum,
+        SiitDrop::Ipv6UdpZeroChecksum,
         SiitDrop::SourceRouted { pointer: None },
         SiitDrop::IcmpErrorAboutError,
         SiitDrop::NoHeadroom,

@@ -7,7 +7,7 @@ use wire::checksum::{fold, sum};
 use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
 
 use super::{
-    addr_delta, check_v4_options, forwarded_ttl, icmp6_pseudo, is_icmp4_error, packet_range,
+    addr_delta, check_v4_options, ext, forwarded_ttl, icmp6_pseudo, is_icmp4_error, packet_range,
     parse_err, proto, verdict, SiitDrop, SiitOptions, SiitVerdict, Step,
 };
 use crate::csum::{get16, put16, Delta};
@@ -375,6 +375,16 @@ fn icmp_error(
     }
     let msg = Icmpv4Packet::new_unchecked(msg_bytes);
     let quote = msg.data();
+    // RFC 4884: Destination Unreachable, Time Exceeded and Parameter Problem may carry an
+    // extension after the original datagram, whose length (32-bit words) is octet 5.
+    let found = match msg_bytes.first() {
+        Some(3 | 11 | 12) => ext::find(msg_bytes.get(5).copied().unwrap_or(0), 4, quote.len(), 20),
+        _ => None,
+    };
+    let quote = match found {
+        Some(f) => quote.get(..f.original).unwrap_or(quote),
+        None => quote,
+    };
     let ip = Ipv4Packet::new_checked_embedded(quote).map_err(parse_err)?;
     let q = V4Hdr::read(&ip);
     // RFC 7915 §4.1: "Note when translating ICMPv4 Error Messages into ICMPv6, the
@@ -401,7 +411,15 @@ fn icmp_error(
 
     // The quoted transport data, which stays byte for byte (bar checksum and ICMP type).
     let q_data = pay + ICMP_HDR + q.ihl;
-    let q_avail = pay_end.saturating_sub(q_data);
+    // With an extension, the quote ends with the datagram (its zero padding is not data).
+    let q_end = match found {
+        Some(f) => pay + ICMP_HDR + f.original.min(q.total),
+        None => pay_end,
+    };
+    let q_avail = q_end.saturating_sub(q_data);
+    // Only ICMPv6 Destination Unreachable and Time Exceeded have a length attribute (RFC
+    // 4884); a Packet Too Big or Parameter Problem made from the error cannot carry one.
+    let carry = found.filter(|_| matches!(out.msg_type, 1 | 3));
     let mut q_icmp6 = None;
     let q_next = match q.proto {
         proto::ICMP => {
@@ -426,19 +444,37 @@ fn icmp_error(
     };
 
     // RFC 7915 §4.3 via RFC 4443 §2.4(c): the ICMPv6 error must not exceed the minimum
-    // IPv6 MTU, so the quote is truncated to fit 1280 bytes.
+    // IPv6 MTU, so the quote is truncated to fit 1280 bytes (with the extension kept).
     let q_frag = q.frag_len();
-    let hdrs = V6_HDR + ICMP_HDR + V6_HDR + q_frag;
-    let mut keep = q_avail.min(IPV6_MIN_MTU - hdrs);
+    let q_hdr = V6_HDR + q_frag;
+    let hdrs = V6_HDR + ICMP_HDR + q_hdr;
     let (at, data_at) = if q_data >= hdrs {
         (q_data - hdrs, q_data)
-    } else {
-        // Too little headroom for both grown headers: move the quoted data to the right.
-        let room = buf.len().checked_sub(hdrs).ok_or(SiitDrop::NoHeadroom)?;
-        keep = keep.min(room);
-        buf.copy_within(q_data..q_data + keep, hdrs);
+    } else if buf.len() >= hdrs {
+        // Too little headroom for both grown headers: the quoted data moves to the right.
         (0, hdrs)
+    } else {
+        return Err(SiitDrop::NoHeadroom);
     };
+    let q_at = data_at - q_hdr;
+    let cap = IPV6_MIN_MTU - V6_HDR - ICMP_HDR;
+    let e = carry.map(|f| f.ext);
+    let fit = ext::fit(q_avail, q_hdr, e, 8, cap, buf.len() - q_at);
+    let keep = fit.keep;
+    // The extension first (its place may be where quoted data lies now), then the data,
+    // then the zero padding between them.
+    let mut ext_len = 0;
+    if let (Some(f), Some(field)) = (carry, fit.field) {
+        let src = pay + ICMP_HDR + f.original;
+        buf.copy_within(src..src + f.ext, q_at + field);
+        ext_len = f.ext;
+    }
+    if data_at != q_data {
+        buf.copy_within(q_data..q_data + keep, data_at);
+    }
+    if let Some(field) = fit.field {
+        buf[data_at + keep..q_at + field].fill(0);
+    }
 
     // RFC 7915 §4.3: "The ICMP error messages containing the packet in error MUST be
     // translated just like a normal IP packet (except the TTL value of the inner IPv4/IPv6
@@ -482,7 +518,10 @@ fn icmp_error(
         }
     }
 
-    let icmp_len = ICMP_HDR + V6_HDR + q_frag + keep;
+    let icmp_len = match fit.field {
+        Some(field) => ICMP_HDR + field + ext_len,
+        None => ICMP_HDR + q_hdr + keep,
+    };
     let tc = h.traffic_class(opts);
     write_v6(buf, at, tc, icmp_len, proto::ICMPV6, hop, addrs6, None)?;
     // The quoted header: TTL copied, not decremented; lengths as the original said.
@@ -501,8 +540,11 @@ fn icmp_error(
     m[0] = out.msg_type;
     m[1] = out.code;
     m[4..8].copy_from_slice(&rest.to_be_bytes());
-    // RFC 4884 lengths are not carried: the rest-of-header word above is the MTU, the
-    // pointer or zero, so an extension, if any, is passed as quoted data.
+    // RFC 7915 §4.2: "the ICMPv6 Extension length attribute MUST be adjusted accordingly":
+    // octet 4, the padded datagram field in 64-bit words (RFC 4884); zero without one.
+    if let Some(field) = fit.field {
+        m[4] = u8::try_from(field / 8).unwrap_or(u8::MAX);
+    }
     Icmpv6Packet::new_unchecked(m).fill_checksum(&addrs6.0.octets(), &addrs6.1.octets());
     Ok((at, V6_HDR + icmp_len))
 }

@@ -3,10 +3,10 @@
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet};
+use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
 
 use super::{
-    addr_delta, derived_ident, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto,
+    addr_delta, derived_ident, ext, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto,
     verdict, walk_chain, Chain, Frag, SiitDrop, SiitOptions, SiitVerdict, Step,
 };
 use crate::csum::{get16, put16, Delta};
@@ -223,12 +223,7 @@ fn translate(
                 let c = get16(l4, 16).ok_or(SiitDrop::Truncated)?;
                 put16(l4, 16, d.apply(c));
             }
-            proto::UDP => {
-                // A zero checksum is illegal in IPv6 (RFC 8200 §8.1) but means "none" in
-                // IPv4: it is passed on unchanged, which IPv4 receivers accept.
-                let c = get16(l4, 6).ok_or(SiitDrop::Truncated)?;
-                put16(l4, 6, d.apply_udp4(c));
-            }
+            proto::UDP => udp(l4, h.chain.frag, addrs4, d, opts)?,
             _ => {}
         }
     }
@@ -248,6 +243,38 @@ fn translate(
     };
     write_v4(buf, at, &out)?;
     Ok((at, total))
+}
+
+/// Updates the UDP checksum of the first (or only) fragment `l4` for the IPv4 addresses,
+/// or refuses (or, if allowed, computes) a zero checksum.
+///
+/// RFC 8200 §8.1: "IPv6 receivers must discard UDP packets containing a zero checksum",
+/// except for the tunnels of RFC 6935. A zero checksum means "none" in IPv4, so passing
+/// it on would launder an illegal packet; it is dropped by default, the mirror of RFC
+/// 7915 §4.5's rule for IPv4 UDP without a checksum. With `compute_ipv6_udp_zero_csum`
+/// the IPv4 checksum is computed over the whole datagram, which only an unfragmented
+/// packet (an atomic fragment included) holds.
+fn udp(
+    l4: &mut [u8],
+    frag: Option<Frag>,
+    addrs4: (Ipv4Addr, Ipv4Addr),
+    d: Delta,
+    opts: &SiitOptions,
+) -> Result<(), SiitDrop> {
+    let c = get16(l4, 6).ok_or(SiitDrop::Truncated)?;
+    if c != 0 {
+        put16(l4, 6, d.apply_udp4(c));
+        return Ok(());
+    }
+    let whole = frag.is_none_or(|f| f.offset == 0 && !f.more);
+    if !whole || !opts.compute_ipv6_udp_zero_csum {
+        return Err(SiitDrop::Ipv6UdpZeroChecksum);
+    }
+    let ulen = usize::from(get16(l4, 4).ok_or(SiitDrop::Truncated)?);
+    let dgram = l4.get_mut(..ulen).filter(|_| ulen >= 8);
+    let dgram = dgram.ok_or(SiitDrop::Malformed)?;
+    UdpPacket::new_unchecked(dgram).fill_checksum_v4(addrs4.0.octets(), addrs4.1.octets());
+    Ok(())
 }
 
 /// ICMPv6 -> ICMPv4 (RFC 7915 §5.2, §5.3).
@@ -334,6 +361,21 @@ fn icmp_error(
         return Err(SiitDrop::Malformed);
     }
     let quote = msg.data();
+    // RFC 4884: Destination Unreachable and Time Exceeded may carry an extension after the
+    // original datagram, whose length (64-bit words) is octet 4.
+    let found = match buf.get(up) {
+        Some(1 | 3) => ext::find(
+            buf.get(up + 4).copied().unwrap_or(0),
+            8,
+            quote.len(),
+            V6_HDR,
+        ),
+        _ => None,
+    };
+    let quote = match found {
+        Some(f) => quote.get(..f.original).unwrap_or(quote),
+        None => quote,
+    };
     let ip = Ipv6Packet::new_checked_embedded(quote).map_err(parse_err)?;
     // The quoted packet's Routing header is not the translator's concern (outer = false).
     let q = V6Hdr::read(&ip, false)?;
@@ -362,7 +404,15 @@ fn icmp_error(
     // The quoted upper-layer data stays where it is; the three headers are written in
     // front of it (they are 48 bytes, it is preceded by at least 88).
     let q_up = up + ICMP_HDR + q.chain.upper;
-    let q_avail = up_end.saturating_sub(q_up);
+    // With an extension, the quote ends with the datagram (its zero padding is not data).
+    let q_end = match found {
+        Some(f) => up + ICMP_HDR + f.original.min(V6_HDR + q.payload_len),
+        None => up_end,
+    };
+    let q_avail = q_end.saturating_sub(q_up);
+    // ICMPv4 Destination Unreachable, Time Exceeded and Parameter Problem have a length
+    // attribute (RFC 4884).
+    let carry = found.filter(|_| matches!(out.msg_type, 3 | 11 | 12));
     let q_first = q.chain.frag.is_none_or(|f| f.offset == 0);
     let mut q_icmp4 = None;
     let q_proto = match q.chain.proto {
@@ -385,17 +435,48 @@ fn icmp_error(
         proto::ICMP => return Err(SiitDrop::UnsupportedProtocol),
         p => p,
     };
-    let hdrs = V4_HDR + ICMP_HDR + V4_HDR;
     let cap = ICMP4_ERROR_MAX.min(opts.ipv4_mtu as usize);
-    let keep = q_avail.min(cap.saturating_sub(hdrs));
-    let at = q_up.checked_sub(hdrs).ok_or(SiitDrop::Malformed)?;
+    // The error fits 576 bytes (and the IPv4 MTU) with the extension kept: the datagram
+    // is cut, padded to 32 bits (at least 128 bytes) and the extension moved behind it.
+    // With an extension the translated datagram field starts where the received one did
+    // (so a padded field never needs room past the packet): the quoted data moves left.
+    // Without one, the data stays and only headers are written in front of it.
+    let ext_q_at = up + ICMP_HDR;
+    let e = carry.map(|f| f.ext);
+    let room = buf.len().saturating_sub(ext_q_at);
+    let fit = ext::fit(
+        q_avail,
+        V4_HDR,
+        e,
+        4,
+        cap.saturating_sub(V4_HDR + ICMP_HDR),
+        room,
+    );
+    let keep = fit.keep;
+    let (q_at, data_at) = match fit.field {
+        Some(_) => (ext_q_at, ext_q_at + V4_HDR),
+        None => (q_up.checked_sub(V4_HDR).ok_or(SiitDrop::Malformed)?, q_up),
+    };
+    let at = q_at
+        .checked_sub(V4_HDR + ICMP_HDR)
+        .ok_or(SiitDrop::Malformed)?;
+    let mut ext_len = 0;
+    if let (Some(f), Some(field)) = (carry, fit.field) {
+        // Data first (it moves left, away from the extension), then the extension, then
+        // the padding between them.
+        buf.copy_within(q_up..q_up + keep, data_at);
+        let src = up + ICMP_HDR + f.original;
+        buf.copy_within(src..src + f.ext, q_at + field);
+        buf[data_at + keep..q_at + field].fill(0);
+        ext_len = f.ext;
+    }
 
     // RFC 7915 §5.3: "The ICMP error messages containing the packet in error MUST be
     // translated just like a normal IP packet (except that the TTL/Hop Limit value of the
     // inner IPv4/IPv6 packet are not decremented)." The quoted transport checksum follows
     // the quoted addresses, where the quote still holds it.
     if q_first {
-        let qd = &mut buf[q_up..q_up + keep];
+        let qd = &mut buf[data_at..data_at + keep];
         let d = addr_delta(qaddrs4, (q.src, q.dst), false);
         match q.chain.proto {
             proto::TCP => {
@@ -433,7 +514,7 @@ fn icmp_error(
 
     // The quoted header: lengths as the original said, Hop Limit copied as TTL.
     let q_total = (V4_HDR + q.upper_len()).min(usize::from(u16::MAX));
-    let (ident, df, mf, offset) = frag_fields(q.chain.frag, q_total, &buf[q_up..q_up + keep]);
+    let (ident, df, mf, offset) = frag_fields(q.chain.frag, q_total, &buf[data_at..data_at + keep]);
     let q_out = V4Out {
         tos: q.tos(opts),
         total: q_total,
@@ -448,17 +529,26 @@ fn icmp_error(
     write_v4(buf, at + V4_HDR + ICMP_HDR, &q_out)?;
 
     let icmp_at = at + V4_HDR;
-    let icmp_len = ICMP_HDR + V4_HDR + keep;
+    let icmp_len = match fit.field {
+        Some(field) => ICMP_HDR + field + ext_len,
+        None => ICMP_HDR + V4_HDR + keep,
+    };
     let m = &mut buf[icmp_at..icmp_at + icmp_len];
     m[0] = out.msg_type;
     m[1] = out.code;
     m[4..8].copy_from_slice(&rest.to_be_bytes());
-    // RFC 4884 lengths are not carried: the rest-of-header word above is the MTU, the
-    // pointer or zero, so an extension, if any, is passed as quoted data.
+    // RFC 7915 §5.2: the length attribute "MUST be adjusted accordingly": octet 5, the
+    // padded datagram field in 32-bit words (RFC 4884); zero without an extension.
+    if let Some(field) = fit.field {
+        m[5] = u8::try_from(field / 4).unwrap_or(u8::MAX);
+    }
     Icmpv4Packet::new_unchecked(&mut *m).fill_checksum();
 
     let total = V4_HDR + icmp_len;
-    let (ident, df, mf, offset) = frag_fields(None, total, &buf[icmp_at..icmp_at + icmp_len]);
+    // RFC 7915 §5.1.1: an error carried in an atomic fragment (the only kind `icmp` lets
+    // through) takes its Identification from the Fragment header like any other packet.
+    let (ident, df, mf, offset) =
+        frag_fields(h.chain.frag, total, &buf[icmp_at..icmp_at + icmp_len]);
     let o = V4Out {
         tos: h.tos(opts),
         total,
