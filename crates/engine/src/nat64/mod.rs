@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use conntrack::host_table::HostTable;
 use conntrack::{Endpoint, Proto, Timestamp, Tuple};
-use wire::checksum::{udp4_update, update16};
+use wire::checksum::{udp4_update, update16, update32};
 use xlat::rfc6052::{wkp_allows, Pref64};
 use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
 
@@ -487,6 +487,9 @@ impl Nat64Worker {
             .ok_or(refused(DropReason::NoAddressMapping))?;
         let host = match sh.hosts.0.find(src6) {
             Some(h) => h,
+            // An ICMPv6 error from a router (no host of ours): no host id for it, its
+            // IPv4 source is written after NAT44 (`error_source`).
+            None if is_icmpv6_error(hdr, buf.get(start + 40)) => Ipv4Addr::UNSPECIFIED,
             None => sh
                 .hosts
                 .0
@@ -505,6 +508,7 @@ impl Nat64Worker {
         if let Emit::Drop(r) = self.nat.process_packet(now, Direction::Outbound, pkt) {
             return Ok(Emit::Drop(r)); // counted by NAT44
         }
+        error_source(pkt);
         let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
         if !HostTable::is_host_id(dst) {
             return Ok(Emit::Forward { start: s4, len: l4 });
@@ -647,6 +651,39 @@ impl Mode for Arc<Nat64Shared> {
     fn session_count(&self) -> usize {
         Nat64Shared::session_count(self)
     }
+}
+
+/// Whether the IPv6 header `hdr`, whose first upper-layer byte is `first`, starts an
+/// ICMPv6 error message (types below 128, RFC 4443 §2.1).
+#[inline]
+fn is_icmpv6_error(hdr: &[u8], first: Option<&u8>) -> bool {
+    hdr.get(6) == Some(&58) && first.is_some_and(|t| *t < 128)
+}
+
+/// RFC 6146 §3.5.3 / RFC 6791: an ICMPv4 error that NAT44 translated from the inside
+/// leaves from a pool4 address. NAT44 rewrites the source only when it is the session's
+/// own host; an error from an IPv6 router (no host id, 0.0.0.0 here) or from another
+/// IPv6 host (its host id) would otherwise carry an internal 240.0.0.0/4 id onto the wire
+/// (or, hairpinned, the router's raw IPv6 source). It gets the session's public address:
+/// the quoted packet's destination, in public terms after NAT44.
+#[inline]
+fn error_source(pkt: &mut [u8]) {
+    // SIIT wrote a 20-byte IPv4 header; an ICMP error quoting an IPv4 header follows.
+    let Some(h) = pkt.get(..48) else {
+        return;
+    };
+    let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    if h[0] != 0x45
+        || h[9] != 1
+        || !matches!(h[20], 3 | 11 | 12)
+        || !(src.is_unspecified() || HostTable::is_host_id(src))
+    {
+        return;
+    }
+    let public = [h[44], h[45], h[46], h[47]];
+    let c = update32(u16::from_be_bytes([h[10], h[11]]), src.octets(), public);
+    pkt[12..16].copy_from_slice(&public);
+    pkt[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
 /// The big-endian 16-bit value at `off` of `p` (the caller checked the length).

@@ -38,10 +38,55 @@ fn t(s: u64) -> Timestamp {
 /// Runs one packet; returns the emitted bytes and whether it was a hairpin.
 fn run(n: &mut Nat64, now: u64, dir: Direction, pkt: &[u8]) -> Result<(Vec<u8>, bool), DropReason> {
     let mut b = with_room(pkt, HEADROOM);
-    match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
-        Emit::Forward { start, len } => Ok((b[start..start + len].to_vec(), false)),
-        Emit::Hairpin { start, len } => Ok((b[start..start + len].to_vec(), true)),
-        e => Err(e.drop_reason().expect("no output but the packet")),
+    let (p, hairpin) = match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
+        Emit::Forward { start, len } => (b[start..start + len].to_vec(), false),
+        Emit::Hairpin { start, len } => (b[start..start + len].to_vec(), true),
+        e => return Err(e.drop_reason().expect("no output but the packet")),
+    };
+    assert_no_host_id(&p);
+    Ok((p, hairpin))
+}
+
+/// Every packet a NAT64 test sees leave is held to this: no IPv4 address field, outer or
+/// in an ICMP error's quote, and no IPv4 address embedded in a Pref64 IPv6 address, lies
+/// in 240.0.0.0/4, the host ids that must never reach the wire.
+pub(super) fn assert_no_host_id(p: &[u8]) {
+    let v4 = |a: &[u8]| Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+    let pref: Pref64 = "2001:db8:64::/96".parse().unwrap();
+    let check6 = |a: &[u8]| {
+        let a = Ipv6Addr::from(<[u8; 16]>::try_from(a).unwrap());
+        if let Some(x) = pref.extract(a) {
+            assert!(!HostTable::is_host_id(x), "host id {x} embedded in {a}");
+        }
+    };
+    match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 => {
+            for a in [&p[12..16], &p[16..20]] {
+                assert!(
+                    !HostTable::is_host_id(v4(a)),
+                    "host id {} on the wire",
+                    v4(a)
+                );
+            }
+            let ihl = usize::from(p[0] & 15) * 4;
+            let is_error = p[9] == ICMP && p.get(ihl).is_some_and(|t| matches!(t, 3 | 11 | 12));
+            if let Some(q) = p.get(ihl + 8..ihl + 28).filter(|_| is_error) {
+                for a in [&q[12..16], &q[16..20]] {
+                    assert!(!HostTable::is_host_id(v4(a)), "host id {} quoted", v4(a));
+                }
+            }
+        }
+        Some(6) if p.len() >= 40 => {
+            check6(&p[8..24]);
+            check6(&p[24..40]);
+            if p[6] == ICMP6 && p.get(40).is_some_and(|t| *t < 128) {
+                if let Some(q) = p.get(48..88) {
+                    check6(&q[8..24]);
+                    check6(&q[24..40]);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -487,4 +532,62 @@ fn hairpinned_fragments() {
     let whole = reassemble_v6(&back);
     assert_eq!(v6_addrs(&whole), (embed(POOL), HOST_B));
     assert_checksums(&whole);
+}
+
+/// Finding 8 (RFC 6146 §3.5.3, RFC 6791): an ICMPv6 error from an IPv6 router about a
+/// packet of a session leaves from the session's pool4 address, never from a host id, and
+/// hairpinned from the pool address under Pref64, never the router's raw IPv6 source.
+#[test]
+fn icmpv6_error_from_a_router_leaves_from_a_pool4_address() {
+    let router: Ipv6Addr = "2001:db8:1::1".parse().unwrap();
+    let mut n = Nat64::new(config()).unwrap();
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let reply = inb(&mut n, 2, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+    // RFC 4443 §3.1: Destination Unreachable, address unreachable (code 3), quoting it.
+    let mut body = vec![1, 3, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&reply);
+    let mut err = ipv6(ICMP6, router, srv6(), 64, &body);
+    fill_l4_csum(&mut err);
+    let e = out(&mut n, 3, &err).unwrap();
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 1), "host unreachable");
+    assert_eq!(
+        v4_addrs(&e),
+        (POOL, SRV4),
+        "from the session's pool4 address"
+    );
+    assert_eq!(v4_addrs(&e[28..]), (SRV4, POOL));
+    assert_checksums(&e);
+    assert_eq!(n.shared().host_count(), 1, "the router got no host id");
+
+    // Hairpinned: B reaches A at A's public endpoint; the router refuses B's packet to A.
+    let (h, hairpin) = run(
+        &mut n,
+        4,
+        Direction::Outbound,
+        &udp6(HOST_B, 6000, embed(POOL), ports(&o).0),
+    )
+    .unwrap();
+    assert!(hairpin);
+    let mut body = vec![1, 3, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&h);
+    let mut err = ipv6(ICMP6, router, embed(POOL), 64, &body);
+    fill_l4_csum(&mut err);
+    let (e, hairpin) = run(&mut n, 5, Direction::Outbound, &err).unwrap();
+    assert!(hairpin);
+    assert_eq!(
+        (e[6], e[40], e[41]),
+        (ICMP6, 1, 0),
+        "RFC 7915 §4.2: code 1 -> 0"
+    );
+    assert_eq!(
+        v6_addrs(&e),
+        (embed(POOL), HOST_B),
+        "from the pool address, not the router"
+    );
+    assert_eq!(
+        v6_addrs(&e[48..]),
+        (HOST_B, embed(POOL)),
+        "B's packet quoted"
+    );
+    assert_checksums(&e);
 }
