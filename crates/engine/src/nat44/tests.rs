@@ -326,6 +326,39 @@ fn icmp_echo_identifier_is_translated() {
     );
 }
 
+/// RFC 5508 §3.1 / RFC 6146 §3.5.3: an echo request from the outside to the public
+/// address and identifier of an existing ICMP binding reaches the inside host with its
+/// own identifier, and its echo reply leaves with the public one.
+#[test]
+fn inbound_echo_request_through_an_icmp_binding() {
+    let mut n = nat(config());
+    fwd(&mut n, t(1), Outbound, udp(IN_B, 4660, SRV, 9));
+    fwd(&mut n, t(1), Outbound, echo(IN_B, SRV, 8, 4660)); // B's ICMP takes id 4660
+    let o = fwd(&mut n, t(1), Outbound, echo(IN_A, SRV, 8, 4660));
+    let id = u16::from_be_bytes([o[24], o[25]]);
+    assert_ne!(id, 4660);
+    let r = fwd(&mut n, t(2), Inbound, echo(SRV, PUB, 8, id));
+    assert_eq!(
+        (r[20], Ipv4Addr::new(r[16], r[17], r[18], r[19])),
+        (8, IN_A)
+    );
+    assert_eq!(
+        u16::from_be_bytes([r[24], r[25]]),
+        4660,
+        "A's own identifier"
+    );
+    assert!(checksums_ok(&r));
+    let o = fwd(&mut n, t(3), Outbound, echo(IN_A, SRV, 0, 4660));
+    assert_eq!((o[20], src(&o).0), (0, PUB));
+    assert_eq!(u16::from_be_bytes([o[24], o[25]]), id, "public identifier");
+    assert!(checksums_ok(&o));
+    let mut stray = echo(SRV, PUB, 8, 999);
+    assert_eq!(
+        n.process(t(4), Inbound, &mut stray),
+        Emit::Drop(DropReason::NoMapping)
+    );
+}
+
 #[test]
 fn inbound_icmp_error_reaches_the_inside_host() {
     let mut n = nat(config());

@@ -304,8 +304,16 @@ impl Nat44Worker {
     /// A new flow from the outside to a public endpoint.
     fn new_inbound(&mut self, now: Timestamp, t: &Tuple) -> Result<RecordRef, DropReason> {
         let sh = &self.shared;
+        // RFC 6146 §3.5.3, RFC 5508 §3.1: an ICMP echo request from the outside reaches
+        // the binding of its identifier (a request carries it as its source "port").
+        let echo_request = t.proto == Proto::Icmp && t.dst.port == 0;
+        let public = if echo_request {
+            Endpoint::new(t.dst.addr, t.src.port)
+        } else {
+            t.dst
+        };
         let (inside, existing) = sh
-            .inbound_target(t.proto, t.dst)
+            .inbound_target(t.proto, public)
             .ok_or(DropReason::NoMapping)?;
         let bid = match existing {
             Some(b) => {
@@ -324,7 +332,7 @@ impl Nat44Worker {
                 }
                 match sh.bindings.insert(
                     ep_key(t.proto, inside),
-                    ep_key(t.proto, t.dst),
+                    ep_key(t.proto, public),
                     true,
                     1,
                     false,
@@ -342,7 +350,16 @@ impl Nat44Worker {
                 }
             }
         };
-        let revised = Tuple::new(t.proto, t.src, inside);
+        let revised = if echo_request {
+            // The request reaches the host with the host's own identifier.
+            Tuple::new(
+                t.proto,
+                Endpoint::new(t.src.addr, inside.port),
+                Endpoint::new(inside.addr, 0),
+            )
+        } else {
+            Tuple::new(t.proto, t.src, inside)
+        };
         self.install(now, *t, revised, bid, 0)
     }
 

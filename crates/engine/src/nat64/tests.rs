@@ -591,3 +591,60 @@ fn icmpv6_error_from_a_router_leaves_from_a_pool4_address() {
     );
     assert_checksums(&e);
 }
+
+/// Finding 9 (RFC 6146 §3.5.3): an ICMPv4 echo request to the pool address and identifier
+/// of an existing ICMP binding reaches the IPv6 host as an ICMPv6 echo request with its
+/// own identifier, and the host's echo reply leaves with the public one; with
+/// address-dependent filtering only from an address the host has queried.
+#[test]
+fn inbound_echo_request_through_an_icmp_binding() {
+    for filtering in [
+        crate::config::Filtering::EndpointIndependent,
+        crate::config::Filtering::AddressDependent,
+    ] {
+        let mut n = Nat64::new(Nat64Config {
+            filtering,
+            ..config()
+        })
+        .unwrap();
+        let mut ping = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(128, 0x77, 1));
+        fill_l4_csum(&mut ping);
+        let id = ports(&out(&mut n, 1, &ping).unwrap()).0;
+
+        let mut req = ipv4(ICMP, SRV4, POOL, 60, &echo(8, id, 9));
+        fill_l4_csum(&mut req);
+        let r = inb(&mut n, 2, &req).unwrap();
+        assert_eq!((r[6], r[40]), (ICMP6, 128), "ICMPv6 echo request");
+        assert_eq!(v6_addrs(&r), (srv6(), HOST_A));
+        assert_eq!(
+            u16::from_be_bytes([r[44], r[45]]),
+            0x77,
+            "host's identifier"
+        );
+        assert_checksums(&r);
+
+        let mut pong = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(129, 0x77, 9));
+        fill_l4_csum(&mut pong);
+        let o = out(&mut n, 3, &pong).unwrap();
+        assert_eq!((o[9], o[20]), (ICMP, 0), "ICMPv4 echo reply");
+        assert_eq!(v4_addrs(&o), (POOL, SRV4));
+        assert_eq!(u16::from_be_bytes([o[24], o[25]]), id, "public identifier");
+        assert_checksums(&o);
+
+        // No binding for the identifier: no mapping.
+        let mut stray = ipv4(ICMP, SRV4, POOL, 60, &echo(8, id.wrapping_add(1), 1));
+        fill_l4_csum(&mut stray);
+        assert_eq!(inb(&mut n, 4, &stray), Err(DropReason::NoMapping));
+        // Another address: allowed only by endpoint-independent filtering.
+        let other = Ipv4Addr::new(198, 51, 100, 99);
+        let mut req = ipv4(ICMP, other, POOL, 60, &echo(8, id, 1));
+        fill_l4_csum(&mut req);
+        let got = inb(&mut n, 5, &req).map(|r| v6_addrs(&r).1);
+        match filtering {
+            crate::config::Filtering::AddressDependent => {
+                assert_eq!(got, Err(DropReason::Filtered))
+            }
+            _ => assert_eq!(got, Ok(HOST_A)),
+        }
+    }
+}
