@@ -53,7 +53,7 @@ use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVer
 
 use crate::config::{ConfigError, ConfigItem};
 use crate::mode::reply::Responder;
-use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker};
+use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Output};
 use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
 use crate::siit::{ipv6_at, Refusal};
 use crate::{Counters, Direction, DropReason, Emit};
@@ -84,6 +84,8 @@ pub struct Nat64Shared {
     options_again: SiitOptions,
     hosts: Arc<Hosts>,
     nat: Arc<Nat44Shared>,
+    /// RFC 6146 §3.5.3: ICMPv6 informational messages from the inside are dropped.
+    drop_icmpv6_info: bool,
 }
 
 impl Nat64Shared {
@@ -114,6 +116,7 @@ impl Nat64Shared {
             },
             hosts,
             nat,
+            drop_icmpv6_info: cfg.drop_icmpv6_info,
         }))
     }
 
@@ -481,6 +484,11 @@ impl Nat64Worker {
         if hdr[0] >> 4 != 6 {
             return Err(refused(DropReason::NotIpv6));
         }
+        // RFC 6146 §3.5.3: "If the local security policy determines that ICMPv6
+        // Informational packets are to be filtered, the packet is silently discarded."
+        if sh.drop_icmpv6_info && hdr[6] == 58 && buf.get(start + 40).is_some_and(|t| *t >= 128) {
+            return Err(refused(DropReason::Icmpv6InfoFiltered));
+        }
         let (src6, dst6) = (ipv6_at(hdr, 8), ipv6_at(hdr, 24));
         let dst4 = sh
             .server_v4(dst6)
@@ -602,6 +610,17 @@ impl ModeWorker for Nat64Worker {
             }
             fast => self.process_rest(fast, now, dir, frame, egress),
         }
+    }
+
+    /// Held IPv4 SYNs whose 6 s passed, answered with ICMPv4 Port Unreachable (RFC 6146
+    /// §3.5.2.2); they leave by the outside.
+    fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
+        out.clear();
+        self.nat.poll_held(now, out)
+    }
+
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        self.nat.held_timeout()
     }
 
     fn counters(&self) -> &Counters {
@@ -821,6 +840,18 @@ impl Nat64 {
     /// When [`handle_timeout`](Self::handle_timeout) should next run.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.reaper.poll_timeout()
+    }
+
+    /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
+    /// [`ModeWorker::poll`]), written into `out` (cleared first); how many.
+    pub fn poll(&mut self, now: Timestamp, out: &mut Output) -> usize {
+        out.clear();
+        self.worker.nat.poll_held(now, out)
+    }
+
+    /// When [`poll`](Self::poll) next has something to send.
+    pub fn poll_held_timeout(&self) -> Option<Timestamp> {
+        self.worker.nat.held_timeout()
     }
 
     /// Runs the reaper now.

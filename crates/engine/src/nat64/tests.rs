@@ -648,3 +648,162 @@ fn inbound_echo_request_through_an_icmp_binding() {
         }
     }
 }
+
+/// What the NAT64 sends at `now` with no packet arriving, each packet held to the
+/// host-id scan.
+fn poll(n: &mut Nat64, now_ms: u64) -> Vec<Vec<u8>> {
+    let mut o = crate::mode::Output::new();
+    n.poll(Timestamp::from_nanos(now_ms * 1_000_000), &mut o);
+    o.packets()
+        .map(|p| {
+            assert_no_host_id(p);
+            p.to_vec()
+        })
+        .collect()
+}
+
+fn syn4(src: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+    let mut p = ipv4(TCP, src, POOL, 60, &tcp(sport, dport, 0x02));
+    fill_l4_csum(&mut p);
+    p
+}
+
+/// Finding 10 (RFC 6146 §3.5.2.2, RFC 5382 REQ-4): an unsolicited inbound SYN is held and
+/// not answered for 6 s; then, with no outbound SYN for its connection, it is answered
+/// exactly once with ICMPv4 Port Unreachable (type 3 code 3) from the pool address it
+/// was sent to, quoting the SYN as it arrived.
+#[test]
+fn unsolicited_syn_is_answered_with_port_unreachable_after_six_seconds() {
+    let mut n = Nat64::new(config()).unwrap();
+    let syn = syn4(SRV4, 33000, 5000);
+    assert_eq!(inb(&mut n, 1, &syn), Err(DropReason::SynHeld));
+    assert_eq!(
+        n.poll_held_timeout(),
+        Some(t(7)),
+        "due 6 s after it arrived"
+    );
+    assert!(poll(&mut n, 6_999).is_empty(), "not before 6 s");
+    let got = poll(&mut n, 7_000);
+    assert_eq!(got.len(), 1);
+    let e = &got[0];
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 3), "Port Unreachable");
+    assert_eq!(
+        v4_addrs(e),
+        (POOL, SRV4),
+        "from the address the SYN was sent to"
+    );
+    assert_eq!(&e[28..], &syn[..], "quotes the SYN as it arrived");
+    assert_checksums(e);
+    assert!(poll(&mut n, 8_000).is_empty(), "exactly once");
+    assert!(poll(&mut n, 60_000).is_empty());
+    let c = n.counters();
+    assert_eq!(c.dropped(DropReason::SynHeld), 1);
+    assert_eq!(c.icmp_errors_sent, 1);
+    assert_eq!(n.shared().session_count(), 0);
+}
+
+/// RFC 5382 REQ-4 / RFC 6146 §3.5.2.2, simultaneous open: the peer's SYN arrives first
+/// (no binding yet, or one whose address-dependent filter refuses the peer), then the
+/// host's SYN for the same connection: the host's SYN makes the session, the held SYN is
+/// dropped silently (no Port Unreachable ever), and the peer's next segment passes.
+#[test]
+fn simultaneous_open_succeeds_and_the_held_syn_goes_silently() {
+    for filtering in [
+        crate::config::Filtering::EndpointIndependent,
+        crate::config::Filtering::AddressDependent,
+    ] {
+        let mut n = Nat64::new(Nat64Config {
+            filtering,
+            ..config()
+        })
+        .unwrap();
+        let peer = Ipv4Addr::new(198, 51, 100, 9);
+        if filtering == crate::config::Filtering::AddressDependent {
+            // A's binding exists (to another server); the filter refuses the peer.
+            let mut s = ipv6(TCP, HOST_A, srv6(), 64, &tcp(5000, 80, 0x02));
+            fill_l4_csum(&mut s);
+            assert_eq!(ports(&out(&mut n, 0, &s).unwrap()).0, 5000);
+        }
+        assert_eq!(
+            inb(&mut n, 1, &syn4(peer, 4000, 5000)),
+            Err(DropReason::SynHeld)
+        );
+        let mut syn = ipv6(TCP, HOST_A, embed(peer), 64, &tcp(5000, 4000, 0x02));
+        fill_l4_csum(&mut syn);
+        let o = out(&mut n, 2, &syn).unwrap();
+        assert_eq!((v4_addrs(&o), ports(&o)), ((POOL, peer), (5000, 4000)));
+        assert!(
+            poll(&mut n, 20_000).is_empty(),
+            "the held SYN went silently"
+        );
+        assert_eq!(n.poll_held_timeout(), None);
+        // The peer, in SYN-SENT, answers the host's SYN with a SYN-ACK: it passes.
+        let mut synack = ipv4(TCP, peer, POOL, 60, &tcp(4000, 5000, 0x12));
+        fill_l4_csum(&mut synack);
+        let r = inb(&mut n, 3, &synack).unwrap();
+        assert_eq!(
+            (v6_addrs(&r), ports(&r)),
+            ((embed(peer), HOST_A), (4000, 5000))
+        );
+        assert_eq!(n.counters().icmp_errors_sent, 0);
+    }
+}
+
+/// At most `max_simultaneous_opens` SYNs are held (more: `syn_hold_full`), a
+/// retransmitted SYN is not held twice, and `drop_externally_initiated_tcp` drops them
+/// at once with no answer ever.
+#[test]
+fn held_syns_are_bounded_and_can_be_refused() {
+    let mut n = Nat64::new(Nat64Config {
+        max_simultaneous_opens: 2,
+        ..config()
+    })
+    .unwrap();
+    let r: Vec<_> = [1000, 1001, 1000, 1002]
+        .iter()
+        .map(|p| inb(&mut n, 1, &syn4(SRV4, *p, 5000)))
+        .collect();
+    use DropReason::{SynHeld, SynHoldFull};
+    assert_eq!(
+        r,
+        vec![Err(SynHeld), Err(SynHeld), Err(SynHeld), Err(SynHoldFull)]
+    );
+    assert_eq!(poll(&mut n, 7_000).len(), 2, "one answer per held SYN");
+
+    let mut n = Nat64::new(Nat64Config {
+        drop_externally_initiated_tcp: true,
+        ..config()
+    })
+    .unwrap();
+    assert_eq!(
+        inb(&mut n, 1, &syn4(SRV4, 1000, 5000)),
+        Err(DropReason::NoMapping)
+    );
+    assert!(poll(&mut n, 10_000).is_empty());
+    // Not a SYN (an ACK, a SYN-ACK): never held.
+    let mut n = Nat64::new(config()).unwrap();
+    let mut ack = ipv4(TCP, SRV4, POOL, 60, &tcp(1000, 5000, 0x12));
+    fill_l4_csum(&mut ack);
+    assert_eq!(inb(&mut n, 1, &ack), Err(DropReason::NoMapping));
+}
+
+/// RFC 6146 §3.5.3 `drop_icmpv6_info`: ICMPv6 echo from the inside is dropped with its
+/// reason; ICMPv6 errors still pass.
+#[test]
+fn drop_icmpv6_info_drops_echo_but_not_errors() {
+    let mut n = Nat64::new(Nat64Config {
+        drop_icmpv6_info: true,
+        ..config()
+    })
+    .unwrap();
+    let mut ping = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(128, 0x77, 1));
+    fill_l4_csum(&mut ping);
+    assert_eq!(out(&mut n, 1, &ping), Err(DropReason::Icmpv6InfoFiltered));
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let reply = inb(&mut n, 2, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+    let mut body = vec![1, 4, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&reply);
+    let mut err = ipv6(ICMP6, HOST_A, srv6(), 64, &body);
+    fill_l4_csum(&mut err);
+    assert!(out(&mut n, 3, &err).is_ok());
+}
