@@ -50,6 +50,7 @@ use crate::verdict::Direction;
 pub use crate::verdict::Offload;
 pub use config::{DynamicRule, Nat44Config, PortForward, StaticNat};
 pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
+pub use held::{MAX_SIMULTANEOUS_OPENS, MAX_SIMULTANEOUS_OPENS_LIMIT, SYN_HOLD};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;
 pub use worker::Nat44Worker;

@@ -21,8 +21,9 @@
 //!
 //! RFC 6146's TCP state machine is NAT44's (`conntrack::tcp`): SYN seen from both sides
 //! makes a session established (2 h 4 min idle timeout), FIN from both or RST makes it
-//! transitory (4 min) or closed. Inbound SYNs with no binding are dropped (RFC 6146
-//! §3.5.2.2 allows dropping instead of queueing them for 6 s).
+//! transitory (4 min) or closed. An inbound SYN with no binding (or one the filter
+//! refuses) is held 6 s for a simultaneous open, then answered with ICMPv4 Port
+//! Unreachable (RFC 6146 §3.5.2.2, `nat44::held`).
 //!
 //! Fragments (RFC 6146 §3.4/§3.5): SIIT turns an IPv6 Fragment header into the IPv4
 //! identification, MF and offset fields and back, statelessly (RFC 7915 §4.1/§5.1.1),
