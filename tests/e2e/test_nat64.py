@@ -168,6 +168,36 @@ print("timeout")
 """
 
 
+# Finding 8: a UDP socket at argv[1]:argv[2] connected to argv[3]:argv[4] with IP_RECVERR;
+# prints "ready", then the first ICMP error it gets as "type=T code=C from=A" (or "none").
+ERR_WATCH = r"""
+import select, socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 11, 1)                               # IP_RECVERR
+s.bind((sys.argv[1], int(sys.argv[2]))); s.connect((sys.argv[3], int(sys.argv[4])))
+print("ready", flush=True)
+p = select.poll(); p.register(s, select.POLLERR)
+if not p.poll(5000):
+    print("none"); sys.exit()
+_, anc, _, _ = s.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+for level, kind, data in anc:
+    errno_, origin, typ, code = struct.unpack_from("=IBBB", data)
+    print("type=%d code=%d from=%s" % (typ, code, socket.inet_ntop(socket.AF_INET, data[20:24])))
+    sys.exit()
+print("none")
+"""
+
+# Finding 8: an IPv6 router (argv[1], not the session's host) reports Address Unreachable
+# (RFC 4443 §3.1, code 3) about the datagram argv[2]:argv[3] -> argv[4]:argv[5].
+ROUTER_ERROR = r"""
+import sys
+from scapy.all import IPv6, ICMPv6DestUnreach, UDP, send
+router, src, sport, dst, dport = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+quote = IPv6(src=src, dst=dst, hlim=63) / UDP(sport=sport, dport=dport) / b"probe"
+send(IPv6(src=router, dst=src) / ICMPv6DestUnreach(code=3) / quote, verbose=0)
+"""
+
+
 class Topology(Scenario):
     """Namespaces whose kernels forward nothing (only quicknat does; routers turn it back
     on), joined by veth pairs with offloads off."""
@@ -417,6 +447,25 @@ class TestNat64:
         srv_out, _ = srv.communicate(timeout=25)
         assert r.stdout.strip() == "connected got=x", nat64.detail(r)
         assert srv_out.strip() == "connected got=x", srv_out + " | " + nat64.qn.stats()
+
+    def test_an_icmpv6_error_from_an_ipv6_router_leaves_from_the_pool_address(self, nat64):
+        # Finding 8 (RFC 6146 §3.5.3, RFC 6791): the server's kernel names the offender of
+        # the translated error; it must be the pool address, never an internal host id
+        # (240.0.0.0/4).
+        pytest.importorskip("scapy")
+        watch = nat64.popen("srv", sys.executable, "-c", ERR_WATCH, SERVER, "7777", POOL4, "7100",
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert watch.stdout.readline().strip() == "ready"
+        opened = nat64.nsx("cli", sys.executable, "-c",
+                           "import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
+                           f"s.bind(('2001:db8:1::2', 7100)); s.sendto(b'open', ('{SERVER6}', 7777))",
+                           check=False)
+        assert opened.returncode == 0, opened.stderr
+        sent = nat64.nsx("cli", sys.executable, "-c", ROUTER_ERROR, "2001:db8:1::80", SERVER6, "7777",
+                         "2001:db8:1::2", "7100", check=False, timeout=30)
+        assert sent.returncode == 0, sent.stderr[-600:]
+        got, _ = watch.communicate(timeout=10)
+        assert got.strip() == f"type=3 code=1 from={POOL4}", got + " | " + nat64.qn.stats()
 
     def test_quicknat_stops_cleanly_on_sigterm(self, nat64):
         rc, text = nat64.stop()
