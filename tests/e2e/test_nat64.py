@@ -34,13 +34,14 @@ Runs once per backend (af_packet, af_xdp); needs root.
 """
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 import pytest
 
-from netns import HTTP_SERVER, ICMP_PROBE, UDP_CLIENT, UDP_SERVER, FrameCounter, Scenario, once
+from netns import HTTP_SERVER, ICMP_PROBE, UDP_CLIENT, UDP_SERVER, FrameCounter, Scenario, once, wait_for
 
 pytestmark = pytest.mark.needs_root
 
@@ -123,6 +124,80 @@ except socket.timeout:
 """
 
 
+# RFC 6146 §3.5.2.2 / RFC 5382 REQ-4 (finding 10): connects to argv[1]:argv[2] (from
+# argv[3]:argv[4] when given), sends and reads one byte, and prints "connected got=X",
+# "refused after S" (seconds since the first SYN) or "timeout".
+TCP_OPEN = r"""
+import socket, sys, time
+a = sys.argv
+s = socket.socket(socket.AF_INET6 if ":" in a[1] else socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if len(a) > 4:
+    s.bind((a[3], int(a[4])))
+s.settimeout(20)
+t0 = time.monotonic()
+try:
+    s.connect((a[1], int(a[2])))
+    s.sendall(b"x")
+    print("connected got=%s" % s.recv(1).decode())
+except ConnectionRefusedError:
+    print("refused after %.2f" % (time.monotonic() - t0))
+except OSError as e:
+    print("error %s" % e)
+"""
+
+# RFC 6146 §3.5.3 (finding 9): an echo request from a ping socket whose identifier is
+# argv[2] (a ping socket's identifier is its bound "port"); prints "reply type=T id=I"
+# or "timeout".
+ECHO_FROM = r"""
+import socket, struct, sys
+addr, ident = sys.argv[1], int(sys.argv[2])
+v6 = ":" in addr
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM,
+                  socket.IPPROTO_ICMPV6 if v6 else socket.IPPROTO_ICMP)
+s.bind(("::" if v6 else "0.0.0.0", ident))
+s.settimeout(2)
+for seq in range(3):
+    s.sendto(struct.pack("!BBHHH", 128 if v6 else 8, 0, 0, ident, seq) + b"echo", (addr, 0))
+    try:
+        d = s.recv(1500)
+        print("reply type=%d id=%d" % (d[0], struct.unpack("!H", d[4:6])[0])); sys.exit()
+    except socket.timeout:
+        pass
+print("timeout")
+"""
+
+
+# Finding 8: a UDP socket at argv[1]:argv[2] connected to argv[3]:argv[4] with IP_RECVERR;
+# prints "ready", then the first ICMP error it gets as "type=T code=C from=A" (or "none").
+ERR_WATCH = r"""
+import select, socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 11, 1)                               # IP_RECVERR
+s.bind((sys.argv[1], int(sys.argv[2]))); s.connect((sys.argv[3], int(sys.argv[4])))
+print("ready", flush=True)
+p = select.poll(); p.register(s, select.POLLERR)
+if not p.poll(5000):
+    print("none"); sys.exit()
+_, anc, _, _ = s.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+for level, kind, data in anc:
+    errno_, origin, typ, code = struct.unpack_from("=IBBB", data)
+    print("type=%d code=%d from=%s" % (typ, code, socket.inet_ntop(socket.AF_INET, data[20:24])))
+    sys.exit()
+print("none")
+"""
+
+# Finding 8: an IPv6 router (argv[1], not the session's host) reports Address Unreachable
+# (RFC 4443 §3.1, code 3) about the datagram argv[2]:argv[3] -> argv[4]:argv[5].
+ROUTER_ERROR = r"""
+import sys
+from scapy.all import IPv6, ICMPv6DestUnreach, UDP, send
+router, src, sport, dst, dport = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+quote = IPv6(src=src, dst=dst, hlim=63) / UDP(sport=sport, dport=dport) / b"probe"
+send(IPv6(src=router, dst=src) / ICMPv6DestUnreach(code=3) / quote, verbose=0)
+"""
+
+
 class Topology(Scenario):
     """Namespaces whose kernels forward nothing (only quicknat does; routers turn it back
     on), joined by veth pairs with offloads off."""
@@ -170,6 +245,17 @@ def make(cls, quicknat, backend):
         yield t
     finally:
         t.close()
+
+
+def nat64_drops(qn, reason):
+    """The last logged count of drop `reason` (0 when not logged yet)."""
+    seen = re.findall(rf"[\[ ]{reason}=(\d+)", qn.stats())
+    return int(seen[-1]) if seen else 0
+
+
+def wait_drops(qn, reason, at_least, timeout):
+    """Waits (bounded) until drop `reason` is logged at least `at_least` times."""
+    return wait_for(lambda: nat64_drops(qn, reason) >= at_least, timeout, step=0.2)
 
 
 def assert_started(qn):
@@ -328,6 +414,58 @@ class TestNat64:
         """The IPv6 server sees the IPv4 client's embedded address."""
         r = nat64.curl("srv", f"http://{POOL4}:8080/")
         assert expect(r, f"peer={SERVER6}"), nat64.detail(r)
+
+    def test_an_echo_request_from_ipv4_reaches_the_client_through_its_icmp_binding(self, nat64):
+        # RFC 6146 §3.5.3: the client pings out with identifier 0x4242 (kept as the
+        # public one); the server's echo request to the pool address with that identifier
+        # reaches the client, whose kernel answers it back through the binding.
+        for n in ("cli", "srv"):
+            nat64.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647")
+        r = nat64.nsx("cli", sys.executable, "-c", ECHO_FROM, SERVER6, str(0x4242), check=False)
+        assert r.stdout.strip() == f"reply type=129 id={0x4242}", nat64.detail(r)
+        r = nat64.nsx("srv", sys.executable, "-c", ECHO_FROM, POOL4, str(0x4242), check=False)
+        assert r.stdout.strip() == f"reply type=0 id={0x4242}", nat64.detail(r)
+
+    def test_an_unsolicited_syn_is_refused_with_port_unreachable_after_6_seconds(self, nat64):
+        # RFC 6146 §3.5.2.2 / RFC 5382 REQ-4: not answered for 6 s, then ICMPv4 Port
+        # Unreachable, which the server's kernel takes as ECONNREFUSED for its connect().
+        r = nat64.nsx("srv", sys.executable, "-c", TCP_OPEN, POOL4, "4444", check=False, timeout=30)
+        out = r.stdout.strip()
+        assert out.startswith("refused after "), nat64.detail(r)
+        assert 5.9 <= float(out.split()[-1]) < 12, nat64.detail(r)
+
+    def test_simultaneous_open_from_both_sides_connects(self, nat64):
+        # The server's SYN to 203.0.113.1:5000 comes first and is held; the client's SYN
+        # from port 5000 (kept as the public port) to the server's port opens the session;
+        # both kernels complete the simultaneous open and exchange a byte.
+        held = nat64_drops(nat64.qn, "syn_held")
+        srv = nat64.popen("srv", sys.executable, "-c", TCP_OPEN, POOL4, "5000", SERVER, "4000",
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert wait_drops(nat64.qn, "syn_held", held + 1, 5.0), nat64.qn.stats()
+        r = nat64.nsx("cli", sys.executable, "-c", TCP_OPEN, SERVER6, "4000", "2001:db8:1::2", "5000",
+                      check=False, timeout=30)
+        srv_out, _ = srv.communicate(timeout=25)
+        assert r.stdout.strip() == "connected got=x", nat64.detail(r)
+        assert srv_out.strip() == "connected got=x", srv_out + " | " + nat64.qn.stats()
+
+    def test_an_icmpv6_error_from_an_ipv6_router_leaves_from_the_pool_address(self, nat64):
+        # Finding 8 (RFC 6146 §3.5.3, RFC 6791): the server's kernel names the offender of
+        # the translated error; it must be the pool address, never an internal host id
+        # (240.0.0.0/4).
+        pytest.importorskip("scapy")
+        watch = nat64.popen("srv", sys.executable, "-c", ERR_WATCH, SERVER, "7777", POOL4, "7100",
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert watch.stdout.readline().strip() == "ready"
+        opened = nat64.nsx("cli", sys.executable, "-c",
+                           "import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
+                           f"s.bind(('2001:db8:1::2', 7100)); s.sendto(b'open', ('{SERVER6}', 7777))",
+                           check=False)
+        assert opened.returncode == 0, opened.stderr
+        sent = nat64.nsx("cli", sys.executable, "-c", ROUTER_ERROR, "2001:db8:1::80", SERVER6, "7777",
+                         "2001:db8:1::2", "7100", check=False, timeout=30)
+        assert sent.returncode == 0, sent.stderr[-600:]
+        got, _ = watch.communicate(timeout=10)
+        assert got.strip() == f"type=3 code=1 from={POOL4}", got + " | " + nat64.qn.stats()
 
     def test_quicknat_stops_cleanly_on_sigterm(self, nat64):
         rc, text = nat64.stop()

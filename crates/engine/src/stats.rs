@@ -3,7 +3,7 @@
 use crate::verdict::DropReason;
 
 /// Plain counters owned by one engine instance (summed across workers by the runtime).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counters {
     /// Packets translated and forwarded.
     pub forwarded: u64,
@@ -27,6 +27,14 @@ pub struct Counters {
     /// Packets cut into fragments for the IPv6 side (RFC 7915 §4.1); each fragment is
     /// counted in `forwarded`.
     pub fragmented: u64,
+}
+
+// By hand: `Default` is derived for arrays of at most 32 elements, and the drop table
+// grows past that.
+impl Default for Counters {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Counters {

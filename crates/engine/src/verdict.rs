@@ -121,6 +121,14 @@ drop_reasons! {
     LocatorMismatch => "locator_mismatch",
     /// IPv4 without DF too big for the next hop, in a mode that does not fragment (NAT44).
     TooBig => "too_big",
+    /// An unsolicited inbound TCP SYN, held for a simultaneous open (RFC 5382 REQ-4,
+    /// RFC 6146 §3.5.2.2): answered with ICMP Port Unreachable after 6 s unless an
+    /// outbound SYN for its connection comes first (then dropped silently).
+    SynHeld => "syn_held",
+    /// An unsolicited inbound TCP SYN beyond `max_simultaneous_opens` held ones.
+    SynHoldFull => "syn_hold_full",
+    /// NAT64 `drop_icmpv6_info`: an ICMPv6 informational message (RFC 6146 §3.5.3).
+    Icmpv6InfoFiltered => "icmpv6_info_filtered",
 }
 
 impl From<xlat::siit::SiitDrop> for DropReason {

@@ -161,6 +161,10 @@ impl ModeVisitor for Replay<'_> {
         let mut buf = vec![0u8; HEADROOM + 65_536 + 64];
         let mut out = Output::new();
         let mut frame = Vec::with_capacity(2048);
+        // The link header of the last packet from the outside: what the packets the mode
+        // sends with no packet arriving (answers to held SYNs, which go back out of the
+        // outside) are written behind, Ethernet addresses swapped.
+        let mut outside_hdr: Vec<u8> = Vec::with_capacity(64);
         while let Some(rec) = reader.next_record().map_err(pcap_err(input))? {
             report.frames_in += 1;
             let now = Timestamp::from_nanos(rec.ts_nanos);
@@ -169,6 +173,14 @@ impl ModeVisitor for Replay<'_> {
                     r.handle_timeout(now);
                 }
             }
+            report.frames_out += write_polled(
+                &mut worker,
+                Some(now),
+                egress,
+                (link, &outside_hdr),
+                &mut out,
+                (&mut writer, output),
+            )?;
             let Some(l3) = l3_offset(link, rec.data) else {
                 report.not_ip += 1;
                 continue;
@@ -179,7 +191,11 @@ impl ModeVisitor for Replay<'_> {
             let dir = mode.classify(pkt);
             match dir {
                 Direction::Outbound => report.outbound += 1,
-                Direction::Inbound => report.inbound += 1,
+                Direction::Inbound => {
+                    report.inbound += 1;
+                    outside_hdr.clear();
+                    outside_hdr.extend_from_slice(&rec.data[..l3]);
+                }
             }
             let mut f = Frame::new(&mut buf, HEADROOM, len, &mut out);
             let e = worker.process(now, dir, &mut f, egress);
@@ -210,6 +226,15 @@ impl ModeVisitor for Replay<'_> {
                 Emit::Drop(_) => {}
             }
         }
+        // What the gateway still sends after the last packet (held SYNs' answers).
+        report.frames_out += write_polled(
+            &mut worker,
+            None,
+            egress,
+            (link, &outside_hdr),
+            &mut out,
+            (&mut writer, output),
+        )?;
         writer.flush().map_err(pcap_err(output))?;
         report.sessions_live = mode.session_count();
         report.counters = worker.counters().clone();
@@ -218,6 +243,36 @@ impl ModeVisitor for Replay<'_> {
         }
         Ok(report)
     }
+}
+
+/// Writes what `worker` sends with no packet arriving ([`ModeWorker::poll`]) at each time
+/// it is due up to `until` (`None`: all), stamped with that time, behind the link header
+/// `hdr` of a packet from the outside (they go back out of it). Returns the frames written.
+fn write_polled<W: ModeWorker, O: std::io::Write>(
+    worker: &mut W,
+    until: Option<Timestamp>,
+    egress: &Egress,
+    (link, hdr): (LinkType, &[u8]),
+    out: &mut Output,
+    (writer, path): (&mut PcapWriter<O>, &Path),
+) -> Result<u64, OfflineError> {
+    let mut written = 0;
+    while let Some(t) = worker
+        .poll_timeout()
+        .filter(|t| until.is_none_or(|u| *t <= u))
+    {
+        if worker.poll(t, egress, out) == 0 && worker.poll_timeout() == Some(t) {
+            break; // defensive: a due time that sends nothing and does not pass
+        }
+        for p in out.packets() {
+            let mut f = hdr.to_vec();
+            relabel(link, &mut f, hdr.len(), p, true);
+            f.extend_from_slice(p);
+            writer.write(t.as_nanos(), &f).map_err(pcap_err(path))?;
+            written += 1;
+        }
+    }
+    Ok(written)
 }
 
 /// Fits the copied link header `hdr` (`l3` bytes) to the IP packet `pkt` it now carries:
@@ -265,4 +320,79 @@ fn open_output(
         source,
     })?;
     PcapWriter::new(BufWriter::new(out), link, nanos).map_err(pcap_err(output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::nat44::{DynamicRule, Nat44Config};
+
+    /// A TCP segment over IPv4 (checksums filled).
+    fn tcp4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[..12].copy_from_slice(&[0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0]);
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[32] = 0x50;
+        p[33] = flags;
+        p[34] = 0xff;
+        let c = wire::checksum::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        let ph = wire::checksum::pseudo_header_v4(src, dst, 6, 20);
+        let c = !wire::checksum::fold(wire::checksum::combine(ph, wire::checksum::sum(&p[20..])));
+        p[36..38].copy_from_slice(&c.to_be_bytes());
+        p
+    }
+
+    /// RFC 5382 REQ-4 in a replay: an unsolicited SYN's Port Unreachable is written at
+    /// the time the live gateway sends it, 6 s after the SYN — between the packets of
+    /// the capture when one comes later, and after the last one otherwise.
+    #[test]
+    fn held_syns_are_answered_at_their_time_between_and_after_the_packets() {
+        let dir = std::env::temp_dir().join(format!("qn-held-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
+        let (srv, public, inside) = ([198, 51, 100, 2], [203, 0, 113, 1], [10, 0, 0, 2]);
+        let s = 1_000_000_000u64;
+        {
+            let f = BufWriter::new(File::create(&input).unwrap());
+            let mut w = PcapWriter::new(f, LinkType::Ipv4, true).unwrap();
+            w.write(s, &tcp4(srv, 1000, public, 5000, 0x02)).unwrap(); // held
+            w.write(2 * s, &tcp4(srv, 1001, public, 5001, 0x02))
+                .unwrap(); // held
+            w.write(10 * s, &tcp4(inside, 6000, srv, 80, 0x02)).unwrap(); // forwarded
+            w.write(11 * s, &tcp4(srv, 1002, public, 5002, 0x02))
+                .unwrap(); // held past the end
+            w.flush().unwrap();
+        }
+        let cfg = ModeConfig::Nat44(Nat44Config {
+            rules: vec![DynamicRule {
+                inside: "10.0.0.0/24".parse().unwrap(),
+                pool: vec!["203.0.113.1/32".parse().unwrap()],
+                ports: engine::config::PortRange::new(1024, 65535).unwrap(),
+            }],
+            ..Nat44Config::default()
+        });
+        let report = translate_pcap(&cfg, &Egress::default(), &input, &output).unwrap();
+        assert_eq!(report.counters.dropped(engine::DropReason::SynHeld), 3);
+        assert_eq!(report.counters.icmp_errors_sent, 3);
+        assert_eq!(report.frames_out, 4);
+        let mut r = PcapReader::new(BufReader::new(File::open(&output).unwrap())).unwrap();
+        let mut got = Vec::new();
+        while let Some(rec) = r.next_record().unwrap() {
+            got.push((rec.ts_nanos, rec.data[9], rec.data[20..22].to_vec()));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (7 * s, 1, vec![3, 3]), // the first SYN's Port Unreachable, at 1 s + 6 s
+                (8 * s, 1, vec![3, 3]), // the second's
+                (10 * s, 6, vec![0x17, 0x70]), // the outbound SYN, port 6000 kept
+                (17 * s, 1, vec![3, 3]), // after the last packet, at its time
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

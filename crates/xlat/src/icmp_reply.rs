@@ -30,6 +30,9 @@ pub enum IcmpReason {
         /// The next-hop MTU to report.
         mtu: u32,
     },
+    /// Destination Unreachable, Port Unreachable (ICMPv4 type 3 code 3, ICMPv6 type 1
+    /// code 4): e.g. a NAT's answer to an unsolicited SYN (RFC 5382 REQ-4).
+    PortUnreachable,
 }
 
 /// Whether an IPv4 packet may be answered with an ICMP error at all.
@@ -83,6 +86,7 @@ pub fn icmpv4_error(out: &mut [u8], src: Ipv4Addr, orig: &[u8], why: IcmpReason)
             let m = (mtu.min(0xffff) as u16).to_be_bytes();
             (3, 4, [0, 0, m[0], m[1]])
         }
+        IcmpReason::PortUnreachable => (3, 3, [0; 4]),
     };
     let len = 28 + quote;
     let dst = [orig[12], orig[13], orig[14], orig[15]];
@@ -139,6 +143,7 @@ pub fn icmpv6_error(out: &mut [u8], src: Ipv6Addr, orig: &[u8], why: IcmpReason)
     let (ty, code, rest) = match why {
         IcmpReason::TimeExceeded => (3u8, 0u8, [0u8; 4]),
         IcmpReason::TooBig { mtu } => (2, 0, mtu.max(1280).to_be_bytes()),
+        IcmpReason::PortUnreachable => (1, 4, [0; 4]),
     };
     let len = 48 + quote;
     let mut dst = [0u8; 16];

@@ -255,6 +255,19 @@ pub trait ModeWorker: Send + 'static {
         egress: &Egress,
     ) -> Emit;
 
+    /// Packets the mode originates with no packet arriving, because time passed (a held
+    /// TCP SYN answered after 6 s, RFC 5382 REQ-4): written into `out` (cleared first),
+    /// each to be routed by its destination; returns how many. The runtime calls it
+    /// between batches with the batch's `now`; the default has nothing to send.
+    fn poll(&mut self, _now: Timestamp, _egress: &Egress, _out: &mut Output) -> usize {
+        0
+    }
+
+    /// When [`poll`](Self::poll) next has something to send (`None`: nothing pending).
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        None
+    }
+
     /// This worker's counters.
     fn counters(&self) -> &Counters;
 

@@ -112,6 +112,28 @@ impl Responder {
         }
     }
 
+    /// Adds to `out` (after what it holds) the ICMPv4 error `why` about the IPv4 packet
+    /// `pkt`, from `src`, unless the rate limit or the rules of RFC 1812 forbid it: for a
+    /// mode answering on a timer (a held SYN's Port Unreachable) rather than a packet.
+    /// Whether one was written.
+    pub fn answer_v4_from(
+        &mut self,
+        now: Timestamp,
+        src: std::net::Ipv4Addr,
+        pkt: &[u8],
+        out: &mut super::Output,
+        why: IcmpReason,
+    ) -> bool {
+        if !self.limit.allow(now) {
+            return false;
+        }
+        let Some(slot) = out.slot(MAX_ERROR) else {
+            return false;
+        };
+        icmpv4_error(&mut slot[HEADROOM..], src, pkt, why)
+            .is_some_and(|n| out.commit(MAX_ERROR, HEADROOM, n))
+    }
+
     /// Writes the ICMP error `why` about the packet in `frame` into `frame.out`, from the
     /// gateway's address on `side`. Whether one was written.
     fn answer(

@@ -71,6 +71,11 @@ pub struct Nat44Config {
     /// Upper bound on fragmented datagrams tracked at once; new ones beyond it are
     /// dropped (`fragment_table_full`).
     pub max_fragment_records: usize,
+    /// Unsolicited inbound TCP SYNs held at once for a simultaneous open (RFC 5382 REQ-4,
+    /// RFC 6146 §3.5.2.2); more are dropped (`syn_hold_full`).
+    pub max_simultaneous_opens: usize,
+    /// RFC 6146 §3.5.2.2: drop unsolicited inbound SYNs at once instead of holding them.
+    pub drop_externally_initiated_tcp: bool,
 }
 
 impl Default for Nat44Config {
@@ -88,6 +93,8 @@ impl Default for Nat44Config {
             decrement_ttl: true,
             fragment_timeout: crate::nat44::FRAGMENT_TIMEOUT,
             max_fragment_records: crate::nat44::MAX_FRAGMENT_RECORDS,
+            max_simultaneous_opens: crate::nat44::held::MAX_SIMULTANEOUS_OPENS,
+            drop_externally_initiated_tcp: false,
         }
     }
 }
@@ -96,6 +103,16 @@ impl Nat44Config {
     /// Checks the configuration as a whole. Returns warnings (RFC minimums not met) on success.
     pub fn validate(&self) -> Result<Vec<ConfigWarning>, ConfigError> {
         use ConfigItem::{Entry, Field, Table};
+        if self.max_simultaneous_opens > crate::nat44::held::MAX_SIMULTANEOUS_OPENS_LIMIT {
+            return Err(ConfigError::new(
+                Field("max_simultaneous_opens"),
+                format!(
+                    "{} is too large (at most {})",
+                    self.max_simultaneous_opens,
+                    crate::nat44::held::MAX_SIMULTANEOUS_OPENS_LIMIT
+                ),
+            ));
+        }
         if self.rules.is_empty() && self.static_nat.is_empty() && self.port_forwards.is_empty() {
             return Err(ConfigError::new(
                 Field("rule"),

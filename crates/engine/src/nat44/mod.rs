@@ -19,6 +19,7 @@
 
 pub mod config;
 pub mod frag;
+pub(crate) mod held;
 mod parse;
 mod reaper;
 pub mod rules;
@@ -49,6 +50,7 @@ use crate::verdict::Direction;
 pub use crate::verdict::Offload;
 pub use config::{DynamicRule, Nat44Config, PortForward, StaticNat};
 pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
+pub use held::{MAX_SIMULTANEOUS_OPENS, MAX_SIMULTANEOUS_OPENS_LIMIT, SYN_HOLD};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;
 pub use worker::Nat44Worker;
@@ -82,6 +84,8 @@ pub struct Nat44Shared {
     inside_hosts: Option<Arc<dyn InsideHosts>>,
     /// First fragments' rewrites, for the fragments that follow (`frag`).
     frags: frag::FragTable,
+    /// Unsolicited inbound SYNs held for a simultaneous open (`held`).
+    held: held::HeldSyns,
 }
 
 /// Inside "addresses" that stand for something larger, such as the 32-bit ids NAT64 gives
@@ -181,6 +185,11 @@ impl Nat44Shared {
             qsbr: Qsbr::new(workers),
             inside_hosts: hosts,
             frags: frag::FragTable::new(cfg.max_fragment_records, cfg.fragment_timeout),
+            held: held::HeldSyns::new(if cfg.drop_externally_initiated_tcp {
+                0
+            } else {
+                cfg.max_simultaneous_opens
+            }),
             cfg,
         };
         let mut shared = shared;
@@ -408,6 +417,18 @@ impl Nat44 {
         let v = self.worker.process_packet(now, dir, pkt);
         self.worker.quiescent();
         v
+    }
+
+    /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
+    /// [`crate::ModeWorker::poll`]), written into `out` (cleared first); how many.
+    pub fn poll(&mut self, now: Timestamp, out: &mut crate::mode::Output) -> usize {
+        out.clear();
+        self.worker.poll_held(now, out)
+    }
+
+    /// When [`poll`](Self::poll) next has something to send.
+    pub fn poll_held_timeout(&self) -> Option<Timestamp> {
+        self.worker.held_timeout()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run.

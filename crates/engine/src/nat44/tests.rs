@@ -326,6 +326,39 @@ fn icmp_echo_identifier_is_translated() {
     );
 }
 
+/// RFC 5508 §3.1 / RFC 6146 §3.5.3: an echo request from the outside to the public
+/// address and identifier of an existing ICMP binding reaches the inside host with its
+/// own identifier, and its echo reply leaves with the public one.
+#[test]
+fn inbound_echo_request_through_an_icmp_binding() {
+    let mut n = nat(config());
+    fwd(&mut n, t(1), Outbound, udp(IN_B, 4660, SRV, 9));
+    fwd(&mut n, t(1), Outbound, echo(IN_B, SRV, 8, 4660)); // B's ICMP takes id 4660
+    let o = fwd(&mut n, t(1), Outbound, echo(IN_A, SRV, 8, 4660));
+    let id = u16::from_be_bytes([o[24], o[25]]);
+    assert_ne!(id, 4660);
+    let r = fwd(&mut n, t(2), Inbound, echo(SRV, PUB, 8, id));
+    assert_eq!(
+        (r[20], Ipv4Addr::new(r[16], r[17], r[18], r[19])),
+        (8, IN_A)
+    );
+    assert_eq!(
+        u16::from_be_bytes([r[24], r[25]]),
+        4660,
+        "A's own identifier"
+    );
+    assert!(checksums_ok(&r));
+    let o = fwd(&mut n, t(3), Outbound, echo(IN_A, SRV, 0, 4660));
+    assert_eq!((o[20], src(&o).0), (0, PUB));
+    assert_eq!(u16::from_be_bytes([o[24], o[25]]), id, "public identifier");
+    assert!(checksums_ok(&o));
+    let mut stray = echo(SRV, PUB, 8, 999);
+    assert_eq!(
+        n.process(t(4), Inbound, &mut stray),
+        Emit::Drop(DropReason::NoMapping)
+    );
+}
+
 #[test]
 fn inbound_icmp_error_reaches_the_inside_host() {
     let mut n = nat(config());
@@ -668,4 +701,91 @@ fn many_flows_then_everything_expires_and_ports_return() {
     }
     assert_eq!(n.session_count(), 1000, "every port came back to the pool");
     assert!(n.poll_timeout().is_some());
+}
+
+/// RFC 5382 REQ-4: an unsolicited inbound SYN is held 6 s, then answered exactly once
+/// with ICMP Port Unreachable from the public address it was sent to, quoting it.
+#[test]
+fn unsolicited_syn_is_answered_with_port_unreachable_after_six_seconds() {
+    let mut n = nat(config());
+    let syn = tcp(SRV, 33000, PUB, 5000, 0x02);
+    assert_eq!(
+        n.process(t(1), Inbound, &mut syn.clone()),
+        Emit::Drop(DropReason::SynHeld)
+    );
+    let mut out = crate::mode::Output::new();
+    let at = |ms: u64| Timestamp::from_nanos(ms * 1_000_000);
+    assert_eq!(n.poll_held_timeout(), Some(t(7)));
+    assert_eq!(n.poll(at(6_999), &mut out), 0, "not before 6 s");
+    assert_eq!(n.poll(at(7_000), &mut out), 1);
+    let e = out.packets().next().unwrap().to_vec();
+    assert_eq!((e[9], e[20], e[21]), (1, 3, 3), "Port Unreachable");
+    assert_eq!((src(&e).0, dst(&e).0), (PUB, SRV));
+    assert_eq!(&e[28..], &syn[..], "the SYN as it arrived");
+    assert!(checksums_ok(&e));
+    assert_eq!(n.poll(at(8_000), &mut out), 0, "exactly once");
+    assert_eq!(n.counters().icmp_errors_sent, 1);
+}
+
+/// RFC 5382 REQ-4 simultaneous open, with no binding and with an address-dependent
+/// filter that refuses the peer: the inside host's SYN makes the session, the held SYN
+/// goes silently, the peer's SYN-ACK passes.
+#[test]
+fn simultaneous_open_succeeds() {
+    for filtering in [Filtering::EndpointIndependent, Filtering::AddressDependent] {
+        let mut n = nat(Nat44Config {
+            filtering,
+            ..config()
+        });
+        if filtering == Filtering::AddressDependent {
+            fwd(&mut n, t(0), Outbound, tcp(IN_A, 5000, SRV2, 80, 0x02));
+        }
+        let mut syn = tcp(SRV, 4000, PUB, 5000, 0x02);
+        assert_eq!(
+            n.process(t(1), Inbound, &mut syn),
+            Emit::Drop(DropReason::SynHeld)
+        );
+        let o = fwd(&mut n, t(2), Outbound, tcp(IN_A, 5000, SRV, 4000, 0x02));
+        assert_eq!(src(&o), (PUB, 5000));
+        let mut out = crate::mode::Output::new();
+        assert_eq!(n.poll(t(30), &mut out), 0, "the held SYN went silently");
+        let r = fwd(&mut n, t(3), Inbound, tcp(SRV, 4000, PUB, 5000, 0x12));
+        assert_eq!(dst(&r), (IN_A, 5000));
+        assert_eq!(n.counters().icmp_errors_sent, 0);
+    }
+}
+
+/// At most `max_simultaneous_opens` held; `drop_externally_initiated_tcp` holds none.
+#[test]
+fn held_syns_are_bounded_and_can_be_refused() {
+    let mut n = nat(Nat44Config {
+        max_simultaneous_opens: 1,
+        ..config()
+    });
+    let mut a = tcp(SRV, 1000, PUB, 5000, 0x02);
+    let mut b = tcp(SRV, 1001, PUB, 5000, 0x02);
+    assert_eq!(
+        n.process(t(1), Inbound, &mut a),
+        Emit::Drop(DropReason::SynHeld)
+    );
+    assert_eq!(
+        n.process(t(1), Inbound, &mut b),
+        Emit::Drop(DropReason::SynHoldFull)
+    );
+    let mut n = nat(Nat44Config {
+        drop_externally_initiated_tcp: true,
+        ..config()
+    });
+    let mut a = tcp(SRV, 1000, PUB, 5000, 0x02);
+    assert_eq!(
+        n.process(t(1), Inbound, &mut a),
+        Emit::Drop(DropReason::NoMapping)
+    );
+    assert_eq!(n.poll(t(10), &mut crate::mode::Output::new()), 0);
+    let mut cfg = config();
+    cfg.max_simultaneous_opens = 1_000_000;
+    assert!(
+        Nat44::new(cfg).is_err(),
+        "bounded by the configuration check"
+    );
 }

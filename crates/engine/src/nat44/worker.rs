@@ -7,14 +7,16 @@ use conntrack::{
     Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef, RefInsertError,
     SessionId, Side, Timestamp, Tuple,
 };
+use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
 
 use super::frag::{rewrite_fragment, FragKey, FragRewrite};
+use super::held::Hold;
 use super::parse::{parse_with, Flow, Fragment, IcmpError, Parsed};
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
 use crate::mode::reply::{fits, owed, Responder};
-use crate::mode::{Egress, Emit, Frame, ModeWorker};
+use crate::mode::{Egress, Emit, Frame, ModeWorker, Output};
 use crate::stats::Counters;
 use crate::verdict::Offload;
 use crate::verdict::{Direction, DropReason};
@@ -219,11 +221,65 @@ impl Nat44Worker {
         }
         let r = match dir {
             Direction::Outbound => self.new_outbound(now, &f.tuple)?,
-            Direction::Inbound => self.new_inbound(now, &f.tuple)?,
+            Direction::Inbound => match self.new_inbound(now, &f.tuple) {
+                Ok(r) => r,
+                Err(e) => return Err(self.unsolicited(now, &f, pkt, e)),
+            },
         };
         let sh = &*self.shared;
         let h = sh.sessions.hit_of(r).ok_or(DropReason::NoMapping)?;
+        if dir == Direction::Outbound && f.kind == L4Kind::Tcp && is_syn(f.tcp_flags) {
+            // RFC 5382 REQ-4: "If during this interval the NAT receives and translates an
+            // outbound SYN for the connection the NAT MUST silently drop the original
+            // unsolicited inbound SYN packet."
+            sh.held.release(&h.revised());
+        }
         forward(sh, &mut self.counters, h, dir, &f, now, pkt)
+    }
+
+    /// An inbound packet no session or binding lets in (`e`: `no_mapping` or `filtered`).
+    /// RFC 6146 §3.5.2.2 and RFC 5382 REQ-4: a TCP SYN to a public address may be the
+    /// peer's half of a simultaneous open, so it is held for 6 s (see `held`) unless
+    /// `drop_externally_initiated_tcp` is set; anything else keeps its reason.
+    #[cold]
+    fn unsolicited(&mut self, now: Timestamp, f: &Flow, pkt: &[u8], e: DropReason) -> DropReason {
+        let sh = &*self.shared;
+        if f.kind != L4Kind::Tcp
+            || !is_syn(f.tcp_flags)
+            || !matches!(e, DropReason::NoMapping | DropReason::Filtered)
+            || sh.cfg.drop_externally_initiated_tcp
+            || !sh.is_public(f.tuple.dst.addr)
+        {
+            return e;
+        }
+        let end = f.total_len.min(pkt.len());
+        match sh.held.hold(now, &f.tuple, &pkt[..end]) {
+            Hold::Held | Hold::Again => DropReason::SynHeld,
+            Hold::Full => DropReason::SynHoldFull,
+        }
+    }
+
+    /// RFC 5382 REQ-4: "Otherwise, the NAT SHOULD send an ICMP Port Unreachable error
+    /// (Type 3, Code 3) for the original SYN": the held SYNs whose 6 s have passed at
+    /// `now` are answered into `out` (appended), from the address each was sent to,
+    /// rate limited with this worker's other ICMP errors. Returns `out`'s packet count.
+    pub fn poll_held(&mut self, now: Timestamp, out: &mut Output) -> usize {
+        let (responder, counters) = (&mut self.responder, &mut self.counters);
+        self.shared.held.expire(now, |syn| {
+            let Some(d) = syn.get(16..20) else {
+                return;
+            };
+            let src = std::net::Ipv4Addr::new(d[0], d[1], d[2], d[3]);
+            if responder.answer_v4_from(now, src, syn, out, IcmpReason::PortUnreachable) {
+                counters.icmp_errors_sent += 1;
+            }
+        });
+        out.len()
+    }
+
+    /// When [`poll_held`](Self::poll_held) next has a SYN to answer.
+    pub fn held_timeout(&self) -> Option<Timestamp> {
+        self.shared.held.next_expiry()
     }
 
     fn icmp_error(
@@ -304,8 +360,16 @@ impl Nat44Worker {
     /// A new flow from the outside to a public endpoint.
     fn new_inbound(&mut self, now: Timestamp, t: &Tuple) -> Result<RecordRef, DropReason> {
         let sh = &self.shared;
+        // RFC 6146 §3.5.3, RFC 5508 §3.1: an ICMP echo request from the outside reaches
+        // the binding of its identifier (a request carries it as its source "port").
+        let echo_request = t.proto == Proto::Icmp && t.dst.port == 0;
+        let public = if echo_request {
+            Endpoint::new(t.dst.addr, t.src.port)
+        } else {
+            t.dst
+        };
         let (inside, existing) = sh
-            .inbound_target(t.proto, t.dst)
+            .inbound_target(t.proto, public)
             .ok_or(DropReason::NoMapping)?;
         let bid = match existing {
             Some(b) => {
@@ -324,7 +388,7 @@ impl Nat44Worker {
                 }
                 match sh.bindings.insert(
                     ep_key(t.proto, inside),
-                    ep_key(t.proto, t.dst),
+                    ep_key(t.proto, public),
                     true,
                     1,
                     false,
@@ -342,7 +406,16 @@ impl Nat44Worker {
                 }
             }
         };
-        let revised = Tuple::new(t.proto, t.src, inside);
+        let revised = if echo_request {
+            // The request reaches the host with the host's own identifier.
+            Tuple::new(
+                t.proto,
+                Endpoint::new(t.src.addr, inside.port),
+                Endpoint::new(inside.addr, 0),
+            )
+        } else {
+            Tuple::new(t.proto, t.src, inside)
+        };
         self.install(now, *t, revised, bid, 0)
     }
 
@@ -537,6 +610,12 @@ pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView) {
     }
 }
 
+/// A TCP SYN opening a connection: SYN set, ACK and RST clear.
+#[inline]
+fn is_syn(flags: u8) -> bool {
+    flags & 0x16 == 0x02
+}
+
 /// The IP protocol number of a tracked protocol.
 #[inline]
 fn proto_number(p: Proto) -> u8 {
@@ -577,6 +656,15 @@ impl ModeWorker for Nat44Worker {
                     .refuse(now, dir, frame, egress, &mut self.counters, r, icmp)
             }
         }
+    }
+
+    fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
+        out.clear();
+        self.poll_held(now, out)
+    }
+
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        self.held_timeout()
     }
 
     fn counters(&self) -> &Counters {

@@ -53,6 +53,14 @@ pub struct Nat64Config {
     pub fragment_timeout: Duration,
     /// Fragmented datagrams in flight at most.
     pub max_fragment_records: usize,
+    /// Unsolicited inbound TCP SYNs held at once for a simultaneous open (RFC 6146
+    /// §3.5.2.2); more are dropped (`syn_hold_full`).
+    pub max_simultaneous_opens: usize,
+    /// RFC 6146 §3.5.2.2: drop unsolicited inbound SYNs at once instead of holding them.
+    pub drop_externally_initiated_tcp: bool,
+    /// RFC 6146 §3.5.3: drop ICMPv6 informational messages from the inside (echo, the
+    /// only ones translated) instead of translating them.
+    pub drop_icmpv6_info: bool,
 }
 
 impl Default for Nat64Config {
@@ -71,6 +79,9 @@ impl Default for Nat64Config {
             options: SiitOptions::default(),
             fragment_timeout: n.fragment_timeout,
             max_fragment_records: n.max_fragment_records,
+            max_simultaneous_opens: n.max_simultaneous_opens,
+            drop_externally_initiated_tcp: n.drop_externally_initiated_tcp,
+            drop_icmpv6_info: false,
         }
     }
 }
@@ -109,6 +120,8 @@ impl Nat64Config {
             decrement_ttl: false,
             fragment_timeout: self.fragment_timeout,
             max_fragment_records: self.max_fragment_records,
+            max_simultaneous_opens: self.max_simultaneous_opens,
+            drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
         }
     }
 

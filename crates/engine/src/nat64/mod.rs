@@ -21,8 +21,9 @@
 //!
 //! RFC 6146's TCP state machine is NAT44's (`conntrack::tcp`): SYN seen from both sides
 //! makes a session established (2 h 4 min idle timeout), FIN from both or RST makes it
-//! transitory (4 min) or closed. Inbound SYNs with no binding are dropped (RFC 6146
-//! §3.5.2.2 allows dropping instead of queueing them for 6 s).
+//! transitory (4 min) or closed. An inbound SYN with no binding (or one the filter
+//! refuses) is held 6 s for a simultaneous open, then answered with ICMPv4 Port
+//! Unreachable (RFC 6146 §3.5.2.2, `nat44::held`).
 //!
 //! Fragments (RFC 6146 §3.4/§3.5): SIIT turns an IPv6 Fragment header into the IPv4
 //! identification, MF and offset fields and back, statelessly (RFC 7915 §4.1/§5.1.1),
@@ -47,13 +48,13 @@ use std::time::Duration;
 
 use conntrack::host_table::HostTable;
 use conntrack::{Endpoint, Proto, Timestamp, Tuple};
-use wire::checksum::{udp4_update, update16};
+use wire::checksum::{udp4_update, update16, update32};
 use xlat::rfc6052::{wkp_allows, Pref64};
 use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
 
 use crate::config::{ConfigError, ConfigItem};
 use crate::mode::reply::Responder;
-use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker};
+use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Output};
 use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
 use crate::siit::{ipv6_at, Refusal};
 use crate::{Counters, Direction, DropReason, Emit};
@@ -84,6 +85,8 @@ pub struct Nat64Shared {
     options_again: SiitOptions,
     hosts: Arc<Hosts>,
     nat: Arc<Nat44Shared>,
+    /// RFC 6146 §3.5.3: ICMPv6 informational messages from the inside are dropped.
+    drop_icmpv6_info: bool,
 }
 
 impl Nat64Shared {
@@ -114,6 +117,7 @@ impl Nat64Shared {
             },
             hosts,
             nat,
+            drop_icmpv6_info: cfg.drop_icmpv6_info,
         }))
     }
 
@@ -481,12 +485,20 @@ impl Nat64Worker {
         if hdr[0] >> 4 != 6 {
             return Err(refused(DropReason::NotIpv6));
         }
+        // RFC 6146 §3.5.3: "If the local security policy determines that ICMPv6
+        // Informational packets are to be filtered, the packet is silently discarded."
+        if sh.drop_icmpv6_info && hdr[6] == 58 && buf.get(start + 40).is_some_and(|t| *t >= 128) {
+            return Err(refused(DropReason::Icmpv6InfoFiltered));
+        }
         let (src6, dst6) = (ipv6_at(hdr, 8), ipv6_at(hdr, 24));
         let dst4 = sh
             .server_v4(dst6)
             .ok_or(refused(DropReason::NoAddressMapping))?;
         let host = match sh.hosts.0.find(src6) {
             Some(h) => h,
+            // An ICMPv6 error from a router (no host of ours): no host id for it, its
+            // IPv4 source is written after NAT44 (`error_source`).
+            None if is_icmpv6_error(hdr, buf.get(start + 40)) => Ipv4Addr::UNSPECIFIED,
             None => sh
                 .hosts
                 .0
@@ -505,6 +517,7 @@ impl Nat64Worker {
         if let Emit::Drop(r) = self.nat.process_packet(now, Direction::Outbound, pkt) {
             return Ok(Emit::Drop(r)); // counted by NAT44
         }
+        error_source(pkt);
         let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
         if !HostTable::is_host_id(dst) {
             return Ok(Emit::Forward { start: s4, len: l4 });
@@ -600,6 +613,17 @@ impl ModeWorker for Nat64Worker {
         }
     }
 
+    /// Held IPv4 SYNs whose 6 s passed, answered with ICMPv4 Port Unreachable (RFC 6146
+    /// §3.5.2.2); they leave by the outside.
+    fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
+        out.clear();
+        self.nat.poll_held(now, out)
+    }
+
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        self.nat.held_timeout()
+    }
+
     fn counters(&self) -> &Counters {
         self.nat.counters()
     }
@@ -647,6 +671,39 @@ impl Mode for Arc<Nat64Shared> {
     fn session_count(&self) -> usize {
         Nat64Shared::session_count(self)
     }
+}
+
+/// Whether the IPv6 header `hdr`, whose first upper-layer byte is `first`, starts an
+/// ICMPv6 error message (types below 128, RFC 4443 §2.1).
+#[inline]
+fn is_icmpv6_error(hdr: &[u8], first: Option<&u8>) -> bool {
+    hdr.get(6) == Some(&58) && first.is_some_and(|t| *t < 128)
+}
+
+/// RFC 6146 §3.5.3 / RFC 6791: an ICMPv4 error that NAT44 translated from the inside
+/// leaves from a pool4 address. NAT44 rewrites the source only when it is the session's
+/// own host; an error from an IPv6 router (no host id, 0.0.0.0 here) or from another
+/// IPv6 host (its host id) would otherwise carry an internal 240.0.0.0/4 id onto the wire
+/// (or, hairpinned, the router's raw IPv6 source). It gets the session's public address:
+/// the quoted packet's destination, in public terms after NAT44.
+#[inline]
+fn error_source(pkt: &mut [u8]) {
+    // SIIT wrote a 20-byte IPv4 header; an ICMP error quoting an IPv4 header follows.
+    let Some(h) = pkt.get(..48) else {
+        return;
+    };
+    let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    if h[0] != 0x45
+        || h[9] != 1
+        || !matches!(h[20], 3 | 11 | 12)
+        || !(src.is_unspecified() || HostTable::is_host_id(src))
+    {
+        return;
+    }
+    let public = [h[44], h[45], h[46], h[47]];
+    let c = update32(u16::from_be_bytes([h[10], h[11]]), src.octets(), public);
+    pkt[12..16].copy_from_slice(&public);
+    pkt[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
 /// The big-endian 16-bit value at `off` of `p` (the caller checked the length).
@@ -784,6 +841,18 @@ impl Nat64 {
     /// When [`handle_timeout`](Self::handle_timeout) should next run.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.reaper.poll_timeout()
+    }
+
+    /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
+    /// [`ModeWorker::poll`]), written into `out` (cleared first); how many.
+    pub fn poll(&mut self, now: Timestamp, out: &mut Output) -> usize {
+        out.clear();
+        self.worker.nat.poll_held(now, out)
+    }
+
+    /// When [`poll`](Self::poll) next has something to send.
+    pub fn poll_held_timeout(&self) -> Option<Timestamp> {
+        self.worker.nat.held_timeout()
     }
 
     /// Runs the reaper now.

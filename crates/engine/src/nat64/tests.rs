@@ -38,10 +38,55 @@ fn t(s: u64) -> Timestamp {
 /// Runs one packet; returns the emitted bytes and whether it was a hairpin.
 fn run(n: &mut Nat64, now: u64, dir: Direction, pkt: &[u8]) -> Result<(Vec<u8>, bool), DropReason> {
     let mut b = with_room(pkt, HEADROOM);
-    match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
-        Emit::Forward { start, len } => Ok((b[start..start + len].to_vec(), false)),
-        Emit::Hairpin { start, len } => Ok((b[start..start + len].to_vec(), true)),
-        e => Err(e.drop_reason().expect("no output but the packet")),
+    let (p, hairpin) = match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
+        Emit::Forward { start, len } => (b[start..start + len].to_vec(), false),
+        Emit::Hairpin { start, len } => (b[start..start + len].to_vec(), true),
+        e => return Err(e.drop_reason().expect("no output but the packet")),
+    };
+    assert_no_host_id(&p);
+    Ok((p, hairpin))
+}
+
+/// Every packet a NAT64 test sees leave is held to this: no IPv4 address field, outer or
+/// in an ICMP error's quote, and no IPv4 address embedded in a Pref64 IPv6 address, lies
+/// in 240.0.0.0/4, the host ids that must never reach the wire.
+pub(super) fn assert_no_host_id(p: &[u8]) {
+    let v4 = |a: &[u8]| Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+    let pref: Pref64 = "2001:db8:64::/96".parse().unwrap();
+    let check6 = |a: &[u8]| {
+        let a = Ipv6Addr::from(<[u8; 16]>::try_from(a).unwrap());
+        if let Some(x) = pref.extract(a) {
+            assert!(!HostTable::is_host_id(x), "host id {x} embedded in {a}");
+        }
+    };
+    match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 => {
+            for a in [&p[12..16], &p[16..20]] {
+                assert!(
+                    !HostTable::is_host_id(v4(a)),
+                    "host id {} on the wire",
+                    v4(a)
+                );
+            }
+            let ihl = usize::from(p[0] & 15) * 4;
+            let is_error = p[9] == ICMP && p.get(ihl).is_some_and(|t| matches!(t, 3 | 11 | 12));
+            if let Some(q) = p.get(ihl + 8..ihl + 28).filter(|_| is_error) {
+                for a in [&q[12..16], &q[16..20]] {
+                    assert!(!HostTable::is_host_id(v4(a)), "host id {} quoted", v4(a));
+                }
+            }
+        }
+        Some(6) if p.len() >= 40 => {
+            check6(&p[8..24]);
+            check6(&p[24..40]);
+            if p[6] == ICMP6 && p.get(40).is_some_and(|t| *t < 128) {
+                if let Some(q) = p.get(48..88) {
+                    check6(&q[8..24]);
+                    check6(&q[24..40]);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -578,4 +623,278 @@ fn icmp_errors_keep_rfc4884_extensions_through_nat64() {
     assert_eq!(&e[28 + 128..], &ext[..]);
     assert_eq!(v4_addrs(&e[28..]), (SRV4, POOL), "quote in public terms");
     assert_checksums(&e);
+}
+
+/// Finding 8 (RFC 6146 §3.5.3, RFC 6791): an ICMPv6 error from an IPv6 router about a
+/// packet of a session leaves from the session's pool4 address, never from a host id, and
+/// hairpinned from the pool address under Pref64, never the router's raw IPv6 source.
+#[test]
+fn icmpv6_error_from_a_router_leaves_from_a_pool4_address() {
+    let router: Ipv6Addr = "2001:db8:1::1".parse().unwrap();
+    let mut n = Nat64::new(config()).unwrap();
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let reply = inb(&mut n, 2, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+    // RFC 4443 §3.1: Destination Unreachable, address unreachable (code 3), quoting it.
+    let mut body = vec![1, 3, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&reply);
+    let mut err = ipv6(ICMP6, router, srv6(), 64, &body);
+    fill_l4_csum(&mut err);
+    let e = out(&mut n, 3, &err).unwrap();
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 1), "host unreachable");
+    assert_eq!(
+        v4_addrs(&e),
+        (POOL, SRV4),
+        "from the session's pool4 address"
+    );
+    assert_eq!(v4_addrs(&e[28..]), (SRV4, POOL));
+    assert_checksums(&e);
+    assert_eq!(n.shared().host_count(), 1, "the router got no host id");
+
+    // Hairpinned: B reaches A at A's public endpoint; the router refuses B's packet to A.
+    let (h, hairpin) = run(
+        &mut n,
+        4,
+        Direction::Outbound,
+        &udp6(HOST_B, 6000, embed(POOL), ports(&o).0),
+    )
+    .unwrap();
+    assert!(hairpin);
+    let mut body = vec![1, 3, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&h);
+    let mut err = ipv6(ICMP6, router, embed(POOL), 64, &body);
+    fill_l4_csum(&mut err);
+    let (e, hairpin) = run(&mut n, 5, Direction::Outbound, &err).unwrap();
+    assert!(hairpin);
+    assert_eq!(
+        (e[6], e[40], e[41]),
+        (ICMP6, 1, 0),
+        "RFC 7915 §4.2: code 1 -> 0"
+    );
+    assert_eq!(
+        v6_addrs(&e),
+        (embed(POOL), HOST_B),
+        "from the pool address, not the router"
+    );
+    assert_eq!(
+        v6_addrs(&e[48..]),
+        (HOST_B, embed(POOL)),
+        "B's packet quoted"
+    );
+    assert_checksums(&e);
+}
+
+/// Finding 9 (RFC 6146 §3.5.3): an ICMPv4 echo request to the pool address and identifier
+/// of an existing ICMP binding reaches the IPv6 host as an ICMPv6 echo request with its
+/// own identifier, and the host's echo reply leaves with the public one; with
+/// address-dependent filtering only from an address the host has queried.
+#[test]
+fn inbound_echo_request_through_an_icmp_binding() {
+    for filtering in [
+        crate::config::Filtering::EndpointIndependent,
+        crate::config::Filtering::AddressDependent,
+    ] {
+        let mut n = Nat64::new(Nat64Config {
+            filtering,
+            ..config()
+        })
+        .unwrap();
+        let mut ping = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(128, 0x77, 1));
+        fill_l4_csum(&mut ping);
+        let id = ports(&out(&mut n, 1, &ping).unwrap()).0;
+
+        let mut req = ipv4(ICMP, SRV4, POOL, 60, &echo(8, id, 9));
+        fill_l4_csum(&mut req);
+        let r = inb(&mut n, 2, &req).unwrap();
+        assert_eq!((r[6], r[40]), (ICMP6, 128), "ICMPv6 echo request");
+        assert_eq!(v6_addrs(&r), (srv6(), HOST_A));
+        assert_eq!(
+            u16::from_be_bytes([r[44], r[45]]),
+            0x77,
+            "host's identifier"
+        );
+        assert_checksums(&r);
+
+        let mut pong = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(129, 0x77, 9));
+        fill_l4_csum(&mut pong);
+        let o = out(&mut n, 3, &pong).unwrap();
+        assert_eq!((o[9], o[20]), (ICMP, 0), "ICMPv4 echo reply");
+        assert_eq!(v4_addrs(&o), (POOL, SRV4));
+        assert_eq!(u16::from_be_bytes([o[24], o[25]]), id, "public identifier");
+        assert_checksums(&o);
+
+        // No binding for the identifier: no mapping.
+        let mut stray = ipv4(ICMP, SRV4, POOL, 60, &echo(8, id.wrapping_add(1), 1));
+        fill_l4_csum(&mut stray);
+        assert_eq!(inb(&mut n, 4, &stray), Err(DropReason::NoMapping));
+        // Another address: allowed only by endpoint-independent filtering.
+        let other = Ipv4Addr::new(198, 51, 100, 99);
+        let mut req = ipv4(ICMP, other, POOL, 60, &echo(8, id, 1));
+        fill_l4_csum(&mut req);
+        let got = inb(&mut n, 5, &req).map(|r| v6_addrs(&r).1);
+        match filtering {
+            crate::config::Filtering::AddressDependent => {
+                assert_eq!(got, Err(DropReason::Filtered))
+            }
+            _ => assert_eq!(got, Ok(HOST_A)),
+        }
+    }
+}
+
+/// What the NAT64 sends at `now` with no packet arriving, each packet held to the
+/// host-id scan.
+fn poll(n: &mut Nat64, now_ms: u64) -> Vec<Vec<u8>> {
+    let mut o = crate::mode::Output::new();
+    n.poll(Timestamp::from_nanos(now_ms * 1_000_000), &mut o);
+    o.packets()
+        .map(|p| {
+            assert_no_host_id(p);
+            p.to_vec()
+        })
+        .collect()
+}
+
+fn syn4(src: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+    let mut p = ipv4(TCP, src, POOL, 60, &tcp(sport, dport, 0x02));
+    fill_l4_csum(&mut p);
+    p
+}
+
+/// Finding 10 (RFC 6146 §3.5.2.2, RFC 5382 REQ-4): an unsolicited inbound SYN is held and
+/// not answered for 6 s; then, with no outbound SYN for its connection, it is answered
+/// exactly once with ICMPv4 Port Unreachable (type 3 code 3) from the pool address it
+/// was sent to, quoting the SYN as it arrived.
+#[test]
+fn unsolicited_syn_is_answered_with_port_unreachable_after_six_seconds() {
+    let mut n = Nat64::new(config()).unwrap();
+    let syn = syn4(SRV4, 33000, 5000);
+    assert_eq!(inb(&mut n, 1, &syn), Err(DropReason::SynHeld));
+    assert_eq!(
+        n.poll_held_timeout(),
+        Some(t(7)),
+        "due 6 s after it arrived"
+    );
+    assert!(poll(&mut n, 6_999).is_empty(), "not before 6 s");
+    let got = poll(&mut n, 7_000);
+    assert_eq!(got.len(), 1);
+    let e = &got[0];
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 3), "Port Unreachable");
+    assert_eq!(
+        v4_addrs(e),
+        (POOL, SRV4),
+        "from the address the SYN was sent to"
+    );
+    assert_eq!(&e[28..], &syn[..], "quotes the SYN as it arrived");
+    assert_checksums(e);
+    assert!(poll(&mut n, 8_000).is_empty(), "exactly once");
+    assert!(poll(&mut n, 60_000).is_empty());
+    let c = n.counters();
+    assert_eq!(c.dropped(DropReason::SynHeld), 1);
+    assert_eq!(c.icmp_errors_sent, 1);
+    assert_eq!(n.shared().session_count(), 0);
+}
+
+/// RFC 5382 REQ-4 / RFC 6146 §3.5.2.2, simultaneous open: the peer's SYN arrives first
+/// (no binding yet, or one whose address-dependent filter refuses the peer), then the
+/// host's SYN for the same connection: the host's SYN makes the session, the held SYN is
+/// dropped silently (no Port Unreachable ever), and the peer's next segment passes.
+#[test]
+fn simultaneous_open_succeeds_and_the_held_syn_goes_silently() {
+    for filtering in [
+        crate::config::Filtering::EndpointIndependent,
+        crate::config::Filtering::AddressDependent,
+    ] {
+        let mut n = Nat64::new(Nat64Config {
+            filtering,
+            ..config()
+        })
+        .unwrap();
+        let peer = Ipv4Addr::new(198, 51, 100, 9);
+        if filtering == crate::config::Filtering::AddressDependent {
+            // A's binding exists (to another server); the filter refuses the peer.
+            let mut s = ipv6(TCP, HOST_A, srv6(), 64, &tcp(5000, 80, 0x02));
+            fill_l4_csum(&mut s);
+            assert_eq!(ports(&out(&mut n, 0, &s).unwrap()).0, 5000);
+        }
+        assert_eq!(
+            inb(&mut n, 1, &syn4(peer, 4000, 5000)),
+            Err(DropReason::SynHeld)
+        );
+        let mut syn = ipv6(TCP, HOST_A, embed(peer), 64, &tcp(5000, 4000, 0x02));
+        fill_l4_csum(&mut syn);
+        let o = out(&mut n, 2, &syn).unwrap();
+        assert_eq!((v4_addrs(&o), ports(&o)), ((POOL, peer), (5000, 4000)));
+        assert!(
+            poll(&mut n, 20_000).is_empty(),
+            "the held SYN went silently"
+        );
+        assert_eq!(n.poll_held_timeout(), None);
+        // The peer, in SYN-SENT, answers the host's SYN with a SYN-ACK: it passes.
+        let mut synack = ipv4(TCP, peer, POOL, 60, &tcp(4000, 5000, 0x12));
+        fill_l4_csum(&mut synack);
+        let r = inb(&mut n, 3, &synack).unwrap();
+        assert_eq!(
+            (v6_addrs(&r), ports(&r)),
+            ((embed(peer), HOST_A), (4000, 5000))
+        );
+        assert_eq!(n.counters().icmp_errors_sent, 0);
+    }
+}
+
+/// At most `max_simultaneous_opens` SYNs are held (more: `syn_hold_full`), a
+/// retransmitted SYN is not held twice, and `drop_externally_initiated_tcp` drops them
+/// at once with no answer ever.
+#[test]
+fn held_syns_are_bounded_and_can_be_refused() {
+    let mut n = Nat64::new(Nat64Config {
+        max_simultaneous_opens: 2,
+        ..config()
+    })
+    .unwrap();
+    let r: Vec<_> = [1000, 1001, 1000, 1002]
+        .iter()
+        .map(|p| inb(&mut n, 1, &syn4(SRV4, *p, 5000)))
+        .collect();
+    use DropReason::{SynHeld, SynHoldFull};
+    assert_eq!(
+        r,
+        vec![Err(SynHeld), Err(SynHeld), Err(SynHeld), Err(SynHoldFull)]
+    );
+    assert_eq!(poll(&mut n, 7_000).len(), 2, "one answer per held SYN");
+
+    let mut n = Nat64::new(Nat64Config {
+        drop_externally_initiated_tcp: true,
+        ..config()
+    })
+    .unwrap();
+    assert_eq!(
+        inb(&mut n, 1, &syn4(SRV4, 1000, 5000)),
+        Err(DropReason::NoMapping)
+    );
+    assert!(poll(&mut n, 10_000).is_empty());
+    // Not a SYN (an ACK, a SYN-ACK): never held.
+    let mut n = Nat64::new(config()).unwrap();
+    let mut ack = ipv4(TCP, SRV4, POOL, 60, &tcp(1000, 5000, 0x12));
+    fill_l4_csum(&mut ack);
+    assert_eq!(inb(&mut n, 1, &ack), Err(DropReason::NoMapping));
+}
+
+/// RFC 6146 §3.5.3 `drop_icmpv6_info`: ICMPv6 echo from the inside is dropped with its
+/// reason; ICMPv6 errors still pass.
+#[test]
+fn drop_icmpv6_info_drops_echo_but_not_errors() {
+    let mut n = Nat64::new(Nat64Config {
+        drop_icmpv6_info: true,
+        ..config()
+    })
+    .unwrap();
+    let mut ping = ipv6(ICMP6, HOST_A, srv6(), 64, &echo(128, 0x77, 1));
+    fill_l4_csum(&mut ping);
+    assert_eq!(out(&mut n, 1, &ping), Err(DropReason::Icmpv6InfoFiltered));
+    let o = out(&mut n, 1, &udp6(HOST_A, 5000, srv6(), 53)).unwrap();
+    let reply = inb(&mut n, 2, &udp4(SRV4, 53, POOL, ports(&o).0)).unwrap();
+    let mut body = vec![1, 4, 0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&reply);
+    let mut err = ipv6(ICMP6, HOST_A, srv6(), 64, &body);
+    fill_l4_csum(&mut err);
+    assert!(out(&mut n, 3, &err).is_ok());
 }

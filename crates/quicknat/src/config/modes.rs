@@ -241,6 +241,12 @@ pub(super) struct RawNat64 {
     pub fragment_timeout: Option<Spanned<u64>>,
     /// Fragmented datagrams in flight at most.
     pub max_fragment_records: Option<Spanned<u64>>,
+    /// Unsolicited inbound TCP SYNs held at once (RFC 6146 §3.5.2.2).
+    pub max_simultaneous_opens: Option<Spanned<u64>>,
+    /// Drop unsolicited inbound TCP SYNs instead of holding them (RFC 6146 §3.5.2.2).
+    pub drop_externally_initiated_tcp: Option<bool>,
+    /// Drop ICMPv6 informational messages from the inside (RFC 6146 §3.5.3).
+    pub drop_icmpv6_info: Option<bool>,
 }
 
 /// One `[[nat64.static]]` table.
@@ -349,6 +355,13 @@ pub(super) fn convert_nat64(
         super::fragment_limits(src, &r.fragment_timeout, &r.max_fragment_records, "nat64")?;
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
     c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
+    // Unsolicited inbound SYNs (RFC 6146 §3.5.2.2) and ICMPv6 informational (§3.5.3).
+    c.max_simultaneous_opens = super::simultaneous_opens(src, &r.max_simultaneous_opens, "nat64")?
+        .unwrap_or(c.max_simultaneous_opens);
+    c.drop_externally_initiated_tcp = r
+        .drop_externally_initiated_tcp
+        .unwrap_or(c.drop_externally_initiated_tcp);
+    c.drop_icmpv6_info = r.drop_icmpv6_info.unwrap_or(c.drop_icmpv6_info);
     // The engine's own checks (pool sizes, static bindings in the pool, timeouts).
     let warnings = c
         .validate()

@@ -92,6 +92,10 @@ pub(super) struct RawNat44 {
     /// `[[nat44.forward]]` tables.
     #[serde(default)]
     pub forward: Vec<Spanned<RawForward>>,
+    /// Unsolicited inbound TCP SYNs held at once (RFC 5382 REQ-4).
+    pub max_simultaneous_opens: Option<Spanned<u64>>,
+    /// Drop unsolicited inbound TCP SYNs instead of holding them.
+    pub drop_externally_initiated_tcp: Option<bool>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.

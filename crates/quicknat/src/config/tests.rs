@@ -687,3 +687,50 @@ fn ipv6_udp_zero_checksum_error_names_file_line_field() {
         "\"drop\" or \"compute\"",
     );
 }
+
+/// RFC 5382 REQ-4 / RFC 6146 §3.5.2.2-§3.5.3 settings: read in both modes, RFC defaults
+/// (hold up to 10, externally initiated TCP and ICMPv6 informational not dropped), a
+/// bound on `max_simultaneous_opens` named by file, line and field.
+#[test]
+fn simultaneous_open_settings_are_read_and_checked() {
+    let c = load_str(BASE, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let n = c.nat44().unwrap();
+    assert_eq!(
+        (n.max_simultaneous_opens, n.drop_externally_initiated_tcp),
+        (10, false)
+    );
+    let text = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nmax_simultaneous_opens = 3\ndrop_externally_initiated_tcp = true\n",
+    );
+    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let n = c.nat44().unwrap();
+    assert_eq!(
+        (n.max_simultaneous_opens, n.drop_externally_initiated_tcp),
+        (3, true)
+    );
+    let bad = text.replace("opens = 3", "opens = 5000");
+    expect_err(
+        &bad,
+        "max_simultaneous_opens",
+        "nat44.max_simultaneous_opens",
+        "between 0 and 4096",
+    );
+
+    let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\n\
+                max_simultaneous_opens = 0\ndrop_externally_initiated_tcp = true\n\
+                drop_icmpv6_info = true\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+        panic!("expected nat64");
+    };
+    assert_eq!(n.max_simultaneous_opens, 0);
+    assert!(n.drop_externally_initiated_tcp && n.drop_icmpv6_info);
+    let bad = text.replace("opens = 0", "opens = 99999");
+    expect_err(
+        &bad,
+        "max_simultaneous_opens",
+        "nat64.max_simultaneous_opens",
+        "between 0 and 4096",
+    );
+}

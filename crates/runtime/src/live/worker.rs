@@ -175,10 +175,41 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             self.deferred.clear();
             self.deferred_ends.clear();
         }
+        self.send_polled(now, view, egress);
         for p in &mut self.ports {
             let _ = p.flush();
         }
         seen
+    }
+
+    /// Sends what the mode originates because time passed, with no packet arriving (a
+    /// held TCP SYN answered after 6 s): each packet routed by its destination.
+    fn send_polled(&mut self, now: Timestamp, view: &NetView, egress: &Egress) {
+        if self.mode.poll_timeout().is_none_or(|t| t > now)
+            || self.mode.poll(now, egress, &mut self.out) == 0
+        {
+            return;
+        }
+        let fwd = Forwarding {
+            links: &self.setup.links,
+            view,
+            handoff: &*self.setup.handoff,
+        };
+        for i in 0..self.out.len() {
+            let Some(framed) = self.out.framed_mut(i, 14) else {
+                continue;
+            };
+            let Some((out, mac)) = fwd.next_hop(&framed[14..], &mut self.io) else {
+                continue;
+            };
+            if framed.len() - 14 > fwd.links[out].mtu {
+                self.io.oversize += 1;
+                continue;
+            }
+            fwd.write_eth(framed, out, mac);
+            let ok = self.ports[out].send(framed, None).is_ok();
+            self.io.count_sent(out, ok);
+        }
     }
 
     /// Receives one batch on port `side` and sends on what the mode decided.

@@ -262,3 +262,43 @@ fn a_stateless_translator_cuts_and_forwards_fragments_out_of_the_other_port() {
     }
     assert!(inside.sent().is_empty());
 }
+
+/// RFC 5382 REQ-4 on the live worker: an unsolicited SYN from the outside is held; the
+/// receive pass 6 s later, with nothing received, sends its Port Unreachable out of the
+/// outside port to the server's next hop, once.
+#[test]
+fn a_held_syn_is_answered_by_a_later_pass_with_nothing_received() {
+    let m = nat44();
+    let (mut w, [inside, outside], view, _) = rig(&m, [1500, 1500]);
+    let mut syn = vec![0u8; 40];
+    syn[..12].copy_from_slice(&[0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0]);
+    syn[12..16].copy_from_slice(&SERVER.octets());
+    syn[16..20].copy_from_slice(&POOL.octets());
+    syn[20..24].copy_from_slice(&[0x03, 0xe8, 0x13, 0x88]); // 1000 -> 5000
+    syn[32..34].copy_from_slice(&[0x50, 0x02]);
+    let c = checksum(&syn[..20]);
+    syn[10..12].copy_from_slice(&c.to_be_bytes());
+    let ph = pseudo_header_v4(SERVER.octets(), POOL.octets(), 6, 20);
+    let c = !fold(combine(ph, sum(&syn[20..])));
+    syn[36..38].copy_from_slice(&c.to_be_bytes());
+    outside.inject(&eth(OUT_MAC, SERVER_MAC, &syn));
+    assert_eq!(step(&mut w, &view, 1), 1);
+    assert_eq!(step(&mut w, &view, 6), 0);
+    assert!(
+        outside.sent().is_empty() && inside.sent().is_empty(),
+        "held"
+    );
+    assert_eq!(step(&mut w, &view, 7), 0);
+    let sent = outside.take_sent();
+    assert_eq!(sent.len(), 1);
+    let f = &sent[0];
+    assert_eq!((&f[..6], &f[6..12]), (&SERVER_MAC[..], &OUT_MAC[..]));
+    assert_eq!(&f[14 + 12..14 + 20], &[203, 0, 113, 1, 198, 51, 100, 2]);
+    assert_eq!((f[14 + 9], f[34], f[35]), (1, 3, 3), "Port Unreachable");
+    assert_eq!(&f[14 + 28..], &syn[..], "quoting the SYN");
+    assert_eq!(step(&mut w, &view, 8), 0);
+    assert!(
+        outside.sent().is_empty() && inside.sent().is_empty(),
+        "once"
+    );
+}
