@@ -53,6 +53,10 @@ pub struct Nat64Config {
     pub fragment_timeout: Duration,
     /// Fragmented datagrams in flight at most.
     pub max_fragment_records: usize,
+    // -- gateway-originated ICMP errors (issue 11, finding 2) --
+    /// RFC 7915 §4.4 / §5.4: whether the translator sends the ICMP errors it owes the
+    /// sender of a packet it refuses (on by default).
+    pub icmp_errors: bool,
 }
 
 impl Default for Nat64Config {
@@ -71,6 +75,7 @@ impl Default for Nat64Config {
             options: SiitOptions::default(),
             fragment_timeout: n.fragment_timeout,
             max_fragment_records: n.max_fragment_records,
+            icmp_errors: true,
         }
     }
 }

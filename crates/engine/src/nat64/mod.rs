@@ -82,6 +82,8 @@ pub struct Nat64Shared {
     options: SiitOptions,
     /// `options` without a second TTL decrement (the hairpin leg).
     options_again: SiitOptions,
+    /// Whether ICMP errors are sent (RFC 7915 §4.4 / §5.4).
+    icmp_errors: bool,
     hosts: Arc<Hosts>,
     nat: Arc<Nat44Shared>,
 }
@@ -112,6 +114,7 @@ impl Nat64Shared {
                 decrement_ttl: false,
                 ..cfg.options
             },
+            icmp_errors: cfg.icmp_errors,
             hosts,
             nat,
         }))
@@ -122,7 +125,7 @@ impl Nat64Shared {
         Nat64Worker {
             shared: Arc::clone(self),
             nat: self.nat.worker(id),
-            responder: Responder::default(),
+            responder: Responder::enabled(self.icmp_errors),
         }
     }
 
