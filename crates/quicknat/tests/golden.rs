@@ -220,3 +220,25 @@ fn nat64_gateway() {
         ],
     );
 }
+
+/// SIIT: the errors for refused packets (RFC 7915 §4.1, §4.4, §5.1, §5.4), the
+/// translator's ICMPv4 errors from its RFC 6791 source, and EAM hairpinning (RFC 7757 §4)
+/// (`scenario_siit_errors`).
+#[test]
+fn siit_errors() {
+    check(
+        "siit_errors",
+        "siit_errors.toml",
+        &[
+            // The expired source route and the two hairpinned packets.
+            ("forwarded", 3),
+            ("hairpinned", 2),
+            ("dropped", 6),
+            ("source_routed", 2),
+            ("ttl_expired", 1),
+            ("unsupported_protocol", 1),
+            ("no_address_mapping", 2),
+            ("icmp errors sent", 5),
+        ],
+    );
+}
