@@ -220,6 +220,9 @@ impl SiitConfig {
         let cfg = SiitConfig {
             pref64: Some(plat),
             eam: vec![eam],
+            // A CLAT's one EAM entry is its own host or LAN: nothing on its IPv6 side
+            // reaches another node of the table through it (RFC 6877 §6.3).
+            eam_hairpin: EamHairpin::Off,
             ..SiitConfig::default()
         };
         cfg.validate()
