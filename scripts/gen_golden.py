@@ -169,6 +169,15 @@ inside_addresses = ["198.51.100.1"]
 outside_addresses = ["2001:db8:1::1"]
 """
 
+CONFIG_SIIT_HAIRPIN_SIMPLE = """\
+# Golden-test configuration: SIIT with "simple" EAM hairpinning (RFC 7757 §4): every IPv6
+# packet whose IPv4 destination is an EAM address goes back to the IPv6 side.
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.0/24", ipv6 = "2001:db8:aaaa::/120" } ]
+eam_hairpin = "simple"
+"""
+
 CONFIG_NAT64_GATEWAY = """\
 # Golden-test configuration: stateful NAT64, IPv6 hosts inside, one public IPv4 address,
 # with the gateway's addresses (sources of its ICMP errors) and the translator's MTUs.
@@ -195,6 +204,7 @@ CONFIGS = {
     "siit_gateway.toml": CONFIG_SIIT_GATEWAY,
     "nat64_gateway.toml": CONFIG_NAT64_GATEWAY,
     "siit_errors.toml": CONFIG_SIIT_ERRORS,
+    "siit_hairpin_simple.toml": CONFIG_SIIT_HAIRPIN_SIMPLE,
 }
 
 # What the gateway's ICMP errors look like. Fields the RFCs leave open are set to the
@@ -899,6 +909,32 @@ def scenario_siit_errors():
     return pairs
 
 
+def scenario_siit_hairpin_simple():
+    """SIIT (siit_hairpin_simple.toml), "simple" EAM hairpinning: unlike "intrinsic"
+    (scenario_siit_errors), a packet hairpins whenever its IPv4 destination is an EAM
+    address, even one addressed to B's own IPv6 address; an ordinary IPv4 destination
+    still leaves on the IPv4 side."""
+    (a4, a6), (b4, b6) = SIIT_EAM_A, SIIT_EAM_B
+    h4 = SIIT_V4_HOST
+    pairs = []
+    # 1. A to B's own IPv6 address (2001:db8:aaaa::2 -> 192.0.2.2 by the EAM): back to
+    # IPv6, A's source in the Pref64 (RFC 7757 §4), hop limit - 1, flow label 0.
+    pin = udp6(False, a6, b6, 6000, 7000, TTL_REMOTE, b"to B directly")
+    pairs.append((pin, udp6(False, v6_addr(a4), b6, 6000, 7000, TTL_REMOTE - 1,
+                            b"to B directly")))
+    # 2. A to B through the Pref64: the same.
+    pin = udp6(False, a6, v6_addr(b4), 6000, 7000, TTL_REMOTE, b"to B via Pref64")
+    pairs.append((pin, udp6(False, v6_addr(a4), b6, 6000, 7000, TTL_REMOTE - 1,
+                            b"to B via Pref64")))
+    # 3. A to an IPv4 host: translated to IPv4 (1300 bytes: over 1260, so DF set and the
+    # Identification quicknat's documented 0, RFC 7915 §5.1).
+    pay = filler(1300 - 28, 21)
+    pin = udp6(False, a6, v6_addr(h4), 6000, 7000, TTL_REMOTE, pay)
+    pairs.append((pin, udp4(False, a4, h4, 6000, 7000, TTL_REMOTE - 1, XLAT_ATOMIC_ID,
+                            pay)))
+    return pairs
+
+
 def scenario_nat64_gateway():
     """Stateful NAT64 (nat64_gateway.toml): IPv6 hosts inside, 203.0.113.1 outside,
     lowest-ipv6-mtu 1280, IPv4 MTU 1400. The session is opened from the inside first;
@@ -979,6 +1015,7 @@ SCENARIOS = [
     ("siit_gateway", scenario_siit_gateway),
     ("nat64_gateway", scenario_nat64_gateway),
     ("siit_errors", scenario_siit_errors),
+    ("siit_hairpin_simple", scenario_siit_hairpin_simple),
 ]
 
 

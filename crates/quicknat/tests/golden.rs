@@ -242,3 +242,14 @@ fn siit_errors() {
         ],
     );
 }
+
+/// SIIT with `eam_hairpin = "simple"`: every EAM destination hairpins, an ordinary IPv4
+/// one does not (`scenario_siit_hairpin_simple`).
+#[test]
+fn siit_hairpin_simple() {
+    check(
+        "siit_hairpin_simple",
+        "siit_hairpin_simple.toml",
+        &[("forwarded", 3), ("hairpinned", 2), ("dropped", 0)],
+    );
+}
