@@ -160,6 +160,27 @@ impl Siit {
     }
 }
 
+/// Whether the packet is link traffic or addressed to the gateway itself (neighbour
+/// discovery, link-local addresses, the gateway's own address on the link it arrived by):
+/// the live runtime hands such packets to the host's stack before the translator sees
+/// them, so a refusal of one (in a capture replay) is counted but never answered.
+fn for_the_host(pkt: &[u8], dir: Direction, egress: &Egress) -> bool {
+    let link = egress.link(dir.arrives_on());
+    match Family::of(pkt) {
+        Some(Family::V4) if pkt.len() >= 20 => {
+            let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
+            let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+            link.addr4 == Some(dst) || src.is_link_local() || dst.is_link_local()
+        }
+        Some(Family::V6) if pkt.len() >= 40 => {
+            let (src, dst) = (ipv6_at(pkt, 8), ipv6_at(pkt, 24));
+            let link_local = |a: Ipv6Addr| a.segments()[0] & 0xffc0 == 0xfe80;
+            link.addr6 == Some(dst) || link_local(src) || link_local(dst)
+        }
+        _ => false,
+    }
+}
+
 /// A packet translated: where it now lies and whether it goes back out of the side it
 /// came in on (an EAM hairpin).
 #[derive(Clone, Copy, Debug)]
@@ -194,6 +215,11 @@ impl ModeWorker for Siit {
                 count_cut(&mut self.counters, cut, pieces)
             }
             Err(r) => {
+                let r = if r.icmp.is_some() && for_the_host(frame.packet(), dir, egress) {
+                    r.unanswered()
+                } else {
+                    r
+                };
                 let egress = match r.icmp {
                     Some(_) => self.error_egress(frame, egress),
                     None => *egress,

@@ -448,3 +448,25 @@ fn hairpin_off_sends_it_to_the_ipv4_side() {
     assert!(matches!(e, Emit::Forward { .. }), "{e:?}");
     assert_eq!(v4_addrs(&sent), (A4, H4));
 }
+
+#[test]
+fn link_traffic_and_traffic_for_the_gateway_is_never_answered() {
+    // Live, the runtime hands these to the host's stack; a replay only counts them.
+    let mut w = worker(config());
+    for pkt in [
+        udp6(a6(), GW6_OUT, 64),
+        udp6("fe80::1".parse().unwrap(), "2001:db8:77::1".parse().unwrap(), 255),
+        udp6(a6(), "fe80::2".parse().unwrap(), 255),
+    ] {
+        let (e, _, own) = go(&mut w, &pkt);
+        assert_eq!(e, Emit::Drop(DropReason::NoAddressMapping));
+        assert!(own.is_empty());
+    }
+    let mut cfg = config();
+    cfg.pref64 = None;
+    let mut w = worker(cfg);
+    let (e, _, _) = go(&mut w, &udp4(H4, GW4_IN, 64));
+    assert_eq!(e, Emit::Drop(DropReason::NoAddressMapping));
+    let (e, _, _) = go(&mut w, &udp4(Ipv4Addr::new(169, 254, 0, 9), A4, 64));
+    assert_eq!(e, Emit::Drop(DropReason::NoAddressMapping));
+}
