@@ -455,7 +455,11 @@ fn link_traffic_and_traffic_for_the_gateway_is_never_answered() {
     let mut w = worker(config());
     for pkt in [
         udp6(a6(), GW6_OUT, 64),
-        udp6("fe80::1".parse().unwrap(), "2001:db8:77::1".parse().unwrap(), 255),
+        udp6(
+            "fe80::1".parse().unwrap(),
+            "2001:db8:77::1".parse().unwrap(),
+            255,
+        ),
         udp6(a6(), "fe80::2".parse().unwrap(), 255),
     ] {
         let (e, _, own) = go(&mut w, &pkt);
