@@ -98,8 +98,8 @@ impl Default for SiitConfig {
 pub enum EamHairpin {
     /// No hairpinning: such a packet leaves on the IPv4 side.
     Off,
-    /// Hairpin every IPv6 packet whose IPv4 destination is covered by an EAM entry, and
-    /// translate the source of every IPv4 packet from an EAM address with the Pref64.
+    /// Hairpin every IPv6 packet whose IPv4 destination is covered by an EAM entry,
+    /// however its IPv6 destination was mapped (and every ICMPv6 error to such a node).
     Simple,
     /// Hairpin only what can be an EAM hairpin (RFC 7757 §4.2, Jool's default): a packet
     /// (not an ICMPv6 error) whose destination came out of the Pref64 into an EAM entry's
