@@ -32,9 +32,10 @@ import struct
 import sys
 import tempfile
 
-from scapy.layers.inet import ICMP, IP, TCP, UDP, fragment
+from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_LSRR, IPOption_NOP, fragment
 from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6PacketTooBig, ICMPv6TimeExceeded,
-                                IPv6, IPv6ExtHdrFragment)
+                                IPv6, IPv6ExtHdrFragment, ICMPv6ParamProblem,
+                                IPv6ExtHdrRouting)
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
@@ -146,6 +147,37 @@ inside_addresses = ["198.51.100.1"]
 outside_addresses = ["2001:db8:1::1"]
 """
 
+# --- SIIT: errors for refused packets, their RFC 6791 source, EAM hairpinning (issue 11)
+SIIT_ERR_SOURCE = "203.0.113.7"  # [siit] icmp_error_source (RFC 6791)
+SIIT_EAM_A = ("192.0.2.1", "2001:db8:aaaa::1")  # IPv6 nodes with EAM addresses
+SIIT_EAM_B = ("192.0.2.2", "2001:db8:aaaa::2")
+
+CONFIG_SIIT_ERRORS = """\
+# Golden-test configuration: SIIT answering the packets it refuses (RFC 7915 §4.1, §4.4,
+# §5.1, §5.4) from its RFC 6791 source on the IPv4 side and its outside address on the
+# IPv6 side, and hairpinning between two EAM-mapped IPv6 nodes (RFC 7757 §4, intrinsic).
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.0/24", ipv6 = "2001:db8:aaaa::/120" } ]
+icmp_error_source = "203.0.113.7"
+eam_hairpin = "intrinsic"
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["198.51.100.1"]
+outside_addresses = ["2001:db8:1::1"]
+"""
+
+CONFIG_SIIT_HAIRPIN_SIMPLE = """\
+# Golden-test configuration: SIIT with "simple" EAM hairpinning (RFC 7757 §4): every IPv6
+# packet whose IPv4 destination is an EAM address goes back to the IPv6 side.
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.0/24", ipv6 = "2001:db8:aaaa::/120" } ]
+eam_hairpin = "simple"
+"""
+
 CONFIG_NAT64_GATEWAY = """\
 # Golden-test configuration: stateful NAT64, IPv6 hosts inside, one public IPv4 address,
 # with the gateway's addresses (sources of its ICMP errors) and the translator's MTUs.
@@ -171,6 +203,8 @@ CONFIGS = {
     "nat44_gateway.toml": CONFIG_NAT44_GATEWAY,
     "siit_gateway.toml": CONFIG_SIIT_GATEWAY,
     "nat64_gateway.toml": CONFIG_NAT64_GATEWAY,
+    "siit_errors.toml": CONFIG_SIIT_ERRORS,
+    "siit_hairpin_simple.toml": CONFIG_SIIT_HAIRPIN_SIMPLE,
 }
 
 # What the gateway's ICMP errors look like. Fields the RFCs leave open are set to the
@@ -798,6 +832,109 @@ def scenario_siit_gateway():
     return pairs
 
 
+def scenario_siit_errors():
+    """SIIT (siit_errors.toml): the ICMP errors RFC 7915 owes the sender of a packet the
+    translator refuses, the translator's ICMPv4 errors sourced from the RFC 6791 address
+    (not the inside interface's), and EAM hairpinning. The IPv4 host is 198.51.100.20;
+    A (2001:db8:aaaa::1) and B (::2) are IPv6 nodes whose IPv4 addresses 192.0.2.1 and
+    .2 come from the EAM entry 192.0.2.0/24 <-> 2001:db8:aaaa::/120."""
+    h4, h4_6 = SIIT_V4_HOST, v6_addr(SIIT_V4_HOST)
+    (a4, a6), (b4, b6) = SIIT_EAM_A, SIIT_EAM_B
+    pairs = []
+
+    def lsrr(ip_id, pointer, payload):
+        # RFC 791 §3.1 loose source route (type 131, length 7, one address), NOP-padded;
+        # the UDP checksum over the real destination (scapy would use the route's last).
+        l4 = transport4(h4, a4, UDP(sport=5000, dport=6000) / Raw(payload))
+        return (eth(True) / IP(src=h4, dst=a4, ttl=TTL_INSIDE, id=ip_id, flags="DF",
+                               proto=17, options=[IPOption_LSRR(pointer=pointer,
+                                                                routers=["203.0.113.9"]),
+                                                  IPOption_NOP()])
+                / Raw(l4))
+
+    # 1. An unexpired loose source route (pointer 4 <= length 7): "the packet MUST instead
+    # be discarded, and an ICMPv4 "Destination Unreachable, Source Route Failed" (Type 3,
+    # Code 5) error message SHOULD be returned to the sender" (§4.1), from the RFC 6791
+    # source.
+    pin = lsrr(0xC001, 4, b"source routed")
+    pairs.append((pin, icmp4_error(pin, SIIT_ERR_SOURCE, ICMP(type=3, code=5))))
+
+    # 2. An expired one (pointer 8 > length 7): options "MUST be ignored"; translated.
+    pin = lsrr(0xC002, 8, b"route done")
+    pairs.append((pin, udp6(True, h4_6, a6, 5000, 6000, TTL_INSIDE - 1, b"route done")))
+
+    # 3. TTL 1: Time Exceeded, from the RFC 6791 source too.
+    pin = udp4(True, h4, a4, 5000, 6000, 1, 0xC003, b"ttl one")
+    pairs.append((pin, icmp4_error(pin, SIIT_ERR_SOURCE, ICMP(type=11, code=0))))
+
+    # 4. ICMPv6 carried in IPv4 (protocol 58): refused; §4.4's default answer, Destination
+    # Unreachable, Communication Administratively Prohibited (Type 3, Code 13).
+    pin = (eth(True) / IP(src=h4, dst=a4, ttl=TTL_INSIDE, id=0xC004, flags="DF", proto=58)
+           / Raw(b"\x80\x00\x00\x00\x00\x01\x00\x01ping"))
+    pairs.append((pin, icmp4_error(pin, SIIT_ERR_SOURCE, ICMP(type=3, code=13))))
+
+    # 5. A Routing header with Segments Left 1: "an ICMPv6 "parameter problem/erroneous
+    # header field encountered" (Type 4, Code 0) error message, with the Pointer field
+    # indicating the first byte of the Segments Left field" (§5.1): 40 + 3.
+    # (The UDP checksum is taken over the header's destination, as a checker without
+    # routing-header rules verifies a quote; nothing translates this packet anyway.)
+    pin = (eth(False) / IPv6(src=a6, dst=h4_6, hlim=TTL_REMOTE, fl=0)
+           / IPv6ExtHdrRouting(type=2, segleft=1, addresses=["2001:db8:9::9"], nh=17)
+           / Raw(transport6(a6, h4_6, UDP(sport=6000, dport=5000) / Raw(b"routed"))))
+    pairs.append((pin, icmp6_error(pin, GW_INSIDE6, ICMPv6ParamProblem(code=0, ptr=43))))
+
+    # 6. A destination neither in the EAM table nor in the Pref64: §5.4's default answer,
+    # Destination Unreachable, Communication with Destination Administratively Prohibited
+    # (Type 1, Code 1), from the gateway's outside address.
+    pin = udp6(False, a6, "2001:db8:77::1", 6000, 5000, TTL_REMOTE, b"nowhere")
+    pairs.append((pin, icmp6_error(pin, GW_INSIDE6, ICMPv6DestUnreach(code=1))))
+
+    # 7. An ICMPv6 error about it would never be answered (RFC 4443 §2.4 (e.1)).
+    quoted = bytes(IPv6(src=h4_6, dst=a6, hlim=1) / UDP(sport=5000, dport=6000))
+    pairs.append((eth(False) / IPv6(src=a6, dst="2001:db8:77::1", hlim=TTL_REMOTE)
+                  / ICMPv6DestUnreach(code=4) / Raw(quoted), None))
+
+    # 8. A reaches B at B's IPv4 address in the Pref64: translated to IPv4 (192.0.2.1 ->
+    # 192.0.2.2), an EAM destination, and straight back to IPv6 (RFC 7757 §4), the source
+    # now A's IPv4 address in the Pref64 so that B answers through the translator; out of
+    # the IPv6 side again, one hop (hop limit - 1), flow label 0 (RFC 7915 §4.1).
+    pin = udp6(False, a6, v6_addr(b4), 6000, 7000, TTL_REMOTE, b"to B via EAM", tc=0x28)
+    pairs.append((pin, udp6(False, v6_addr(a4), b6, 6000, 7000, TTL_REMOTE - 1,
+                            b"to B via EAM", tc=0x28)))
+
+    # 9. B's answer to A's Pref64 address hairpins the same way.
+    pin = udp6(False, b6, v6_addr(a4), 7000, 6000, TTL_REMOTE, b"to A via EAM")
+    pairs.append((pin, udp6(False, v6_addr(b4), a6, 7000, 6000, TTL_REMOTE - 1,
+                            b"to A via EAM")))
+    return pairs
+
+
+def scenario_siit_hairpin_simple():
+    """SIIT (siit_hairpin_simple.toml), "simple" EAM hairpinning: unlike "intrinsic"
+    (scenario_siit_errors), a packet hairpins whenever its IPv4 destination is an EAM
+    address, even one addressed to B's own IPv6 address; an ordinary IPv4 destination
+    still leaves on the IPv4 side."""
+    (a4, a6), (b4, b6) = SIIT_EAM_A, SIIT_EAM_B
+    h4 = SIIT_V4_HOST
+    pairs = []
+    # 1. A to B's own IPv6 address (2001:db8:aaaa::2 -> 192.0.2.2 by the EAM): back to
+    # IPv6, A's source in the Pref64 (RFC 7757 §4), hop limit - 1, flow label 0.
+    pin = udp6(False, a6, b6, 6000, 7000, TTL_REMOTE, b"to B directly")
+    pairs.append((pin, udp6(False, v6_addr(a4), b6, 6000, 7000, TTL_REMOTE - 1,
+                            b"to B directly")))
+    # 2. A to B through the Pref64: the same.
+    pin = udp6(False, a6, v6_addr(b4), 6000, 7000, TTL_REMOTE, b"to B via Pref64")
+    pairs.append((pin, udp6(False, v6_addr(a4), b6, 6000, 7000, TTL_REMOTE - 1,
+                            b"to B via Pref64")))
+    # 3. A to an IPv4 host: translated to IPv4 (1300 bytes: over 1260, so DF set and the
+    # Identification quicknat's documented 0, RFC 7915 §5.1).
+    pay = filler(1300 - 28, 21)
+    pin = udp6(False, a6, v6_addr(h4), 6000, 7000, TTL_REMOTE, pay)
+    pairs.append((pin, udp4(False, a4, h4, 6000, 7000, TTL_REMOTE - 1, XLAT_ATOMIC_ID,
+                            pay)))
+    return pairs
+
+
 def scenario_nat64_gateway():
     """Stateful NAT64 (nat64_gateway.toml): IPv6 hosts inside, 203.0.113.1 outside,
     lowest-ipv6-mtu 1280, IPv4 MTU 1400. The session is opened from the inside first;
@@ -877,6 +1014,8 @@ SCENARIOS = [
     ("nat44_gateway", scenario_nat44_gateway),
     ("siit_gateway", scenario_siit_gateway),
     ("nat64_gateway", scenario_nat64_gateway),
+    ("siit_errors", scenario_siit_errors),
+    ("siit_hairpin_simple", scenario_siit_hairpin_simple),
 ]
 
 

@@ -497,6 +497,98 @@ class TestClatParity:
         assert not left, str(left)
 
 
+# ------------------------------------------------- SIIT: errors for refused packets, EAM hairpin
+# (issue 11, findings 2, 4, 5)
+
+SIIT_ERRORS = """
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.0/24", ipv6 = "2001:db8:aaaa::/120" } ]
+icmp_error_source = "203.0.113.7"
+"""
+SIIT_A6, SIIT_B6 = "2001:db8:aaaa::1", "2001:db8:aaaa::2"   # EAM: 192.0.2.1, 192.0.2.2
+SIIT_B4_IN_PREF64 = "2001:db8:64::c000:202"
+
+
+class SiitErrorsParity(ParityGateway):
+    """v4 (198.51.100.2) == gw [siit] (s-in 198.51.100.1 | s-out 2001:db8:2::2) == v6 (A and
+    B, 2001:db8:aaaa::1 and ::2, EAM 192.0.2.1 and .2). The translator's ICMPv4 errors
+    come from the RFC 6791 source 203.0.113.7; A reaches B through the Pref64 (hairpin)."""
+
+    def __init__(self, quicknat, backend):
+        super().__init__("qpse", ("v4", "gw", "v6"), quicknat, backend)
+
+    def setup(self):
+        self.make_namespaces()
+        self.link("v4", "c0", "gw", "s-in")
+        self.link("gw", "s-out", "v6", "v0")
+        self.nsx("v4", "ip", "addr", "add", f"{SERVER}/24", "dev", "c0")
+        self.nsx("v4", "ip", "route", "add", "default", "via", "198.51.100.1")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "s-in")
+        self.nsx("gw", "ip", "-6", "addr", "add", "2001:db8:2::2/64", "dev", "s-out", "nodad")
+        self.nsx("gw", "ip", "-6", "route", "add", "default", "via", "2001:db8:2::1")
+        self.nsx("v6", "ip", "-6", "addr", "add", "2001:db8:2::1/64", "dev", "v0", "nodad")
+        for a in (SIIT_A6, SIIT_B6):
+            self.nsx("v6", "ip", "-6", "addr", "add", f"{a}/128", "dev", "lo", "nodad")
+        # A's traffic to the Pref64 and to an unmapped network leaves from A's address.
+        for net in ("2001:db8:64::/96", "2001:db8:77::/64"):
+            self.nsx("v6", "ip", "-6", "route", "add", net, "via", "2001:db8:2::2", "src", SIIT_A6)
+        self.popen("v6", sys.executable, "-c", UDP_BIG_SERVER, SIIT_A6, "7007")
+        self.popen("v6", sys.executable, "-c", UDP_BIG_SERVER, SIIT_B6, "7100")
+        self.wait_udp_bound("v6", SIIT_A6, 7007)
+        self.wait_udp_bound("v6", SIIT_B6, 7100)
+        self.start_gateway("gw", "s-in", "s-out", (("v4", "c0"), ("v6", "v0")), SIIT_ERRORS,
+                           f"pse-{self.backend}")
+
+    @once
+    def cases(self):
+        out = {"warm": self.nsx("v4", sys.executable, "-c", UDP_SEND, "192.0.2.1", "7007", "100",
+                                check=False).stdout.strip()}
+        out["ttl"] = self.probe("v4", "192.0.2.1", 60, 1)
+        out["unmapped6"] = self.probe("v6", "2001:db8:77::1", 60, 64, src=SIIT_A6)
+        # A -> B at B's IPv4 address in the Pref64, B's echo back: both ways hairpinned.
+        out["hairpin"] = self.nsx("v6", sys.executable, "-c", UDP_SEND, SIIT_B4_IN_PREF64, "7100", "100",
+                                  check=False).stdout.strip()
+        return out
+
+
+@pytest.fixture(scope="class")
+def psiit_err(quicknat, backend):
+    yield from make(SiitErrorsParity, quicknat, backend)
+
+
+class TestSiitErrorsParity:
+    def test_quicknat_started_with_both_links_captured(self, psiit_err):
+        assert psiit_err.started(), psiit_err.qn.text()[-2000:]
+
+    def test_udp_echo_from_the_ipv4_host_to_an_eam_node(self, psiit_err):
+        assert psiit_err.cases()["warm"] == "100", psiit_err.detail()
+
+    def test_ttl_1_live_answers_time_exceeded_from_the_rfc6791_source(self, psiit_err):
+        assert psiit_err.cases()["ttl"] == "type=11 code=0 from=203.0.113.7 info=0", psiit_err.detail()
+
+    def test_unmapped_ipv6_destination_live_answers_administratively_prohibited(self, psiit_err):
+        # RFC 7915 §5.4: Destination Unreachable, code 1, from the gateway's IPv6 address.
+        assert psiit_err.cases()["unmapped6"] == "type=1 code=1 from=2001:db8:2::2 info=0", psiit_err.detail()
+
+    def test_eam_hairpin_both_ways_echo_intact(self, psiit_err):
+        # UDP_SEND is connected to B's Pref64 address: the echo only counts if it comes
+        # back from there, i.e. hairpinned with B's source written in the Pref64.
+        assert psiit_err.cases()["hairpin"] == "100", psiit_err.detail()
+
+    def test_translate_emits_the_live_gateways_icmp_errors_byte_for_byte_and_no_other(
+            self, psiit_err, record_property):
+        assert len(live_sent(psiit_err, "icmp error")) >= 2
+        assert_parity(psiit_err, record_property)
+
+    def test_translate_forwards_every_other_packet_as_the_live_gateway_did(self, psiit_err, record_property):
+        assert_forwarded_parity(psiit_err, record_property)
+
+    def test_namespaces_removed(self, psiit_err):
+        left = psiit_err.close()
+        assert not left, str(left)
+
+
 # ----------------------------------------------------------------------------------- ILA
 
 SIR = "3333:0:0:1"

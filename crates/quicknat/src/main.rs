@@ -171,9 +171,15 @@ fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
         for e in &c.eam {
             let _ = writeln!(s, "eam {} <-> {}", e.ipv4, e.ipv6);
         }
-        if let Some(a) = c.icmp_error_source {
+        if let Some(a) = &c.icmp_error_source {
             let _ = writeln!(s, "icmp error source (RFC 6791) {a}");
         }
+        let _ = writeln!(
+            s,
+            "icmp errors {}; eam hairpin {}",
+            if c.icmp_errors { "sent" } else { "off" },
+            c.eam_hairpin.as_str()
+        );
         let _ = writeln!(
             s,
             "mtu ipv6 {} ipv4 {}; udp zero checksum {}",

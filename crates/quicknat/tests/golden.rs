@@ -220,3 +220,36 @@ fn nat64_gateway() {
         ],
     );
 }
+
+/// SIIT: the errors for refused packets (RFC 7915 §4.1, §4.4, §5.1, §5.4), the
+/// translator's ICMPv4 errors from its RFC 6791 source, and EAM hairpinning (RFC 7757 §4)
+/// (`scenario_siit_errors`).
+#[test]
+fn siit_errors() {
+    check(
+        "siit_errors",
+        "siit_errors.toml",
+        &[
+            // The expired source route and the two hairpinned packets.
+            ("forwarded", 3),
+            ("hairpinned", 2),
+            ("dropped", 6),
+            ("source_routed", 2),
+            ("ttl_expired", 1),
+            ("unsupported_protocol", 1),
+            ("no_address_mapping", 2),
+            ("icmp errors sent", 5),
+        ],
+    );
+}
+
+/// SIIT with `eam_hairpin = "simple"`: every EAM destination hairpins, an ordinary IPv4
+/// one does not (`scenario_siit_hairpin_simple`).
+#[test]
+fn siit_hairpin_simple() {
+    check(
+        "siit_hairpin_simple",
+        "siit_hairpin_simple.toml",
+        &[("forwarded", 3), ("hairpinned", 2), ("dropped", 0)],
+    );
+}

@@ -1,7 +1,9 @@
 //! ICMP errors a gateway sends about a packet it could not forward: Time Exceeded when the
 //! TTL / Hop Limit runs out, and Fragmentation Needed / Packet Too Big when the packet is
 //! too big for the next hop (the signal path MTU discovery depends on, RFC 1191 / RFC
-//! 8201; RFC 7915 §4 and §5 ask a translator to send them in the sender's family).
+//! 8201; RFC 7915 §4 and §5 ask a translator to send them in the sender's family), and
+//! the errors RFC 7915 §4.1, §4.4, §5.1 and §5.4 owe a packet a translator refuses
+//! (Source Route Failed, Parameter Problem, Communication Administratively Prohibited).
 //!
 //! The rules every router follows (RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e)) are applied here,
 //! so a caller cannot get them wrong: no error about an ICMP error, about a non-first IPv4
@@ -33,6 +35,24 @@ pub enum IcmpReason {
     /// Destination Unreachable, Port Unreachable (ICMPv4 type 3 code 3, ICMPv6 type 1
     /// code 4): e.g. a NAT's answer to an unsolicited SYN (RFC 5382 REQ-4).
     PortUnreachable,
+    /// IPv4 only: Destination Unreachable, Source Route Failed (type 3 code 5), for an
+    /// unexpired LSRR/SSRR option (RFC 7915 §4.1). An IPv6 packet is never answered so.
+    SourceRouteFailed,
+    /// Parameter Problem pointing at byte `pointer` of the packet: ICMPv6 type 4 code 0
+    /// "erroneous header field encountered" (RFC 4443 §3.4; RFC 7915 §5.1 for a Routing
+    /// header with Segments Left != 0), ICMPv4 type 12 code 0 (RFC 792; a pointer past
+    /// byte 255 cannot be said in IPv4 and is not answered).
+    ParameterProblem {
+        /// Offset of the offending byte from the start of the IP header.
+        pointer: u32,
+    },
+    /// Destination Unreachable, Communication Administratively Prohibited: ICMPv4 type 3
+    /// code 13, ICMPv6 type 1 code 1. RFC 7915 §4.4: "The ICMPv4 message, if sent, has a
+    /// Type of 3 (Destination Unreachable) and a Code of 13 (Communication
+    /// Administratively Prohibited), unless otherwise specified in this document"; §5.4
+    /// likewise "a Type of 1 (Destination Unreachable) and a Code of 1 (Communication with
+    /// Destination Administratively Prohibited)".
+    AdminProhibited,
 }
 
 /// Whether an IPv4 packet may be answered with an ICMP error at all.
@@ -87,6 +107,9 @@ pub fn icmpv4_error(out: &mut [u8], src: Ipv4Addr, orig: &[u8], why: IcmpReason)
             (3, 4, [0, 0, m[0], m[1]])
         }
         IcmpReason::PortUnreachable => (3, 3, [0; 4]),
+        IcmpReason::SourceRouteFailed => (3, 5, [0; 4]),
+        IcmpReason::ParameterProblem { pointer } => (12, 0, [u8::try_from(pointer).ok()?, 0, 0, 0]),
+        IcmpReason::AdminProhibited => (3, 13, [0; 4]),
     };
     let len = 28 + quote;
     let dst = [orig[12], orig[13], orig[14], orig[15]];
@@ -144,6 +167,9 @@ pub fn icmpv6_error(out: &mut [u8], src: Ipv6Addr, orig: &[u8], why: IcmpReason)
         IcmpReason::TimeExceeded => (3u8, 0u8, [0u8; 4]),
         IcmpReason::TooBig { mtu } => (2, 0, mtu.max(1280).to_be_bytes()),
         IcmpReason::PortUnreachable => (1, 4, [0; 4]),
+        IcmpReason::SourceRouteFailed => return None,
+        IcmpReason::ParameterProblem { pointer } => (4, 0, pointer.to_be_bytes()),
+        IcmpReason::AdminProhibited => (1, 1, [0; 4]),
     };
     let len = 48 + quote;
     let mut dst = [0u8; 16];
@@ -315,6 +341,72 @@ mod tests {
         assert_eq!(
             icmpv6_error(&mut out, Ipv6Addr::LOCALHOST, &e6, IcmpReason::TimeExceeded),
             None
+        );
+    }
+
+    #[test]
+    fn refusal_errors_carry_the_rfc_types_and_codes() {
+        let me4 = Ipv4Addr::new(192, 0, 2, 1);
+        let me6: Ipv6Addr = "2001:db8:ff::1".parse().unwrap();
+        let orig4 = v4_udp([10, 0, 0, 2], 64, 20);
+        let orig6 = v6_udp(20);
+        let mut out = [0u8; 1500];
+        // RFC 7915 §4.1: Destination Unreachable, Source Route Failed (Type 3, Code 5).
+        let n = icmpv4_error(&mut out, me4, &orig4, IcmpReason::SourceRouteFailed).unwrap();
+        assert_eq!((out[20], out[21]), (3, 5));
+        assert_eq!(&out[24..28], &[0; 4], "unused");
+        assert_eq!(checksum(&out[20..n]), 0);
+        assert_eq!(&out[28..n], &orig4[..]);
+        // RFC 7915 §4.4: Type 3, Code 13.
+        icmpv4_error(&mut out, me4, &orig4, IcmpReason::AdminProhibited).unwrap();
+        assert_eq!((out[20], out[21]), (3, 13));
+        // RFC 792: Parameter Problem, the pointer in the first byte after the checksum.
+        let n = icmpv4_error(
+            &mut out,
+            me4,
+            &orig4,
+            IcmpReason::ParameterProblem { pointer: 22 },
+        )
+        .unwrap();
+        assert_eq!((out[20], out[21], out[24]), (12, 0, 22));
+        assert_eq!(checksum(&out[20..n]), 0);
+        assert_eq!(
+            icmpv4_error(
+                &mut out,
+                me4,
+                &orig4,
+                IcmpReason::ParameterProblem { pointer: 256 }
+            ),
+            None,
+            "an IPv4 pointer is one byte"
+        );
+        // RFC 7915 §5.1: Parameter Problem code 0 pointing at Segments Left (a 32-bit
+        // pointer, RFC 4443 §3.4).
+        let n = icmpv6_error(
+            &mut out,
+            me6,
+            &orig6,
+            IcmpReason::ParameterProblem { pointer: 43 },
+        )
+        .unwrap();
+        assert_eq!((out[40], out[41]), (4, 0));
+        assert_eq!(u32::from_be_bytes([out[44], out[45], out[46], out[47]]), 43);
+        let ph = pseudo_header_v6(
+            &me6.octets(),
+            &orig6[8..24].try_into().unwrap(),
+            58,
+            (n - 40) as u32,
+        );
+        assert_eq!(fold(combine(ph, sum(&out[40..n]))), 0xffff);
+        assert_eq!(&out[48..n], &orig6[..]);
+        // RFC 7915 §5.4: Type 1, Code 1.
+        icmpv6_error(&mut out, me6, &orig6, IcmpReason::AdminProhibited).unwrap();
+        assert_eq!((out[40], out[41]), (1, 1));
+        assert_eq!(&out[44..48], &[0; 4], "unused");
+        assert_eq!(
+            icmpv6_error(&mut out, me6, &orig6, IcmpReason::SourceRouteFailed),
+            None,
+            "an IPv4 code only"
         );
     }
 

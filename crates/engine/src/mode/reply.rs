@@ -86,6 +86,12 @@ impl Responder {
         }
     }
 
+    /// A responder at the default rate when `on`, else one that never sends (an
+    /// operator's "no ICMP errors", RFC 7915 §4.4 / §5.4); drops are counted either way.
+    pub fn enabled(on: bool) -> Self {
+        Responder::new(if on { RateLimit::DEFAULT_RATE } else { 0 })
+    }
+
     /// Refuses the packet in `frame`, which arrived travelling `dir`: counts the drop
     /// under `reason` and, when `icmp` says an error is owed, answers the sender with it
     /// ([`Emit::Reply`]) unless the rate limit, the lack of an address on that link or the

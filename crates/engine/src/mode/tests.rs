@@ -180,8 +180,7 @@ fn siit() -> Siit {
         SiitConfig {
             pref64: Some("2001:db8:46::/96".parse().unwrap()),
             eam: vec![],
-            icmp_error_source: None,
-            options: xlat::siit::SiitOptions::default(),
+            ..SiitConfig::default()
         },
         SiitKind::Siit,
     )
@@ -373,4 +372,69 @@ fn any_mode_visits_the_configured_mode() {
     assert_eq!(m.name(), "nat44");
     assert_eq!(m.session_count(), 0);
     assert!(m.reaper().is_some());
+}
+
+// ---- NAT64: the RFC 7915 errors for packets it will not translate (issue 11, finding 2) ----
+
+#[test]
+fn nat64_answers_source_routes_in_both_families_unless_turned_off() {
+    let eg = egress(None, None);
+    // IPv6 with a Routing header, Segments Left 1 (RFC 8200 §4.4 layout, routing type 2).
+    let plain = udp6(HOST6, srv6(), 64, 10);
+    let mut l = vec![UDP, 2, 2, 1, 0, 0, 0, 0];
+    l.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+    l.extend_from_slice(&plain[40..]);
+    let routed = ipv6(43, HOST6, srv6(), 64, &l);
+    let m = nat64();
+    let mut w = m.worker(0);
+    let (e, _, out) = run(&mut w, t(1), Direction::Outbound, &routed, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::SourceRouted));
+    // RFC 7915 §5.1: Parameter Problem code 0, pointer at Segments Left (40 + 3).
+    assert_eq!((out[0][40], out[0][41]), (4, 0));
+    assert_eq!(&out[0][44..48], &43u32.to_be_bytes());
+    assert_eq!(v6_addrs(&out[0]), (GW6_IN, HOST6));
+    assert_eq!(&out[0][48..], &routed[..]);
+    assert_checksums(&out[0]);
+    // IPv4 with an unexpired loose source route (RFC 791: type 131, length 7, pointer 4).
+    let public = open_nat64(&mut w);
+    let r = reply4(public, 64, 10, true);
+    let mut lsrr = r[..20].to_vec();
+    lsrr[0] = 0x47;
+    lsrr.extend_from_slice(&[131, 7, 4, 192, 0, 2, 9, 1]);
+    lsrr.extend_from_slice(&r[20..]);
+    let n = lsrr.len() as u16;
+    lsrr[2..4].copy_from_slice(&n.to_be_bytes());
+    lsrr[10..12].fill(0);
+    let c = checksum(&lsrr[..28]);
+    lsrr[10..12].copy_from_slice(&c.to_be_bytes());
+    let (e, _, out) = run(&mut w, t(2), Direction::Inbound, &lsrr, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::SourceRouted));
+    // RFC 7915 §4.1: Destination Unreachable, Source Route Failed (Type 3, Code 5).
+    assert_eq!((out[0][20], out[0][21]), (3, 5));
+    assert_eq!(v4_addrs(&out[0]), (GW4_OUT, SERVER));
+    assert_eq!(&out[0][28..], &lsrr[..], "quoted as it arrived");
+    assert_eq!(checksum(&out[0][20..]), 0);
+    // `icmp_errors = false`.
+    let off = Nat64Shared::new(
+        Nat64Config {
+            pref64: "2001:db8:64::/96".parse().unwrap(),
+            pool4: vec!["203.0.113.1/32".parse().unwrap()],
+            icmp_errors: false,
+            ..Nat64Config::default()
+        },
+        1,
+    )
+    .unwrap();
+    let mut w = off.worker(0);
+    let (e, _, _) = run(&mut w, t(1), Direction::Outbound, &routed, &eg);
+    assert_eq!(e, Emit::Drop(DropReason::SourceRouted));
+    let (e, _, _) = run(
+        &mut w,
+        t(1),
+        Direction::Outbound,
+        &udp6(HOST6, srv6(), 1, 10),
+        &eg,
+    );
+    assert_eq!(e, Emit::Drop(DropReason::TtlExpired));
+    assert_eq!(ModeWorker::counters(&w).icmp_errors_sent, 0);
 }

@@ -61,6 +61,10 @@ pub struct Nat64Config {
     /// RFC 6146 §3.5.3: drop ICMPv6 informational messages from the inside (echo, the
     /// only ones translated) instead of translating them.
     pub drop_icmpv6_info: bool,
+    // -- gateway-originated ICMP errors (issue 11, finding 2) --
+    /// RFC 7915 §4.4 / §5.4: whether the translator sends the ICMP errors it owes the
+    /// sender of a packet it refuses (on by default).
+    pub icmp_errors: bool,
 }
 
 impl Default for Nat64Config {
@@ -82,6 +86,7 @@ impl Default for Nat64Config {
             max_simultaneous_opens: n.max_simultaneous_opens,
             drop_externally_initiated_tcp: n.drop_externally_initiated_tcp,
             drop_icmpv6_info: false,
+            icmp_errors: true,
         }
     }
 }

@@ -83,6 +83,8 @@ pub struct Nat64Shared {
     options: SiitOptions,
     /// `options` without a second TTL decrement (the hairpin leg).
     options_again: SiitOptions,
+    /// Whether ICMP errors are sent (RFC 7915 §4.4 / §5.4).
+    icmp_errors: bool,
     hosts: Arc<Hosts>,
     nat: Arc<Nat44Shared>,
     /// RFC 6146 §3.5.3: ICMPv6 informational messages from the inside are dropped.
@@ -115,6 +117,7 @@ impl Nat64Shared {
                 decrement_ttl: false,
                 ..cfg.options
             },
+            icmp_errors: cfg.icmp_errors,
             hosts,
             nat,
             drop_icmpv6_info: cfg.drop_icmpv6_info,
@@ -126,7 +129,7 @@ impl Nat64Shared {
         Nat64Worker {
             shared: Arc::clone(self),
             nat: self.nat.worker(id),
-            responder: Responder::default(),
+            responder: Responder::enabled(self.icmp_errors),
         }
     }
 

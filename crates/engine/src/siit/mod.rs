@@ -9,8 +9,20 @@
 //!   its own suffix; any other address is embedded in the Pref64 (refused under the
 //!   Well-Known Prefix when it is not global, RFC 6052 §3.1).
 //! - IPv6 -> IPv4: the reverse; an address under neither is dropped
-//!   (`no_address_mapping`), except the source of an ICMPv6 error, which may be given the
-//!   RFC 6791 address configured for that purpose (an IPv6 router with no IPv4 address).
+//!   (`no_address_mapping`), except the source of an ICMPv6 error, which may be given an
+//!   address of the RFC 6791 pool configured for that purpose (an IPv6 router with no
+//!   IPv4 address).
+//! - An IPv6 packet for another IPv6 node's EAM address hairpins (RFC 7757 §4): it is
+//!   translated to IPv4, then straight back to IPv6 and sent out of the IPv6 side again
+//!   ([`EamHairpin`]).
+//!
+//! A packet refused is answered, where RFC 7915 §4.1-§4.4 / §5.1-§5.4 ask for it and
+//! `icmp_errors` is on, with an ICMP error in its own family (rate limited, never about an
+//! ICMP error): Time Exceeded, Fragmentation Needed / Packet Too Big, Source Route Failed,
+//! Parameter Problem (a Routing header with Segments Left), and otherwise Communication
+//! Administratively Prohibited (§4.4, §5.4), e.g. for an address with no mapping. An ICMPv4
+//! error comes from the RFC 6791 pool when one is configured, else from the gateway's
+//! inside IPv4 address (`[gateway] inside_addresses`).
 //!
 //! A CLAT (RFC 6877 §6.3) is this translator with one EAM entry (the host's or LAN's
 //! private IPv4 prefix <-> the CLAT IPv6 prefix) and the provider's NAT64 prefix (PLAT)
@@ -19,15 +31,16 @@
 //! The header work is `xlat::siit`'s; this module only chooses addresses. Never panics,
 //! never allocates on the packet path.
 
+use std::cell::Cell;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use conntrack::Timestamp;
 use xlat::icmp_reply::IcmpReason;
-use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitDrop, SiitVerdict};
+use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitDrop, SiitOptions, SiitVerdict};
 
 use crate::config::ConfigError;
 use crate::mode::reply::Responder;
-use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker};
+use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Side};
 use crate::{Counters, Direction, DropReason, Emit};
 
 /// Which stateless mode a [`Siit`] is (the same translator, named as configured).
@@ -58,10 +71,10 @@ impl Siit {
         let mut cfg = cfg;
         cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
         Ok(Siit {
+            responder: Responder::enabled(cfg.icmp_errors),
             cfg,
             kind,
             counters: Counters::default(),
-            responder: Responder::default(),
         })
     }
 
@@ -80,10 +93,7 @@ impl Siit {
     /// translation alone. An IPv4 packet needs [`crate::HEADROOM`] bytes in front of `start`.
     pub fn translate(&mut self, buf: &mut [u8], start: usize, len: usize) -> Emit {
         match self.xlat(buf, start, len) {
-            Ok((start, len)) => {
-                self.counters.forwarded += 1;
-                Emit::Forward { start, len }
-            }
+            Ok(done) => self.count_sent(done),
             Err(r) => {
                 self.counters.drop(r.reason);
                 Emit::Drop(r.reason)
@@ -91,16 +101,15 @@ impl Siit {
         }
     }
 
-    /// One packet to the other family, by its version nibble.
+    /// One packet to the other family, by its version nibble (and, for an EAM hairpin,
+    /// back again).
     #[inline]
-    fn xlat(
-        &mut self,
-        buf: &mut [u8],
-        start: usize,
-        len: usize,
-    ) -> Result<(usize, usize), Refusal> {
-        let (r, icmp_error) = match buf.get(start).map(|b| b >> 4) {
-            Some(4) => v4_to_v6(&self.cfg, buf, start, len)?,
+    fn xlat(&mut self, buf: &mut [u8], start: usize, len: usize) -> Result<Done, Refusal> {
+        let (r, icmp_error, hairpin) = match buf.get(start).map(|b| b >> 4) {
+            Some(4) => {
+                let (r, e) = v4_to_v6(&self.cfg, buf, start, len)?;
+                (r, e, false)
+            }
             Some(6) => v6_to_v4(&self.cfg, buf, start, len)?,
             Some(_) => return Err(DropReason::Malformed.into()),
             None => return Err(DropReason::Truncated.into()),
@@ -108,8 +117,77 @@ impl Siit {
         if icmp_error {
             self.counters.icmp_errors_translated += 1;
         }
-        Ok(r)
+        let (start, len) = if hairpin {
+            // The packet is rewritten: a refusal now cannot quote it.
+            hairpin_back(&self.cfg, buf, r.0, r.1).map_err(Refusal::unanswered)?
+        } else {
+            r
+        };
+        Ok(Done {
+            start,
+            len,
+            hairpin,
+        })
     }
+
+    /// Counts a translated packet and says where it goes.
+    #[inline]
+    fn count_sent(&mut self, d: Done) -> Emit {
+        self.counters.forwarded += 1;
+        let (start, len) = (d.start, d.len);
+        if d.hairpin {
+            self.counters.hairpinned += 1;
+            Emit::Hairpin { start, len }
+        } else {
+            Emit::Forward { start, len }
+        }
+    }
+
+    /// The links as the responder sees them: with an RFC 6791 pool configured, ICMPv4
+    /// errors come from one of its addresses, picked by the refused packet's addresses.
+    fn error_egress(&self, frame: &Frame<'_>, egress: &Egress) -> Egress {
+        let mut e = *egress;
+        let pkt = frame.packet();
+        if let (Some(pool), Some(Family::V4), Some(h)) = (
+            &self.cfg.icmp_error_source,
+            Family::of(pkt),
+            pkt.get(12..20),
+        ) {
+            let key = u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+            e.links[Side::Inside as usize].addr4 = Some(pool.pick(key));
+        }
+        e
+    }
+}
+
+/// Whether the packet is link traffic or addressed to the gateway itself (neighbour
+/// discovery, link-local addresses, the gateway's own address on the link it arrived by):
+/// the live runtime hands such packets to the host's stack before the translator sees
+/// them, so a refusal of one (in a capture replay) is counted but never answered.
+fn for_the_host(pkt: &[u8], dir: Direction, egress: &Egress) -> bool {
+    let link = egress.link(dir.arrives_on());
+    match Family::of(pkt) {
+        Some(Family::V4) if pkt.len() >= 20 => {
+            let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
+            let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+            link.addr4 == Some(dst) || src.is_link_local() || dst.is_link_local()
+        }
+        Some(Family::V6) if pkt.len() >= 40 => {
+            let (src, dst) = (ipv6_at(pkt, 8), ipv6_at(pkt, 24));
+            let link_local = |a: Ipv6Addr| a.segments()[0] & 0xffc0 == 0xfe80;
+            link.addr6 == Some(dst) || link_local(src) || link_local(dst)
+        }
+        _ => false,
+    }
+}
+
+/// A packet translated: where it now lies and whether it goes back out of the side it
+/// came in on (an EAM hairpin).
+#[derive(Clone, Copy, Debug)]
+struct Done {
+    start: usize,
+    len: usize,
+    hairpin: bool,
 }
 
 impl ModeWorker for Siit {
@@ -125,10 +203,7 @@ impl ModeWorker for Siit {
         egress: &Egress,
     ) -> Emit {
         match self.xlat(frame.buf, frame.start, frame.len) {
-            Ok((start, len)) => {
-                self.counters.forwarded += 1;
-                Emit::Forward { start, len }
-            }
+            Ok(done) => self.count_sent(done),
             Err(r) if r.reason == DropReason::NeedsFragmentation => {
                 let cfg = &self.cfg;
                 let mut pieces = 0;
@@ -139,15 +214,26 @@ impl ModeWorker for Siit {
                 });
                 count_cut(&mut self.counters, cut, pieces)
             }
-            Err(r) => self.responder.refuse(
-                now,
-                dir,
-                frame,
-                egress,
-                &mut self.counters,
-                r.reason,
-                r.icmp,
-            ),
+            Err(r) => {
+                let r = if r.icmp.is_some() && for_the_host(frame.packet(), dir, egress) {
+                    r.unanswered()
+                } else {
+                    r
+                };
+                let egress = match r.icmp {
+                    Some(_) => self.error_egress(frame, egress),
+                    None => *egress,
+                };
+                self.responder.refuse(
+                    now,
+                    dir,
+                    frame,
+                    &egress,
+                    &mut self.counters,
+                    r.reason,
+                    r.icmp,
+                )
+            }
         }
     }
 
@@ -257,11 +343,51 @@ fn refusal(d: SiitDrop) -> Refusal {
         // RFC 7915 §5.1: too big for IPv4: Packet Too Big with the MTU as the IPv6 sender
         // counts it.
         SiitDrop::PacketTooBig { mtu } => Some(IcmpReason::TooBig { mtu }),
-        _ => None,
+        // RFC 7915 §4.1: an unexpired LSRR/SSRR: "the packet MUST instead be discarded, and
+        // an ICMPv4 "Destination Unreachable, Source Route Failed" (Type 3, Code 5) error
+        // message SHOULD be returned to the sender."
+        SiitDrop::SourceRouted { pointer: None } => Some(IcmpReason::SourceRouteFailed),
+        // RFC 7915 §5.1: a Routing header with Segments Left != 0: "an ICMPv6 "parameter
+        // problem/erroneous header field encountered" (Type 4, Code 0) error message, with
+        // the Pointer field indicating the first byte of the Segments Left field, SHOULD be
+        // returned to the sender."
+        SiitDrop::SourceRouted {
+            pointer: Some(pointer),
+        } => Some(IcmpReason::ParameterProblem { pointer }),
+        // RFC 7915 §4.4 / §5.4: any other packet discarded is answered with Communication
+        // Administratively Prohibited: here a protocol the translator will not carry
+        // (ICMPv6 in IPv4, an extension header after the Fragment header, §5.1.1: "SHOULD
+        // be dropped and logged") and a UDP datagram without checksum it may not give one
+        // (§4.5), nor an IPv6 one sent without (illegal, RFC 8200 §8.1). ICMP messages the
+        // §4.2/§5.2 tables "silently drop", damaged packets and the translator's own limits
+        // are not answered.
+        SiitDrop::UnsupportedProtocol
+        | SiitDrop::UdpZeroChecksum
+        | SiitDrop::Ipv6UdpZeroChecksum => Some(IcmpReason::AdminProhibited),
+        SiitDrop::Truncated
+        | SiitDrop::Malformed
+        | SiitDrop::IcmpDropped
+        | SiitDrop::NeedsFragmentation
+        | SiitDrop::FragmentedIcmp
+        | SiitDrop::IcmpErrorAboutError
+        | SiitDrop::NoHeadroom => None,
     };
     Refusal {
         reason: d.into(),
         icmp,
+    }
+}
+
+/// An address with no mapping. RFC 7915 §4.4 / §5.4: a discarded packet is answered with
+/// Destination Unreachable, Communication Administratively Prohibited ("unless otherwise
+/// specified"; §4.1 and §5.1 specify nothing else for an untranslatable address). RFC 6052
+/// §3.1's refusal of a non-global IPv4 address under the Well-Known Prefix is such a
+/// policy too. (Sources RFC 1812 §4.3.2.7 / RFC 4443 §2.4 (e) forbid answering, e.g.
+/// `::1` or multicast, which RFC 7915 §5.1 wants "silently" dropped, are never answered.)
+fn unmapped() -> Refusal {
+    Refusal {
+        reason: DropReason::NoAddressMapping,
+        icmp: Some(IcmpReason::AdminProhibited),
     }
 }
 
@@ -277,8 +403,8 @@ fn v4_to_v6(
     let src = Ipv4Addr::new(hdr[12], hdr[13], hdr[14], hdr[15]);
     let dst = Ipv4Addr::new(hdr[16], hdr[17], hdr[18], hdr[19]);
     let is_icmp_error = hdr[9] == 1 && icmp4_is_error(buf, start);
-    let src6 = cfg.map4(src).ok_or(DropReason::NoAddressMapping)?;
-    let dst6 = cfg.map4(dst).ok_or(DropReason::NoAddressMapping)?;
+    let src6 = cfg.map4(src).ok_or_else(unmapped)?;
+    let dst6 = cfg.map4(dst).ok_or_else(unmapped)?;
     let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((cfg.map4(a)?, cfg.map4(b)?));
     match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &cfg.options) {
         SiitVerdict::Forward { start, len } => Ok(((start, len), is_icmp_error)),
@@ -286,27 +412,97 @@ fn v4_to_v6(
     }
 }
 
-/// IPv6 -> IPv4 with `cfg`'s addresses (see [`v4_to_v6`]).
+/// IPv6 -> IPv4 with `cfg`'s addresses (see [`v4_to_v6`]), and whether the packet is an
+/// EAM hairpin by `cfg.eam_hairpin` (to be translated back with [`hairpin_back`]).
+#[allow(clippy::type_complexity)]
 fn v6_to_v4(
     cfg: &SiitConfig,
     buf: &mut [u8],
     start: usize,
     len: usize,
-) -> Result<((usize, usize), bool), Refusal> {
+) -> Result<((usize, usize), bool, bool), Refusal> {
     let hdr = buf.get(start..start + 40).ok_or(DropReason::Truncated)?;
     let src = ipv6_at(hdr, 8);
     let dst = ipv6_at(hdr, 24);
     let is_icmp_error = hdr[6] == 58 && buf.get(start + 40).is_some_and(|t| *t < 128);
     let src4 = match cfg.map6(src) {
         Some(a) => a,
-        // RFC 6791: an ICMPv6 error from a router without an IPv4 address.
-        None if is_icmp_error => cfg.icmp_error_source.ok_or(DropReason::NoAddressMapping)?,
-        None => return Err(DropReason::NoAddressMapping.into()),
+        // RFC 6791: an ICMPv6 error from a router without an IPv4 address gets one of the
+        // pool's, the same for every error of that router.
+        None if is_icmp_error => match &cfg.icmp_error_source {
+            Some(pool) => {
+                let k = u128::from(src);
+                pool.pick((k as u64) ^ ((k >> 64) as u64))
+            }
+            None => return Err(DropReason::NoAddressMapping.into()),
+        },
+        None => return Err(unmapped()),
     };
-    let dst4 = cfg.map6(dst).ok_or(DropReason::NoAddressMapping)?;
-    let inner = |a: Ipv6Addr, b: Ipv6Addr| Some((cfg.map6(a)?, cfg.map6(b)?));
-    match ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, &cfg.options) {
-        SiitVerdict::Forward { start, len } => Ok(((start, len), is_icmp_error)),
+    let (dst4, dst_by_eam) = cfg.map6_how(dst).ok_or_else(unmapped)?;
+    // RFC 7757 §4 (intrinsic): an ICMPv6 error hairpins when the packet it quotes came
+    // from the Pref64 address of an EAM entry's IPv4 address.
+    let quoted_hairpin = Cell::new(false);
+    let inner = |a: Ipv6Addr, b: Ipv6Addr| {
+        let (a4, a_by_eam) = cfg.map6_how(a)?;
+        if !a_by_eam && cfg.eam_covers4(a4) {
+            quoted_hairpin.set(true);
+        }
+        Some((a4, cfg.map6(b)?))
+    };
+    let r = match ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, &cfg.options) {
+        SiitVerdict::Forward { start, len } => (start, len),
+        SiitVerdict::Drop(d) => return Err(d.into()),
+    };
+    let hairpin = match cfg.eam_hairpin {
+        EamHairpin::Off => false,
+        // Every packet whose IPv4 destination belongs to an IPv6 node of the EAM table.
+        EamHairpin::Simple => cfg.eam_covers4(dst4),
+        // Only a destination that came out of the Pref64 into an EAM entry's IPv4 prefix
+        // (not an ICMPv6 error), or an error about a packet from such an address.
+        EamHairpin::Intrinsic if is_icmp_error => quoted_hairpin.get(),
+        EamHairpin::Intrinsic => !dst_by_eam && cfg.eam_covers4(dst4),
+    };
+    Ok((r, is_icmp_error, hairpin))
+}
+
+/// The second half of an EAM hairpin (RFC 7757 §4): the IPv4 packet `v6_to_v4` made,
+/// back to IPv6 for the IPv6 side. The IPv4 source (the sender's EAM address) is written in
+/// the Pref64, not mapped back by the EAM, so the receiver answers through the translator
+/// the way it was reached; likewise the destination quoted in an ICMP error. An ICMP error
+/// keeps its EAM source unless it is the quoted destination (the node reporting about a
+/// packet it was sent). The TTL was decremented once already, and the packet leaves by the
+/// link it came in on, which it fitted.
+fn hairpin_back(
+    cfg: &SiitConfig,
+    buf: &mut [u8],
+    start: usize,
+    len: usize,
+) -> Result<(usize, usize), Refusal> {
+    let hdr = buf.get(start..start + 20).ok_or(DropReason::Truncated)?;
+    let src = Ipv4Addr::new(hdr[12], hdr[13], hdr[14], hdr[15]);
+    let dst = Ipv4Addr::new(hdr[16], hdr[17], hdr[18], hdr[19]);
+    let src_by_pref64 = if hdr[9] == 1 && icmp4_is_error(buf, start) {
+        // The quoted packet's destination, after the ICMP header (8 bytes).
+        let q = start + usize::from(hdr[0] & 0x0f) * 4 + 8;
+        buf.get(q + 16..q + 20) == Some(&src.octets()[..])
+    } else {
+        true
+    };
+    let src6 = if src_by_pref64 {
+        cfg.map4_pref64(src)
+    } else {
+        cfg.map4(src)
+    };
+    let src6 = src6.ok_or(DropReason::NoAddressMapping)?;
+    let dst6 = cfg.map4(dst).ok_or(DropReason::NoAddressMapping)?;
+    let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((cfg.map4(a)?, cfg.map4_pref64(b)?));
+    let opts = SiitOptions {
+        decrement_ttl: false,
+        ipv6_mtu: u32::MAX,
+        ..cfg.options
+    };
+    match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &opts) {
+        SiitVerdict::Forward { start, len } => Ok((start, len)),
         SiitVerdict::Drop(d) => Err(d.into()),
     }
 }
@@ -332,4 +528,6 @@ pub mod config;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Eam, EamError, SiitConfig};
+pub use config::{Eam, EamError, EamHairpin, Rfc6791Pool, SiitConfig};
+#[cfg(test)]
+mod tests_errors;

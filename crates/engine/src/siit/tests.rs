@@ -5,7 +5,6 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use xlat::rfc6052::Pref64;
-use xlat::siit::SiitOptions;
 
 use super::*;
 use crate::testpkt::*;
@@ -22,8 +21,8 @@ fn siit() -> Siit {
                 "2001:db8:1::10/128".parse().unwrap(),
             )
             .unwrap()],
-            icmp_error_source: Some(Ipv4Addr::new(192, 0, 0, 8)),
-            options: SiitOptions::default(),
+            icmp_error_source: Some(Ipv4Addr::new(192, 0, 0, 8).into()),
+            ..SiitConfig::default()
         },
         SiitKind::Siit,
     )
@@ -103,8 +102,7 @@ fn wkp_refuses_non_global_ipv4() {
         SiitConfig {
             pref64: Some(Pref64::WELL_KNOWN),
             eam: vec![],
-            icmp_error_source: None,
-            options: SiitOptions::default(),
+            ..SiitConfig::default()
         },
         SiitKind::Siit,
     )
@@ -200,8 +198,7 @@ fn eam_suffix_lengths_must_match_and_entries_must_not_overlap() {
             e("10.0.0.0/24", "2001:db8::/120"),
             e("10.0.0.128/25", "2001:db8:1::/121"),
         ],
-        icmp_error_source: None,
-        options: SiitOptions::default(),
+        ..SiitConfig::default()
     };
     assert!(cfg.validate().unwrap_err().message.contains("overlaps"));
 }

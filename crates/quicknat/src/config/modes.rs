@@ -2,9 +2,7 @@
 //! RFC 7757 explicit address mappings) and `[clat]` (the customer side of 464XLAT, RFC
 //! 6877), turned into an [`engine::siit::SiitConfig`] with every error located.
 
-use std::net::Ipv4Addr;
-
-use engine::siit::{Eam, SiitConfig};
+use engine::siit::{Eam, EamHairpin, Rfc6791Pool, SiitConfig};
 use serde::Deserialize;
 use toml::Spanned;
 use xlat::prefix::{Ipv4Prefix, Ipv6Prefix};
@@ -27,6 +25,9 @@ pub(super) struct RawXlatOptions {
     pub ipv6_udp_zero_checksum: Option<Spanned<String>>,
     /// Copy TOS <-> Traffic Class (default) or write zero.
     pub copy_tos: Option<bool>,
+    // -- gateway-originated ICMP errors (issue 11, finding 2) --
+    /// RFC 7915 §4.4 / §5.4: send ICMP errors about refused packets (default true).
+    pub icmp_errors: Option<bool>,
 }
 
 /// The `[siit]` table.
@@ -38,8 +39,11 @@ pub(super) struct RawSiit {
     /// RFC 7757 explicit address mappings.
     #[serde(default)]
     pub eam: Vec<Spanned<RawEam>>,
-    /// RFC 6791: IPv4 source for ICMPv6 errors from unmapped IPv6 routers.
-    pub icmp_error_source: Option<Spanned<String>>,
+    /// RFC 6791: IPv4 sources (an address, a prefix or a list) for ICMPv6 errors from
+    /// unmapped IPv6 routers and for the translator's own ICMPv4 errors.
+    pub icmp_error_source: Option<Spanned<super::raw::Pool>>,
+    /// RFC 7757 §4: `"off"`, `"simple"` or `"intrinsic"` (default) EAM hairpinning.
+    pub eam_hairpin: Option<Spanned<String>>,
     /// `[siit.options]`.
     pub options: Option<RawXlatOptions>,
 }
@@ -154,6 +158,11 @@ pub(super) fn options(
     Ok(o)
 }
 
+/// `[MODE.options] icmp_errors`: RFC 7915 §4.4 / §5.4, on unless turned off.
+fn icmp_errors(raw: Option<&RawXlatOptions>) -> bool {
+    raw.and_then(|r| r.icmp_errors).unwrap_or(true)
+}
+
 /// `[siit]` into a validated configuration.
 pub(super) fn convert_siit(
     src: &Source<'_>,
@@ -175,24 +184,35 @@ pub(super) fn convert_siit(
             Eam::new(a, b).map_err(|why| src.bad_value(&v.ipv6, field("ipv6"), why.to_string()))?;
         eam.push(entry);
     }
-    let icmp_error_source = r
-        .icmp_error_source
-        .as_ref()
-        .map(|v| {
-            v.get_ref().trim().parse::<Ipv4Addr>().map_err(|_| {
-                src.bad_value(
-                    v,
-                    "siit.icmp_error_source".into(),
-                    "not an IPv4 address (RFC 7600 reserves 192.0.0.8 for this)".into(),
+    let icmp_error_source = match &r.icmp_error_source {
+        Some(p) => {
+            let prefixes = super::pool_prefixes(src, p, "siit.icmp_error_source")?;
+            let pool = Rfc6791Pool::new(prefixes).ok_or_else(|| {
+                src.error(
+                    Some(p.span()),
+                    "siit.icmp_error_source",
+                    "an empty list: give an IPv4 address or prefix (RFC 7600 reserves \
+                     192.0.0.8 for this)",
                 )
-            })
-        })
-        .transpose()?;
+            })?;
+            Some(pool)
+        }
+        None => None,
+    };
+    let eam_hairpin = match &r.eam_hairpin {
+        Some(h) => h
+            .get_ref()
+            .parse::<EamHairpin>()
+            .map_err(|why| src.bad_value(h, "siit.eam_hairpin".into(), why))?,
+        None => EamHairpin::default(),
+    };
     let cfg = SiitConfig {
         pref64,
         eam,
         icmp_error_source,
         options: options(src, r.options.as_ref(), "siit")?,
+        icmp_errors: icmp_errors(r.options.as_ref()),
+        eam_hairpin,
     };
     cfg.validate().map_err(|e| src.item_error("siit", e))?;
     Ok(cfg)
@@ -209,6 +229,7 @@ pub(super) fn convert_clat(
     let plat = pref64(src, &r.plat, "clat.plat")?;
     let mut cfg = SiitConfig::clat(a, b, plat).map_err(|e| src.item_error("clat", e))?;
     cfg.options = options(src, r.options.as_ref(), "clat")?;
+    cfg.icmp_errors = icmp_errors(r.options.as_ref());
     Ok(cfg)
 }
 
@@ -351,6 +372,7 @@ pub(super) fn convert_nat64(
         });
     }
     c.options = options(src, r.options.as_ref(), "nat64")?;
+    c.icmp_errors = icmp_errors(r.options.as_ref());
     let (t, m) =
         super::fragment_limits(src, &r.fragment_timeout, &r.max_fragment_records, "nat64")?;
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);

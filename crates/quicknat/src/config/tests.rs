@@ -420,7 +420,81 @@ udp_zero_checksum = "compute"
     assert_eq!(s.eam.len(), 1);
     assert_eq!(s.options.ipv6_mtu, 1400);
     assert!(s.options.translate_udp_zero_csum);
-    assert_eq!(s.icmp_error_source, Some(Ipv4Addr::new(192, 0, 0, 8)));
+    assert_eq!(
+        s.icmp_error_source,
+        Some(Ipv4Addr::new(192, 0, 0, 8).into())
+    );
+    assert!(s.icmp_errors, "RFC 7915 §4.4: sent unless turned off");
+    assert_eq!(s.eam_hairpin, engine::siit::EamHairpin::Intrinsic);
+}
+
+// ---- gateway-originated ICMP errors, RFC 6791 pool, EAM hairpinning (issue 11) ----
+
+#[test]
+fn siit_error_pool_hairpin_mode_and_icmp_errors_switch() {
+    let text = r#"
+[siit]
+pref64 = "2001:db8:64::/96"
+icmp_error_source = ["203.0.113.64/30", "192.0.0.8"]
+eam_hairpin = "simple"
+
+[siit.options]
+icmp_errors = false
+"#;
+    let c = load_str(text, "t.toml").unwrap();
+    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+        panic!("expected siit, got {:?}", c.mode.name());
+    };
+    let pool = s.icmp_error_source.expect("a pool");
+    assert_eq!(pool.to_string(), "203.0.113.64/30, 192.0.0.8");
+    assert!(!s.icmp_errors);
+    assert_eq!(s.eam_hairpin, engine::siit::EamHairpin::Simple);
+    let text = "[clat]
+ipv4 = \"192.0.0.2/32\"
+ipv6 = \"2001:db8:aaaa::2/128\"
+                plat = \"64:ff9b::/96\"
+[clat.options]
+icmp_errors = false
+";
+    let engine::mode::any::ModeConfig::Clat(c) = load_str(text, "t.toml").unwrap().mode else {
+        panic!("expected clat");
+    };
+    assert!(!c.icmp_errors);
+    let text = "[nat64]
+pool4 = \"203.0.113.1/32\"
+[nat64.options]
+icmp_errors = false
+";
+    let engine::mode::any::ModeConfig::Nat64(n) = load_str(text, "t.toml").unwrap().mode else {
+        panic!("expected nat64");
+    };
+    assert!(!n.icmp_errors);
+}
+
+#[test]
+fn siit_error_pool_and_hairpin_errors_name_the_field() {
+    let text = "[siit]
+pref64 = \"2001:db8:64::/96\"
+eam_hairpin = \"always\"
+";
+    expect_err(text, "always", "siit.eam_hairpin", "intrinsic");
+    let text = "[siit]
+pref64 = \"2001:db8:64::/96\"
+                icmp_error_source = [\"192.0.0.8\", \"192.0.2.0/33\"]
+";
+    expect_err(text, "/33", "siit.icmp_error_source", "192.0.2.0/33");
+    let text = "[siit]
+pref64 = \"2001:db8:64::/96\"
+icmp_error_source = []
+";
+    expect_err(text, "icmp_error_source", "siit.icmp_error_source", "empty");
+    let text = "[siit]
+pref64 = \"2001:db8:64::/96\"
+[siit.options]
+icmp_errors = \"yes\"
+";
+    let e = load_str(text, "t.toml").expect_err("a string is not a bool");
+    assert_eq!(e.line, Some(line_with(text, "icmp_errors")), "{e}");
 }
 
 #[test]

@@ -231,7 +231,8 @@ fn translate(
 }
 
 /// The checks of RFC 7915 §4.1 that owe an IPv4 packet's sender an ICMP error, made on
-/// the packet as it arrived: the TTL running out (Time Exceeded), and the IPv6 packet not
+/// the packet as it arrived: an unexpired source route (Source Route Failed), the TTL
+/// running out (Time Exceeded), and the IPv6 packet not
 /// fitting `ipv6_mtu` (Fragmentation Needed with DF set, fragmentation without). A
 /// stateful translator runs them before its own rewrite (NAT64 rewrites the destination
 /// first), so that the error quotes what the sender sent; [`ipv4_to_ipv6`] makes the
@@ -239,6 +240,8 @@ fn translate(
 /// no error is ever sent about one).
 pub fn ipv4_precheck(pkt: &[u8], opts: &SiitOptions) -> Result<(), SiitDrop> {
     let p = Ipv4Packet::new_checked(pkt).map_err(parse_err)?;
+    // An unexpired source route owes Source Route Failed (RFC 7915 §4.1), too.
+    check_v4_options(p.options())?;
     let h = V4Hdr::read(&p);
     forwarded_ttl(h.ttl, opts)?;
     if h.proto == proto::ICMP

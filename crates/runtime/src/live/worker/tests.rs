@@ -220,8 +220,7 @@ fn a_stateless_translator_cuts_and_forwards_fragments_out_of_the_other_port() {
     let cfg = SiitConfig {
         pref64: Some("2001:db8:46::/96".parse().unwrap()),
         eam: vec![],
-        icmp_error_source: None,
-        options: Default::default(),
+        ..SiitConfig::default()
     };
     let m = Siit::new(cfg, SiitKind::Siit).unwrap();
     let (mut w, [inside, outside], mut view, _) = rig(&m, [1500, 1500]);
