@@ -35,6 +35,7 @@ CONFIG = """
 inside = "g-in"
 outside = "g-out"
 backend = "{backend}"
+stats_interval = 1
 
 [nat44]
 filtering = "{filtering}"
