@@ -120,7 +120,8 @@ ila_drops! {
     NotIpv6 => "ila_not_ipv6", not_ipv6,
     /// Shorter than its IPv6 header, payload length or transport header say.
     Truncated => "ila_truncated", truncated,
-    /// A malformed extension-header chain.
+    /// A malformed extension-header chain (or one adj-transport cannot keep right, such as
+    /// a transport after a Mobility or HIP header: see `xlat::ila`).
     Malformed => "ila_malformed", malformed,
     /// Checksum-neutral mapping impossible for this identifier (see `xlat::ila`).
     CsumUnsupported => "ila_csum_unsupported", csum_unsupported,
