@@ -18,7 +18,11 @@ so every translated packet went through quicknat); the checks, with real traffic
   * iperf3 moves TCP data through the gateway; on AF_PACKET, 16 MiB of TCP in GSO
     super-packets pass through with every segment's checksum verified by the server;
   * forwarding resumes after the outside interface goes down and up;
-  * quicknat stops cleanly on SIGTERM, and everything is torn down (also on failure).
+  * quicknat stops cleanly on SIGTERM, and everything is torn down (also on failure);
+  * two inside hosts in namespaces of their own hole-punch a UDP path to each other
+    through the hairpin (RFC 5128 §3.3, RFC 4787 REQ-9), after learning their public
+    endpoints from a rendezvous server outside, in each of the three filtering modes
+    (a topology of its own, below).
 
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_nat44.py [--quicknat PATH]
@@ -267,3 +271,197 @@ def test_no_xdp_program_left_attached(gw):
 def test_namespaces_removed(gw):
     left = gw.close()
     assert not left, str(left)
+
+
+# ---- UDP hole punching between two inside hosts, through the hairpin ----
+#
+#     ha (10.0.0.2) ─┐
+#                    lan (bridge) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2)
+#     hb (10.0.0.3) ─┘
+#
+# RFC 5128 §3.3/§3.4: A and B register with a rendezvous server S outside, which tells each
+# its own public endpoint and the other's; then each sends to the other's public endpoint
+# until it hears from it. Behind the same NAT those packets take the hairpin: each is an
+# outbound packet from its sender's mapping and an inbound one to its destination's mapping,
+# so under dependent filtering the first to arrive is filtered (the other has sent nothing
+# yet) but opens its sender's filter, and the answer passes (RFC 4787 REQ-9).
+
+PUNCH_FILTERING = ("endpoint-independent", "address-dependent", "address-and-port-dependent")
+RENDEZVOUS = ("198.51.100.2", 3478)
+HOSTS = {"ha": ("10.0.0.2", 4000), "hb": ("10.0.0.3", 5000)}
+
+PUNCH_CONFIG = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+workers = 1
+stats_interval = 1
+
+[nat44]
+filtering = "{filtering}"
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = ["203.0.113.1/32"]
+"""
+
+# The rendezvous server: to each "register NAME" it answers, as JSON, the public endpoint
+# it saw the datagram come from ("you") and the other registered host's ("peer", or null
+# until both have registered); when the second registers, it tells the first, too.
+RENDEZVOUS_SERVER = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2])))
+seen = {}
+while True:
+    data, src = s.recvfrom(2048)
+    name = data.decode(errors="replace").split()[-1]
+    seen[name] = list(src)
+    peer = next((v for k, v in seen.items() if k != name), None)
+    s.sendto(json.dumps({"you": list(src), "peer": peer}).encode(), src)
+    if peer:
+        s.sendto(json.dumps({"you": peer, "peer": list(src)}).encode(), tuple(peer))
+"""
+
+# One peer: registers with the rendezvous server (again after 0.2 s without an answer)
+# and waits to be told the other peer's public endpoint, then punches: sends "punch NAME" to the peer's public endpoint every 0.2 s
+# (ICE's pacing, RFC 8445 §14) until it has heard from the peer and the peer has said it
+# heard us ("... ack"). Prints JSON: its public endpoint as the server saw it, the peer's
+# as the server told it, and the source address the peer's datagrams arrived from.
+PUNCH_PEER = r"""
+import json, socket, sys, time
+me, rv, name = (sys.argv[1], int(sys.argv[2])), (sys.argv[3], int(sys.argv[4])), sys.argv[5]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(me); s.settimeout(0.2)
+end = time.time() + 20
+out = {"mapped": None, "peer": None, "heard_from": None, "acked": False, "sent": 0}
+s.sendto(("register " + name).encode(), rv)
+while out["peer"] is None and time.time() < end:
+    try:
+        data, src = s.recvfrom(2048)
+    except socket.timeout:
+        s.sendto(("register " + name).encode(), rv)
+        continue
+    if src == rv:
+        m = json.loads(data)
+        out["mapped"], out["peer"] = m["you"], m["peer"]
+while out["peer"] and not (out["heard_from"] and out["acked"]) and time.time() < end:
+    ack = " ack" if out["heard_from"] else ""
+    s.sendto(("punch " + name + ack).encode(), tuple(out["peer"])); out["sent"] += 1
+    try:
+        data, src = s.recvfrom(2048)
+    except socket.timeout:
+        continue
+    except ConnectionRefusedError:  # the peer's port unreachable, hairpinned back
+        continue
+    if src != rv and data.startswith(b"punch "):
+        out["heard_from"] = list(src)
+        out["acked"] = out["acked"] or data.endswith(b" ack")
+if out["heard_from"]:
+    for _ in range(3):  # the peer may still wait for our ack
+        s.sendto(("punch " + name + " ack").encode(), tuple(out["peer"]))
+print(json.dumps(out), flush=True)
+"""
+
+
+class Punch(Scenario):
+    """Two inside hosts on a bridge behind quicknat, a rendezvous server outside."""
+
+    def __init__(self):
+        super().__init__("qp", ("ha", "hb", "lan", "gw", "srv"))
+
+    def setup(self, quicknat, backend, filtering):
+        self.add_namespaces()
+        ns = self.ns
+        links = (("ha", "a0", "lan", "l-a"), ("hb", "b0", "lan", "l-b"), ("lan", "l-g", "gw", "g-in"),
+                 ("srv", "s0", "gw", "g-out"))
+        for n1, d1, n2, d2 in links:
+            subprocess.run(["ip", "link", "add", d1, "netns", ns[n1], "type", "veth", "peer", "name", d2,
+                            "netns", ns[n2]], check=True, capture_output=True, timeout=20)
+        self.nsx("lan", "ip", "link", "add", "br0", "type", "bridge")
+        for d in ("l-a", "l-b", "l-g"):
+            self.nsx("lan", "ip", "link", "set", d, "master", "br0")
+        for host, (addr, _) in HOSTS.items():
+            self.nsx(host, "ip", "addr", "add", f"{addr}/24", "dev", host[1] + "0")
+        self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        self.nsx("srv", "ip", "addr", "add", "198.51.100.2/24", "dev", "s0")
+        for n, devs in (("ha", ["a0", "lo"]), ("hb", ["b0", "lo"]), ("lan", ["l-a", "l-b", "l-g", "br0"]),
+                        ("gw", ["g-in", "g-out", "lo"]), ("srv", ["s0", "lo"])):
+            for d in devs:
+                self.nsx(n, "ip", "link", "set", d, "up")
+        for host in HOSTS:
+            self.nsx(host, "ip", "route", "add", "default", "via", "10.0.0.1")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        # Every packet that crosses goes through quicknat, never the gateway's kernel.
+        self.nsx("gw", "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
+        for n, dev in (("ha", "a0"), ("hb", "b0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
+            self.offloads_off(n, dev)
+        config = PUNCH_CONFIG.format(backend=backend, filtering=filtering)
+        self.qn = self.quicknat(quicknat, "gw", config, f"punch-{backend}-{filtering}")
+        self.popen("srv", sys.executable, "-c", RENDEZVOUS_SERVER, *map(str, RENDEZVOUS))
+        assert self.wait_udp_bound("srv", *RENDEZVOUS), "rendezvous server not bound"
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+    def punch(self):
+        """Runs both peers at once; {host: its JSON report}."""
+        procs = {h: self.popen(h, sys.executable, "-c", PUNCH_PEER, addr, str(port), *map(str, RENDEZVOUS), h,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for h, (addr, port) in HOSTS.items()}
+        out = {}
+        for h, p in procs.items():
+            stdout, stderr = p.communicate(timeout=30)
+            assert p.returncode == 0, stderr
+            out[h] = json.loads(stdout)
+        return out
+
+    def stats_lines(self):
+        return [l for l in self.qn.text().splitlines() if "stats:" in l]
+
+    def drops_after(self, lines_before, reason):
+        """The engine's drop count for `reason` in the first stats line written after the
+        log held `lines_before` of them (0 if absent; None if none came in 5 s)."""
+        end = time.time() + 5
+        while len(self.stats_lines()) <= lines_before:
+            if time.time() > end:
+                return None
+            time.sleep(0.1)
+        m = re.findall(rf"[\[ ]{reason}=(\d+)", self.stats_lines()[lines_before])
+        return int(m[-1]) if m else 0
+
+
+@pytest.fixture(scope="module", params=PUNCH_FILTERING)
+def punched(request, quicknat, backend):
+    s = Punch()
+    try:
+        s.setup(quicknat, backend, request.param)
+        out = s.punch()
+        s.lines_after_punch = len(s.stats_lines())
+        yield request.param, out, s
+    finally:
+        s.close()
+
+
+def test_hole_punch_through_the_hairpin_in_every_filtering_mode(punched):
+    _, out, s = punched
+    for h in HOSTS:
+        assert out[h]["heard_from"] and out[h]["acked"], f"{h}: {out}\n{s.qn.stats()}"
+
+
+def test_hole_punched_peers_see_each_others_public_endpoint(punched):
+    # RFC 4787 REQ-9: a hairpinned packet's source is its sender's public endpoint (the one
+    # the rendezvous server saw), not the inside address.
+    _, out, s = punched
+    a, b = out["ha"], out["hb"]
+    assert a["mapped"][0] == PUBLIC and b["mapped"][0] == PUBLIC, out
+    assert a["mapped"] != b["mapped"], out
+    assert (a["peer"], b["peer"]) == (b["mapped"], a["mapped"]), out
+    assert (a["heard_from"], b["heard_from"]) == (b["mapped"], a["mapped"]), out
+
+
+def test_hole_punch_first_packet_filtered_only_under_dependent_filtering(punched):
+    # One worker: the first punch to reach the gateway finds the other host's filter shut in
+    # the dependent modes (it has sent nothing to this endpoint yet) and is dropped as
+    # `filtered`; the endpoint-independent mode lets everything to a mapping in.
+    filtering, out, s = punched
+    filtered = s.drops_after(s.lines_after_punch, "filtered")
+    assert filtered is not None, "no stats line after the punch: " + s.qn.text()[-2000:]
+    assert (filtered >= 1) == (filtering != "endpoint-independent"), f"{filtering}: {s.qn.stats()}"

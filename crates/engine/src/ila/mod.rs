@@ -120,7 +120,8 @@ ila_drops! {
     NotIpv6 => "ila_not_ipv6", not_ipv6,
     /// Shorter than its IPv6 header, payload length or transport header say.
     Truncated => "ila_truncated", truncated,
-    /// A malformed extension-header chain.
+    /// A malformed extension-header chain (or one adj-transport cannot keep right, such as
+    /// a transport after a Mobility or HIP header: see `xlat::ila`).
     Malformed => "ila_malformed", malformed,
     /// Checksum-neutral mapping impossible for this identifier (see `xlat::ila`).
     CsumUnsupported => "ila_csum_unsupported", csum_unsupported,
@@ -360,8 +361,11 @@ impl IlaWorker {
 }
 
 impl ModeWorker for IlaWorker {
-    /// Translates the IPv6 packet in `frame` in place. A packet too big for the link it
-    /// leaves by is answered with Packet Too Big (a router's duty, RFC 4443 §3.2).
+    /// Translates the IPv6 packet in `frame` in place and forwards it as a router does:
+    /// Hop Limit decremented (RFC 8200 §3), as Linux's ILA, which translates in the
+    /// forwarding path (`net/ipv6/ila/`, then `ip6_forward`), leaves it. A packet whose
+    /// Hop Limit runs out here is answered with Time Exceeded (RFC 4443 §3.3), one too big
+    /// for the link it leaves by with Packet Too Big (§3.2), in that order (`ip6_forward`).
     fn process(
         &mut self,
         now: Timestamp,
@@ -370,17 +374,28 @@ impl ModeWorker for IlaWorker {
         egress: &Egress,
     ) -> Emit {
         let mtu = egress.leaving_mtu(dir, frame.offload);
-        if let Err(r) = fits(frame.packet(), mtu) {
+        let pkt = frame.packet();
+        let checked = match (pkt.first().map(|b| b >> 4), pkt.get(field::HOP_LIMIT)) {
+            (Some(6), Some(&hop)) if hop <= 1 => Err(DropReason::TtlExpired),
+            _ => fits(pkt, mtu),
+        };
+        if let Err(r) = checked {
             let icmp = owed(r, mtu);
             return self
                 .responder
                 .refuse(now, dir, frame, egress, &mut self.engine, r, icmp);
         }
         match self.process_packet(frame.packet_mut(), dir) {
-            Emit::Forward { .. } => Emit::Forward {
-                start: frame.start,
-                len: frame.len,
-            },
+            Emit::Forward { .. } => {
+                // The Hop Limit is in no checksum (RFC 8200 §8.1 pseudo-header).
+                if let Some(hop) = frame.packet_mut().get_mut(field::HOP_LIMIT) {
+                    *hop = hop.saturating_sub(1);
+                }
+                Emit::Forward {
+                    start: frame.start,
+                    len: frame.len,
+                }
+            }
             e => e,
         }
     }

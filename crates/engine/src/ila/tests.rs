@@ -194,6 +194,73 @@ fn drop_reasons_are_counted() {
     assert_eq!(labels.len(), IlaDrop::ALL.len());
 }
 
+/// adj-transport behind a Mobility Header (RFC 6275 §6.1, next header 135): its own
+/// pseudo-header checksum follows the locator; a transport after it (which RFC 6275 does
+/// not define) and a header cut short are counted drops, the packet untouched.
+#[test]
+fn mobility_header_through_the_engine() {
+    let r = router(
+        CsumMode::AdjustTransport,
+        IdentFormat::Luid,
+        UnmappedAction::Drop,
+    );
+    r.table().insert(RST_IDENT, RST_LOC).unwrap();
+    let mut w = r.worker();
+    let dst = addr(RST_SIR, RST_IDENT);
+    let mh = |payload_proto: u8| {
+        // Binding Update: Payload Proto, Header Len 1, MH Type 5, checksum at 4.
+        let mut h = vec![
+            payload_proto,
+            1,
+            5,
+            0,
+            0,
+            0,
+            0x12,
+            0x34,
+            0x80,
+            0,
+            0,
+            0x10,
+            1,
+            2,
+            0,
+            0,
+        ];
+        let c = !fold(combine(pseudo_header_v6(&SRC, &dst, 135, 16), sum(&h)));
+        h[4..6].copy_from_slice(&c.to_be_bytes());
+        let mut p = vec![0x60, 0, 0, 0, 0, 16, 135, 64];
+        p.extend_from_slice(&SRC);
+        p.extend_from_slice(&dst);
+        p.extend(h);
+        p
+    };
+    let mut p = mh(59);
+    assert_eq!(
+        w.process_packet(&mut p, Direction::Outbound).drop_reason(),
+        None
+    );
+    assert_eq!(p[24..40], addr(RST_LOC, RST_IDENT));
+    assert!(l4_valid(&p, 135), "Mobility Header checksum stale");
+    let orig = mh(6);
+    let mut p = orig.clone();
+    assert_eq!(
+        w.process_packet(&mut p, Direction::Outbound),
+        Emit::Drop(DropReason::Malformed)
+    );
+    assert_eq!(p, orig);
+    let mut p = mh(59);
+    p[41] = 3; // Header Len 3: 32 octets claimed, 16 present
+    let orig = p.clone();
+    assert_eq!(
+        w.process_packet(&mut p, Direction::Outbound),
+        Emit::Drop(DropReason::Truncated)
+    );
+    assert_eq!(p, orig);
+    let c = w.counters();
+    assert_eq!((c.translated, c.malformed, c.truncated), (1, 1, 1));
+}
+
 #[test]
 fn neutral_map_needs_use_format() {
     let cfg = IlaConfig {

@@ -365,6 +365,55 @@ fn ila_packet_too_big_for_the_next_hop() {
         .is_forward());
 }
 
+/// ILA forwards as a router (Linux's ILA translates in the forwarding path): Hop Limit
+/// decremented on every forwarded packet, translated or not; a packet whose Hop Limit
+/// runs out is answered with Time Exceeded (RFC 4443 §3.3) from the arrival link.
+#[test]
+fn ila_decrements_the_hop_limit_and_answers_time_exceeded() {
+    let router = IlaRouter::new(
+        IlaConfig {
+            sir_prefix: 0x2001_0db8_0001_0000,
+            csum: CsumMode::AdjustTransport,
+            format: IdentFormat::Luid,
+            unmapped: UnmappedAction::Forward,
+        },
+        16,
+    )
+    .unwrap();
+    router.table().insert(0x10, 0x2001_0db8_00aa_0000).unwrap();
+    let m = crate::ila::IlaMode {
+        router,
+        qsbr: conntrack::Qsbr::new(1),
+    };
+    let mut w = m.worker(0);
+    let eg = egress(None, None);
+    // Translated (identifier ::10 is mapped) and not (::11 is not: forwarded as is).
+    let other = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x11);
+    for (dst, translated) in [(HOST6, true), (other, false)] {
+        let pkt = udp6(GW6_OUT, dst, 64, 100);
+        let (e, fwd, _) = run(&mut w, t(1), Direction::Outbound, &pkt, &eg);
+        assert!(e.is_forward(), "{e:?}");
+        assert_eq!(fwd[7], 63, "hop limit");
+        assert_eq!(fwd[24..32] != pkt[24..32], translated);
+        assert_checksums(&fwd);
+        let pkt = udp6(GW6_OUT, dst, 2, 100);
+        assert_eq!(run(&mut w, t(1), Direction::Outbound, &pkt, &eg).1[7], 1);
+    }
+    let pkt = udp6(GW6_OUT, HOST6, 1, 100);
+    let (e, _, out) = run(&mut w, t(2), Direction::Outbound, &pkt, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::TtlExpired));
+    let err = &out[0];
+    assert_eq!(v6_addrs(err), (GW6_IN, GW6_OUT));
+    assert_eq!(
+        (err[40], err[41]),
+        (3, 0),
+        "Time Exceeded, hop limit exceeded in transit"
+    );
+    assert_eq!(&err[48..], &pkt[..], "the packet as it arrived");
+    assert_checksums(err);
+    assert_eq!(ModeWorker::counters(&w).dropped(DropReason::TtlExpired), 1);
+}
+
 #[test]
 fn any_mode_visits_the_configured_mode() {
     let cfg = nat44().config().clone();

@@ -28,6 +28,8 @@ mod tests;
 #[cfg(test)]
 mod tests_frag;
 #[cfg(test)]
+mod tests_hairpin;
+#[cfg(test)]
 mod tests_mt;
 mod worker;
 

@@ -42,11 +42,31 @@ fn side_direction(flags: u32, side: Side) -> Direction {
     };
     match side {
         Side::Original => orig,
-        Side::Reply if flags & HAIRPIN != 0 => Direction::Outbound,
         Side::Reply => match orig {
             Direction::Outbound => Direction::Inbound,
             Direction::Inbound => Direction::Outbound,
         },
+    }
+}
+
+/// Which pass through the NAT a packet is on. A hairpinned packet makes two (RFC 4787
+/// REQ-9, RFC 5128 §3.3): out from its sender's mapping as to any outside peer, then back
+/// in to the destination's mapping as from any outside peer, each pass with its own
+/// session and its own filtering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leg {
+    /// As the packet arrived on a link.
+    Wire,
+    /// The return pass of a hairpin: an inbound packet the NAT itself sent to one of its
+    /// public endpoints. The router hop (TTL) was taken on the first pass.
+    Hairpin,
+}
+
+impl Leg {
+    /// Whether this pass decrements the TTL: only the first, and only if configured.
+    #[inline]
+    fn decrement_ttl(self, configured: bool) -> bool {
+        configured && self == Leg::Wire
     }
 }
 
@@ -131,13 +151,38 @@ impl Nat44Worker {
         }
         // A router checks the next hop's MTU after the TTL (RFC 1812 §5.2.6, §4.2.2.7).
         fits(pkt, mtu)?;
+        if self.pass(now, dir, Leg::Wire, parsed, offload, pkt)? {
+            // RFC 4787 REQ-9 / RFC 5128 §3.3: the packet left its sender's mapping for one
+            // of the NAT's own public endpoints, as it would for an outside peer (that
+            // session is the sender's filtering state: a hole punched). Now it comes back
+            // in to that endpoint's mapping, from the sender's public endpoint, subject to
+            // the destination's filtering like any inbound packet.
+            let parsed = parse_with(pkt, offload != Offload::Gso)?;
+            self.pass(now, Direction::Inbound, Leg::Hairpin, parsed, offload, pkt)?;
+            self.counters.hairpinned += 1;
+        }
+        Ok(())
+    }
+
+    /// One pass through the tables. `Ok(true)`: the packet now goes to one of the NAT's
+    /// public endpoints and must make the hairpin's return pass.
+    #[inline]
+    fn pass(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        leg: Leg,
+        parsed: Parsed,
+        offload: Offload,
+        pkt: &mut [u8],
+    ) -> Result<bool, DropReason> {
         match parsed {
-            Parsed::Flow(f) => self.flow(now, dir, Flow { offload, ..f }, pkt),
-            Parsed::IcmpError(e) => self.icmp_error(now, dir, e, pkt),
+            Parsed::Flow(f) => self.flow(now, dir, leg, Flow { offload, ..f }, pkt),
+            Parsed::IcmpError(e) => self.icmp_error(now, dir, leg, e, pkt),
             Parsed::FirstFragment(f, ident) => {
-                self.first_fragment(now, dir, Flow { offload, ..f }, ident, pkt)
+                self.first_fragment(now, dir, leg, Flow { offload, ..f }, ident, pkt)
             }
-            Parsed::Fragment(g) => self.later_fragment(now, dir, g, pkt),
+            Parsed::Fragment(g) => self.later_fragment(now, dir, leg, g, pkt),
         }
     }
 
@@ -148,17 +193,18 @@ impl Nat44Worker {
         &mut self,
         now: Timestamp,
         dir: Direction,
+        leg: Leg,
         f: Flow,
         ident: u16,
         pkt: &mut [u8],
-    ) -> Result<(), DropReason> {
+    ) -> Result<bool, DropReason> {
         let key = FragKey {
             src: f.tuple.src.addr,
             dst: f.tuple.dst.addr,
             proto: proto_number(f.tuple.proto),
             ident,
         };
-        self.flow(now, dir, f, pkt)?;
+        let hairpin = self.flow(now, dir, leg, f, pkt)?;
         let h = pkt.get(12..20).ok_or(DropReason::Truncated)?;
         let to = FragRewrite {
             src: std::net::Ipv4Addr::new(h[0], h[1], h[2], h[3]),
@@ -167,7 +213,7 @@ impl Nat44Worker {
         let len = f.total_len.saturating_sub(f.l4_off) as u32;
         self.shared.frags.insert(now, key, to, dir, len)?;
         self.counters.fragments_translated += 1;
-        Ok(())
+        Ok(hairpin)
     }
 
     /// A fragment after the first: its datagram's record gives the addresses; there is
@@ -176,15 +222,21 @@ impl Nat44Worker {
         &mut self,
         now: Timestamp,
         dir: Direction,
+        leg: Leg,
         g: Fragment,
         pkt: &mut [u8],
-    ) -> Result<(), DropReason> {
-        let to = self.shared.frags.lookup(now, &g.key, dir, g.piece)?;
-        if !rewrite_fragment(pkt, g.ihl, to, self.shared.cfg.decrement_ttl) {
+    ) -> Result<bool, DropReason> {
+        let sh = &*self.shared;
+        // Only the hairpin's return pass comes in from one of the NAT's own addresses.
+        if leg == Leg::Wire && dir == Direction::Inbound && sh.is_public(g.key.src) {
+            return Err(DropReason::WrongDirection);
+        }
+        let to = sh.frags.lookup(now, &g.key, dir, g.piece)?;
+        if !rewrite_fragment(pkt, g.ihl, to, leg.decrement_ttl(sh.cfg.decrement_ttl)) {
             return Err(DropReason::Truncated);
         }
         self.counters.fragments_translated += 1;
-        Ok(())
+        Ok(dir == Direction::Outbound && sh.is_public(to.dst))
     }
 
     /// Looks a tuple up; a session found idle past its timeout is expired on the spot.
@@ -205,25 +257,29 @@ impl Nat44Worker {
         &mut self,
         now: Timestamp,
         dir: Direction,
+        leg: Leg,
         f: Flow,
         pkt: &mut [u8],
-    ) -> Result<(), DropReason> {
+    ) -> Result<bool, DropReason> {
         // Fast path: an established session, its slot located once.
         {
             let sh = &*self.shared;
             if let Some(h) = sh.sessions.hit(&f.tuple) {
                 let (seen, tcp, proto) = h.activity();
                 if seen + sh.timeout(proto, tcp) > now {
-                    return forward(sh, &mut self.counters, h, dir, &f, now, pkt);
+                    return forward(sh, h, dir, leg, &f, now, pkt);
                 }
                 expire(sh, &mut self.counters, h.r.session);
             }
         }
         let r = match dir {
             Direction::Outbound => self.new_outbound(now, &f.tuple)?,
-            Direction::Inbound => match self.new_inbound(now, &f.tuple) {
+            Direction::Inbound => match self.new_inbound(now, leg, &f.tuple) {
                 Ok(r) => r,
-                Err(e) => return Err(self.unsolicited(now, &f, pkt, e)),
+                // A hairpin's return pass is never held: its sender is inside, and its
+                // outbound pass already recorded what a simultaneous open needs.
+                Err(e) if leg == Leg::Wire => return Err(self.unsolicited(now, &f, pkt, e)),
+                Err(e) => return Err(e),
             },
         };
         let sh = &*self.shared;
@@ -234,7 +290,7 @@ impl Nat44Worker {
             // unsolicited inbound SYN packet."
             sh.held.release(&h.revised());
         }
-        forward(sh, &mut self.counters, h, dir, &f, now, pkt)
+        forward(sh, h, dir, leg, &f, now, pkt)
     }
 
     /// An inbound packet no session or binding lets in (`e`: `no_mapping` or `filtered`).
@@ -286,16 +342,18 @@ impl Nat44Worker {
         &mut self,
         now: Timestamp,
         dir: Direction,
+        leg: Leg,
         e: IcmpError,
         pkt: &mut [u8],
-    ) -> Result<(), DropReason> {
+    ) -> Result<bool, DropReason> {
         // The quote is a packet this NAT forwarded; its reverse is the tuple of the record
         // the error travels along (RFC 5508 §7). An error does not refresh the session.
         let r = self
             .lookup_live(&e.quoted.reversed(), now)
             .ok_or(DropReason::IcmpErrorNoSession)?;
         let sessions = &self.shared.sessions;
-        if side_direction(sessions.flags(r.session), r.side) != dir {
+        let flags = sessions.flags(r.session);
+        if side_direction(flags, r.side) != dir || !leg_allowed(flags, dir, leg) {
             return Err(DropReason::WrongDirection);
         }
         let (initial, revised) = match (sessions.initial(r), sessions.revised(r)) {
@@ -318,27 +376,25 @@ impl Nat44Worker {
             quote_to: rewrite_of(&revised.reversed()),
         };
         let end = e.total_len.min(pkt.len());
-        if !rewrite_icmp_error(&mut pkt[..end], &how, self.shared.cfg.decrement_ttl) {
+        let decrement = leg.decrement_ttl(self.shared.cfg.decrement_ttl);
+        if !rewrite_icmp_error(&mut pkt[..end], &how, decrement) {
             return Err(DropReason::IcmpErrorMalformed);
         }
         self.counters.icmp_errors_translated += 1;
-        Ok(())
+        Ok(returns(flags, dir))
     }
 
     /// A new flow from the inside: find or make the binding, then install both records.
+    /// To one of the NAT's own public endpoints (a hairpin) it is the same: the session
+    /// records the sender's mapping and filtering state toward that endpoint exactly as
+    /// toward an outside peer (RFC 4787 REQ-9), whether or not the destination's filter
+    /// then lets the packet in on the return pass — so that the destination's answer
+    /// passes (hole punching, RFC 5128 §3.3/§3.4).
     fn new_outbound(&mut self, now: Timestamp, t: &Tuple) -> Result<RecordRef, DropReason> {
         let hairpin = self.shared.is_public(t.dst.addr);
-        // Resolve the destination first so a refused hairpin allocates nothing.
-        let (dst, target) = if hairpin {
-            if !self.shared.cfg.hairpinning {
-                return Err(DropReason::HairpinDisabled);
-            }
-            self.shared
-                .inbound_target(t.proto, t.dst)
-                .ok_or(DropReason::NoMapping)?
-        } else {
-            (t.dst, None)
-        };
+        if hairpin && !self.shared.cfg.hairpinning {
+            return Err(DropReason::HairpinDisabled);
+        }
         let bid = self.outbound_binding(now, t.proto, t.src)?;
         let public = self
             .shared
@@ -346,20 +402,24 @@ impl Nat44Worker {
             .get(bid)
             .map(|b| key_ep(b.key_b))
             .ok_or(DropReason::NoMapping)?;
-        if let Some(target) = target {
-            if !self.shared.filter_allows(target, public) {
-                self.shared.bindings.unref(bid);
-                return Err(DropReason::Filtered);
-            }
-        }
-        let revised = Tuple::new(t.proto, public, dst);
+        let revised = Tuple::new(t.proto, public, t.dst);
         let flags = FROM_INSIDE | if hairpin { HAIRPIN } else { 0 };
         self.install(now, *t, revised, bid, flags)
     }
 
-    /// A new flow from the outside to a public endpoint.
-    fn new_inbound(&mut self, now: Timestamp, t: &Tuple) -> Result<RecordRef, DropReason> {
+    /// A new flow from the outside to a public endpoint; on the hairpin's return pass,
+    /// from another inside host's public endpoint.
+    fn new_inbound(
+        &mut self,
+        now: Timestamp,
+        leg: Leg,
+        t: &Tuple,
+    ) -> Result<RecordRef, DropReason> {
         let sh = &self.shared;
+        // Only the hairpin's return pass comes in from one of the NAT's own addresses.
+        if leg == Leg::Wire && sh.is_public(t.src.addr) {
+            return Err(DropReason::WrongDirection);
+        }
         // RFC 6146 §3.5.3, RFC 5508 §3.1: an ICMP echo request from the outside reaches
         // the binding of its identifier (a request carries it as its source "port").
         let echo_request = t.proto == Proto::Icmp && t.dst.port == 0;
@@ -416,7 +476,8 @@ impl Nat44Worker {
         } else {
             Tuple::new(t.proto, t.src, inside)
         };
-        self.install(now, *t, revised, bid, 0)
+        let flags = if leg == Leg::Hairpin { HAIRPIN } else { 0 };
+        self.install(now, *t, revised, bid, flags)
     }
 
     /// The binding an inside endpoint uses, with a reference taken for the new session:
@@ -550,38 +611,53 @@ impl Nat44Worker {
     }
 }
 
-/// Translates a packet along the record it hit.
+/// Whether a record of a session with `flags`, matched from `dir`, may be used on `leg`:
+/// the inbound records of a hairpin session (`HAIRPIN`: its peer is one of the NAT's own
+/// public endpoints) carry one of the NAT's addresses as source, so only the hairpin's
+/// return pass may use them, never a packet from the outside claiming that source.
+#[inline]
+fn leg_allowed(flags: u32, dir: Direction, leg: Leg) -> bool {
+    flags & HAIRPIN == 0 || dir == Direction::Outbound || leg == Leg::Hairpin
+}
+
+/// Whether a packet translated along a record of a session with `flags`, from `dir`, now
+/// goes to one of the NAT's public endpoints (and must make the hairpin's return pass).
+#[inline]
+fn returns(flags: u32, dir: Direction) -> bool {
+    flags & HAIRPIN != 0 && dir == Direction::Outbound
+}
+
+/// Translates a packet along the record it hit; `Ok(true)` when the packet now goes to
+/// one of the NAT's public endpoints (see [`returns`]).
 #[inline]
 fn forward(
     sh: &Nat44Shared,
-    counters: &mut Counters,
     h: conntrack::Hit<'_>,
     dir: Direction,
+    leg: Leg,
     f: &Flow,
     now: Timestamp,
     pkt: &mut [u8],
-) -> Result<(), DropReason> {
+) -> Result<bool, DropReason> {
     let flags = h.flags();
-    if side_direction(flags, h.r.side) != dir {
+    if side_direction(flags, h.r.side) != dir || !leg_allowed(flags, dir, leg) {
         return Err(DropReason::WrongDirection);
     }
     if f.kind == L4Kind::Tcp {
         h.observe_tcp(f.tcp_flags);
     }
-    if flags & HAIRPIN != 0 {
-        counters.hairpinned += 1;
-    }
     h.touch(now);
     let to = h.revised();
     let end = f.total_len.min(pkt.len());
     let to = rewrite_of(&to);
+    let decrement = leg.decrement_ttl(sh.cfg.decrement_ttl);
     match f.offload {
-        Offload::None => rewrite(&mut pkt[..end], f.l4_off, f.kind, &to, sh.cfg.decrement_ttl),
+        Offload::None => rewrite(&mut pkt[..end], f.l4_off, f.kind, &to, decrement),
         Offload::PartialCsum | Offload::Gso => {
-            rewrite_partial(&mut pkt[..end], f.l4_off, f.kind, &to, sh.cfg.decrement_ttl)
+            rewrite_partial(&mut pkt[..end], f.l4_off, f.kind, &to, decrement)
         }
     };
-    Ok(())
+    Ok(returns(flags, dir))
 }
 
 /// Marks a session dead and, if this call did, releases what it held.

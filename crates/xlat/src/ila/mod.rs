@@ -44,6 +44,8 @@ use crate::csum::{get16, put16, Delta};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_identity;
 
 /// Offset of the destination address's upper 64 bits (SIR prefix or locator).
 const DST_UPPER: usize = field::DST_ADDR.start;
@@ -212,7 +214,9 @@ pub enum IlaError {
     /// The destination's upper 64 bits are not the expected SIR prefix (SIR -> ILA) or
     /// locator (ILA -> SIR).
     NotMatched,
-    /// The extension-header chain is malformed or too long (`AdjustTransport` only).
+    /// The extension-header chain is malformed or too long, or a Mobility, HIP or Shim6
+    /// control header is followed by what its RFC does not define, so no checksum could be
+    /// kept right (`AdjustTransport` only).
     Malformed,
     /// Checksum-neutral mapping cannot be applied: `NeutralMap` without `UseFormat`, a
     /// SIR identifier with the C-bit already set, or a SIR identifier whose low 16 bits
@@ -389,14 +393,81 @@ fn neutral(
     Ok(Identifier((id & !0xFFFF) | u64::from(new)))
 }
 
+/// IPv6 next-header numbers of the identity/mobility headers that
+/// [`Ipv6Packet::upper_layer`] leaves to the caller, each with the usual extension-header
+/// length byte ((Hdr Ext Len + 1) * 8 octets).
+mod shim {
+    /// Mobility Header (RFC 6275 §6.1).
+    pub const MOBILITY: u8 = 135;
+    /// Host Identity Protocol (RFC 7401 §5.1).
+    pub const HIP: u8 = 139;
+    /// Shim6 (RFC 5533 §5.1).
+    pub const SHIM6: u8 = 140;
+    /// IPv6 No Next Header.
+    pub const NO_NEXT: u8 = 59;
+}
+
+/// `AdjustTransport` behind a Mobility, HIP or Shim6 header at `off` (`fragment`: the
+/// packet is a first fragment, so the header may go on in the next fragment): the
+/// checksum to adjust, `None` when none depends on the destination, or a refusal when
+/// the header is cut short or what follows it is not defined (never a stale checksum).
+fn identity_header(
+    buf: &[u8],
+    off: usize,
+    end: usize,
+    proto: u8,
+    fragment: bool,
+) -> Result<Option<usize>, IlaError> {
+    // Next Header (or Payload Proto), Hdr Ext Len: the first two octets of all three.
+    let head = buf.get(off..off + 2).filter(|_| off + 8 <= end);
+    let (next, len) = head.map(|h| (h[0], h[1])).ok_or(IlaError::Truncated)?;
+    let total = (usize::from(len) + 1) * 8;
+    if !fragment && off + total > end {
+        return Err(IlaError::Truncated);
+    }
+    match proto {
+        // RFC 6275 §6.1: "the checksum of the Mobility Header ... calculated from the octet
+        // string consisting of a 'pseudo-header' followed by the entire Mobility Header"
+        // (RFC 8200 §8.1's, Next Header 135), at offset 4. "Payload Proto ... SHOULD set
+        // ... to IPPROTO_NONE (59)": nothing else is defined after it.
+        shim::MOBILITY => match next {
+            shim::NO_NEXT => Ok(Some(off + 4)),
+            _ => Err(IlaError::Malformed),
+        },
+        // RFC 7401 §5.1: fixed header of 40 octets (Header Length >= 4), checksum at
+        // offset 4 over the RFC 8200 pseudo-header (§5.1.1: "it MUST be recomputed on
+        // HIP-aware NAT devices"); "this document does not describe processing for Next
+        // Header values other than decimal 59".
+        shim::HIP => match (next, len) {
+            (shim::NO_NEXT, 4..) => Ok(Some(off + 4)),
+            _ => Err(IlaError::Malformed),
+        },
+        // RFC 5533 §5.1, the Payload Extension Header (P bit set): it carries a ULP packet
+        // whose receiver replaces the addresses in the IPv6 header by the ULIDs before the
+        // ULP sees it, so the ULP's checksum covers the ULIDs, not the locator ILA swaps:
+        // nothing to adjust. §5.2, a control message (P clear): its checksum has no
+        // pseudo-header ("there is no pseudo-header checksum part"); Next Header is 59.
+        shim::SHIM6 => {
+            let p_bit = buf.get(off + 2).is_some_and(|b| b & 0x80 != 0);
+            match (p_bit, next) {
+                (true, _) | (false, shim::NO_NEXT) => Ok(None),
+                (false, _) => Err(IlaError::Malformed),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
 /// `AdjustTransport`: where the transport checksum is and what it becomes, or `None` when
 /// there is nothing to adjust.
 ///
 /// Linux looks only at the fixed header's next header; this walks the extension chain
 /// (Hop-by-Hop, Routing, Fragment, Destination Options, AH) with
-/// [`Ipv6Packet::upper_layer`]. It skips non-first fragments (no transport header) and
-/// packets whose Routing header has segments left (RFC 8200 §8.1: the pseudo-header then
-/// uses the final destination from the Routing header, which ILA does not change).
+/// [`Ipv6Packet::upper_layer`], then the Mobility, HIP and Shim6 headers with
+/// [`identity_header`] (Mobility and HIP carry a pseudo-header checksum of their own). It
+/// skips non-first fragments (no transport header) and packets whose Routing header has
+/// segments left (RFC 8200 §8.1: the pseudo-header then uses the final destination from
+/// the Routing header, which ILA does not change).
 fn transport_fix(
     ip: &Ipv6Packet<&[u8]>,
     from: u64,
@@ -406,18 +477,24 @@ fn transport_fix(
     if up.fragment.is_some_and(|f| f.offset != 0) || up.routing_segments_left != 0 {
         return Ok(None);
     }
+    let end = field::HEADER_LEN + usize::from(ip.payload_len());
+    let buf: &[u8] = ip.as_ref();
     // (minimum header length, checksum offset, UDP zero rule)
     let (hdr_len, csum_at, udp) = match up.protocol {
         IpProtocol::Tcp => (20, 16, false),
         IpProtocol::Udp => (8, 6, true),
         IpProtocol::Icmpv6 => (4, 2, false),
+        IpProtocol::Unknown(p @ (shim::MOBILITY | shim::HIP | shim::SHIM6)) => {
+            match identity_header(buf, up.offset, end, p, up.fragment.is_some())? {
+                Some(at) => (8, at - up.offset, false),
+                None => return Ok(None),
+            }
+        }
         _ => return Ok(None),
     };
-    let end = field::HEADER_LEN + usize::from(ip.payload_len());
     if up.offset + hdr_len > end {
         return Err(IlaError::Truncated);
     }
-    let buf: &[u8] = ip.as_ref();
     let off = up.offset + csum_at;
     let old = get16(buf, off).ok_or(IlaError::Truncated)?;
     if udp && old == 0 {
