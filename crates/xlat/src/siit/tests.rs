@@ -55,6 +55,7 @@ fn opts() -> SiitOptions {
         translate_udp_zero_csum: true,
         decrement_ttl: true,
         tos_to_traffic_class: true,
+        ..SiitOptions::default()
     }
 }
 
@@ -870,3 +871,5 @@ proptest! {
         }
     }
 }
+
+mod mtu;
