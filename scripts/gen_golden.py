@@ -32,7 +32,7 @@ import struct
 import sys
 import tempfile
 
-from scapy.layers.inet import ICMP, IP, TCP, UDP, fragment
+from scapy.layers.inet import ICMP, IP, TCP, UDP, defragment, fragment
 from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6PacketTooBig, ICMPv6TimeExceeded,
                                 IPv6, IPv6ExtHdrFragment)
 from scapy.layers.l2 import Ether
@@ -165,8 +165,31 @@ inside_addresses = ["2001:db8:1::1"]
 outside_addresses = ["203.0.113.254"]
 """
 
+# RFC 7915's two MTUs (issue 11): SIIT with no MTU option, so the next hops are the
+# links': the IPv4 (inside) link 1400 by [gateway] inside_mtu, the IPv6 (outside) link
+# not given, so 1500; the lowest IPv6 MTU at its default of 1280.
+MTU_V4_LINK = 1400
+MTU_V6_LINK = 1500
+MTU_LOWEST_V6 = 1280
+
+CONFIG_SIIT_MTU = """\
+# Golden-test configuration: SIIT with the next-hop MTUs left to the links (IPv4 inside
+# 1400, IPv6 outside not given: 1500) and lowest_ipv6_mtu at its default, 1280.
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.100/32", ipv6 = "2001:db8:1::10/128" } ]
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["198.51.100.1"]
+outside_addresses = ["2001:db8:1::1"]
+inside_mtu = 1400
+"""
+
 # The configuration files written, by name.
 CONFIGS = {
+    "siit_mtu.toml": CONFIG_SIIT_MTU,
     "nat44.toml": CONFIG,
     "nat44_gateway.toml": CONFIG_NAT44_GATEWAY,
     "siit_gateway.toml": CONFIG_SIIT_GATEWAY,
@@ -866,6 +889,87 @@ def scenario_nat64_gateway():
     return pairs
 
 
+def scenario_siit_mtu():
+    """SIIT (siit_mtu.toml), RFC 7915's two MTUs: an IPv4 packet with DF is held to the
+    next-hop IPv6 MTU (1500, the link's), one without DF to lowest-ipv6-mtu (1280);
+    Fragmentation Needed becomes Packet Too Big by §4.2's formula with the real next hops;
+    IPv6 fragments too big for the 1400-byte IPv4 next hop are cut in IPv4 (§5.1.1: DF
+    cleared, "allowing this packet to be further fragmented")."""
+    h4, h4_6 = SIIT_V4_HOST, v6_addr(SIIT_V4_HOST)
+    h6, h6_4 = V6_HOST, SIIT_V4_OF_V6_HOST
+    sport, dport = 5100, 6100
+    pairs = []
+
+    def out4(ip_id, total, flags="DF", seed=0):
+        return udp4(True, h4, h6_4, sport, dport, TTL_INSIDE, ip_id,
+                    filler(total - 28, seed), flags)
+
+    def as6(pin):
+        return udp6(True, h4_6, h6, sport, dport, TTL_INSIDE - 1, bytes(pin[Raw].load))
+
+    # 1. DF, 1328 bytes: "If the DF bit is set and the MTU of the next-hop interface is
+    # less than the total length value of the IPv4 packet plus 20" -- 1500 is not less
+    # than 1348: one IPv6 packet, no Fragment header (§4.1).
+    pin = out4(0xD001, 1328, seed=31)
+    pairs.append((pin, as6(pin)))
+
+    # 2. DF, 1480 bytes: exactly 1500 as IPv6, the next hop's MTU: goes through.
+    pin = out4(0xD002, MTU_V6_LINK - 20, seed=32)
+    pairs.append((pin, as6(pin)))
+
+    # 3. DF, 1481 bytes: Fragmentation Needed with the next hop's MTU - 20 = 1480.
+    pin = out4(0xD003, MTU_V6_LINK - 19, seed=33)
+    pairs.append((pin, icmp4_error(pin, SIIT_GW_V4,
+                                   ICMP(type=3, code=4, nexthopmtu=MTU_V6_LINK - 20))))
+
+    # 4. No DF, 1328 bytes: "larger than ... "lowest-ipv6-mtu" ... SHOULD be fragmented",
+    # pieces of at most 1280 - 48 = 1232 data bytes, whatever the next hop takes.
+    pin = out4(0xD004, 1328, flags=0, seed=34)
+    data = transport6(h4_6, h6, UDP(sport=sport, dport=dport) / Raw(pin[Raw].load))
+    pairs.append((pin, v6_fragments(True, h4_6, h6, TTL_INSIDE - 1, 0, 0xD004, 17, data,
+                                    pieces(0, len(data), MTU_LOWEST_V6 - 48))))
+
+    # 5. An IPv4 router (198.51.100.254) answers a 1400-byte DF packet the IPv6 host sent
+    # with Fragmentation Needed, MTU 1261, quoting its IPv4 header and UDP header. §4.2:
+    # "minimum(advertised MTU+20, MTU_of_IPv6_nexthop, (MTU_of_IPv4_nexthop)+20)" =
+    # min(1281, 1500, 1420) = 1281. The quoted packet is translated back to what the IPv6
+    # host sent (Hop Limit as quoted, the UDP checksum its own).
+    pay = filler(1400 - 28, 35)
+    q_ttl = TTL_REMOTE - 1
+    sent4 = bytes(IP(src=h6_4, dst=h4, ttl=q_ttl, id=0, flags="DF", tos=0)
+                  / UDP(sport=dport, dport=sport) / Raw(pay))
+    sent6 = bytes(IPv6(src=h6, dst=h4_6, hlim=q_ttl, tc=0, fl=0)
+                  / UDP(sport=dport, dport=sport) / Raw(pay))
+    pin = (eth(True) / IP(src=ROUTER, dst=h6_4, ttl=TTL_INSIDE, id=0xD005, flags=0)
+           / ICMP(type=3, code=4, nexthopmtu=1261) / Raw(sent4[:28]))
+    pairs.append((pin, eth(True) / IPv6(src=v6_addr(ROUTER), dst=h6, hlim=TTL_INSIDE - 1,
+                                        tc=0, fl=0)
+                  / ICMPv6PacketTooBig(mtu=1281) / Raw(sent6[:48])))
+
+    # 6. A datagram the IPv6 host fragmented (1448, 1448 and 112 data bytes, id
+    # 0x0bad1dea): each fragment becomes an IPv4 fragment (id 0x1dea, DF clear, MF from
+    # M); the two of 1468 bytes exceed the 1400-byte IPv4 next hop and are cut again
+    # (RFC 791: pieces of 1376 data bytes, offsets from the fragment's own, MF kept on all
+    # but the datagram's last piece).
+    pay = filler(3000, 36)
+    data6 = transport6(h6, h4_6, UDP(sport=dport, dport=sport) / Raw(pay))
+    data4 = transport4(h6_4, h4, UDP(sport=dport, dport=sport) / Raw(pay))
+    cuts6 = [(0, 1448), (1448, 2896), (2896, len(data6))]
+    frags6 = v6_fragments(False, h6, h4_6, TTL_REMOTE, 0, 0x0BAD1DEA, 17, data6, cuts6)
+    sent = []
+    for f6, (a, b) in zip(frags6, cuts6):
+        frags4 = v4_fragments(False, h6_4, h4, TTL_REMOTE - 1, 0, 0x1DEA, 17, data4,
+                              pieces(a, b, MTU_V4_LINK - 20))
+        assert all(len(l3(f)) <= MTU_V4_LINK for f in frags4)
+        sent.extend(frags4)
+        pairs.append((f6, frags4))
+    # What the IPv4 host gets, reassembled by scapy, is the datagram the IPv6 host sent.
+    whole = defragment([IP(l3(f)) for f in sent])
+    assert len(whole) == 1 and bytes(whole[0][IP].payload) == data4, "reassembly"
+    assert whole[0][UDP].load == pay
+    return pairs
+
+
 SCENARIOS = [
     ("tcp", scenario_tcp),
     ("udp", scenario_udp),
@@ -877,6 +981,7 @@ SCENARIOS = [
     ("nat44_gateway", scenario_nat44_gateway),
     ("siit_gateway", scenario_siit_gateway),
     ("nat64_gateway", scenario_nat64_gateway),
+    ("siit_mtu", scenario_siit_mtu),
 ]
 
 
