@@ -187,8 +187,25 @@ outside_addresses = ["2001:db8:1::1"]
 inside_mtu = 1400
 """
 
+CONFIG_NAT64_MTU = """\
+# Golden-test configuration: NAT64 with the next-hop MTUs left to the links (IPv6 inside
+# not given: 1500, IPv4 outside 1400) and lowest_ipv6_mtu at its default, 1280.
+[nat64]
+pref64 = "2001:db8:64::/96"
+pool4 = ["203.0.113.1/32"]
+ports = "1024-65535"
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["2001:db8:1::1"]
+outside_addresses = ["203.0.113.254"]
+outside_mtu = 1400
+"""
+
 # The configuration files written, by name.
 CONFIGS = {
+    "nat64_mtu.toml": CONFIG_NAT64_MTU,
     "siit_mtu.toml": CONFIG_SIIT_MTU,
     "nat44.toml": CONFIG,
     "nat44_gateway.toml": CONFIG_NAT44_GATEWAY,
@@ -970,6 +987,74 @@ def scenario_siit_mtu():
     return pairs
 
 
+def scenario_nat64_mtu():
+    """NAT64 (nat64_mtu.toml), RFC 7915's two MTUs across the stateful translator (RFC
+    6146 §3.5 translates with RFC 7915): DF held to the 1500-byte IPv6 link on the
+    established-flow path, no DF to lowest-ipv6-mtu 1280, Fragmentation Needed 1261
+    becoming Packet Too Big 1281, and the IPv6 host's fragments cut in IPv4 for the
+    1400-byte outside link, from the pool address and port."""
+    h6, srv6 = V6_HOST, v6_addr(SERVER)
+    sport, dport = 41000, 7100
+    pairs = []
+
+    def in4(ip_id, total, flags="DF", seed=0):
+        return udp4(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, ip_id,
+                    filler(total - 28, seed), flags)
+
+    def as6(pin):
+        return udp6(False, srv6, h6, dport, sport, TTL_REMOTE - 1, bytes(pin[Raw].load))
+
+    # 1. Opens the session [2001:db8:1::10]:41000 <-> 203.0.113.1:41000 (port kept); DF
+    # set (1300 bytes as IPv4, over 1260), so the identification is free (RFC 6864).
+    pay = filler(1300 - 28, 41)
+    pairs.append((udp6(True, h6, srv6, sport, dport, TTL_INSIDE, pay),
+                  udp4(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1,
+                       XLAT_ATOMIC_ID, pay)))
+
+    # 2. DF, 1328 bytes: 1348 as IPv6 fits the 1500-byte IPv6 next hop (§4.1): whole.
+    pin = in4(0xE002, 1328, seed=42)
+    pairs.append((pin, as6(pin)))
+
+    # 3. No DF, 1328 bytes: cut for lowest-ipv6-mtu, 1232 data bytes a piece.
+    pin = in4(0xE003, 1328, flags=0, seed=43)
+    data = transport6(srv6, h6, UDP(sport=dport, dport=sport) / Raw(pin[Raw].load))
+    pairs.append((pin, v6_fragments(False, srv6, h6, TTL_REMOTE - 1, 0, 0xE003, 17, data,
+                                    pieces(0, len(data), MTU_LOWEST_V6 - 48))))
+
+    # 4. An IPv4 router answers a 1400-byte DF packet of the session with Fragmentation
+    # Needed, MTU 1261 (IP header and UDP header quoted): Packet Too Big with
+    # min(1261 + 20, 1500, 1400 + 20) = 1281 (§4.2) to the IPv6 host, quoting what it sent.
+    pay = filler(1400 - 28, 44)
+    q_ttl = TTL_INSIDE - 3
+    sent4 = bytes(IP(src=PUBLIC, dst=SERVER, ttl=q_ttl, id=0, flags="DF", tos=0)
+                  / UDP(sport=sport, dport=dport) / Raw(pay))
+    sent6 = bytes(IPv6(src=h6, dst=srv6, hlim=q_ttl, tc=0, fl=0)
+                  / UDP(sport=sport, dport=dport) / Raw(pay))
+    pin = (eth(False) / IP(src=ROUTER, dst=PUBLIC, ttl=TTL_REMOTE, id=0xE004, flags=0)
+           / ICMP(type=3, code=4, nexthopmtu=1261) / Raw(sent4[:28]))
+    pairs.append((pin, eth(False) / IPv6(src=v6_addr(ROUTER), dst=h6, hlim=TTL_REMOTE - 1,
+                                         tc=0, fl=0)
+                  / ICMPv6PacketTooBig(mtu=1281) / Raw(sent6[:48])))
+
+    # 5. The IPv6 host's own fragments (1448, 1448, 112 data bytes, id 0x0bad1dea): IPv4
+    # fragments from the pool address (id 0x1dea, DF clear, §5.1.1); those over the
+    # 1400-byte outside link are cut again (RFC 791), offsets from their own, MF kept.
+    pay = filler(3000, 45)
+    data6 = transport6(h6, srv6, UDP(sport=sport, dport=dport) / Raw(pay))
+    data4 = transport4(PUBLIC, SERVER, UDP(sport=sport, dport=dport) / Raw(pay))
+    cuts6 = [(0, 1448), (1448, 2896), (2896, len(data6))]
+    frags6 = v6_fragments(True, h6, srv6, TTL_INSIDE, 0, 0x0BAD1DEA, 17, data6, cuts6)
+    sent = []
+    for f6, (a, b) in zip(frags6, cuts6):
+        frags4 = v4_fragments(True, PUBLIC, SERVER, TTL_INSIDE - 1, 0, 0x1DEA, 17, data4,
+                              pieces(a, b, MTU_V4_LINK - 20))
+        sent.extend(frags4)
+        pairs.append((f6, frags4))
+    whole = defragment([IP(l3(f)) for f in sent])
+    assert len(whole) == 1 and bytes(whole[0][IP].payload) == data4, "reassembly"
+    return pairs
+
+
 SCENARIOS = [
     ("tcp", scenario_tcp),
     ("udp", scenario_udp),
@@ -982,6 +1067,7 @@ SCENARIOS = [
     ("siit_gateway", scenario_siit_gateway),
     ("nat64_gateway", scenario_nat64_gateway),
     ("siit_mtu", scenario_siit_mtu),
+    ("nat64_mtu", scenario_nat64_mtu),
 ]
 
 

@@ -241,3 +241,21 @@ fn siit_mtu() {
         ],
     );
 }
+
+/// NAT64 with the two MTUs, next hops left to the links (`scenario_nat64_mtu`).
+#[test]
+fn nat64_mtu() {
+    check(
+        "nat64_mtu",
+        "nat64_mtu.toml",
+        &[
+            ("sessions created", 1),
+            // 2 whole packets, 2 IPv6 pieces, the translated error, 2 + 2 + 1 IPv4 pieces.
+            ("forwarded", 10),
+            ("fragmented", 3),
+            ("icmp errors xlat", 1),
+            ("dropped", 0),
+            ("icmp errors sent", 0),
+        ],
+    );
+}
