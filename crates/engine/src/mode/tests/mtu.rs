@@ -176,7 +176,7 @@ fn siit_answers_what_it_cannot_cut_never_silently() {
     assert_eq!(&out[0][48..], &big[..1280 - 48]);
     // At 1280 it is cut: 1232 data bytes in 26 pieces.
     let ok = udp6(siit_src6(), siit_dst6(), 64, 1232 - 8);
-    let sent = run_all(&mut w, Direction::Inbound, &[ok.clone()], &eg);
+    let sent = run_all(&mut w, Direction::Inbound, std::slice::from_ref(&ok), &eg);
     assert_eq!(sent.len(), 26);
     assert_eq!(&reassemble_v4(&sent)[28..], &ok[48..]);
 }
@@ -227,7 +227,7 @@ fn nat64_fast_paths_hold_df_to_the_next_hop_and_the_rest_to_the_lowest_mtu() {
     // Outbound on the established flow, DF always clear: 1628 bytes as IPv4 is cut for
     // the 1400-byte IPv4 next hop instead of a Packet Too Big.
     let big = udp6(HOST6, srv6(), 64, 1600);
-    let sent = run_all(&mut w, Direction::Outbound, &[big.clone()], &eg);
+    let sent = run_all(&mut w, Direction::Outbound, std::slice::from_ref(&big), &eg);
     assert_eq!(sent.len(), 2);
     let whole4 = reassemble_v4(&sent);
     assert_eq!(ports(&whole4), (public, 53));
