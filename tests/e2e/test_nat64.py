@@ -539,10 +539,9 @@ class TestFragmentation:
 
 
 class Nat64Fragments(Topology):
-    """An IPv4 server answering without DF, too big for the NAT64's IPv6 MTU (1280): the
-    translator cuts the datagram (for lowest_ipv6_mtu; the IPv6 next hop is 1500), NAT44's
-    fragment tracking carries the later fragments,
-    and the IPv6 client reassembles the echo."""
+    """An IPv4 server answering without DF, too big for the NAT64's lowest IPv6 MTU (1280;
+    the IPv6 next hop is 1500): the translator cuts the datagram, NAT44's fragment tracking
+    carries the later fragments, and the IPv6 client reassembles the echo."""
 
     def __init__(self, quicknat, backend):
         super().__init__("qnf64", ("cli", "gw", "srv"), quicknat, backend)
