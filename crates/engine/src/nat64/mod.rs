@@ -48,10 +48,9 @@ use std::time::Duration;
 use conntrack::host_table::HostTable;
 use conntrack::{Endpoint, Proto, Timestamp, Tuple};
 use wire::checksum::{udp4_update, update16};
+use xlat::icmp_reply::IcmpReason;
 use xlat::rfc6052::{wkp_allows, Pref64};
 use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
-
-use xlat::icmp_reply::IcmpReason;
 
 use crate::config::{ConfigError, ConfigItem};
 use crate::mode::reply::Responder;
