@@ -3,7 +3,7 @@
 //! RFC 7915 §4.1: an IPv4 packet without DF that is too big for the IPv6 side once
 //! translated "SHOULD be fragmented" so that each translated fragment fits. The packet is
 //! cut into IPv4 fragments (`xlat::fragment`), each written into its own slot of the
-//! frame's [`Output`](super::Output) and translated there by the mode's own path, which
+//! frame's [`Output`] and translated there by the mode's own path, which
 //! turns the fragment fields into an IPv6 Fragment header with the same identification
 //! ([`cut_for_ipv6`]).
 //!

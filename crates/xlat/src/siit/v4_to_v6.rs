@@ -234,7 +234,7 @@ fn translate(
 
 /// The checks of RFC 7915 §4.1 that owe an IPv4 packet's sender an ICMP error, made on
 /// the packet as it arrived: the TTL running out (Time Exceeded), and the IPv6 packet not
-/// fitting (Fragmentation Needed with DF set, fragmentation without; see [`check_mtu`]).
+/// fitting (Fragmentation Needed with DF set, fragmentation without; see `check_mtu`).
 /// A stateful translator runs them before its own rewrite (NAT64 rewrites the destination
 /// first), so that the error quotes what the sender sent; [`ipv4_to_ipv6`] makes the
 /// same checks. ICMP errors are left to the translation (their quote is cut to fit, and
