@@ -32,7 +32,7 @@ import struct
 import sys
 import tempfile
 
-from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_LSRR, IPOption_NOP, fragment
+from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_LSRR, IPOption_NOP, defragment, fragment
 from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6PacketTooBig, ICMPv6TimeExceeded,
                                 IPv6, IPv6ExtHdrFragment, ICMPv6ParamProblem,
                                 IPv6ExtHdrRouting)
@@ -197,8 +197,48 @@ inside_addresses = ["2001:db8:1::1"]
 outside_addresses = ["203.0.113.254"]
 """
 
+# RFC 7915's two MTUs (issue 11): SIIT with no MTU option, so the next hops are the
+# links': the IPv4 (inside) link 1400 by [gateway] inside_mtu, the IPv6 (outside) link
+# not given, so 1500; the lowest IPv6 MTU at its default of 1280.
+MTU_V4_LINK = 1400
+MTU_V6_LINK = 1500
+MTU_LOWEST_V6 = 1280
+
+CONFIG_SIIT_MTU = """\
+# Golden-test configuration: SIIT with the next-hop MTUs left to the links (IPv4 inside
+# 1400, IPv6 outside not given: 1500) and lowest_ipv6_mtu at its default, 1280.
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ { ipv4 = "192.0.2.100/32", ipv6 = "2001:db8:1::10/128" } ]
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["198.51.100.1"]
+outside_addresses = ["2001:db8:1::1"]
+inside_mtu = 1400
+"""
+
+CONFIG_NAT64_MTU = """\
+# Golden-test configuration: NAT64 with the next-hop MTUs left to the links (IPv6 inside
+# not given: 1500, IPv4 outside 1400) and lowest_ipv6_mtu at its default, 1280.
+[nat64]
+pref64 = "2001:db8:64::/96"
+pool4 = ["203.0.113.1/32"]
+ports = "1024-65535"
+
+[gateway]
+inside = "in0"
+outside = "out0"
+inside_addresses = ["2001:db8:1::1"]
+outside_addresses = ["203.0.113.254"]
+outside_mtu = 1400
+"""
+
 # The configuration files written, by name.
 CONFIGS = {
+    "nat64_mtu.toml": CONFIG_NAT64_MTU,
+    "siit_mtu.toml": CONFIG_SIIT_MTU,
     "nat44.toml": CONFIG,
     "nat44_gateway.toml": CONFIG_NAT44_GATEWAY,
     "siit_gateway.toml": CONFIG_SIIT_GATEWAY,
@@ -1003,6 +1043,155 @@ def scenario_nat64_gateway():
     return pairs
 
 
+def scenario_siit_mtu():
+    """SIIT (siit_mtu.toml), RFC 7915's two MTUs: an IPv4 packet with DF is held to the
+    next-hop IPv6 MTU (1500, the link's), one without DF to lowest-ipv6-mtu (1280);
+    Fragmentation Needed becomes Packet Too Big by §4.2's formula with the real next hops;
+    IPv6 fragments too big for the 1400-byte IPv4 next hop are cut in IPv4 (§5.1.1: DF
+    cleared, "allowing this packet to be further fragmented")."""
+    h4, h4_6 = SIIT_V4_HOST, v6_addr(SIIT_V4_HOST)
+    h6, h6_4 = V6_HOST, SIIT_V4_OF_V6_HOST
+    sport, dport = 5100, 6100
+    pairs = []
+
+    def out4(ip_id, total, flags="DF", seed=0):
+        return udp4(True, h4, h6_4, sport, dport, TTL_INSIDE, ip_id,
+                    filler(total - 28, seed), flags)
+
+    def as6(pin):
+        return udp6(True, h4_6, h6, sport, dport, TTL_INSIDE - 1, bytes(pin[Raw].load))
+
+    # 1. DF, 1328 bytes: "If the DF bit is set and the MTU of the next-hop interface is
+    # less than the total length value of the IPv4 packet plus 20" -- 1500 is not less
+    # than 1348: one IPv6 packet, no Fragment header (§4.1).
+    pin = out4(0xD001, 1328, seed=31)
+    pairs.append((pin, as6(pin)))
+
+    # 2. DF, 1480 bytes: exactly 1500 as IPv6, the next hop's MTU: goes through.
+    pin = out4(0xD002, MTU_V6_LINK - 20, seed=32)
+    pairs.append((pin, as6(pin)))
+
+    # 3. DF, 1481 bytes: Fragmentation Needed with the next hop's MTU - 20 = 1480.
+    pin = out4(0xD003, MTU_V6_LINK - 19, seed=33)
+    pairs.append((pin, icmp4_error(pin, SIIT_GW_V4,
+                                   ICMP(type=3, code=4, nexthopmtu=MTU_V6_LINK - 20))))
+
+    # 4. No DF, 1328 bytes: "larger than ... "lowest-ipv6-mtu" ... SHOULD be fragmented",
+    # pieces of at most 1280 - 48 = 1232 data bytes, whatever the next hop takes.
+    pin = out4(0xD004, 1328, flags=0, seed=34)
+    data = transport6(h4_6, h6, UDP(sport=sport, dport=dport) / Raw(pin[Raw].load))
+    pairs.append((pin, v6_fragments(True, h4_6, h6, TTL_INSIDE - 1, 0, 0xD004, 17, data,
+                                    pieces(0, len(data), MTU_LOWEST_V6 - 48))))
+
+    # 5. An IPv4 router (198.51.100.254) answers a 1400-byte DF packet the IPv6 host sent
+    # with Fragmentation Needed, MTU 1261, quoting its IPv4 header and UDP header. §4.2:
+    # "minimum(advertised MTU+20, MTU_of_IPv6_nexthop, (MTU_of_IPv4_nexthop)+20)" =
+    # min(1281, 1500, 1420) = 1281. The quoted packet is translated back to what the IPv6
+    # host sent (Hop Limit as quoted, the UDP checksum its own).
+    pay = filler(1400 - 28, 35)
+    q_ttl = TTL_REMOTE - 1
+    sent4 = bytes(IP(src=h6_4, dst=h4, ttl=q_ttl, id=0, flags="DF", tos=0)
+                  / UDP(sport=dport, dport=sport) / Raw(pay))
+    sent6 = bytes(IPv6(src=h6, dst=h4_6, hlim=q_ttl, tc=0, fl=0)
+                  / UDP(sport=dport, dport=sport) / Raw(pay))
+    pin = (eth(True) / IP(src=ROUTER, dst=h6_4, ttl=TTL_INSIDE, id=0xD005, flags=0)
+           / ICMP(type=3, code=4, nexthopmtu=1261) / Raw(sent4[:28]))
+    pairs.append((pin, eth(True) / IPv6(src=v6_addr(ROUTER), dst=h6, hlim=TTL_INSIDE - 1,
+                                        tc=0, fl=0)
+                  / ICMPv6PacketTooBig(mtu=1281) / Raw(sent6[:48])))
+
+    # 6. A datagram the IPv6 host fragmented (1448, 1448 and 112 data bytes, id
+    # 0x0bad1dea): each fragment becomes an IPv4 fragment (id 0x1dea, DF clear, MF from
+    # M); the two of 1468 bytes exceed the 1400-byte IPv4 next hop and are cut again
+    # (RFC 791: pieces of 1376 data bytes, offsets from the fragment's own, MF kept on all
+    # but the datagram's last piece).
+    pay = filler(3000, 36)
+    data6 = transport6(h6, h4_6, UDP(sport=dport, dport=sport) / Raw(pay))
+    data4 = transport4(h6_4, h4, UDP(sport=dport, dport=sport) / Raw(pay))
+    cuts6 = [(0, 1448), (1448, 2896), (2896, len(data6))]
+    frags6 = v6_fragments(False, h6, h4_6, TTL_REMOTE, 0, 0x0BAD1DEA, 17, data6, cuts6)
+    sent = []
+    for f6, (a, b) in zip(frags6, cuts6):
+        frags4 = v4_fragments(False, h6_4, h4, TTL_REMOTE - 1, 0, 0x1DEA, 17, data4,
+                              pieces(a, b, MTU_V4_LINK - 20))
+        assert all(len(l3(f)) <= MTU_V4_LINK for f in frags4)
+        sent.extend(frags4)
+        pairs.append((f6, frags4))
+    # What the IPv4 host gets, reassembled by scapy, is the datagram the IPv6 host sent.
+    whole = defragment([IP(l3(f)) for f in sent])
+    assert len(whole) == 1 and bytes(whole[0][IP].payload) == data4, "reassembly"
+    assert whole[0][UDP].load == pay
+    return pairs
+
+
+def scenario_nat64_mtu():
+    """NAT64 (nat64_mtu.toml), RFC 7915's two MTUs across the stateful translator (RFC
+    6146 §3.5 translates with RFC 7915): DF held to the 1500-byte IPv6 link on the
+    established-flow path, no DF to lowest-ipv6-mtu 1280, Fragmentation Needed 1261
+    becoming Packet Too Big 1281, and the IPv6 host's fragments cut in IPv4 for the
+    1400-byte outside link, from the pool address and port."""
+    h6, srv6 = V6_HOST, v6_addr(SERVER)
+    sport, dport = 41000, 7100
+    pairs = []
+
+    def in4(ip_id, total, flags="DF", seed=0):
+        return udp4(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, ip_id,
+                    filler(total - 28, seed), flags)
+
+    def as6(pin):
+        return udp6(False, srv6, h6, dport, sport, TTL_REMOTE - 1, bytes(pin[Raw].load))
+
+    # 1. Opens the session [2001:db8:1::10]:41000 <-> 203.0.113.1:41000 (port kept); DF
+    # set (1300 bytes as IPv4, over 1260), so the identification is free (RFC 6864).
+    pay = filler(1300 - 28, 41)
+    pairs.append((udp6(True, h6, srv6, sport, dport, TTL_INSIDE, pay),
+                  udp4(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1,
+                       XLAT_ATOMIC_ID, pay)))
+
+    # 2. DF, 1328 bytes: 1348 as IPv6 fits the 1500-byte IPv6 next hop (§4.1): whole.
+    pin = in4(0xE002, 1328, seed=42)
+    pairs.append((pin, as6(pin)))
+
+    # 3. No DF, 1328 bytes: cut for lowest-ipv6-mtu, 1232 data bytes a piece.
+    pin = in4(0xE003, 1328, flags=0, seed=43)
+    data = transport6(srv6, h6, UDP(sport=dport, dport=sport) / Raw(pin[Raw].load))
+    pairs.append((pin, v6_fragments(False, srv6, h6, TTL_REMOTE - 1, 0, 0xE003, 17, data,
+                                    pieces(0, len(data), MTU_LOWEST_V6 - 48))))
+
+    # 4. An IPv4 router answers a 1400-byte DF packet of the session with Fragmentation
+    # Needed, MTU 1261 (IP header and UDP header quoted): Packet Too Big with
+    # min(1261 + 20, 1500, 1400 + 20) = 1281 (§4.2) to the IPv6 host, quoting what it sent.
+    pay = filler(1400 - 28, 44)
+    q_ttl = TTL_INSIDE - 3
+    sent4 = bytes(IP(src=PUBLIC, dst=SERVER, ttl=q_ttl, id=0, flags="DF", tos=0)
+                  / UDP(sport=sport, dport=dport) / Raw(pay))
+    sent6 = bytes(IPv6(src=h6, dst=srv6, hlim=q_ttl, tc=0, fl=0)
+                  / UDP(sport=sport, dport=dport) / Raw(pay))
+    pin = (eth(False) / IP(src=ROUTER, dst=PUBLIC, ttl=TTL_REMOTE, id=0xE004, flags=0)
+           / ICMP(type=3, code=4, nexthopmtu=1261) / Raw(sent4[:28]))
+    pairs.append((pin, eth(False) / IPv6(src=v6_addr(ROUTER), dst=h6, hlim=TTL_REMOTE - 1,
+                                         tc=0, fl=0)
+                  / ICMPv6PacketTooBig(mtu=1281) / Raw(sent6[:48])))
+
+    # 5. The IPv6 host's own fragments (1448, 1448, 112 data bytes, id 0x0bad1dea): IPv4
+    # fragments from the pool address (id 0x1dea, DF clear, §5.1.1); those over the
+    # 1400-byte outside link are cut again (RFC 791), offsets from their own, MF kept.
+    pay = filler(3000, 45)
+    data6 = transport6(h6, srv6, UDP(sport=sport, dport=dport) / Raw(pay))
+    data4 = transport4(PUBLIC, SERVER, UDP(sport=sport, dport=dport) / Raw(pay))
+    cuts6 = [(0, 1448), (1448, 2896), (2896, len(data6))]
+    frags6 = v6_fragments(True, h6, srv6, TTL_INSIDE, 0, 0x0BAD1DEA, 17, data6, cuts6)
+    sent = []
+    for f6, (a, b) in zip(frags6, cuts6):
+        frags4 = v4_fragments(True, PUBLIC, SERVER, TTL_INSIDE - 1, 0, 0x1DEA, 17, data4,
+                              pieces(a, b, MTU_V4_LINK - 20))
+        sent.extend(frags4)
+        pairs.append((f6, frags4))
+    whole = defragment([IP(l3(f)) for f in sent])
+    assert len(whole) == 1 and bytes(whole[0][IP].payload) == data4, "reassembly"
+    return pairs
+
+
 SCENARIOS = [
     ("tcp", scenario_tcp),
     ("udp", scenario_udp),
@@ -1016,6 +1205,8 @@ SCENARIOS = [
     ("nat64_gateway", scenario_nat64_gateway),
     ("siit_errors", scenario_siit_errors),
     ("siit_hairpin_simple", scenario_siit_hairpin_simple),
+    ("siit_mtu", scenario_siit_mtu),
+    ("nat64_mtu", scenario_nat64_mtu),
 ]
 
 

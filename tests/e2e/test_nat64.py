@@ -26,8 +26,9 @@ Test464xlat, 464XLAT (RFC 6877):
   large download), UDP from the IPv4 application to the IPv4 server, and that the
   middle link carried IPv6 only (frames counted by EtherType on the bridge port).
 
-TestFragmentation (a CLAT with ipv6_mtu 1280) and TestNat64Fragments (a NAT64 with
-ipv6_mtu 1280): a 1400-byte datagram without DF crosses as translated fragments.
+TestFragmentation (a CLAT with lowest_ipv6_mtu 1280) and TestNat64Fragments (a NAT64 with
+lowest_ipv6_mtu 1280): a 1400-byte datagram without DF crosses as translated fragments
+(the IPv6 next hops are 1500: the lowest IPv6 MTU alone decides, RFC 7915 §4.1).
 
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_nat64.py [--quicknat PATH]
@@ -62,9 +63,9 @@ workers = 1
 stats_interval = 1
 """
 
-# The options state the real link MTUs: quicknat does not read them from the interfaces,
-# and its default IPv6 MTU is 1280 (then every IPv4 packet over 1260 bytes with DF set
-# is refused with fragment_needed, see the ICMP check below).
+# The options cap the next-hop MTUs (RFC 7915 §4.1), which are otherwise the interfaces'
+# (live quicknat lowers them to its links'); lowest_ipv6_mtu stays at its default, 1280,
+# so IPv4 packets over 1260 bytes without DF are cut (TestFragmentation, TestNat64Fragments).
 NAT64 = """
 [nat64]
 pref64 = "2001:db8:64::/96"
@@ -623,7 +624,8 @@ class Test464xlat:
 
 class Fragmentation(Topology):
     """RFC 7915 §4.1: an IPv4 packet without DF, too big for the IPv6 side once
-    translated, is fragmented by the translator (here a CLAT with ipv6_mtu 1280)."""
+    translated, is fragmented by the translator (here a CLAT with lowest_ipv6_mtu 1280 and
+    a 1500-byte IPv6 next hop: without DF, the lowest IPv6 MTU decides)."""
 
     def __init__(self, quicknat, backend):
         super().__init__("qnfr", ("v4", "clat", "v6"), quicknat, backend)
@@ -640,7 +642,8 @@ class Fragmentation(Topology):
         self.nsx("v6", "ip", "-6", "addr", "add", "2001:db8:2::1/64", "dev", "v0", "nodad")
         self.nsx("v6", "ip", "-6", "addr", "add", f"{SERVER6}/128", "dev", "lo", "nodad")
         self.nsx("v6", "ip", "-6", "route", "add", "2001:db8:aaaa::/64", "via", "2001:db8:2::2")
-        cfg = CLAT.replace("ipv6_mtu = 1500", "ipv6_mtu = 1280").replace("ipv4_mtu = 1480", "ipv4_mtu = 1500")
+        cfg = CLAT.replace("ipv6_mtu = 1500", "ipv6_mtu = 1500\nlowest_ipv6_mtu = 1280").replace(
+            "ipv4_mtu = 1480", "ipv4_mtu = 1500")
         self.clat = self.translator("clat", "x-in", "x-out", cfg, f"clat-{self.backend}")
         self.popen("v6", sys.executable, "-c", UDP_ECHO, SERVER6, "7007")
 
@@ -674,9 +677,9 @@ class TestFragmentation:
 
 
 class Nat64Fragments(Topology):
-    """An IPv4 server answering without DF, too big for the NAT64's IPv6 MTU (1280): the
-    translator cuts the datagram, NAT44's fragment tracking carries the later fragments,
-    and the IPv6 client reassembles the echo."""
+    """An IPv4 server answering without DF, too big for the NAT64's lowest IPv6 MTU (1280;
+    the IPv6 next hop is 1500): the translator cuts the datagram, NAT44's fragment tracking
+    carries the later fragments, and the IPv6 client reassembles the echo."""
 
     def __init__(self, quicknat, backend):
         super().__init__("qnf64", ("cli", "gw", "srv"), quicknat, backend)
@@ -691,7 +694,7 @@ class Nat64Fragments(Topology):
         self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
         self.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
         self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
-        cfg = NAT64.replace("ipv6_mtu = 1500", "ipv6_mtu = 1280")
+        cfg = NAT64.replace("ipv6_mtu = 1500", "ipv6_mtu = 1500\nlowest_ipv6_mtu = 1280")
         self.qn = self.translator("gw", "g-in", "g-out", cfg, f"nat64-{self.backend}")
         self.popen("srv", sys.executable, "-c", UDP_ECHO, SERVER, "7007", "nodf")
 
@@ -710,7 +713,7 @@ class TestNat64Fragments:
         assert_af_xdp(frag64.qn)
 
     def test_a_1400_byte_ipv4_answer_without_df_reaches_the_ipv6_client_as_translated_fragments(self, frag64):
-        """The NAT64's IPv6 MTU is 1280."""
+        """The NAT64's lowest IPv6 MTU is 1280."""
         frag64.wait_udp_bound("srv", SERVER, 7007)
         assert_fragmented(frag64.qn, frag64, "cli", SERVER6)
 

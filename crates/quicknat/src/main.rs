@@ -159,6 +159,15 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A next-hop MTU as configured: a number, or the link's when not set (65535).
+fn next_hop_mtu(m: u32) -> String {
+    if m >= u32::from(u16::MAX) {
+        "link".to_owned()
+    } else {
+        m.to_string()
+    }
+}
+
 /// What an IPv4/IPv6 translation mode sets up.
 fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
     use engine::mode::any::ModeConfig;
@@ -183,8 +192,8 @@ fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
         let _ = writeln!(
             s,
             "mtu ipv6 {} ipv4 {}; udp zero checksum {}",
-            c.options.ipv6_mtu,
-            c.options.ipv4_mtu,
+            next_hop_mtu(c.options.ipv6_mtu),
+            next_hop_mtu(c.options.ipv4_mtu),
             if c.options.translate_udp_zero_csum {
                 "computed"
             } else {
@@ -199,6 +208,24 @@ fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
             } else {
                 "dropped"
             }
+        );
+        let o = &c.options;
+        let set = |v: Option<u8>| v.map_or("copied".to_owned(), |v| format!("set to {v}"));
+        let _ = writeln!(
+            s,
+            "lowest ipv6 mtu {}; df {}; traffic class {}; tos {}",
+            o.lowest_ipv6_mtu,
+            o.df.as_str(),
+            if o.tos_to_traffic_class || o.traffic_class.is_some() {
+                set(o.traffic_class)
+            } else {
+                "zero".to_owned()
+            },
+            if o.tos_to_traffic_class || o.tos.is_some() {
+                set(o.tos)
+            } else {
+                "zero".to_owned()
+            },
         );
     };
     match m {

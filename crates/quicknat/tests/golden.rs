@@ -243,6 +243,27 @@ fn siit_errors() {
     );
 }
 
+/// SIIT with RFC 7915's two MTUs, next hops left to the links (`scenario_siit_mtu`): DF
+/// held to the 1500-byte IPv6 link, no DF to lowest-ipv6-mtu 1280, Fragmentation Needed
+/// 1261 becoming Packet Too Big 1281, and IPv6 fragments cut for the 1400-byte IPv4 link.
+#[test]
+fn siit_mtu() {
+    check(
+        "siit_mtu",
+        "siit_mtu.toml",
+        &[
+            // 2 whole packets, 2 IPv6 pieces, the translated error, 2 + 2 + 1 IPv4 pieces.
+            ("forwarded", 10),
+            ("fragmented", 3),
+            ("icmp errors xlat", 1),
+            ("dropped", 1),
+            ("fragment_needed", 1),
+            ("icmp errors sent", 1),
+            ("needs_fragmentation", 0),
+        ],
+    );
+}
+
 /// SIIT with `eam_hairpin = "simple"`: every EAM destination hairpins, an ordinary IPv4
 /// one does not (`scenario_siit_hairpin_simple`).
 #[test]
@@ -251,5 +272,23 @@ fn siit_hairpin_simple() {
         "siit_hairpin_simple",
         "siit_hairpin_simple.toml",
         &[("forwarded", 3), ("hairpinned", 2), ("dropped", 0)],
+    );
+}
+
+/// NAT64 with the two MTUs, next hops left to the links (`scenario_nat64_mtu`).
+#[test]
+fn nat64_mtu() {
+    check(
+        "nat64_mtu",
+        "nat64_mtu.toml",
+        &[
+            ("sessions created", 1),
+            // 2 whole packets, 2 IPv6 pieces, the translated error, 2 + 2 + 1 IPv4 pieces.
+            ("forwarded", 10),
+            ("fragmented", 3),
+            ("icmp errors xlat", 1),
+            ("dropped", 0),
+            ("icmp errors sent", 0),
+        ],
     );
 }

@@ -36,6 +36,8 @@ pub enum ModeConfig {
 impl ModeConfig {
     /// Lowers the translator's IPv4 / IPv6 next-hop MTUs to the links' (never below the
     /// IPv6 minimum of 1280) and returns the MTUs in force, for the IPv4 <-> IPv6 modes.
+    /// The lowest IPv6 MTU (RFC 7915 §4.1) stays as configured: it is a property of the
+    /// IPv6 paths, not of the link.
     pub fn clamp_mtus(&mut self, ipv4_link: u32, ipv6_link: u32) -> Option<(u32, u32)> {
         let o = match self {
             ModeConfig::Siit(c) | ModeConfig::Clat(c) => &mut c.options,

@@ -1,14 +1,24 @@
-//! Translator fragmentation (RFC 7915 §4.1), decided and done in the engine.
+//! Translator fragmentation (RFC 7915 §4.1, §5.1.1), decided and done in the engine.
 //!
 //! RFC 7915 §4.1: an IPv4 packet without DF that is too big for the IPv6 side once
 //! translated "SHOULD be fragmented" so that each translated fragment fits. The packet is
 //! cut into IPv4 fragments (`xlat::fragment`), each written into its own slot of the
-//! frame's [`Output`](super::Output) and translated there by the mode's own path, which
-//! turns the fragment fields into an IPv6 Fragment header with the same identification.
+//! frame's [`Output`] and translated there by the mode's own path, which
+//! turns the fragment fields into an IPv6 Fragment header with the same identification
+//! ([`cut_for_ipv6`]).
+//!
+//! The other way, an IPv6 packet translated to an IPv4 packet with DF clear (an IPv6
+//! fragment, RFC 7915 §5.1.1: "The IPv4 Don't Fragment (DF) flag is cleared (set to
+//! zero), allowing this packet to be further fragmented by IPv4 routers"; or any packet
+//! under `df = "clear"`) that is too big for the IPv4 next hop is translated whole and
+//! the IPv4 packet cut as an IPv4 router would (RFC 791 §3.2: offsets relative to the
+//! original fragment's, MF on every piece but the last piece of a last fragment)
+//! ([`cut_for_ipv4`]).
 
 use xlat::fragment::{plan, write};
 
-use super::{Emit, Frame, HEADROOM};
+use super::output::MAX_PACKETS;
+use super::{Emit, Frame, Output, HEADROOM};
 use crate::DropReason;
 
 /// Bytes an IPv4 packet's data may take per fragment so that its IPv6 translation (the
@@ -54,10 +64,68 @@ pub fn cut_for_ipv6(
     Ok(Emit::Fragments)
 }
 
+/// Bytes of data per IPv4 fragment for an IPv4 next hop of `ipv4_mtu` (IHL 5: the
+/// translator writes no IPv4 options), a multiple of 8.
+fn ipv4_data_per_fragment(ipv4_mtu: u32) -> usize {
+    (ipv4_mtu.min(u32::from(u16::MAX)) as usize).saturating_sub(20) & !7
+}
+
+/// Whether the IPv4 translation of the IPv6 packet `pkt` (at most its payload + 20
+/// bytes) can be cut for `ipv4_mtu` within one [`Output`]. Checked before translating,
+/// so that a packet that cannot be is refused as it arrived (and answered).
+pub fn ipv4_cut_fits(pkt: &[u8], ipv4_mtu: u32) -> bool {
+    let step = ipv4_data_per_fragment(ipv4_mtu);
+    let Some(payload) = pkt
+        .get(4..6)
+        .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+    else {
+        return false;
+    };
+    step != 0 && Output::has_room_for(payload.div_ceil(step), step + 20)
+}
+
+/// Cuts the translated IPv4 packet `frame.buf[start..start + len]` (DF clear) into
+/// fragments for an IPv4 next hop of `ipv4_mtu`, written in order into `frame.out`.
+/// Returns [`Emit::Fragments`] and the number of pieces, or `needs_fragmentation` when it
+/// cannot be cut (DF set, malformed, more pieces than the output holds: see
+/// [`ipv4_cut_fits`]). The caller counts.
+pub fn cut_for_ipv4(
+    frame: &mut Frame<'_>,
+    start: usize,
+    len: usize,
+    ipv4_mtu: u32,
+) -> Result<(Emit, u64), DropReason> {
+    let max_data = ipv4_data_per_fragment(ipv4_mtu);
+    let slot_max = max_data + 20;
+    let pkt = frame
+        .buf
+        .get(start..start.saturating_add(len))
+        .ok_or(DropReason::Truncated)?;
+    frame.out.clear();
+    let mut pieces = 0;
+    for (off, plen, more) in plan(pkt, max_data) {
+        let slot = frame
+            .out
+            .slot(slot_max)
+            .ok_or(DropReason::NeedsFragmentation)?;
+        let n = write(pkt, off, plen, more, &mut slot[HEADROOM..])
+            .ok_or(DropReason::NeedsFragmentation)?;
+        if !frame.out.commit(slot_max, HEADROOM, n) {
+            frame.out.clear();
+            return Err(DropReason::NeedsFragmentation);
+        }
+        pieces += 1;
+    }
+    if frame.out.is_empty() || pieces > MAX_PACKETS as u64 {
+        frame.out.clear();
+        return Err(DropReason::NeedsFragmentation);
+    }
+    Ok((Emit::Fragments, pieces))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mode::Output;
 
     fn v4(len: usize, df: bool) -> Vec<u8> {
         let mut p = vec![0u8; len];
@@ -104,6 +172,54 @@ mod tests {
         );
         assert_eq!(
             cut_for_ipv6(&mut f, 40, |_, s, l| Ok((s, l))),
+            Err(DropReason::NeedsFragmentation)
+        );
+    }
+
+    #[test]
+    fn an_ipv4_fragment_is_cut_for_the_ipv4_next_hop_keeping_offset_and_mf() {
+        // A translated IPv4 fragment: data offset 1448 (181 * 8), MF set, 1468 bytes.
+        let mut buf = v4(1468, false);
+        buf[6..8].copy_from_slice(&(0x2000u16 | 181).to_be_bytes());
+        let mut out = Output::new();
+        let mut f = Frame::new(&mut buf, 0, 0, &mut out);
+        let (e, n) = cut_for_ipv4(&mut f, 0, 1468, 1400).unwrap();
+        assert_eq!((e, n), (Emit::Fragments, 2));
+        let got: Vec<(u16, usize)> = out
+            .packets()
+            .map(|p| (u16::from_be_bytes([p[6], p[7]]), p.len()))
+            .collect();
+        // 1448 data bytes: 1376 (1400 - 20) at 1448, 72 at 2824; MF on both.
+        assert_eq!(got, [(0x2000 | 181, 1396), (0x2000 | 353, 92)]);
+        // DF set: not cut.
+        let mut buf = v4(1468, true);
+        let mut f = Frame::new(&mut buf, 0, 0, &mut out);
+        assert_eq!(
+            cut_for_ipv4(&mut f, 0, 1468, 1400),
+            Err(DropReason::NeedsFragmentation)
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn an_ipv4_cut_is_refused_beforehand_when_the_output_cannot_hold_it() {
+        let v6 = |payload: u16| {
+            let mut p = vec![0u8; 40];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&payload.to_be_bytes());
+            p
+        };
+        assert!(ipv4_cut_fits(&v6(65_535), 1500));
+        assert!(ipv4_cut_fits(&v6(64 * 48), 68));
+        assert!(!ipv4_cut_fits(&v6(64 * 48 + 1), 68));
+        assert!(!ipv4_cut_fits(&v6(100), 27), "no room for 8 data bytes");
+        assert!(!ipv4_cut_fits(&[0x60], 1500), "truncated");
+        // 65 pieces are never written: the output's packet list stays as allocated.
+        let mut buf = v4(20 + 65 * 48, false);
+        let mut out = Output::new();
+        let mut f = Frame::new(&mut buf, 0, 0, &mut out);
+        assert_eq!(
+            cut_for_ipv4(&mut f, 0, 20 + 65 * 48, 68),
             Err(DropReason::NeedsFragmentation)
         );
     }

@@ -12,9 +12,11 @@
 //! The engine decides; the runtime only transmits. An ICMP error the gateway owes (Time
 //! Exceeded, Fragmentation Needed, Packet Too Big) is built by the step that decided it
 //! ([`reply`]), from the addresses and MTUs the runtime passes in ([`Egress`]) and rate
-//! limited by the `now` passed in; an IPv4 packet too big for the IPv6 side is cut and
-//! each fragment translated ([`fragment`], RFC 7915 §4.1). So a pcap replay emits exactly
-//! what the live gateway transmits.
+//! limited by the `now` passed in; an IPv4 packet without DF too big for the IPv6 side is
+//! cut and each fragment translated ([`fragment`], RFC 7915 §4.1), and an IPv6 packet
+//! whose IPv4 translation has DF clear and is too big for the IPv4 next hop is translated
+//! and cut in IPv4 (RFC 7915 §5.1.1). So a pcap replay emits exactly what the live
+//! gateway transmits.
 //!
 //! A mode never reads a clock, never does I/O and never panics on packet bytes.
 
@@ -219,8 +221,8 @@ pub enum Emit {
     /// The packet is dropped for the reason, and its sender is answered with the ICMP
     /// error in `frame.out` (its only packet), which leaves by the side the packet came in on.
     Reply(DropReason),
-    /// The packet was cut into fragments, each translated: `frame.out`'s packets, in order,
-    /// leave by the other side (RFC 7915 §4.1).
+    /// The packet was cut into fragments, each translated (or translated, then cut):
+    /// `frame.out`'s packets, in order, leave by the other side (RFC 7915 §4.1, §5.1.1).
     Fragments,
     /// Nothing is sent; the reason is counted.
     Drop(DropReason),

@@ -7,6 +7,9 @@ use super::HEADROOM;
 /// IPv6 MTU is 54 fragments, each in a slot of `HEADROOM + 1280 + 64` bytes.
 const CAPACITY: usize = 96 * 1024;
 
+/// Most packets one input yields: the packet list is allocated once, never grown.
+pub const MAX_PACKETS: usize = 64;
+
 /// The packets a mode wrote for one input, each with [`HEADROOM`] free bytes in front of
 /// it (room for the runtime's link header, written in place).
 #[derive(Debug)]
@@ -29,7 +32,7 @@ impl Output {
     pub fn new() -> Self {
         Output {
             buf: vec![0; CAPACITY],
-            packets: Vec::with_capacity(64),
+            packets: Vec::with_capacity(MAX_PACKETS),
             end: 0,
         }
     }
@@ -65,6 +68,14 @@ impl Output {
         self.buf.get_mut(from..s + l)
     }
 
+    /// Whether `n` packets of at most `max` bytes each fit an empty output.
+    pub(crate) fn has_room_for(n: usize, max: usize) -> bool {
+        n <= MAX_PACKETS
+            && (HEADROOM + max)
+                .checked_mul(n)
+                .is_some_and(|b| b <= CAPACITY)
+    }
+
     /// A slot for a packet of at most `max` bytes: the bytes before the packet are the
     /// headroom (`HEADROOM` of them), so a translation that grows headers can run in it.
     /// Returns the slot; write the packet at `HEADROOM` and [`commit`](Self::commit) it.
@@ -81,6 +92,7 @@ impl Output {
     pub(crate) fn commit(&mut self, max: usize, start: usize, len: usize) -> bool {
         let base = self.end;
         let fits = start >= 32
+            && self.packets.len() < MAX_PACKETS
             && start.saturating_add(len) <= HEADROOM + max
             && base + HEADROOM + max <= self.buf.len();
         if fits {

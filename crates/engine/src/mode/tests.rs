@@ -175,11 +175,26 @@ fn icmp_errors_are_rate_limited_on_the_time_passed_in() {
     );
 }
 
+/// Next-hop MTUs as the gateway would have lowered them: a 1280-byte IPv6 link and a
+/// 1500-byte IPv4 one.
+fn links_1280_1500() -> xlat::siit::SiitOptions {
+    xlat::siit::SiitOptions {
+        ipv6_mtu: 1280,
+        ipv4_mtu: 1500,
+        ..xlat::siit::SiitOptions::default()
+    }
+}
+
 fn siit() -> Siit {
+    siit_with(links_1280_1500())
+}
+
+fn siit_with(options: xlat::siit::SiitOptions) -> Siit {
     Siit::new(
         SiitConfig {
             pref64: Some("2001:db8:46::/96".parse().unwrap()),
             eam: vec![],
+            options,
             ..SiitConfig::default()
         },
         SiitKind::Siit,
@@ -210,13 +225,13 @@ fn siit_answers_too_big_in_the_senders_family_with_the_mtu_it_counts() {
     let m = siit();
     let mut w = m.worker(0);
     let eg = egress(None, None);
-    // IPv4 with DF, 1281 bytes: 1301 as IPv6, over 1280.
+    // IPv4 with DF, 1281 bytes: 1301 as IPv6, over the 1280-byte next hop.
     let v4 = udp4(Ipv4Addr::new(192, 0, 2, 1), SERVER, 64, 1281 - 28, true);
     let (e, _, out) = run(&mut w, t(1), Direction::Outbound, &v4, &eg);
     assert_eq!(e, Emit::Reply(DropReason::FragmentNeeded));
     assert_eq!(v4_addrs(&out[0]), (GW4_IN, Ipv4Addr::new(192, 0, 2, 1)));
     assert_eq!(u16::from_be_bytes([out[0][26], out[0][27]]), 1260);
-    // IPv6 over the IPv4 MTU (1500 by default): Packet Too Big with 1520.
+    // IPv6 over the 1500-byte IPv4 next hop: Packet Too Big with 1520.
     let src6: Ipv6Addr = "2001:db8:46::c000:201".parse().unwrap();
     let dst6: Ipv6Addr = "2001:db8:46::c633:6402".parse().unwrap();
     let v6 = udp6(src6, dst6, 64, 1600);
@@ -242,10 +257,15 @@ fn siit_answers_too_big_in_the_senders_family_with_the_mtu_it_counts() {
 }
 
 fn nat64() -> Arc<Nat64Shared> {
+    nat64_with(links_1280_1500())
+}
+
+fn nat64_with(options: xlat::siit::SiitOptions) -> Arc<Nat64Shared> {
     Nat64Shared::new(
         Nat64Config {
             pref64: "2001:db8:64::/96".parse().unwrap(),
             pool4: vec!["203.0.113.1/32".parse().unwrap()],
+            options,
             ..Nat64Config::default()
         },
         1,
@@ -487,3 +507,4 @@ fn nat64_answers_source_routes_in_both_families_unless_turned_off() {
     assert_eq!(e, Emit::Drop(DropReason::TtlExpired));
     assert_eq!(ModeWorker::counters(&w).icmp_errors_sent, 0);
 }
+mod mtu;

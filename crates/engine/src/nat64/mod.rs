@@ -49,6 +49,7 @@ use std::time::Duration;
 use conntrack::host_table::HostTable;
 use conntrack::{Endpoint, Proto, Timestamp, Tuple};
 use wire::checksum::{udp4_update, update16, update32};
+use xlat::icmp_reply::IcmpReason;
 use xlat::rfc6052::{wkp_allows, Pref64};
 use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
 
@@ -85,6 +86,9 @@ pub struct Nat64Shared {
     options_again: SiitOptions,
     /// Whether ICMP errors are sent (RFC 7915 §4.4 / §5.4).
     icmp_errors: bool,
+    /// `options` with no IPv4 next-hop limit: translates an IPv6 packet that is then cut
+    /// into IPv4 fragments for the real one.
+    options_unbounded4: SiitOptions,
     hosts: Arc<Hosts>,
     nat: Arc<Nat44Shared>,
     /// RFC 6146 §3.5.3: ICMPv6 informational messages from the inside are dropped.
@@ -118,6 +122,10 @@ impl Nat64Shared {
                 ..cfg.options
             },
             icmp_errors: cfg.icmp_errors,
+            options_unbounded4: SiitOptions {
+                ipv4_mtu: u32::from(u16::MAX),
+                ..cfg.options
+            },
             hosts,
             nat,
             drop_icmpv6_info: cfg.drop_icmpv6_info,
@@ -304,7 +312,7 @@ impl Nat64Worker {
             }
             Some(Err(r)) => Err((r, false)),
             None => match dir {
-                Direction::Outbound => self.outbound(now, buf, start, len),
+                Direction::Outbound => self.outbound(now, buf, start, len, false),
                 Direction::Inbound => self.inbound(now, buf, start, len),
             },
         }
@@ -323,10 +331,15 @@ impl Nat64Worker {
     ) -> Emit {
         match self.after_fast(fast, now, dir, frame.buf, frame.start, frame.len) {
             Ok(e) => e,
+            Err((r, false))
+                if r.reason == DropReason::NeedsFragmentation && dir == Direction::Outbound =>
+            {
+                self.fragment_for_ipv4(now, frame, egress)
+            }
             Err((r, false)) if r.reason == DropReason::NeedsFragmentation => {
                 // Each fragment goes through NAT44 and SIIT like a packet of its own
                 // (NAT44 counts it forwarded and files the datagram for the ones after).
-                let ipv6_mtu = self.shared.options.ipv6_mtu;
+                let ipv6_mtu = self.shared.options.ipv6_fragment_mtu();
                 let mut counted = false;
                 let cut = fragment::cut_for_ipv6(frame, ipv6_mtu, |b, s, l| {
                     let e = match self.inbound_translate(now, b, s, l) {
@@ -360,6 +373,56 @@ impl Nat64Worker {
                 r.reason,
                 r.icmp,
             ),
+            Err(refused) => self.count_refused(refused),
+        }
+    }
+
+    /// An IPv6 packet whose IPv4 translation has DF clear (an IPv6 fragment, RFC 7915
+    /// §5.1.1) and is too big for the IPv4 next hop: translated whole on the full path,
+    /// then cut into IPv4 fragments. One that cannot be cut into the output is answered
+    /// with Packet Too Big 1280, never dropped silently.
+    #[inline(never)]
+    fn fragment_for_ipv4(
+        &mut self,
+        now: Timestamp,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        let dir = Direction::Outbound;
+        let mtu = self.shared.options.ipv4_mtu;
+        let reason = DropReason::NeedsFragmentation;
+        let too_big = Some(IcmpReason::TooBig { mtu: 1280 });
+        if !fragment::ipv4_cut_fits(frame.packet(), mtu) {
+            let c = self.nat.counters_mut();
+            return self
+                .responder
+                .refuse(now, dir, frame, egress, c, reason, too_big);
+        }
+        match self.outbound(now, frame.buf, frame.start, frame.len, true) {
+            Ok(Emit::Forward { start, len }) => {
+                match fragment::cut_for_ipv4(frame, start, len, mtu) {
+                    Ok((e, pieces)) => {
+                        // NAT44 counted the packet forwarded once; each piece is.
+                        let c = self.nat.counters_mut();
+                        c.fragmented += 1;
+                        c.forwarded += pieces.saturating_sub(1);
+                        e
+                    }
+                    Err(r) => self.count_refused((r.into(), true)),
+                }
+            }
+            Ok(e) => e,
+            // Refused before any rewrite (an IPv4 packet over 65535 bytes): answered.
+            Err((r, false)) if r.reason == reason => {
+                let c = self.nat.counters_mut();
+                self.responder
+                    .refuse(now, dir, frame, egress, c, reason, too_big)
+            }
+            Err((r, false)) if r.icmp.is_some() => {
+                let c = self.nat.counters_mut();
+                self.responder
+                    .refuse(now, dir, frame, egress, c, r.reason, r.icmp)
+            }
             Err(refused) => self.count_refused(refused),
         }
     }
@@ -444,7 +507,13 @@ impl Nat64Worker {
             return None;
         }
         let total = be16(p, 2);
-        if total > len || total < 28 || total + 20 > sh.options.ipv6_mtu as usize {
+        // RFC 7915 §4.1: with DF, the next hop's MTU; without, the lowest IPv6 MTU.
+        let mtu6 = if p[6] & 0x40 != 0 {
+            sh.options.ipv6_mtu
+        } else {
+            sh.options.ipv6_fragment_mtu()
+        };
+        if total > len || total < 28 || total + 20 > mtu6 as usize {
             return None;
         }
         let (proto, tcp_flags) = match p[9] {
@@ -479,8 +548,14 @@ impl Nat64Worker {
         buf: &mut [u8],
         start: usize,
         len: usize,
+        unbounded4: bool,
     ) -> Result<Emit, Refused> {
         let sh = &*self.shared;
+        let opts = if unbounded4 {
+            &sh.options_unbounded4
+        } else {
+            &sh.options
+        };
         let refused = |r: DropReason| (Refusal::from(r), false);
         let hdr = buf
             .get(start..start + 40)
@@ -510,7 +585,7 @@ impl Nat64Worker {
         };
         let inner = |a: Ipv6Addr, b: Ipv6Addr| Some((sh.inside_to_v4(a)?, sh.inside_to_v4(b)?));
         // SIIT refuses (TTL, too big for IPv4) before it writes: the packet is as it arrived.
-        let (s4, l4) = match ipv6_to_ipv4(buf, start, len, host, dst4, &inner, &sh.options) {
+        let (s4, l4) = match ipv6_to_ipv4(buf, start, len, host, dst4, &inner, opts) {
             SiitVerdict::Forward { start, len } => (start, len),
             SiitVerdict::Drop(d) => return Err((d.into(), false)),
         };

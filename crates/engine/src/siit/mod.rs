@@ -57,6 +57,9 @@ pub enum SiitKind {
 #[derive(Clone, Debug)]
 pub struct Siit {
     cfg: SiitConfig,
+    /// `cfg` with no IPv4 next-hop limit: translates an IPv6 packet that is then cut into
+    /// IPv4 fragments for the real one.
+    unbounded4: SiitConfig,
     kind: SiitKind,
     counters: Counters,
     responder: Responder,
@@ -70,9 +73,12 @@ impl Siit {
         // overlap, and their lengths follow the IPv4 ones.)
         let mut cfg = cfg;
         cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
+        let mut unbounded4 = cfg.clone();
+        unbounded4.options.ipv4_mtu = u32::from(u16::MAX);
         Ok(Siit {
             responder: Responder::enabled(cfg.icmp_errors),
             cfg,
+            unbounded4,
             kind,
             counters: Counters::default(),
         })
@@ -204,10 +210,17 @@ impl ModeWorker for Siit {
     ) -> Emit {
         match self.xlat(frame.buf, frame.start, frame.len) {
             Ok(done) => self.count_sent(done),
+            Err(r)
+                if r.reason == DropReason::NeedsFragmentation
+                    && Family::of(frame.packet()) == Some(Family::V6) =>
+            {
+                self.fragment_for_ipv4(now, dir, frame, egress)
+            }
             Err(r) if r.reason == DropReason::NeedsFragmentation => {
                 let cfg = &self.cfg;
                 let mut pieces = 0;
-                let cut = fragment::cut_for_ipv6(frame, cfg.options.ipv6_mtu, |b, s, l| {
+                let mtu = cfg.options.ipv6_fragment_mtu();
+                let cut = fragment::cut_for_ipv6(frame, mtu, |b, s, l| {
                     pieces += 1;
                     let (r, _) = v4_to_v6(cfg, b, s, l).map_err(|r| r.reason)?;
                     Ok(r)
@@ -239,6 +252,75 @@ impl ModeWorker for Siit {
 
     fn counters(&self) -> &Counters {
         &self.counters
+    }
+}
+
+impl Siit {
+    /// An IPv6 packet whose IPv4 translation has DF clear and is too big for the IPv4
+    /// next hop: translated whole, then cut into IPv4 fragments (RFC 7915 §5.1.1, DF
+    /// cleared "allowing this packet to be further fragmented"). One that cannot be cut
+    /// into the output is answered with Packet Too Big 1280 (a sender at that MTU sends
+    /// pieces that can), never dropped silently.
+    #[inline(never)]
+    fn fragment_for_ipv4(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        let mtu = self.cfg.options.ipv4_mtu;
+        let too_big = Some(IcmpReason::TooBig { mtu: 1280 });
+        let reason = DropReason::NeedsFragmentation;
+        if !fragment::ipv4_cut_fits(frame.packet(), mtu) {
+            let c = &mut self.counters;
+            return self
+                .responder
+                .refuse(now, dir, frame, egress, c, reason, too_big);
+        }
+        match v6_to_v4(&self.unbounded4, frame.buf, frame.start, frame.len) {
+            Ok(((start, len), icmp_error, hairpin)) => {
+                if icmp_error {
+                    self.counters.icmp_errors_translated += 1;
+                }
+                if hairpin {
+                    // Back to the IPv6 side (RFC 7757 §4): the IPv4 next hop is not used.
+                    return match hairpin_back(&self.cfg, frame.buf, start, len) {
+                        Ok((start, len)) => self.count_sent(Done {
+                            start,
+                            len,
+                            hairpin,
+                        }),
+                        Err(r) => {
+                            self.counters.drop(r.reason);
+                            Emit::Drop(r.reason)
+                        }
+                    };
+                }
+                match fragment::cut_for_ipv4(frame, start, len, mtu) {
+                    Ok((e, pieces)) => {
+                        self.counters.fragmented += 1;
+                        self.counters.forwarded += pieces;
+                        e
+                    }
+                    Err(r) => {
+                        self.counters.drop(r);
+                        Emit::Drop(r)
+                    }
+                }
+            }
+            // Refused before any rewrite (an IPv4 packet over 65535 bytes): answered.
+            Err(r) if r.reason == reason => {
+                let c = &mut self.counters;
+                self.responder
+                    .refuse(now, dir, frame, egress, c, reason, too_big)
+            }
+            Err(r) => {
+                let c = &mut self.counters;
+                self.responder
+                    .refuse(now, dir, frame, egress, c, r.reason, r.icmp)
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use xlat::prefix::{Ipv4Prefix, Ipv6Prefix};
 use xlat::rfc6052::Pref64;
-use xlat::siit::SiitOptions;
+use xlat::siit::{DfPolicy, SiitOptions};
 
 use super::{ConfigFileError, Source};
 
@@ -15,9 +15,9 @@ use super::{ConfigFileError, Source};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawXlatOptions {
-    /// MTU of the IPv6 side (at least 1280).
+    /// MTU of the IPv6 next hop (at least 1280; default: the link's).
     pub ipv6_mtu: Option<Spanned<u64>>,
-    /// MTU of the IPv4 side (at least 68).
+    /// MTU of the IPv4 next hop (at least 68; default: the link's).
     pub ipv4_mtu: Option<Spanned<u64>>,
     /// `"drop"` (default) or `"compute"`: IPv4 UDP packets with checksum zero.
     pub udp_zero_checksum: Option<Spanned<String>>,
@@ -28,6 +28,15 @@ pub(super) struct RawXlatOptions {
     // -- gateway-originated ICMP errors (issue 11, finding 2) --
     /// RFC 7915 §4.4 / §5.4: send ICMP errors about refused packets (default true).
     pub icmp_errors: Option<bool>,
+    // RFC 7915 §4.1 / §5.1 MTU, DF and TOS settings.
+    /// RFC 7915 §4.1 lowest-ipv6-mtu (at least 1280, default 1280).
+    pub lowest_ipv6_mtu: Option<Spanned<u64>>,
+    /// RFC 7915 §5.1 DF: `"rfc"` (default), `"clear"` or `"set"`.
+    pub df: Option<Spanned<String>>,
+    /// RFC 7915 §5.1: the IPv4 TOS to write instead of copying the Traffic Class.
+    pub tos: Option<Spanned<u64>>,
+    /// RFC 7915 §4.1: the IPv6 Traffic Class to write instead of copying the TOS.
+    pub traffic_class: Option<Spanned<u64>>,
 }
 
 /// The `[siit]` table.
@@ -155,12 +164,65 @@ pub(super) fn options(
         };
     }
     o.tos_to_traffic_class = raw.copy_tos.unwrap_or(o.tos_to_traffic_class);
+    mtu_df_tos(src, raw, &mut o, &field)?;
     Ok(o)
 }
 
 /// `[MODE.options] icmp_errors`: RFC 7915 §4.4 / §5.4, on unless turned off.
 fn icmp_errors(raw: Option<&RawXlatOptions>) -> bool {
     raw.and_then(|r| r.icmp_errors).unwrap_or(true)
+}
+
+/// The RFC 7915 §4.1 / §5.1 settings: `lowest_ipv6_mtu`, `df`, `tos`, `traffic_class`.
+fn mtu_df_tos(
+    src: &Source<'_>,
+    raw: &RawXlatOptions,
+    o: &mut SiitOptions,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigFileError> {
+    if let Some(m) = &raw.lowest_ipv6_mtu {
+        if !(1280..=65535).contains(m.get_ref()) {
+            return Err(src.error(
+                Some(m.span()),
+                field("lowest_ipv6_mtu"),
+                format!(
+                    "{}: must be between 1280 (the IPv6 minimum MTU) and 65535",
+                    m.get_ref()
+                ),
+            ));
+        }
+        o.lowest_ipv6_mtu = *m.get_ref() as u32;
+    }
+    if let Some(d) = &raw.df {
+        o.df =
+            match d.get_ref().as_str() {
+                "rfc" => DfPolicy::Rfc,
+                "clear" => DfPolicy::Clear,
+                "set" => DfPolicy::Set,
+                _ => return Err(src.bad_value(
+                    d,
+                    field("df"),
+                    "must be \"rfc\" (RFC 7915 §5.1: set above 1260 bytes), \"clear\" or \"set\""
+                        .into(),
+                )),
+            };
+    }
+    let octet = |v: &Spanned<u64>, name: &str| -> Result<u8, ConfigFileError> {
+        u8::try_from(*v.get_ref()).map_err(|_| {
+            src.error(
+                Some(v.span()),
+                field(name),
+                format!("{}: must be between 0 and 255", v.get_ref()),
+            )
+        })
+    };
+    if let Some(v) = &raw.tos {
+        o.tos = Some(octet(v, "tos")?);
+    }
+    if let Some(v) = &raw.traffic_class {
+        o.traffic_class = Some(octet(v, "traffic_class")?);
+    }
+    Ok(())
 }
 
 /// `[siit]` into a validated configuration.

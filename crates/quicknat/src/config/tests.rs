@@ -522,6 +522,86 @@ eam = [
 }
 
 #[test]
+fn translator_mtu_df_and_tos_settings_load_with_rfc_defaults() {
+    use xlat::siit::DfPolicy;
+    // RFC 7915 defaults when nothing is set: next hops the links', lowest IPv6 MTU 1280,
+    // DF by the 1260-byte rule, TOS / Traffic Class copied.
+    let c = load_str("[siit]\npref64 = \"2001:db8:64::/96\"\n", "t.toml").unwrap();
+    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+        panic!("expected siit");
+    };
+    let o = s.options;
+    assert_eq!(
+        (o.ipv6_mtu, o.ipv4_mtu, o.lowest_ipv6_mtu),
+        (65535, 65535, 1280)
+    );
+    assert_eq!((o.df, o.tos, o.traffic_class), (DfPolicy::Rfc, None, None));
+    assert!(o.tos_to_traffic_class);
+    let text = r#"
+[nat64]
+pref64 = "2001:db8:64::/96"
+pool4 = ["203.0.113.1/32"]
+[nat64.options]
+ipv6_mtu = 9000
+ipv4_mtu = 1400
+lowest_ipv6_mtu = 1400
+df = "clear"
+tos = 32
+traffic_class = 0
+"#;
+    let c = load_str(text, "t.toml").unwrap();
+    let engine::mode::any::ModeConfig::Nat64(n) = c.mode else {
+        panic!("expected nat64");
+    };
+    let o = n.options;
+    assert_eq!(
+        (o.ipv6_mtu, o.ipv4_mtu, o.lowest_ipv6_mtu),
+        (9000, 1400, 1400)
+    );
+    assert_eq!(
+        (o.df, o.tos, o.traffic_class),
+        (DfPolicy::Clear, Some(32), Some(0))
+    );
+    let text = "[clat]\nipv4 = \"192.0.0.2/32\"\nipv6 = \"2001:db8:aaaa::2/128\"\nplat = \"64:ff9b::/96\"\n[clat.options]\ndf = \"set\"\n";
+    let c = load_str(text, "t.toml").unwrap();
+    let engine::mode::any::ModeConfig::Clat(s) = c.mode else {
+        panic!("expected clat");
+    };
+    assert_eq!(s.options.df, DfPolicy::Set);
+}
+
+#[test]
+fn translator_mtu_df_and_tos_errors_name_file_line_and_field() {
+    let head = "[siit]\npref64 = \"64:ff9b::/96\"\n[siit.options]\n";
+    let e = expect_err(
+        &format!("{head}lowest_ipv6_mtu = 1200\n"),
+        "lowest_ipv6_mtu",
+        "siit.options.lowest_ipv6_mtu",
+        "1280",
+    );
+    assert!(e.to_string().contains("t.toml"), "{e}");
+    expect_err(
+        &format!("{head}df = \"sometimes\"\n"),
+        "df =",
+        "siit.options.df",
+        "\"rfc\"",
+    );
+    expect_err(
+        &format!("{head}tos = 256\n"),
+        "tos =",
+        "siit.options.tos",
+        "between 0 and 255",
+    );
+    let clat = "[clat]\nipv4 = \"192.0.0.2/32\"\nipv6 = \"2001:db8:aaaa::2/128\"\nplat = \"64:ff9b::/96\"\n[clat.options]\n";
+    expect_err(
+        &format!("{clat}traffic_class = 300\n"),
+        "traffic_class",
+        "clat.options.traffic_class",
+        "between 0 and 255",
+    );
+}
+
+#[test]
 fn clat_section_loads() {
     let text = r#"
 [clat]

@@ -82,11 +82,13 @@ impl GatewayConfig {
     }
 }
 
-/// Lowers the translator MTUs of an IPv4 <-> IPv6 `mode` (its `ipv4_mtu` / `ipv6_mtu`
-/// options) to the MTUs of the links that carry each family, `mtus` (inside, outside;
-/// `None`: not limited). The live gateway calls it at start-up with its links' MTUs and
-/// the capture replay with the configured ones, so both translate with the same MTUs.
-/// Returns the MTUs in force (IPv4, IPv6), `None` for NAT44 and ILA.
+/// Lowers the next-hop MTUs of an IPv4 <-> IPv6 `mode` (its `ipv4_mtu` / `ipv6_mtu`
+/// options, RFC 7915's "MTU of the next-hop interface"; unset, they are the links') to
+/// the MTUs of the links that carry each family, `mtus` (inside, outside; `None`: not
+/// known, as in a capture replay without `[gateway]` MTUs, taken as Ethernet's 1500). The
+/// live gateway calls it at start-up with its links' MTUs and the capture replay with the
+/// configured ones, so both translate with the same MTUs. Returns the MTUs in force (IPv4,
+/// IPv6), `None` for NAT44 and ILA.
 pub(crate) fn clamp_translator_mtus(
     mode: &mut ModeConfig,
     mtus: [Option<u32>; 2],
@@ -96,11 +98,15 @@ pub(crate) fn clamp_translator_mtus(
         fams.iter()
             .position(|&f| f == fam)
             .and_then(|side| mtus[side])
-            .unwrap_or(u32::MAX)
+            .unwrap_or(UNKNOWN_LINK_MTU)
     };
     let (v4, v6) = (of(Family::V4), of(Family::V6));
     mode.clamp_mtus(v4, v6)
 }
+
+/// The MTU a translator assumes for a link whose MTU it is not told (a capture replay
+/// without `[gateway] inside_mtu` / `outside_mtu`): Ethernet's.
+const UNKNOWN_LINK_MTU: u32 = 1500;
 
 /// The first IPv4 and the first IPv6 address of `addrs`.
 pub(crate) fn first_of_each_family(
@@ -134,11 +140,22 @@ mod tests {
             clamp_translator_mtus(&mut m, [Some(1400), Some(1300)]),
             Some((1300, 1400))
         );
-        // A link without a known MTU leaves the option as configured.
+        // A link without a known MTU counts as 1500.
         let mut m = ModeConfig::Nat64(c.clone());
         assert_eq!(
             clamp_translator_mtus(&mut m, [None, Some(1400)]),
             Some((1400, 1500))
+        );
+        // Next-hop MTUs not configured are the links' (never above 65535).
+        let mut m = ModeConfig::Nat64(Nat64Config::default());
+        assert_eq!(
+            clamp_translator_mtus(&mut m, [Some(9000), Some(1500)]),
+            Some((1500, 9000))
+        );
+        let mut m = ModeConfig::Nat64(Nat64Config::default());
+        assert_eq!(
+            clamp_translator_mtus(&mut m, [None, None]),
+            Some((1500, 1500))
         );
         // Never below the IPv6 minimum; never raised.
         let mut m = ModeConfig::Nat64(c);

@@ -37,12 +37,22 @@ pub use v4_to_v6::{ipv4_precheck, ipv4_to_ipv6};
 pub use v6_to_v4::ipv6_to_ipv4;
 
 /// The knobs RFC 7915 asks a translator to offer.
+///
+/// Two kinds of MTU (RFC 7915 §4.1): the *next-hop* MTUs (`ipv6_mtu`, `ipv4_mtu`) of the
+/// links the translated packets leave by, which bound packets sent with DF and the MTU
+/// reported in Fragmentation Needed / Packet Too Big; and `lowest_ipv6_mtu`, the smallest
+/// MTU of the IPv6 paths, to which IPv4 packets without DF are fragmented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SiitOptions {
-    /// MTU of the IPv6 next hop ("lowest-ipv6-mtu"), at least 1280.
+    /// MTU of the IPv6 next hop (at least 1280). The gateway lowers it to its IPv6 link's
+    /// MTU; the default, 65535, leaves the link's MTU in force.
     pub ipv6_mtu: u32,
-    /// MTU of the IPv4 next hop.
+    /// MTU of the IPv4 next hop. The gateway lowers it to its IPv4 link's MTU; the
+    /// default, 65535, leaves the link's MTU in force.
     pub ipv4_mtu: u32,
+    /// RFC 7915 §4.1 "lowest-ipv6-mtu" (default 1280): an IPv4 packet without DF whose
+    /// translation would be bigger is fragmented so that each IPv6 fragment fits it.
+    pub lowest_ipv6_mtu: u32,
     /// RFC 7915 §4.5: compute a checksum for an unfragmented IPv4 UDP packet sent with
     /// checksum 0 (otherwise such packets are dropped with [`SiitDrop::UdpZeroChecksum`]).
     pub translate_udp_zero_csum: bool,
@@ -54,20 +64,67 @@ pub struct SiitOptions {
     /// `translate_udp_zero_csum`.
     pub compute_ipv6_udp_zero_csum: bool,
     /// RFC 7915 §4.1/§5.1: copy TOS <-> Traffic Class (true) or always write zero (false).
+    /// `traffic_class` / `tos`, when set, take precedence.
     pub tos_to_traffic_class: bool,
+    /// RFC 7915 §4.1: write this IPv6 Traffic Class instead of the IPv4 TOS.
+    pub traffic_class: Option<u8>,
+    /// RFC 7915 §5.1: write this IPv4 TOS instead of the IPv6 Traffic Class.
+    pub tos: Option<u8>,
+    /// RFC 7915 §5.1: how DF is set on an IPv4 packet translated from one without a
+    /// Fragment header.
+    pub df: DfPolicy,
+}
+
+impl SiitOptions {
+    /// The largest IPv6 packet an IPv4 packet without DF may become before it has to be
+    /// fragmented: `lowest_ipv6_mtu`, but never more than the next hop takes.
+    #[inline]
+    pub fn ipv6_fragment_mtu(&self) -> u32 {
+        self.lowest_ipv6_mtu.min(self.ipv6_mtu)
+    }
 }
 
 impl Default for SiitOptions {
-    /// 1280/1500 MTUs, zero-checksum UDP dropped (both families), TTL decremented, TOS
-    /// copied.
+    /// Next-hop MTUs left to the links, lowest IPv6 MTU 1280, zero-checksum UDP dropped
+    /// (both families), TTL decremented, TOS copied, DF by RFC 7915's 1260-byte rule.
     fn default() -> Self {
         SiitOptions {
-            ipv6_mtu: 1280,
-            ipv4_mtu: 1500,
+            ipv6_mtu: 65535,
+            ipv4_mtu: 65535,
+            lowest_ipv6_mtu: 1280,
             translate_udp_zero_csum: false,
             decrement_ttl: true,
             compute_ipv6_udp_zero_csum: false,
             tos_to_traffic_class: true,
+            traffic_class: None,
+            tos: None,
+            df: DfPolicy::Rfc,
+        }
+    }
+}
+
+/// The DF flag of an IPv4 packet translated from an IPv6 packet without a Fragment header
+/// (one with a Fragment header always gets DF clear, RFC 7915 §5.1.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DfPolicy {
+    /// RFC 7915 §5.1: "If the size of the translated IPv4 packet is less than or equal to
+    /// 1260 bytes, it is set to zero; otherwise, it is set to one."
+    #[default]
+    Rfc,
+    /// Always clear: IPv4 routers may fragment every translated packet, and the translator
+    /// fragments what its IPv4 next hop does not take instead of answering Packet Too Big.
+    Clear,
+    /// Always set (as RFC 6145 §5.1 did): IPv4 path MTU discovery for every packet.
+    Set,
+}
+
+impl DfPolicy {
+    /// The name operators write (`rfc`, `clear`, `set`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DfPolicy::Rfc => "rfc",
+            DfPolicy::Clear => "clear",
+            DfPolicy::Set => "set",
         }
     }
 }
@@ -107,8 +164,8 @@ pub enum SiitDrop {
     /// TTL / Hop Limit would reach zero: answer ICMPv4 Time Exceeded / ICMPv6 Hop Limit
     /// Exceeded.
     TtlExpired,
-    /// IPv4 -> IPv6, DF set, the IPv6 packet would exceed `ipv6_mtu`: answer ICMPv4
-    /// Fragmentation Needed (type 3 code 4) carrying `mtu`.
+    /// IPv4 -> IPv6, DF set, the IPv6 packet would exceed the next-hop `ipv6_mtu`:
+    /// answer ICMPv4 Fragmentation Needed (type 3 code 4) carrying `mtu`.
     FragmentNeeded {
         /// Next-hop MTU to report, as the IPv4 sender counts it (`ipv6_mtu` - 20).
         mtu: u16,
@@ -116,12 +173,13 @@ pub enum SiitDrop {
     /// IPv6 -> IPv4 with DF to be set, the IPv4 packet would exceed `ipv4_mtu`: answer
     /// ICMPv6 Packet Too Big carrying `mtu`.
     PacketTooBig {
-        /// MTU to report, as the IPv6 sender counts it (`ipv4_mtu` + 20).
+        /// MTU to report, as the IPv6 sender counts it (`ipv4_mtu` + 20, at least 1280).
         mtu: u32,
     },
-    /// The packet may be fragmented (IPv4 DF clear) but is too big for the next hop.
-    /// RFC 7915 §4.1 says the translator SHOULD fragment it; that is not implemented yet
-    /// (one packet in, one packet out), so it is dropped and no ICMP error is owed.
+    /// The packet may be fragmented but is too big: IPv4 -> IPv6 without DF, bigger than
+    /// [`SiitOptions::ipv6_fragment_mtu`] (RFC 7915 §4.1: "SHOULD be fragmented"), or
+    /// IPv6 -> IPv4 with DF to be clear, bigger than `ipv4_mtu`. One packet in, one out:
+    /// the caller fragments it (`crate::fragment`), or drops it with this reason.
     NeedsFragmentation,
     /// An ICMP message that is a fragment: its checksum cannot be translated (RFC 7915
     /// §1.2: "Fragmented ICMP/ICMPv6 packets will not be translated").

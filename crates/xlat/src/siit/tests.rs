@@ -59,6 +59,7 @@ fn opts() -> SiitOptions {
         decrement_ttl: true,
         compute_ipv6_udp_zero_csum: false,
         tos_to_traffic_class: true,
+        ..SiitOptions::default()
     }
 }
 
@@ -846,11 +847,15 @@ proptest! {
     fn refusals_owing_an_error_leave_the_packet_as_it_arrived(
         proto in prop_oneof![Just(6u8), Just(17u8)], ttl in 0u8..4, df in any::<bool>(),
         size in 0usize..1600, mtu4 in 600u32..1600, mtu6 in 1280u32..1600,
+        lowest in 1280u32..1600, df_policy in 0u8..3,
     ) {
         let payload = vec![0xa5u8; size];
         let seg = if proto == 6 { tcp(1, 2, &payload) } else { udp(1, 2, &payload) };
         let (s4, s6_) = seg_pair(proto, &seg);
-        let o = SiitOptions { ipv4_mtu: mtu4, ipv6_mtu: mtu6, ..opts() };
+        let df_policy = [DfPolicy::Rfc, DfPolicy::Clear, DfPolicy::Set][usize::from(df_policy)];
+        let o = SiitOptions {
+            ipv4_mtu: mtu4, ipv6_mtu: mtu6, lowest_ipv6_mtu: lowest, df: df_policy, ..opts()
+        };
         let mut h = h4(proto);
         h.ttl = ttl;
         h.df = df;
@@ -875,3 +880,5 @@ proptest! {
         }
     }
 }
+
+mod mtu;

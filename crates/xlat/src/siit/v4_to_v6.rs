@@ -102,9 +102,11 @@ impl V4Hdr {
     /// RFC 7915 §4.1: "Traffic Class: By default, copied from the IP Type Of Service (TOS)
     /// octet. ... An implementation of a translator SHOULD support an administratively
     /// configurable option to ignore the IPv4 TOS and always set the IPv6 traffic class
-    /// (TC) to zero."
+    /// (TC) to zero." (`copy_tos = false`; `traffic_class = N` sets another value.)
     fn traffic_class(&self, opts: &SiitOptions) -> u8 {
-        if opts.tos_to_traffic_class {
+        if let Some(tc) = opts.traffic_class {
+            tc
+        } else if opts.tos_to_traffic_class {
             self.tos
         } else {
             0
@@ -232,9 +234,9 @@ fn translate(
 
 /// The checks of RFC 7915 §4.1 that owe an IPv4 packet's sender an ICMP error, made on
 /// the packet as it arrived: an unexpired source route (Source Route Failed), the TTL
-/// running out (Time Exceeded), and the IPv6 packet not
-/// fitting `ipv6_mtu` (Fragmentation Needed with DF set, fragmentation without). A
-/// stateful translator runs them before its own rewrite (NAT64 rewrites the destination
+/// running out (Time Exceeded), and the IPv6 packet not fitting (Fragmentation Needed
+/// with DF set, fragmentation without; see `check_mtu`). A stateful translator runs them
+/// before its own rewrite (NAT64 rewrites the destination
 /// first), so that the error quotes what the sender sent; [`ipv4_to_ipv6`] makes the
 /// same checks. ICMP errors are left to the translation (their quote is cut to fit, and
 /// no error is ever sent about one).
@@ -252,20 +254,31 @@ pub fn ipv4_precheck(pkt: &[u8], opts: &SiitOptions) -> Result<(), SiitDrop> {
     check_mtu(&h, V6_HDR + h.total - h.ihl + h.frag_len(), opts)
 }
 
-/// Refuses an IPv6 packet of `len6` bytes bigger than the IPv6 next hop takes.
+/// Refuses an IPv6 packet of `len6` bytes bigger than the translator may send.
 ///
-/// RFC 7915 §4.1: "If the DF bit is set and the MTU of the next-hop interface is less than
-/// the total length value of the IPv4 packet plus 20, the translator MUST send an ICMPv4
-/// "Fragmentation Needed" error message to the IPv4 source address." With DF clear the
-/// packet "SHOULD be fragmented"; this translator does not fragment yet.
+/// RFC 7915 §4.1 holds the two cases to two different MTUs. With DF set, the next hop's:
+/// "If the DF bit is set and the MTU of the next-hop interface is less than the total
+/// length value of the IPv4 packet plus 20, the translator MUST send an ICMPv4
+/// "Fragmentation Needed" error message to the IPv4 source address." With DF clear, the
+/// configured lowest IPv6 MTU: "If the DF flag is not set and the IPv4 packet will result
+/// in an IPv6 packet larger than a user-defined length (hereinafter referred to as
+/// "lowest-ipv6-mtu" and defaulting to 1280 bytes), the packet SHOULD be fragmented"
+/// (done by the caller; never beyond the next hop's MTU either).
 fn check_mtu(h: &V4Hdr, len6: usize, opts: &SiitOptions) -> Result<(), SiitDrop> {
-    if len6 as u64 <= u64::from(opts.ipv6_mtu) && len6 - V6_HDR <= usize::from(u16::MAX) {
+    let limit = if h.df {
+        opts.ipv6_mtu
+    } else {
+        opts.ipv6_fragment_mtu()
+    };
+    if len6 as u64 <= u64::from(limit) && len6 - V6_HDR <= usize::from(u16::MAX) {
         return Ok(());
     }
     if h.df {
-        // The largest IPv4 packet (IHL 5) that fits, as its sender counts it.
+        // The largest IPv4 packet (IHL 5) that fits the next hop, as its sender counts it:
+        // next-hop IPv6 MTU - 20 (- 8 more for the Fragment header of a fragment).
         let room = opts
             .ipv6_mtu
+            .min(u32::from(u16::MAX))
             .saturating_sub((V6_HDR - 20 + h.frag_len()) as u32);
         let mtu = u16::try_from(room).unwrap_or(u16::MAX);
         return Err(SiitDrop::FragmentNeeded { mtu });

@@ -7,7 +7,7 @@ use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPa
 
 use super::{
     addr_delta, derived_ident, ext, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto,
-    verdict, walk_chain, Chain, Frag, SiitDrop, SiitOptions, SiitVerdict, Step,
+    verdict, walk_chain, Chain, DfPolicy, Frag, SiitDrop, SiitOptions, SiitVerdict, Step,
 };
 use crate::csum::{get16, put16, Delta};
 use crate::icmp_map::{self, Adjust, IcmpAction};
@@ -78,9 +78,11 @@ impl V6Hdr {
     /// RFC 7915 §5.1: "Type of Service (TOS): By default, copied from the IPv6 Traffic
     /// Class (all 8 bits). ... An implementation of a translator SHOULD provide the ability
     /// to ignore the IPv6 traffic class and always set the IPv4 TOS Octet to a specified
-    /// value" (here: zero, with `tos_to_traffic_class` off).
+    /// value" (`tos = N`; zero with `tos_to_traffic_class` off).
     fn tos(&self, opts: &SiitOptions) -> u8 {
-        if opts.tos_to_traffic_class {
+        if let Some(tos) = opts.tos {
+            tos
+        } else if opts.tos_to_traffic_class {
             self.tc
         } else {
             0
@@ -140,6 +142,32 @@ fn sets_df(frag: Option<Frag>, total: usize) -> bool {
     frag.is_none() && total > DF_THRESHOLD
 }
 
+/// DF of an outer (not quoted) translated packet under the operator's [`DfPolicy`]: the
+/// RFC 7915 §5.1 rule of [`sets_df`] by default; a Fragment header always means clear.
+fn outer_df(frag: Option<Frag>, total: usize, opts: &SiitOptions) -> bool {
+    match opts.df {
+        DfPolicy::Rfc => sets_df(frag, total),
+        DfPolicy::Clear => false,
+        DfPolicy::Set => frag.is_none(),
+    }
+}
+
+/// [`frag_fields`] for an outer packet, DF as [`outer_df`] says.
+fn outer_frag_fields(
+    frag: Option<Frag>,
+    total: usize,
+    data: &[u8],
+    opts: &SiitOptions,
+) -> (u16, bool, bool, u16) {
+    match frag {
+        Some(_) => frag_fields(frag, total, data),
+        // RFC 6864 §4.1: an atomic datagram (DF set) may carry any ID; one that may be
+        // fragmented needs a varying one.
+        None if outer_df(frag, total, opts) => (0, true, false, 0),
+        None => (derived_ident(data), false, false, 0),
+    }
+}
+
 /// Writes an IPv4 header (IHL 5) at `at`, checksum included.
 fn write_v4(buf: &mut [u8], at: usize, h: &V4Out) -> Result<(), SiitDrop> {
     let total = u16::try_from(h.total).map_err(|_| SiitDrop::NeedsFragmentation)?;
@@ -163,15 +191,22 @@ fn write_v4(buf: &mut [u8], at: usize, h: &V4Out) -> Result<(), SiitDrop> {
 /// Refuses an IPv4 packet bigger than the IPv4 next hop takes.
 ///
 /// RFC 7915 §1.4: "the translator MUST send a Packet Too Big error message or fragment the
-/// packet when the packet size exceeds the MTU of the next-hop interface." The packet
-/// would have DF set: the IPv6 sender is told the MTU as it counts it (+20). With DF clear
-/// it should be fragmented in IPv4, which this translator does not do yet.
+/// packet when the packet size exceeds the MTU of the next-hop interface." With DF to be
+/// set, the IPv6 sender is told the MTU as it counts it (RFC 7915 §5.2's "MTU_of_IPv4_
+/// nexthop + 20"), never below the IPv6 minimum of 1280 (RFC 8200 §5: it would not go
+/// lower; at 1280 its packets become IPv4 packets of at most 1260 bytes, DF clear). With
+/// DF clear (a Fragment header, RFC 7915 §5.1.1: "allowing this packet to be further
+/// fragmented"), the caller fragments the IPv4 packet.
 fn check_mtu(total: usize, df: bool, opts: &SiitOptions) -> Result<(), SiitDrop> {
     if total as u64 <= u64::from(opts.ipv4_mtu) && total <= usize::from(u16::MAX) {
         return Ok(());
     }
     if df {
-        let mtu = opts.ipv4_mtu.saturating_add((V6_HDR - V4_HDR) as u32);
+        let mtu = opts
+            .ipv4_mtu
+            .min(u32::from(u16::MAX))
+            .saturating_add((V6_HDR - V4_HDR) as u32)
+            .max(1280);
         return Err(SiitDrop::PacketTooBig { mtu });
     }
     Err(SiitDrop::NeedsFragmentation)
@@ -211,7 +246,7 @@ fn translate(
 
     // Refuse before rewriting anything: the ICMP error owed quotes the packet as it came.
     let total = V4_HDR + (up_end - up);
-    check_mtu(total, sets_df(h.chain.frag, total), opts)?;
+    check_mtu(total, outer_df(h.chain.frag, total, opts), opts)?;
 
     // RFC 7915 §5.5: "Translators MUST do this [update the transport checksum] for TCP,
     // UDP, and ICMP." A non-first fragment carries no transport header.
@@ -228,7 +263,7 @@ fn translate(
         }
     }
 
-    let (ident, df, mf, offset) = frag_fields(h.chain.frag, total, &buf[up..up_end]);
+    let (ident, df, mf, offset) = outer_frag_fields(h.chain.frag, total, &buf[up..up_end], opts);
     let at = up - V4_HDR;
     let out = V4Out {
         tos: h.tos(opts),
@@ -312,7 +347,7 @@ fn icmp(
     // checksum just like UDP and TCP." Done incrementally.
     let icmp_len = up_end - up;
     let total = V4_HDR + icmp_len;
-    check_mtu(total, sets_df(h.chain.frag, total), opts)?;
+    check_mtu(total, outer_df(h.chain.frag, total, opts), opts)?;
     let mut d = Delta::ZERO;
     d.word(
         u16::from_be_bytes([ty, code]),
@@ -325,7 +360,7 @@ fn icmp(
     l4[1] = out.code;
     put16(l4, 2, c);
 
-    let (ident, df, mf, offset) = frag_fields(h.chain.frag, total, &buf[up..up_end]);
+    let (ident, df, mf, offset) = outer_frag_fields(h.chain.frag, total, &buf[up..up_end], opts);
     let at = up - V4_HDR;
     let o = V4Out {
         tos: h.tos(opts),
@@ -546,9 +581,10 @@ fn icmp_error(
 
     let total = V4_HDR + icmp_len;
     // RFC 7915 §5.1.1: an error carried in an atomic fragment (the only kind `icmp` lets
-    // through) takes its Identification from the Fragment header like any other packet.
+    // through) takes its Identification from the Fragment header like any other packet;
+    // without one, DF follows the operator's policy.
     let (ident, df, mf, offset) =
-        frag_fields(h.chain.frag, total, &buf[icmp_at..icmp_at + icmp_len]);
+        outer_frag_fields(h.chain.frag, total, &buf[icmp_at..icmp_at + icmp_len], opts);
     let o = V4Out {
         tos: h.tos(opts),
         total,
