@@ -22,3 +22,16 @@ pub fn l3_offset(link: LinkType, frame: &[u8]) -> Option<usize> {
         LinkType::Other(_) => None,
     }
 }
+
+/// Whether a frame of `link` type was sent to a link-layer broadcast or multicast address
+/// (the Ethernet destination's I/G bit; a Linux cooked capture's packet type 1 or 2). No
+/// ICMP error answers such a packet (RFC 1812 §4.3.2.7, RFC 4443 §2.4).
+pub fn link_group(link: LinkType, frame: &[u8]) -> bool {
+    match link {
+        LinkType::Ethernet => frame.first().is_some_and(|b| b & 1 == 1),
+        LinkType::LinuxSll => frame
+            .get(0..2)
+            .is_some_and(|t| matches!(u16::from_be_bytes([t[0], t[1]]), 1 | 2)),
+        _ => false,
+    }
+}

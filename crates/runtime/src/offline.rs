@@ -198,6 +198,7 @@ impl ModeVisitor for Replay<'_> {
                 }
             }
             let mut f = Frame::new(&mut buf, HEADROOM, len, &mut out);
+            f.link_group = crate::link::link_group(link, rec.data);
             let e = worker.process(now, dir, &mut f, egress);
             worker.quiescent();
             let link_hdr = &rec.data[..l3];

@@ -168,6 +168,10 @@ pub struct Frame<'a> {
     pub len: usize,
     /// What a receive offload left unfinished in the packet.
     pub offload: Offload,
+    /// The packet arrived in a link-layer broadcast or multicast frame. No ICMP error is
+    /// sent about it (RFC 1812 §4.3.2.7; RFC 4443 §2.4 (e.3, e.4), which still allows an
+    /// IPv6 Packet Too Big).
+    pub link_group: bool,
     /// Where ICMP errors and fragments go (cleared by the mode when it writes any).
     pub out: &'a mut Output,
 }
@@ -180,6 +184,7 @@ impl<'a> Frame<'a> {
             start,
             len,
             offload: Offload::None,
+            link_group: false,
             out,
         }
     }

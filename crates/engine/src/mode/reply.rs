@@ -156,6 +156,13 @@ impl Responder {
             .get(frame.start..frame.start.saturating_add(frame.len))
             .unwrap_or(&[]);
         let family = Family::of(pkt);
+        // RFC 1812 §4.3.2.7: "An ICMP error message MUST NOT be sent as the result of
+        // receiving [...] a packet sent as a Link Layer broadcast"; RFC 4443 §2.4 (e.3, e.4)
+        // likewise for a link-layer multicast or broadcast, except Packet Too Big (e.2).
+        let ptb6 = family == Some(Family::V6) && matches!(why, IcmpReason::TooBig { .. });
+        if frame.link_group && !ptb6 {
+            return false;
+        }
         let have_source = match family {
             Some(Family::V4) => link.addr4.is_some(),
             Some(Family::V6) => link.addr6.is_some(),
@@ -298,6 +305,50 @@ mod tests {
         assert_eq!(&err[16..20], &[10, 0, 0, 2], "to the sender");
         assert_eq!(err[20], 11, "Time Exceeded");
         assert_eq!(&err[28..], &pkt[..], "quotes the packet as it arrived");
+    }
+
+    /// RFC 1812 §4.3.2.7 / RFC 4443 §2.4 (e.3, e.4): a packet that came in a link-layer
+    /// broadcast or multicast frame gets no ICMP error, apart from an IPv6 Packet Too Big
+    /// (e.2); it is still counted.
+    #[test]
+    fn no_error_about_a_link_layer_broadcast_but_packet_too_big() {
+        let refuse = |pkt: &[u8], group: bool, why: IcmpReason| {
+            let mut buf = vec![0u8; HEADROOM + pkt.len()];
+            buf[HEADROOM..].copy_from_slice(pkt);
+            let mut out = Output::new();
+            let mut f = Frame::new(&mut buf, HEADROOM, pkt.len(), &mut out);
+            f.link_group = group;
+            let mut c = Counters::default();
+            let e = Responder::default().refuse(
+                Timestamp::from_secs(1),
+                Direction::Outbound,
+                &mut f,
+                &egress(None),
+                &mut c,
+                DropReason::TtlExpired,
+                Some(why),
+            );
+            assert_eq!(c.dropped(DropReason::TtlExpired), 1, "counted either way");
+            (e, out.len())
+        };
+        let v4p = v4(1, 60, true);
+        let mut v6p = vec![0u8; 60];
+        v6p[0] = 0x60;
+        v6p[4..6].copy_from_slice(&20u16.to_be_bytes());
+        v6p[6] = 17;
+        v6p[7] = 1;
+        v6p[8..24].copy_from_slice(&Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2).octets());
+        v6p[24..40].copy_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9).octets());
+        let ttl = IcmpReason::TimeExceeded;
+        let ptb = IcmpReason::TooBig { mtu: 1400 };
+        let reply = Emit::Reply(DropReason::TtlExpired);
+        let drop = Emit::Drop(DropReason::TtlExpired);
+        assert_eq!(refuse(&v4p, false, ttl), (reply, 1));
+        assert_eq!(refuse(&v4p, true, ttl), (drop, 0));
+        assert_eq!(refuse(&v4p, true, ptb), (drop, 0), "no IPv4 exception");
+        assert_eq!(refuse(&v6p, false, ttl), (reply, 1));
+        assert_eq!(refuse(&v6p, true, ttl), (drop, 0));
+        assert_eq!(refuse(&v6p, true, ptb), (reply, 1), "RFC 4443 §2.4 (e.2)");
     }
 
     #[test]

@@ -337,12 +337,15 @@ impl<W: ModeWorker> Handler<'_, W> {
             return None;
         }
         let len = frame.len() - l3;
+        // The I/G bit of the destination MAC: a broadcast or multicast frame.
+        let link_group = frame[0] & 1 == 1;
         if self.in_place {
             let mut f = Frame {
                 buf: frame,
                 start: l3,
                 len,
                 offload,
+                link_group,
                 out: self.out,
             };
             match self.mode.process(self.now, dir, &mut f, self.egress) {
@@ -372,6 +375,7 @@ impl<W: ModeWorker> Handler<'_, W> {
         let n = len.min(self.scratch.len() - HEADROOM - 64);
         self.scratch[HEADROOM..HEADROOM + n].copy_from_slice(&frame[l3..l3 + n]);
         let mut f = Frame::new(self.scratch, HEADROOM, n, self.out);
+        f.link_group = link_group;
         let (start, len) = match self.mode.process(self.now, dir, &mut f, self.egress) {
             Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
             Emit::Reply(_) | Emit::Fragments => return self.route_out(),

@@ -172,6 +172,28 @@ fn an_icmp_error_the_engine_owes_goes_back_out_of_the_arrival_port() {
     assert_eq!(g.1.tx[0], 2);
 }
 
+/// RFC 1812 §4.3.2.7: a packet that came as a link-layer broadcast or multicast is not
+/// answered with an ICMP error (here TTL 1), only counted.
+#[test]
+fn no_icmp_error_about_a_link_layer_broadcast_or_multicast_frame() {
+    let m = nat44();
+    let (mut w, [inside, outside], view, _) = rig(&m, [1500, 1500]);
+    let ttl1 = udp4(CLIENT, 5000, SERVER, 1, 10, true);
+    inside.inject(&eth([0xff; 6], CLIENT_MAC, &ttl1));
+    inside.inject(&eth([0x01, 0x00, 0x5e, 0, 0, 1], CLIENT_MAC, &ttl1));
+    step(&mut w, &view, 1);
+    assert!(inside.sent().is_empty(), "not answered");
+    assert!(outside.sent().is_empty(), "not forwarded");
+    // The same packet to the gateway's own MAC is answered.
+    inside.inject(&eth(IN_MAC, CLIENT_MAC, &ttl1));
+    step(&mut w, &view, 1);
+    assert_eq!(inside.take_sent().len(), 1);
+    w.publish_counters(true);
+    let g = w.setup.snapshot.lock().unwrap();
+    assert_eq!(g.0.icmp_errors_sent, 1);
+    assert_eq!(g.0.dropped(engine::DropReason::TtlExpired), 3);
+}
+
 #[test]
 fn frames_not_for_the_mode_are_left_to_the_kernel() {
     let m = nat44();
