@@ -531,19 +531,33 @@ fn v6_to_v4(
         }
         Some((a4, cfg.map6(b)?))
     };
-    let r = match ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, &cfg.options) {
-        SiitVerdict::Forward { start, len } => (start, len),
-        SiitVerdict::Drop(d) => return Err(d.into()),
-    };
-    let hairpin = match cfg.eam_hairpin {
+    let to_eam_node = match cfg.eam_hairpin {
         EamHairpin::Off => false,
         // Every packet whose IPv4 destination belongs to an IPv6 node of the EAM table.
         EamHairpin::Simple => cfg.eam_covers4(dst4),
         // Only a destination that came out of the Pref64 into an EAM entry's IPv4 prefix
-        // (not an ICMPv6 error), or an error about a packet from such an address.
-        EamHairpin::Intrinsic if is_icmp_error => quoted_hairpin.get(),
-        EamHairpin::Intrinsic => !dst_by_eam && cfg.eam_covers4(dst4),
+        // (not an ICMPv6 error: see below).
+        EamHairpin::Intrinsic => !is_icmp_error && !dst_by_eam && cfg.eam_covers4(dst4),
     };
+    // A hairpin goes back out of the IPv6 link it came in on, which it fitted: the IPv4
+    // next hop's MTU (and so DF) has no say.
+    let unbounded;
+    let opts = if to_eam_node {
+        unbounded = SiitOptions {
+            ipv4_mtu: u32::from(u16::MAX),
+            ..cfg.options
+        };
+        &unbounded
+    } else {
+        &cfg.options
+    };
+    let r = match ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, opts) {
+        SiitVerdict::Forward { start, len } => (start, len),
+        SiitVerdict::Drop(d) => return Err(d.into()),
+    };
+    // Intrinsic: an ICMPv6 error hairpins when it is about a packet from such an address.
+    let hairpin = to_eam_node
+        || (cfg.eam_hairpin == EamHairpin::Intrinsic && is_icmp_error && quoted_hairpin.get());
     Ok((r, is_icmp_error, hairpin))
 }
 

@@ -390,6 +390,28 @@ fn intrinsic_hairpin_goes_back_out_of_the_ipv6_side() {
     assert_eq!((c.hairpinned, c.forwarded), (2, 2));
 }
 
+/// A hairpin never crosses the IPv4 link: a DF-sized packet bigger than the IPv4 next hop
+/// goes back out of the IPv6 side whole, not answered with Packet Too Big.
+#[test]
+fn a_hairpin_is_not_held_to_the_ipv4_next_hop() {
+    let mut cfg = config();
+    cfg.options.ipv4_mtu = 1300;
+    let mut w = worker(cfg);
+    let mut big = ipv6(UDP, a6(), p64(B4), 64, &udp(5000, 53, &[7u8; 1400]));
+    fill_l4_csum(&mut big);
+    let (e, h, own) = go(&mut w, &big);
+    assert!(matches!(e, Emit::Hairpin { .. }), "{e:?}");
+    assert!(own.is_empty(), "no Packet Too Big");
+    assert_eq!(h.len(), big.len());
+    assert_checksums(&h);
+    // To an ordinary IPv4 host the same packet is too big (RFC 7915 §5.1: DF above 1260).
+    let mut out = ipv6(UDP, a6(), p64(H4), 64, &udp(5000, 53, &[7u8; 1400]));
+    fill_l4_csum(&mut out);
+    let (e, _, own) = go(&mut w, &out);
+    assert_eq!(e, Emit::Reply(DropReason::PacketTooBig));
+    assert_eq!((own[0][40], own[0][41]), (2, 0));
+}
+
 #[test]
 fn intrinsic_hairpin_of_an_icmpv6_error_about_a_hairpinned_packet() {
     let mut w = worker(config());
