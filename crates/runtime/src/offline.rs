@@ -7,6 +7,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use conntrack::Timestamp;
@@ -17,6 +18,7 @@ use io::pcap::{LinkType, PcapError, PcapReader, PcapWriter};
 
 use crate::link::l3_offset;
 use crate::live::clamp_translator_mtus;
+use crate::live::forward::{ip_dst, link_scoped};
 
 /// Why an offline translation could not run (packet problems are drops, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +69,10 @@ pub struct TranslateReport {
     pub frames_out: u64,
     /// Frames without IP, not given to the engine and not written.
     pub not_ip: u64,
+    /// Packets for the host itself — to a `[gateway]` address, broadcast, multicast, IPv6
+    /// link-local (neighbour discovery, MLD) — which the live gateway hands to its kernel:
+    /// not given to the engine and not written.
+    pub for_host: u64,
     /// Packets judged outbound (from the inside).
     pub outbound: u64,
     /// Packets judged inbound.
@@ -85,6 +91,7 @@ impl fmt::Display for TranslateReport {
         writeln!(f, "  outbound        {}", self.outbound)?;
         writeln!(f, "  inbound         {}", self.inbound)?;
         writeln!(f, "  not IP (skipped) {}", self.not_ip)?;
+        writeln!(f, "  for the host (skipped) {}", self.for_host)?;
         writeln!(f, "forwarded         {}", c.forwarded)?;
         writeln!(f, "dropped           {}", c.total_dropped())?;
         for (reason, n) in c.drop_summary() {
@@ -99,6 +106,17 @@ impl fmt::Display for TranslateReport {
         writeln!(f, "fragments xlat    {}", c.fragments_translated)?;
         write!(f, "hairpinned        {}", c.hairpinned)
     }
+}
+
+/// Whether a packet to `dst` is the gateway host's own traffic, as the live gateway
+/// decides it (`Forwarding::for_kernel`): link-scoped, or to one of the `[gateway]`
+/// interface addresses.
+fn for_the_host(dst: IpAddr, egress: &Egress) -> bool {
+    link_scoped(dst)
+        || egress.links.iter().any(|l| match dst {
+            IpAddr::V4(a) => l.addr4 == Some(a),
+            IpAddr::V6(a) => l.addr6 == Some(a),
+        })
 }
 
 fn pcap_err(path: &Path) -> impl Fn(PcapError) -> OfflineError + '_ {
@@ -186,6 +204,10 @@ impl ModeVisitor for Replay<'_> {
                 continue;
             };
             let pkt = &rec.data[l3..];
+            if ip_dst(pkt).is_some_and(|d| for_the_host(d, egress)) {
+                report.for_host += 1;
+                continue;
+            }
             let len = pkt.len().min(65_536);
             buf[HEADROOM..HEADROOM + len].copy_from_slice(&pkt[..len]);
             let dir = mode.classify(pkt);
@@ -345,6 +367,54 @@ mod tests {
         let c = !wire::checksum::fold(wire::checksum::combine(ph, wire::checksum::sum(&p[20..])));
         p[36..38].copy_from_slice(&c.to_be_bytes());
         p
+    }
+
+    /// The host's own traffic in a capture — an IPv6 neighbour solicitation (to a
+    /// solicited-node multicast address), an MLD report, a ping of the gateway's
+    /// configured address — is skipped as the live gateway leaves it to its kernel, not
+    /// counted as the translator's drops nor answered.
+    #[test]
+    fn host_traffic_is_skipped_not_dropped() {
+        let dir = std::env::temp_dir().join(format!("qn-host-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
+        let v6 = |dst: std::net::Ipv6Addr, next: u8| {
+            let mut p = vec![0u8; 64];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&24u16.to_be_bytes());
+            p[6] = next;
+            p[7] = 255;
+            let src: std::net::Ipv6Addr = "fe80::2".parse().unwrap();
+            p[8..24].copy_from_slice(&src.octets());
+            p[24..40].copy_from_slice(&dst.octets());
+            p[40] = 135; // neighbour solicitation
+            p
+        };
+        let gw4 = std::net::Ipv4Addr::new(192, 0, 2, 1);
+        {
+            let f = BufWriter::new(File::create(&input).unwrap());
+            let mut w = PcapWriter::new(f, LinkType::Raw, true).unwrap();
+            w.write(1, &v6("ff02::1:ff00:1".parse().unwrap(), 58))
+                .unwrap();
+            w.write(2, &v6("ff02::16".parse().unwrap(), 0)).unwrap();
+            w.write(3, &tcp4([192, 0, 2, 9], 1000, gw4.octets(), 22, 0x02))
+                .unwrap();
+            w.write(4, &tcp4([192, 0, 2, 9], 1000, [198, 51, 100, 9], 80, 0x02))
+                .unwrap();
+            w.flush().unwrap();
+        }
+        let cfg = ModeConfig::Siit(engine::siit::SiitConfig {
+            pref64: Some("2001:db8:64::/96".parse().unwrap()),
+            ..engine::siit::SiitConfig::default()
+        });
+        let mut egress = Egress::default();
+        egress.links[0].addr4 = Some(gw4);
+        let report = translate_pcap(&cfg, &egress, &input, &output).unwrap();
+        assert_eq!(report.for_host, 3);
+        assert_eq!(report.counters.total_dropped(), 0);
+        assert_eq!((report.counters.forwarded, report.frames_out), (1, 1));
+        assert!(report.to_string().contains("for the host (skipped) 3"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// RFC 5382 REQ-4 in a replay: an unsolicited SYN's Port Unreachable is written at

@@ -73,14 +73,11 @@ impl Forwarding<'_> {
     /// link-local, multicast and broadcast destinations (neighbour discovery, routing
     /// protocols).
     pub fn for_kernel(&self, dst: IpAddr) -> bool {
-        match dst {
-            IpAddr::V4(a) => self.view.local.contains(&a) || a.is_broadcast() || a.is_multicast(),
-            IpAddr::V6(a) => {
-                self.view.local6.contains(&a)
-                    || a.is_multicast()
-                    || (a.segments()[0] & 0xffc0) == 0xfe80
+        link_scoped(dst)
+            || match dst {
+                IpAddr::V4(a) => self.view.local.contains(&a),
+                IpAddr::V6(a) => self.view.local6.contains(&a),
             }
-        }
     }
 
     /// The link (0 inside, 1 outside) and next-hop MAC for the IP packet `pkt`. When the
@@ -144,6 +141,16 @@ pub(crate) fn fit_segments(mut v: VnetHdr, pkt: &[u8], l3: usize, mtu: usize) ->
 }
 
 /// The destination of the IP packet `p` (IPv4 or IPv6), if it is long enough to have one.
+/// Destinations that are the host's business whatever the configuration, never
+/// translated or forwarded: IPv4 broadcast and multicast, IPv6 multicast and link-local
+/// (neighbour discovery, MLD, router advertisements).
+pub(crate) fn link_scoped(dst: IpAddr) -> bool {
+    match dst {
+        IpAddr::V4(a) => a.is_broadcast() || a.is_multicast(),
+        IpAddr::V6(a) => a.is_multicast() || (a.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}
+
 pub(crate) fn ip_dst(p: &[u8]) -> Option<IpAddr> {
     match p.first().map(|b| b >> 4) {
         Some(4) => {

@@ -19,7 +19,7 @@
 //! reaper, the control thread, and this one, which logs counters and handles SIGHUP.
 
 mod config;
-mod forward;
+pub(crate) mod forward;
 mod netview;
 mod open;
 mod stats;
