@@ -117,8 +117,12 @@ impl Nat64Shared {
         Ok(Arc::new(Nat64Shared {
             pref64: cfg.pref64,
             options: cfg.options,
+            // The hairpin goes back out of the IPv6 link it came in on, which it fitted:
+            // no MTU of the way out applies.
             options_again: SiitOptions {
                 decrement_ttl: false,
+                ipv6_mtu: u32::from(u16::MAX),
+                lowest_ipv6_mtu: u32::from(u16::MAX),
                 ..cfg.options
             },
             icmp_errors: cfg.icmp_errors,
@@ -551,11 +555,6 @@ impl Nat64Worker {
         unbounded4: bool,
     ) -> Result<Emit, Refused> {
         let sh = &*self.shared;
-        let opts = if unbounded4 {
-            &sh.options_unbounded4
-        } else {
-            &sh.options
-        };
         let refused = |r: DropReason| (Refusal::from(r), false);
         let hdr = buf
             .get(start..start + 40)
@@ -572,6 +571,13 @@ impl Nat64Worker {
         let dst4 = sh
             .server_v4(dst6)
             .ok_or(refused(DropReason::NoAddressMapping))?;
+        // To a pool address it is a hairpin (RFC 6146 §3.8): it never crosses the IPv4
+        // link, so that link's MTU does not apply.
+        let opts = if unbounded4 || sh.nat.is_public(dst4) {
+            &sh.options_unbounded4
+        } else {
+            &sh.options
+        };
         let host = match sh.hosts.0.find(src6) {
             Some(h) => h,
             // An ICMPv6 error from a router (no host of ours): no host id for it, its

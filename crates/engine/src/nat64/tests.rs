@@ -534,6 +534,37 @@ fn hairpinned_fragments() {
     assert_checksums(&whole);
 }
 
+/// A hairpin never crosses the IPv4 link nor leaves by another IPv6 link than the one it
+/// came in on: neither a low `ipv4_mtu` nor `lowest_ipv6_mtu` refuses or cuts it — a
+/// 1400-byte datagram (DF in IPv4 terms) and 1480-byte fragments (no DF) are hairpinned
+/// whole, where the same sizes to an IPv4 server are answered with Packet Too Big.
+#[test]
+fn hairpins_are_not_held_to_the_mtus_of_other_links() {
+    let mut cfg = config();
+    cfg.options.ipv4_mtu = 1300;
+    let mut n = Nat64::new(cfg).unwrap();
+    out(&mut n, 1, &udp6(HOST_B, 5001, srv6(), 53)).unwrap();
+    let whole = big_udp6(HOST_A, 5000, embed(POOL), 5001, 1352);
+    let (h, hairpin) = run(&mut n, 2, Direction::Outbound, &whole).unwrap();
+    assert!(hairpin);
+    assert_eq!(h.len(), whole.len());
+    assert_checksums(&h);
+    let d = big_udp6(HOST_A, 5002, embed(POOL), 5001, 2900);
+    let frags = fragment_v6(&d, 77, &[1432]);
+    assert!(frags[0].len() > 1280);
+    let mut back = Vec::new();
+    for f in &frags {
+        let (p, hairpin) = run(&mut n, 3, Direction::Outbound, f).unwrap();
+        assert!(hairpin);
+        assert_eq!(p.len(), f.len(), "not cut");
+        back.push(p);
+    }
+    assert_checksums(&reassemble_v6(&back));
+    // The same whole datagram to an IPv4 server: too big for its 1300-byte link.
+    let big = big_udp6(HOST_A, 5003, srv6(), 53, 1352);
+    assert_eq!(out(&mut n, 4, &big), Err(DropReason::PacketTooBig));
+}
+
 /// IPv6 UDP with checksum zero (illegal, RFC 8200 §8.1) is dropped with its own reason on
 /// the full path (a new flow) and on the one-pass fast path (an established flow), and
 /// given a correct IPv4 checksum on both when `compute_ipv6_udp_zero_csum` is set.
