@@ -19,7 +19,8 @@ pub struct Counters {
     pub icmp_errors_translated: u64,
     /// Packets that went through the hairpin path.
     pub hairpinned: u64,
-    /// IPv4 fragments translated (first and later ones; also counted in `forwarded`).
+    /// Fragments translated (first and later ones; also counted in `forwarded`): IPv4
+    /// ones through NAT44, and SIIT's in either family, its own cuts included.
     pub fragments_translated: u64,
     /// ICMP errors the gateway sent about packets it refused (Time Exceeded,
     /// Fragmentation Needed, Packet Too Big).

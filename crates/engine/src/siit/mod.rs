@@ -129,6 +129,9 @@ impl Siit {
         } else {
             r
         };
+        if is_fragment(buf.get(start..).unwrap_or(&[])) {
+            self.counters.fragments_translated += 1;
+        }
         Ok(Done {
             start,
             len,
@@ -600,6 +603,17 @@ fn hairpin_back(
     match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &opts) {
         SiitVerdict::Forward { start, len } => Ok((start, len)),
         SiitVerdict::Drop(d) => Err(d.into()),
+    }
+}
+
+/// Whether the translated packet `p` is a fragment: IPv4 with MF or an offset, IPv6 with
+/// a Fragment header (a translated fragment carries it first, RFC 7915 §4.1).
+#[inline]
+fn is_fragment(p: &[u8]) -> bool {
+    match p.first().map(|b| b >> 4) {
+        Some(4) => p.get(6..8).is_some_and(|f| (f[0] & 0x3f) | f[1] != 0),
+        Some(6) => p.get(6) == Some(&44),
+        _ => false,
     }
 }
 

@@ -496,3 +496,35 @@ fn link_traffic_and_traffic_for_the_gateway_is_never_answered() {
     let (e, _, _) = go(&mut w, &udp4(Ipv4Addr::new(169, 254, 0, 9), A4, 64));
     assert_eq!(e, Emit::Drop(DropReason::NoAddressMapping));
 }
+
+/// Fragments through SIIT are counted as such, in both families (`fragments xlat`).
+#[test]
+fn translated_fragments_are_counted_both_ways() {
+    let mut w = worker(config());
+    // An IPv4 first fragment (MF) and a later one (offset 8 bytes, no MF).
+    let mut first = udp4(H4, A4, 64);
+    first[6] = 0x20;
+    first[10..12].fill(0);
+    let c = checksum(&first[..20]);
+    first[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut later = ipv4(UDP, H4, A4, 64, &[9u8; 16]);
+    later[6..8].copy_from_slice(&1u16.to_be_bytes());
+    later[10..12].fill(0);
+    let c = checksum(&later[..20]);
+    later[10..12].copy_from_slice(&c.to_be_bytes());
+    for p in [&first, &later] {
+        let (e, out, _) = go(&mut w, p);
+        assert!(matches!(e, Emit::Forward { .. }), "{e:?}");
+        assert_eq!(out[6], 44, "a Fragment header");
+    }
+    // And an IPv6 fragment the other way.
+    let whole = udp6(a6(), p64(H4), 64);
+    let frag = fragment_v6(&whole, 5, &[8]);
+    let (e, out, _) = go(&mut w, &frag[0]);
+    assert!(matches!(e, Emit::Forward { .. }), "{e:?}");
+    assert_eq!(out[6] & 0x20, 0x20, "MF");
+    let (e, _, _) = go(&mut w, &udp4(H4, A4, 64));
+    assert!(matches!(e, Emit::Forward { .. }));
+    let c = ModeWorker::counters(&w);
+    assert_eq!((c.fragments_translated, c.forwarded), (3, 4));
+}
