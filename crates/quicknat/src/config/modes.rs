@@ -136,33 +136,25 @@ pub(super) fn options(
         }
         o.ipv4_mtu = *m.get_ref() as u32;
     }
-    if let Some(u) = &raw.udp_zero_checksum {
-        o.translate_udp_zero_csum = match u.get_ref().as_str() {
-            "drop" => false,
-            "compute" => true,
-            _ => {
-                return Err(src.bad_value(
-                    u,
-                    field("udp_zero_checksum"),
-                    "must be \"drop\" or \"compute\"".into(),
-                ))
-            }
-        };
-    }
-    // RFC 8200 §8.1: a zero UDP checksum is illegal in IPv6 (outside RFC 6935 tunnels).
-    if let Some(u) = &raw.ipv6_udp_zero_checksum {
-        o.compute_ipv6_udp_zero_csum = match u.get_ref().as_str() {
-            "drop" => false,
-            "compute" => true,
-            _ => {
-                return Err(src.bad_value(
-                    u,
-                    field("ipv6_udp_zero_checksum"),
-                    "must be \"drop\" or \"compute\"".into(),
-                ))
-            }
-        };
-    }
+    // RFC 7915 §4.5 (IPv4), RFC 8200 §8.1 (IPv6: illegal outside RFC 6935 tunnels).
+    let compute = |u: &Option<Spanned<String>>, name: &str, dflt: bool| match u {
+        None => Ok(dflt),
+        Some(u) => match u.get_ref().as_str() {
+            "drop" => Ok(false),
+            "compute" => Ok(true),
+            _ => Err(src.bad_value(u, field(name), "must be \"drop\" or \"compute\"".into())),
+        },
+    };
+    o.translate_udp_zero_csum = compute(
+        &raw.udp_zero_checksum,
+        "udp_zero_checksum",
+        o.translate_udp_zero_csum,
+    )?;
+    o.compute_ipv6_udp_zero_csum = compute(
+        &raw.ipv6_udp_zero_checksum,
+        "ipv6_udp_zero_checksum",
+        o.compute_ipv6_udp_zero_csum,
+    )?;
     o.tos_to_traffic_class = raw.copy_tos.unwrap_or(o.tos_to_traffic_class);
     mtu_df_tos(src, raw, &mut o, &field)?;
     Ok(o)
