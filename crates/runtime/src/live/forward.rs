@@ -110,6 +110,20 @@ impl Forwarding<'_> {
         None
     }
 
+    /// Routes the framed IP packet `framed` (14 bytes of room for the Ethernet header in
+    /// front): finds its link and next hop ([`next_hop`](Self::next_hop)), refuses it
+    /// (`oversize`) when longer than that link's MTU, else writes its Ethernet header.
+    /// The link it leaves by.
+    pub fn frame_out(&self, framed: &mut [u8], io: &mut IoCounters) -> Option<usize> {
+        let (out, mac) = self.next_hop(framed.get(14..)?, io)?;
+        if framed.len() - 14 > self.links[out].mtu {
+            io.oversize += 1;
+            return None;
+        }
+        self.write_eth(framed, out, mac);
+        Some(out)
+    }
+
     /// Writes the Ethernet header in the first 14 bytes of `framed` (the IP packet after
     /// them) for leaving by link `out` to `mac`.
     pub fn write_eth(&self, framed: &mut [u8], out: usize, mac: [u8; 6]) {
@@ -140,17 +154,17 @@ pub(crate) fn fit_segments(mut v: VnetHdr, pkt: &[u8], l3: usize, mtu: usize) ->
     Some(v)
 }
 
-/// The destination of the IP packet `p` (IPv4 or IPv6), if it is long enough to have one.
 /// Destinations that are the host's business whatever the configuration, never
 /// translated or forwarded: IPv4 broadcast and multicast, IPv6 multicast and link-local
 /// (neighbour discovery, MLD, router advertisements).
 pub(crate) fn link_scoped(dst: IpAddr) -> bool {
     match dst {
         IpAddr::V4(a) => a.is_broadcast() || a.is_multicast(),
-        IpAddr::V6(a) => a.is_multicast() || (a.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V6(a) => a.is_multicast() || a.is_unicast_link_local(),
     }
 }
 
+/// The destination of the IP packet `p` (IPv4 or IPv6), if it is long enough to have one.
 pub(crate) fn ip_dst(p: &[u8]) -> Option<IpAddr> {
     match p.first().map(|b| b >> 4) {
         Some(4) => {

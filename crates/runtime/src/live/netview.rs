@@ -98,15 +98,11 @@ impl NetView {
     }
 }
 
-fn is_link_local(a: Ipv6Addr) -> bool {
-    (a.segments()[0] & 0xffc0) == 0xfe80
-}
-
 /// The address ICMPv6 errors come from: the first global address, else the first
 /// link-local one (it serves on-link senders).
 fn prefer_global(have: Option<Ipv6Addr>, new: Ipv6Addr) -> Option<Ipv6Addr> {
     match have {
-        Some(h) if !is_link_local(h) || is_link_local(new) => Some(h),
+        Some(h) if !h.is_unicast_link_local() || new.is_unicast_link_local() => Some(h),
         _ => Some(new),
     }
 }

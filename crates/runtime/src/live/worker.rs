@@ -57,6 +57,9 @@ pub(crate) struct Worker<P, W> {
     deferred: Vec<u8>,
     /// End offsets of the frames in `deferred`.
     deferred_ends: Vec<usize>,
+    /// Where each of `out`'s packets leaves: (link, packet index in `out`); kept across
+    /// passes so a pass that answers allocates nothing.
+    routes: Vec<(usize, usize)>,
     io: IoCounters,
 }
 
@@ -84,6 +87,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             out: Output::new(),
             deferred: Vec::with_capacity(4096),
             deferred_ends: Vec::with_capacity(8),
+            routes: Vec::with_capacity(64),
             io: IoCounters::default(),
         }
     }
@@ -199,14 +203,9 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             let Some(framed) = self.out.framed_mut(i, 14) else {
                 continue;
             };
-            let Some((out, mac)) = fwd.next_hop(&framed[14..], &mut self.io) else {
+            let Some(out) = fwd.frame_out(framed, &mut self.io) else {
                 continue;
             };
-            if framed.len() - 14 > fwd.links[out].mtu {
-                self.io.oversize += 1;
-                continue;
-            }
-            fwd.write_eth(framed, out, mac);
             let ok = self.ports[out].send(framed, None).is_ok();
             self.io.count_sent(out, ok);
         }
@@ -237,7 +236,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             in_place: self.setup.in_place,
             scratch: &mut self.scratch,
             out: &mut self.out,
-            routes: Vec::new(),
+            routes: &mut self.routes,
             egress,
             fwd: Forwarding {
                 links: &self.setup.links,
@@ -277,7 +276,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 Rx::Done
             }
             Some(Out::Extra) => {
-                for &(out, i) in &h.routes {
+                for &(out, i) in h.routes.iter() {
                     let Some(f) = h.out.framed_mut(i, 14) else {
                         continue;
                     };
@@ -304,7 +303,7 @@ struct Handler<'a, W> {
     scratch: &'a mut Vec<u8>,
     out: &'a mut Output,
     /// Where each of `out`'s packets leaves: (link, packet index in `out`).
-    routes: Vec<(usize, usize)>,
+    routes: &'a mut Vec<(usize, usize)>,
     egress: &'a Egress,
     fwd: Forwarding<'a>,
     io: &'a mut IoCounters,
@@ -337,8 +336,7 @@ impl<W: ModeWorker> Handler<'_, W> {
             return None;
         }
         let len = frame.len() - l3;
-        // The I/G bit of the destination MAC: a broadcast or multicast frame.
-        let link_group = frame[0] & 1 == 1;
+        let link_group = crate::link::link_group(io::pcap::LinkType::Ethernet, frame);
         if self.in_place {
             let mut f = Frame {
                 buf: frame,
@@ -382,12 +380,7 @@ impl<W: ModeWorker> Handler<'_, W> {
             Emit::Drop(_) => return None,
         };
         let framed = self.scratch.get_mut(start.checked_sub(14)?..start + len)?;
-        let (out, mac) = self.fwd.next_hop(&framed[14..], self.io)?;
-        if len > self.fwd.links[out].mtu {
-            self.io.oversize += 1;
-            return None;
-        }
-        self.fwd.write_eth(framed, out, mac);
+        let out = self.fwd.frame_out(framed, self.io)?;
         Some(Out::Scratch(out, start - 14..start + len))
     }
 
@@ -399,15 +392,9 @@ impl<W: ModeWorker> Handler<'_, W> {
             let Some(framed) = self.out.framed_mut(i, 14) else {
                 continue;
             };
-            let Some((out, mac)) = self.fwd.next_hop(&framed[14..], self.io) else {
-                continue;
-            };
-            if framed.len() - 14 > self.fwd.links[out].mtu {
-                self.io.oversize += 1;
-                continue;
+            if let Some(out) = self.fwd.frame_out(framed, self.io) {
+                self.routes.push((out, i));
             }
-            self.fwd.write_eth(framed, out, mac);
-            self.routes.push((out, i));
         }
         (!self.routes.is_empty()).then_some(Out::Extra)
     }
