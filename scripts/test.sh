@@ -15,9 +15,10 @@ fi
 # clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
 # the SIIT translation is compared with (tests/e2e/test_tayga_diff.py); tcpdump captures the ILA
 # network in tests/e2e/test_ila.py; coturn's STUN server and natdiscovery classify the NAT44
-# (RFC 5780, tests/e2e/test_rfc5780.py).
+# (RFC 5780, tests/e2e/test_rfc5780.py); curl is the HTTP client of the NAT44/NAT64 tests;
+# iproute2 gives ip and ss.
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then

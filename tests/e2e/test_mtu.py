@@ -27,6 +27,8 @@ import pytest
 from test_nat64 import (CLAT, SERVER, SERVER6, UDP_BIG, UDP_ECHO, Topology, assert_started,
                         assert_stops_cleanly, make)
 
+pytestmark = pytest.mark.needs_root
+
 # The CLAT of test_nat64 without its MTU options: everything from the links.
 CLAT_LINKS = CLAT.replace("ipv6_mtu = 1500\n", "").replace("ipv4_mtu = 1480\n", "")
 
