@@ -17,7 +17,6 @@
 
 use xlat::fragment::{plan, write};
 
-use super::output::MAX_PACKETS;
 use super::{Emit, Frame, Output, HEADROOM};
 use crate::DropReason;
 
@@ -102,25 +101,18 @@ pub fn cut_for_ipv4(
         .get(start..start.saturating_add(len))
         .ok_or(DropReason::Truncated)?;
     frame.out.clear();
-    let mut pieces = 0;
-    for (off, plen, more) in plan(pkt, max_data) {
-        let slot = frame
-            .out
-            .slot(slot_max)
-            .ok_or(DropReason::NeedsFragmentation)?;
-        let n = write(pkt, off, plen, more, &mut slot[HEADROOM..])
-            .ok_or(DropReason::NeedsFragmentation)?;
-        if !frame.out.commit(slot_max, HEADROOM, n) {
-            frame.out.clear();
-            return Err(DropReason::NeedsFragmentation);
-        }
-        pieces += 1;
-    }
-    if frame.out.is_empty() || pieces > MAX_PACKETS as u64 {
+    // Any failure leaves no piece behind (`Output::commit` refuses a piece past its
+    // capacity, so the count needs no check of its own).
+    let cut = plan(pkt, max_data).try_for_each(|(off, plen, more)| {
+        let slot = frame.out.slot(slot_max)?;
+        let n = write(pkt, off, plen, more, &mut slot[HEADROOM..])?;
+        frame.out.commit(slot_max, HEADROOM, n).then_some(())
+    });
+    if cut.is_none() || frame.out.is_empty() {
         frame.out.clear();
         return Err(DropReason::NeedsFragmentation);
     }
-    Ok((Emit::Fragments, pieces))
+    Ok((Emit::Fragments, frame.out.len() as u64))
 }
 
 #[cfg(test)]

@@ -416,16 +416,13 @@ impl Nat64Worker {
                 }
             }
             Ok(e) => e,
-            // Refused before any rewrite (an IPv4 packet over 65535 bytes): answered.
-            Err((r, false)) if r.reason == reason => {
+            // Refused before any rewrite (an IPv4 packet over 65535 bytes: answered with
+            // Packet Too Big 1280), or owing an error of its own.
+            Err((r, false)) if r.reason == reason || r.icmp.is_some() => {
+                let icmp = if r.reason == reason { too_big } else { r.icmp };
                 let c = self.nat.counters_mut();
                 self.responder
-                    .refuse(now, dir, frame, egress, c, reason, too_big)
-            }
-            Err((r, false)) if r.icmp.is_some() => {
-                let c = self.nat.counters_mut();
-                self.responder
-                    .refuse(now, dir, frame, egress, c, r.reason, r.icmp)
+                    .refuse(now, dir, frame, egress, c, r.reason, icmp)
             }
             Err(refused) => self.count_refused(refused),
         }

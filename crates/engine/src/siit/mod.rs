@@ -57,9 +57,6 @@ pub enum SiitKind {
 #[derive(Clone, Debug)]
 pub struct Siit {
     cfg: SiitConfig,
-    /// `cfg` with no IPv4 next-hop limit: translates an IPv6 packet that is then cut into
-    /// IPv4 fragments for the real one.
-    unbounded4: SiitConfig,
     kind: SiitKind,
     counters: Counters,
     responder: Responder,
@@ -73,12 +70,9 @@ impl Siit {
         // overlap, and their lengths follow the IPv4 ones.)
         let mut cfg = cfg;
         cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
-        let mut unbounded4 = cfg.clone();
-        unbounded4.options.ipv4_mtu = u32::from(u16::MAX);
         Ok(Siit {
             responder: Responder::enabled(cfg.icmp_errors),
             cfg,
-            unbounded4,
             kind,
             counters: Counters::default(),
         })
@@ -98,7 +92,7 @@ impl Siit {
     /// ICMP errors and no fragmentation (a packet that would get either is dropped): the
     /// translation alone. An IPv4 packet needs [`crate::HEADROOM`] bytes in front of `start`.
     pub fn translate(&mut self, buf: &mut [u8], start: usize, len: usize) -> Emit {
-        match self.xlat(buf, start, len) {
+        match self.xlat(buf, start, len, false) {
             Ok(done) => self.count_sent(done),
             Err(r) => {
                 self.counters.drop(r.reason);
@@ -108,15 +102,22 @@ impl Siit {
     }
 
     /// One packet to the other family, by its version nibble (and, for an EAM hairpin,
-    /// back again).
+    /// back again); `unbounded4`: an IPv6 packet with no IPv4 next-hop limit (it is cut
+    /// for the real one afterwards).
     #[inline]
-    fn xlat(&mut self, buf: &mut [u8], start: usize, len: usize) -> Result<Done, Refusal> {
+    fn xlat(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+        unbounded4: bool,
+    ) -> Result<Done, Refusal> {
         let (r, icmp_error, hairpin) = match buf.get(start).map(|b| b >> 4) {
             Some(4) => {
                 let (r, e) = v4_to_v6(&self.cfg, buf, start, len)?;
                 (r, e, false)
             }
-            Some(6) => v6_to_v4(&self.cfg, buf, start, len)?,
+            Some(6) => v6_to_v4(&self.cfg, buf, start, len, unbounded4)?,
             Some(_) => return Err(DropReason::Malformed.into()),
             None => return Err(DropReason::Truncated.into()),
         };
@@ -211,7 +212,7 @@ impl ModeWorker for Siit {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
-        match self.xlat(frame.buf, frame.start, frame.len) {
+        match self.xlat(frame.buf, frame.start, frame.len, false) {
             Ok(done) => self.count_sent(done),
             Err(r)
                 if r.reason == DropReason::NeedsFragmentation
@@ -281,47 +282,27 @@ impl Siit {
                 .responder
                 .refuse(now, dir, frame, egress, c, reason, too_big);
         }
-        match v6_to_v4(&self.unbounded4, frame.buf, frame.start, frame.len) {
-            Ok(((start, len), icmp_error, hairpin)) => {
-                if icmp_error {
-                    self.counters.icmp_errors_translated += 1;
+        match self.xlat(frame.buf, frame.start, frame.len, true) {
+            // Back to the IPv6 side (RFC 7757 §4): the IPv4 next hop is not used.
+            Ok(done) if done.hairpin => self.count_sent(done),
+            Ok(Done { start, len, .. }) => match fragment::cut_for_ipv4(frame, start, len, mtu) {
+                Ok((e, pieces)) => {
+                    self.counters.fragmented += 1;
+                    self.counters.forwarded += pieces;
+                    e
                 }
-                if hairpin {
-                    // Back to the IPv6 side (RFC 7757 §4): the IPv4 next hop is not used.
-                    return match hairpin_back(&self.cfg, frame.buf, start, len) {
-                        Ok((start, len)) => self.count_sent(Done {
-                            start,
-                            len,
-                            hairpin,
-                        }),
-                        Err(r) => {
-                            self.counters.drop(r.reason);
-                            Emit::Drop(r.reason)
-                        }
-                    };
+                Err(r) => {
+                    self.counters.drop(r);
+                    Emit::Drop(r)
                 }
-                match fragment::cut_for_ipv4(frame, start, len, mtu) {
-                    Ok((e, pieces)) => {
-                        self.counters.fragmented += 1;
-                        self.counters.forwarded += pieces;
-                        e
-                    }
-                    Err(r) => {
-                        self.counters.drop(r);
-                        Emit::Drop(r)
-                    }
-                }
-            }
-            // Refused before any rewrite (an IPv4 packet over 65535 bytes): answered.
-            Err(r) if r.reason == reason => {
-                let c = &mut self.counters;
-                self.responder
-                    .refuse(now, dir, frame, egress, c, reason, too_big)
-            }
+            },
+            // Refused before any rewrite (an IPv4 packet over 65535 bytes: answered with
+            // Packet Too Big 1280), or for its own reason.
             Err(r) => {
+                let icmp = if r.reason == reason { too_big } else { r.icmp };
                 let c = &mut self.counters;
                 self.responder
-                    .refuse(now, dir, frame, egress, c, r.reason, r.icmp)
+                    .refuse(now, dir, frame, egress, c, r.reason, icmp)
             }
         }
     }
@@ -505,6 +486,7 @@ fn v6_to_v4(
     buf: &mut [u8],
     start: usize,
     len: usize,
+    unbounded4: bool,
 ) -> Result<((usize, usize), bool, bool), Refusal> {
     let hdr = buf.get(start..start + 40).ok_or(DropReason::Truncated)?;
     let src = ipv6_at(hdr, 8);
@@ -543,9 +525,9 @@ fn v6_to_v4(
         EamHairpin::Intrinsic => !is_icmp_error && !dst_by_eam && cfg.eam_covers4(dst4),
     };
     // A hairpin goes back out of the IPv6 link it came in on, which it fitted: the IPv4
-    // next hop's MTU (and so DF) has no say.
+    // next hop's MTU (and so DF) has no say; nor for a packet cut for it afterwards.
     let unbounded;
-    let opts = if to_eam_node {
+    let opts = if unbounded4 || to_eam_node {
         unbounded = SiitOptions {
             ipv4_mtu: u32::from(u16::MAX),
             ..cfg.options
