@@ -424,7 +424,6 @@ impl Nat44 {
     /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
     /// [`crate::ModeWorker::poll`]), written into `out` (cleared first); how many.
     pub fn poll(&mut self, now: Timestamp, out: &mut crate::mode::Output) -> usize {
-        out.clear();
         self.worker.poll_held(now, out)
     }
 

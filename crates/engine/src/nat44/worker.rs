@@ -331,9 +331,10 @@ impl Nat44Worker {
 
     /// RFC 5382 REQ-4: "Otherwise, the NAT SHOULD send an ICMP Port Unreachable error
     /// (Type 3, Code 3) for the original SYN": the held SYNs whose 6 s have passed at
-    /// `now` are answered into `out` (appended), from the address each was sent to,
+    /// `now` are answered into `out` (cleared first), from the address each was sent to,
     /// rate limited with this worker's other ICMP errors. Returns `out`'s packet count.
     pub fn poll_held(&mut self, now: Timestamp, out: &mut Output) -> usize {
+        out.clear();
         let (responder, counters) = (&mut self.responder, &mut self.counters);
         self.shared.held.expire(now, |syn| {
             let Some(d) = syn.get(16..20) else {
@@ -749,7 +750,6 @@ impl ModeWorker for Nat44Worker {
     }
 
     fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
-        out.clear();
         self.poll_held(now, out)
     }
 

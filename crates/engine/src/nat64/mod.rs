@@ -57,7 +57,7 @@ use crate::config::{ConfigError, ConfigItem};
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Output};
 use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
-use crate::siit::{ipv6_at, Refusal};
+use crate::siit::{icmp4_is_error, icmp6_type, ipv6_at, Refusal};
 use crate::{Counters, Direction, DropReason, Emit};
 
 /// How long a host id stays after its last binding went (so a host that opens its next
@@ -561,7 +561,7 @@ impl Nat64Worker {
         }
         // RFC 6146 §3.5.3: "If the local security policy determines that ICMPv6
         // Informational packets are to be filtered, the packet is silently discarded."
-        if sh.drop_icmpv6_info && hdr[6] == 58 && buf.get(start + 40).is_some_and(|t| *t >= 128) {
+        if sh.drop_icmpv6_info && icmp6_type(buf, start).is_some_and(|t| t >= 128) {
             return Err(refused(DropReason::Icmpv6InfoFiltered));
         }
         let (src6, dst6) = (ipv6_at(hdr, 8), ipv6_at(hdr, 24));
@@ -579,7 +579,7 @@ impl Nat64Worker {
             Some(h) => h,
             // An ICMPv6 error from a router (no host of ours): no host id for it, its
             // IPv4 source is written after NAT44 (`error_source`).
-            None if is_icmpv6_error(hdr, buf.get(start + 40)) => Ipv4Addr::UNSPECIFIED,
+            None if icmp6_type(buf, start).is_some_and(|t| t < 128) => Ipv4Addr::UNSPECIFIED,
             None => sh
                 .hosts
                 .0
@@ -697,7 +697,6 @@ impl ModeWorker for Nat64Worker {
     /// Held IPv4 SYNs whose 6 s passed, answered with ICMPv4 Port Unreachable (RFC 6146
     /// §3.5.2.2); they leave by the outside.
     fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
-        out.clear();
         self.nat.poll_held(now, out)
     }
 
@@ -754,13 +753,6 @@ impl Mode for Arc<Nat64Shared> {
     }
 }
 
-/// Whether the IPv6 header `hdr`, whose first upper-layer byte is `first`, starts an
-/// ICMPv6 error message (types below 128, RFC 4443 §2.1).
-#[inline]
-fn is_icmpv6_error(hdr: &[u8], first: Option<&u8>) -> bool {
-    hdr.get(6) == Some(&58) && first.is_some_and(|t| *t < 128)
-}
-
 /// RFC 6146 §3.5.3 / RFC 6791: an ICMPv4 error that NAT44 translated from the inside
 /// leaves from a pool4 address. NAT44 rewrites the source only when it is the session's
 /// own host; an error from an IPv6 router (no host id, 0.0.0.0 here) or from another
@@ -776,7 +768,7 @@ fn error_source(pkt: &mut [u8]) {
     let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
     if h[0] != 0x45
         || h[9] != 1
-        || !matches!(h[20], 3 | 11 | 12)
+        || !icmp4_is_error(h, 0)
         || !(src.is_unspecified() || HostTable::is_host_id(src))
     {
         return;
@@ -927,7 +919,6 @@ impl Nat64 {
     /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
     /// [`ModeWorker::poll`]), written into `out` (cleared first); how many.
     pub fn poll(&mut self, now: Timestamp, out: &mut Output) -> usize {
-        out.clear();
         self.worker.nat.poll_held(now, out)
     }
 

@@ -269,11 +269,10 @@ impl SiitConfig {
     /// The IPv6 address of IPv4 `a`, or `None` when it has none.
     #[inline]
     pub fn map4(&self, a: Ipv4Addr) -> Option<Ipv6Addr> {
-        if let Some(e) = self.eam.iter().find(|e| e.ipv4.contains(a)) {
-            return Some(e.map_v4(a));
+        match self.eam.iter().find(|e| e.ipv4.contains(a)) {
+            Some(e) => Some(e.map_v4(a)),
+            None => self.map4_pref64(a),
         }
-        let p = self.pref64?;
-        (!p.is_well_known() || wkp_allows(a)).then(|| p.embed(a))
     }
 
     /// The IPv4 address of IPv6 `a`, or `None` when it has none.

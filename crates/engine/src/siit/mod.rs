@@ -491,7 +491,7 @@ fn v6_to_v4(
     let hdr = buf.get(start..start + 40).ok_or(DropReason::Truncated)?;
     let src = ipv6_at(hdr, 8);
     let dst = ipv6_at(hdr, 24);
-    let is_icmp_error = hdr[6] == 58 && buf.get(start + 40).is_some_and(|t| *t < 128);
+    let is_icmp_error = icmp6_type(buf, start).is_some_and(|t| t < 128);
     let src4 = match cfg.map6(src) {
         Some(a) => a,
         // RFC 6791: an ICMPv6 error from a router without an IPv4 address gets one of the
@@ -614,6 +614,15 @@ pub(crate) fn ipv6_at(b: &[u8], off: usize) -> Ipv6Addr {
 pub(crate) fn icmp4_is_error(buf: &[u8], start: usize) -> bool {
     let ihl = buf.get(start).map_or(0, |b| usize::from(b & 0x0f) * 4);
     matches!(buf.get(start + ihl), Some(3 | 11 | 12))
+}
+
+/// The ICMPv6 type of the IPv6 packet at `start` when ICMPv6 follows its fixed header
+/// (errors are below 128, informational messages 128 and up, RFC 4443 §2.1).
+#[inline]
+pub(crate) fn icmp6_type(buf: &[u8], start: usize) -> Option<u8> {
+    (buf.get(start + 6) == Some(&58))
+        .then(|| buf.get(start + 40).copied())
+        .flatten()
 }
 
 pub mod config;
