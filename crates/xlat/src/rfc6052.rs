@@ -10,7 +10,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use crate::prefix::Ipv6Prefix;
+use crate::prefix::{mask6 as mask, Ipv6Prefix};
 
 /// Why a prefix cannot be a `Pref64::/n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,15 +194,6 @@ fn split(len: u8) -> (u32, u32) {
 #[inline]
 fn low_bits(n: u32) -> u128 {
     (1u128 << (n & 127)) - 1
-}
-
-/// The network mask of a `len`-bit prefix (`len` at most 128).
-#[inline]
-fn mask(len: u8) -> u128 {
-    match len {
-        0 => 0,
-        l => u128::MAX << (128 - u32::from(l.min(128))),
-    }
 }
 
 impl fmt::Display for Pref64 {

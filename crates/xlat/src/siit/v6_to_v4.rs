@@ -113,9 +113,9 @@ struct V4Out {
     addrs: (Ipv4Addr, Ipv4Addr),
 }
 
-/// Identification, DF, MF and offset of the IPv4 packet (`total` bytes, upper-layer data
-/// `data`).
-fn frag_fields(frag: Option<Frag>, total: usize, data: &[u8]) -> (u16, bool, bool, u16) {
+/// Identification, DF, MF and offset of the IPv4 packet (upper-layer data `data`) whose
+/// DF, when it has no Fragment header, is `df` ([`sets_df`] or [`outer_df`]).
+fn frag_fields(frag: Option<Frag>, df: bool, data: &[u8]) -> (u16, bool, bool, u16) {
     match frag {
         // RFC 7915 §5.1.1: "Identification: Copied from the low-order 16 bits in the
         // Identification field in the Fragment Header. Flags: The IPv4 More Fragments (MF)
@@ -130,7 +130,7 @@ fn frag_fields(frag: Option<Frag>, total: usize, data: &[u8]) -> (u16, bool, boo
         // one." and "Identification: Set according to a Fragment Identification algorithm
         // as discussed in [RFC6864]." RFC 6864 §4.1 lets atomic datagrams (DF set) carry
         // any ID, so those get 0; the others a content-derived ID (see `derived_ident`).
-        None if sets_df(frag, total) => (0, true, false, 0),
+        None if df => (0, true, false, 0),
         None => (derived_ident(data), false, false, 0),
     }
 }
@@ -149,22 +149,6 @@ fn outer_df(frag: Option<Frag>, total: usize, opts: &SiitOptions) -> bool {
         DfPolicy::Rfc => sets_df(frag, total),
         DfPolicy::Clear => false,
         DfPolicy::Set => frag.is_none(),
-    }
-}
-
-/// [`frag_fields`] for an outer packet, DF as [`outer_df`] says.
-fn outer_frag_fields(
-    frag: Option<Frag>,
-    total: usize,
-    data: &[u8],
-    opts: &SiitOptions,
-) -> (u16, bool, bool, u16) {
-    match frag {
-        Some(_) => frag_fields(frag, total, data),
-        // RFC 6864 §4.1: an atomic datagram (DF set) may carry any ID; one that may be
-        // fragmented needs a varying one.
-        None if outer_df(frag, total, opts) => (0, true, false, 0),
-        None => (derived_ident(data), false, false, 0),
     }
 }
 
@@ -246,7 +230,8 @@ fn translate(
 
     // Refuse before rewriting anything: the ICMP error owed quotes the packet as it came.
     let total = V4_HDR + (up_end - up);
-    check_mtu(total, outer_df(h.chain.frag, total, opts), opts)?;
+    let df = outer_df(h.chain.frag, total, opts);
+    check_mtu(total, df, opts)?;
 
     // RFC 7915 §5.5: "Translators MUST do this [update the transport checksum] for TCP,
     // UDP, and ICMP." A non-first fragment carries no transport header.
@@ -263,7 +248,7 @@ fn translate(
         }
     }
 
-    let (ident, df, mf, offset) = outer_frag_fields(h.chain.frag, total, &buf[up..up_end], opts);
+    let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, &buf[up..up_end]);
     let at = up - V4_HDR;
     let out = V4Out {
         tos: h.tos(opts),
@@ -347,7 +332,8 @@ fn icmp(
     // checksum just like UDP and TCP." Done incrementally.
     let icmp_len = up_end - up;
     let total = V4_HDR + icmp_len;
-    check_mtu(total, outer_df(h.chain.frag, total, opts), opts)?;
+    let df = outer_df(h.chain.frag, total, opts);
+    check_mtu(total, df, opts)?;
     let mut d = Delta::ZERO;
     d.word(
         u16::from_be_bytes([ty, code]),
@@ -360,7 +346,7 @@ fn icmp(
     l4[1] = out.code;
     put16(l4, 2, c);
 
-    let (ident, df, mf, offset) = outer_frag_fields(h.chain.frag, total, &buf[up..up_end], opts);
+    let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, &buf[up..up_end]);
     let at = up - V4_HDR;
     let o = V4Out {
         tos: h.tos(opts),
@@ -549,7 +535,11 @@ fn icmp_error(
 
     // The quoted header: lengths as the original said, Hop Limit copied as TTL.
     let q_total = (V4_HDR + q.upper_len()).min(usize::from(u16::MAX));
-    let (ident, df, mf, offset) = frag_fields(q.chain.frag, q_total, &buf[data_at..data_at + keep]);
+    let (ident, df, mf, offset) = frag_fields(
+        q.chain.frag,
+        sets_df(q.chain.frag, q_total),
+        &buf[data_at..data_at + keep],
+    );
     let q_out = V4Out {
         tos: q.tos(opts),
         total: q_total,
@@ -583,8 +573,11 @@ fn icmp_error(
     // RFC 7915 §5.1.1: an error carried in an atomic fragment (the only kind `icmp` lets
     // through) takes its Identification from the Fragment header like any other packet;
     // without one, DF follows the operator's policy.
-    let (ident, df, mf, offset) =
-        outer_frag_fields(h.chain.frag, total, &buf[icmp_at..icmp_at + icmp_len], opts);
+    let (ident, df, mf, offset) = frag_fields(
+        h.chain.frag,
+        outer_df(h.chain.frag, total, opts),
+        &buf[icmp_at..icmp_at + icmp_len],
+    );
     let o = V4Out {
         tos: h.tos(opts),
         total,
