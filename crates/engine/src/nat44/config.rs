@@ -107,7 +107,7 @@ impl Nat44Config {
             return Err(ConfigError::new(
                 Field("max_simultaneous_opens"),
                 format!(
-                    "{} is too large (at most {})",
+                    "{}: must be between 0 and {}",
                     self.max_simultaneous_opens,
                     crate::nat44::held::MAX_SIMULTANEOUS_OPENS_LIMIT
                 ),

@@ -437,22 +437,12 @@ fn fragment_limits(
     Ok((t, m))
 }
 
-/// `max_simultaneous_opens` of `section` (RFC 5382 REQ-4 / RFC 6146 §3.5.2.2 held SYNs).
-fn simultaneous_opens(
-    src: &Source<'_>,
-    v: &Option<Spanned<u64>>,
-    section: &str,
-) -> Result<Option<usize>, ConfigFileError> {
-    const MAX: usize = engine::nat44::MAX_SIMULTANEOUS_OPENS_LIMIT;
-    match v {
-        Some(m) if *m.get_ref() > MAX as u64 => Err(src.error(
-            Some(m.span()),
-            format!("{section}.max_simultaneous_opens"),
-            format!("{}: must be between 0 and {MAX}", m.get_ref()),
-        )),
-        Some(m) => Ok(Some(*m.get_ref() as usize)),
-        None => Ok(None),
-    }
+/// `max_simultaneous_opens` as written (saturated: the engine refuses what is too large,
+/// naming the field), else `default`.
+fn held_syns(v: &Option<Spanned<u64>>, default: usize) -> usize {
+    v.as_ref().map_or(default, |m| {
+        usize::try_from(*m.get_ref()).unwrap_or(usize::MAX)
+    })
 }
 
 /// The timeouts written in `t`, the others from `defaults`.
@@ -521,8 +511,8 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
     c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     // Unsolicited inbound SYNs (RFC 5382 REQ-4).
-    c.max_simultaneous_opens = simultaneous_opens(src, &raw.max_simultaneous_opens, "nat44")?
-        .unwrap_or(c.max_simultaneous_opens);
+    // Its bound is the engine's (`Nat44Config::validate`), located like any engine error.
+    c.max_simultaneous_opens = held_syns(&raw.max_simultaneous_opens, c.max_simultaneous_opens);
     c.drop_externally_initiated_tcp = raw
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);

@@ -432,8 +432,8 @@ pub(super) fn convert_nat64(
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
     c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     // Unsolicited inbound SYNs (RFC 6146 §3.5.2.2) and ICMPv6 informational (§3.5.3).
-    c.max_simultaneous_opens = super::simultaneous_opens(src, &r.max_simultaneous_opens, "nat64")?
-        .unwrap_or(c.max_simultaneous_opens);
+    c.max_simultaneous_opens =
+        super::held_syns(&r.max_simultaneous_opens, c.max_simultaneous_opens);
     c.drop_externally_initiated_tcp = r
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);
