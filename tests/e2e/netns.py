@@ -323,6 +323,29 @@ class Scenario:
         for n in self.ns.values():
             sh("ip", "netns", "add", n)
 
+    def make_namespaces(self):
+        """Adds the namespaces, loopback up, forwarding off in each (only quicknat forwards
+        in a translator's namespace; a router namespace turns it back on)."""
+        self.add_namespaces()
+        for n in self.ns:
+            self.nsx(n, "ip", "link", "set", "lo", "up")
+            self.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
+            self.nsx(n, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=0")
+
+    def link(self, a, a_dev, b, b_dev, mtu=None, own_link_local=False):
+        """A veth pair from `a_dev` in namespace `a` to `b_dev` in `b`, up, offloads off.
+        `own_link_local`: no EUI-64 link-local address (the test gives its own), so the
+        ICMPv6 error source the gateway picks among them is known."""
+        sh("ip", "link", "add", a_dev, "netns", self.ns[a], "type", "veth", "peer", "name", b_dev,
+           "netns", self.ns[b])
+        for n, dev in ((a, a_dev), (b, b_dev)):
+            if mtu:
+                self.nsx(n, "ip", "link", "set", dev, "mtu", str(mtu))
+            if own_link_local:
+                self.nsx(n, "sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.addr_gen_mode=1")
+            self.nsx(n, "ip", "link", "set", dev, "up")
+            self.offloads_off(n, dev)
+
     def popen(self, name, *args, **kw):
         """A helper process in namespace `name` (short name), killed at the end."""
         p = popen_ns(self.ns[name], *args, **kw)

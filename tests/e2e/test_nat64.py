@@ -207,21 +207,6 @@ class Topology(Scenario):
         super().__init__(prefix, names)
         self.binary, self.backend = quicknat, backend
 
-    def make_namespaces(self):
-        self.add_namespaces()
-        for n in self.ns:
-            self.nsx(n, "ip", "link", "set", "lo", "up")
-            # Only quicknat forwards in the translator namespaces; routers turn this back on.
-            self.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
-            self.nsx(n, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=0")
-
-    def link(self, a, a_dev, b, b_dev):
-        subprocess.run(["ip", "link", "add", a_dev, "netns", self.ns[a], "type", "veth", "peer", "name", b_dev,
-                        "netns", self.ns[b]], check=True, capture_output=True, timeout=20)
-        for n, dev in ((a, a_dev), (b, b_dev)):
-            self.nsx(n, "ip", "link", "set", dev, "up")
-            self.offloads_off(n, dev)
-
     def translator(self, name, inside, outside, mode_config, label):
         gateway = GATEWAY.format(inside=inside, outside=outside, backend=self.backend)
         return self.quicknat(self.binary, name, gateway + mode_config, label)

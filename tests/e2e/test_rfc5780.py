@@ -60,25 +60,16 @@ class Stun(Scenario):
         super().__init__("q5780", ("cli", "gw", "srv"))
 
     def setup(self, quicknat, backend, filtering):
-        self.add_namespaces()
-        ns = self.ns
-        for peer, dev, gdev in (("cli", "c0", "g-in"), ("srv", "s0", "g-out")):
-            subprocess.run(["ip", "link", "add", dev, "netns", ns[peer], "type", "veth", "peer", "name",
-                            gdev, "netns", ns["gw"]], check=True, capture_output=True, timeout=20)
+        self.make_namespaces()
+        self.link("cli", "c0", "gw", "g-in")
+        self.link("srv", "s0", "gw", "g-out")
         self.nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
         self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
         self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
         for a in STUN:
             self.nsx("srv", "ip", "addr", "add", f"{a}/24", "dev", "s0")
-        for n, devs in (("cli", ["c0", "lo"]), ("gw", ["g-in", "g-out", "lo"]), ("srv", ["s0", "lo"])):
-            for d in devs:
-                self.nsx(n, "ip", "link", "set", d, "up")
         self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
         self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
-        # Every packet that crosses goes through quicknat, never the gateway's kernel.
-        self.nsx("gw", "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
-        for n, dev in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
-            self.offloads_off(n, dev)
         config = CONFIG.format(backend=backend, filtering=filtering)
         self.qn = self.quicknat(quicknat, "gw", config, f"rfc5780-{backend}-{filtering}")
         # -n: no configuration file; -S: STUN only; RFC 5780 is on with two listeners.

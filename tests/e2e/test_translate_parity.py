@@ -137,26 +137,6 @@ class ParityGateway(Scenario):
         self.qn = None
         self.captures_ready = False
 
-    def make_namespaces(self):
-        self.add_namespaces()
-        for n in self.ns:
-            self.nsx(n, "ip", "link", "set", "lo", "up")
-            self.nsx(n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
-            self.nsx(n, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=0")
-
-    def link(self, a, a_dev, b, b_dev, mtu=None, own_link_local=False):
-        """A veth pair; `own_link_local`: no EUI-64 link-local address (the test gives
-        its own), so the ICMPv6 error source the gateway picks among them is known."""
-        subprocess.run(["ip", "link", "add", a_dev, "netns", self.ns[a], "type", "veth", "peer", "name", b_dev,
-                        "netns", self.ns[b]], check=True, capture_output=True, timeout=20)
-        for n, dev in ((a, a_dev), (b, b_dev)):
-            if mtu:
-                self.nsx(n, "ip", "link", "set", dev, "mtu", str(mtu))
-            if own_link_local:
-                self.nsx(n, "sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.addr_gen_mode=1")
-            self.nsx(n, "ip", "link", "set", dev, "up")
-            self.offloads_off(n, dev)
-
     def start_gateway(self, gw, inside, outside, peers, mode_config, label, **gateway_keys):
         """Starts the captures of the gateway in namespace `gw` (inside and outside
         devices), from the peer ends `peers` ((namespace, device) inside and outside),
