@@ -107,6 +107,28 @@ print(json.dumps(counts), flush=True)
 """
 
 
+# Sends argv[3] bytes (a pattern) to argv[1]:argv[2] over UDP, IPv4 with DF clear, and
+# prints the length of an intact echo, "corrupt" or "timeout"; with argv[4], sends that
+# text instead and exits without waiting.
+UDP_BIG = r"""
+import socket, sys
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(3)
+if fam == socket.AF_INET:
+    s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT: DF clear
+s.connect((sys.argv[1], int(sys.argv[2])))
+if len(sys.argv) > 4:
+    s.send(sys.argv[4].encode()); sys.exit()
+want = bytes(i % 251 for i in range(int(sys.argv[3])))
+s.send(want)
+try:
+    d = s.recv(65535)
+    print(len(d) if d == want else "corrupt")
+except socket.timeout:
+    print("timeout")
+"""
+
+
 def sh(*args, check=True, timeout=20, **kw):
     return subprocess.run(list(args), check=check, timeout=timeout, capture_output=True, text=True, **kw)
 

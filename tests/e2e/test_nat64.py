@@ -42,7 +42,8 @@ import tempfile
 
 import pytest
 
-from netns import HTTP_SERVER, ICMP_PROBE, UDP_CLIENT, UDP_SERVER, FrameCounter, Scenario, once, wait_for
+from netns import (HTTP_SERVER, ICMP_PROBE, UDP_BIG, UDP_CLIENT, UDP_SERVER, FrameCounter, Scenario, once,
+                   wait_for)
 
 pytestmark = pytest.mark.needs_root
 
@@ -105,25 +106,6 @@ while True:
     data, peer = s.recvfrom(65535)
     s.sendto(data, peer)
 """
-
-# Sends one datagram of argv[3] bytes (over IPv4 with DF clear) and prints the length of
-# an intact answer, "corrupt" or "timeout".
-UDP_BIG = r"""
-import socket, sys
-fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
-s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(3)
-if fam == socket.AF_INET:
-    s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT: DF clear
-s.connect((sys.argv[1], int(sys.argv[2])))
-want = bytes(i % 251 for i in range(int(sys.argv[3])))
-s.send(want)
-try:
-    d = s.recv(65535)
-    print(len(d) if d == want else "corrupt")
-except socket.timeout:
-    print("timeout")
-"""
-
 
 # RFC 6146 §3.5.2.2 / RFC 5382 REQ-4 (finding 10): connects to argv[1]:argv[2] (from
 # argv[3]:argv[4] when given), sends and reads one byte, and prints "connected got=X",

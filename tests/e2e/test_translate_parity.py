@@ -54,7 +54,7 @@ import time
 
 import pytest
 
-from netns import Scenario, once, wait_for
+from netns import UDP_BIG, Scenario, once, wait_for
 from parity import PROBE, Parity, new_tmp
 
 pytestmark = pytest.mark.needs_root
@@ -80,27 +80,6 @@ while True:
         s.sendto(b"y" * int(data[4:]) if data.startswith(b"big:") else data, peer)
     except OSError:
         pass
-"""
-
-# Sends one datagram of argv[3] bytes (over IPv4 with DF clear) and prints the length of
-# an intact echo, "corrupt" or "timeout"; with argv[4], sends argv[4] as the payload
-# instead and exits without waiting.
-UDP_SEND = r"""
-import socket, sys
-fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
-s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(3)
-if fam == socket.AF_INET:
-    s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT: DF clear
-s.connect((sys.argv[1], int(sys.argv[2])))
-if len(sys.argv) > 4:
-    s.send(sys.argv[4].encode()); sys.exit()
-want = bytes(i % 251 for i in range(int(sys.argv[3])))
-s.send(want)
-try:
-    d = s.recv(65535)
-    print(len(d) if d == want else "corrupt")
-except socket.timeout:
-    print("timeout")
 """
 
 # Sends one datagram with hop limit argv[3] and payload argv[4] (IPv6), then exits.
@@ -253,7 +232,7 @@ class Nat44Parity(ParityGateway):
         out["ttl_out"] = self.probe("cli", SERVER, 60, 1)
         out["too_big_out"] = self.probe("cli", SERVER, 1500, 64)
         out["ttl_in"] = self.probe("srv", POOL4, 60, 1)
-        self.nsx("cli", sys.executable, "-c", UDP_SEND, SERVER, "5353", "0", "big:1372", check=False)
+        self.nsx("cli", sys.executable, "-c", UDP_BIG, SERVER, "5353", "0", "big:1372", check=False)
         out["too_big_in"] = self.route_mtu("srv", POOL4, 1280)
         return out
 
@@ -337,9 +316,9 @@ class Nat64Parity(ParityGateway):
         out["ptb"] = self.probe("cli", SERVER6, 1500, 64)
         # 1300 bytes: 1348 over IPv6, 1328 over IPv4 (fits the 1400-byte link); the echo
         # comes back without DF and does not fit the 1280-byte IPv6 MTU.
-        r = self.nsx("cli", sys.executable, "-c", UDP_SEND, SERVER6, "7007", "1300", check=False)
+        r = self.nsx("cli", sys.executable, "-c", UDP_BIG, SERVER6, "7007", "1300", check=False)
         out["fragments"] = r.stdout.strip()
-        self.nsx("cli", sys.executable, "-c", UDP_SEND, SERVER6, "5353", "0", "big:1300", check=False)
+        self.nsx("cli", sys.executable, "-c", UDP_BIG, SERVER6, "5353", "0", "big:1300", check=False)
         out["frag_needed"] = self.route_mtu("srv", POOL4, 1260)
         out["ttl_in"] = self.probe("srv", POOL4, 60, 1)
         return out
@@ -424,11 +403,11 @@ class ClatParity(ParityGateway):
 
     @once
     def cases(self):
-        out = {"warm": self.nsx("v4", sys.executable, "-c", UDP_SEND, SERVER, "7007", "100", check=False).stdout.strip()}
+        out = {"warm": self.nsx("v4", sys.executable, "-c", UDP_BIG, SERVER, "7007", "100", check=False).stdout.strip()}
         out["ttl"] = self.probe("v4", SERVER, 60, 1)
         out["df_too_big"] = self.probe("v4", SERVER, 1400, 64)
         # 1300 bytes without DF: 1328 over IPv4, cut for the 1280-byte IPv6 MTU.
-        out["fragments"] = self.nsx("v4", sys.executable, "-c", UDP_SEND, SERVER, "7007", "1300",
+        out["fragments"] = self.nsx("v4", sys.executable, "-c", UDP_BIG, SERVER, "7007", "1300",
                                     check=False).stdout.strip()
         out["hop1_v6"] = self.probe("v6", CLAT6, 60, 1, src=SERVER6)
         out["ptb_v6"] = self.probe("v6", CLAT6, 1500, 64, src=SERVER6)
@@ -521,12 +500,12 @@ class SiitErrorsParity(ParityGateway):
 
     @once
     def cases(self):
-        out = {"warm": self.nsx("v4", sys.executable, "-c", UDP_SEND, "192.0.2.1", "7007", "100",
+        out = {"warm": self.nsx("v4", sys.executable, "-c", UDP_BIG, "192.0.2.1", "7007", "100",
                                 check=False).stdout.strip()}
         out["ttl"] = self.probe("v4", "192.0.2.1", 60, 1)
         out["unmapped6"] = self.probe("v6", "2001:db8:77::1", 60, 64, src=SIIT_A6)
         # A -> B at B's IPv4 address in the Pref64, B's echo back: both ways hairpinned.
-        out["hairpin"] = self.nsx("v6", sys.executable, "-c", UDP_SEND, SIIT_B4_IN_PREF64, "7100", "100",
+        out["hairpin"] = self.nsx("v6", sys.executable, "-c", UDP_BIG, SIIT_B4_IN_PREF64, "7100", "100",
                                   check=False).stdout.strip()
         return out
 
@@ -551,7 +530,7 @@ class TestSiitErrorsParity:
         assert psiit_err.cases()["unmapped6"] == "type=1 code=1 from=2001:db8:2::2 info=0", psiit_err.detail()
 
     def test_eam_hairpin_both_ways_echo_intact(self, psiit_err):
-        # UDP_SEND is connected to B's Pref64 address: the echo only counts if it comes
+        # UDP_BIG is connected to B's Pref64 address: the echo only counts if it comes
         # back from there, i.e. hairpinned with B's source written in the Pref64.
         assert psiit_err.cases()["hairpin"] == "100", psiit_err.detail()
 
