@@ -15,7 +15,8 @@
 //!   [`vnet`]: the virtio-net header ports with GSO pass-through carry.
 //! * [`host`]: host setup around the ports' interfaces (ethtool offloads, the
 //!   nftables ingress table) and the process's standing (root, open-file limit,
-//!   network namespace).
+//!   network namespace); [`privs`]: giving up privileges after set-up, Unix socket
+//!   peers and private Unix sockets.
 //! * [`udp`]: batched UDP on a connected socket (`sendmmsg` / `recvmmsg`), for the
 //!   lab's traffic generator.
 //! * [`pcap`] files, [`netlink`] (routes, neighbours), [`rawip`] (handing
@@ -30,6 +31,7 @@ pub mod mem;
 pub mod netlink;
 pub mod pcap;
 pub mod port;
+pub mod privs;
 pub mod rawip;
 mod sys;
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -90,11 +90,15 @@ unsafe impl Pod for libc::tpacket_stats_v3 {}
 unsafe impl Pod for libc::xdp_mmap_offsets {}
 // SAFETY: six `u64`s.
 unsafe impl Pod for libc::xdp_statistics {}
+// SAFETY: a pid (`c_int`), a uid and a gid (`u32`s).
+unsafe impl Pod for libc::ucred {}
+// SAFETY: an array of group ids (`u32`s).
+unsafe impl Pod for [libc::gid_t; 256] {}
 
 /// `getsockopt(fd, level, name)` into a zeroed `T`: the value, and how many bytes of it
 /// the kernel wrote (an older kernel may write fewer).
 pub(crate) fn getsockopt<T: Pod>(
-    fd: &OwnedFd,
+    fd: impl AsFd,
     level: libc::c_int,
     name: libc::c_int,
 ) -> io::Result<(T, usize)> {
@@ -106,7 +110,7 @@ pub(crate) fn getsockopt<T: Pod>(
     // `T` (`Pod`).
     let ret = unsafe {
         libc::getsockopt(
-            fd.as_raw_fd(),
+            fd.as_fd().as_raw_fd(),
             level,
             name,
             (&mut v as *mut T).cast(),
