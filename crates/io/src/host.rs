@@ -10,13 +10,37 @@
 //! calling thread's network namespace ([`enter_netns`]). These are plain syscalls, the
 //! module's only `unsafe`, each block with its `// SAFETY:` line.
 //!
+//! `nft` and `ethtool` are run from a fixed list of system directories ([`tool`]), never
+//! through `PATH`. What a gateway changed on the host is recorded under [`STATE_DIR`]
+//! ([`HostState`], `host/state.rs`), so a restart after a crash finds and undoes it: the
+//! ingress table has a fixed name per interface set ([`table_name`]) and the offloads'
+//! previous settings are restored ([`OffloadSettings`]).
+//!
 //! This module never touches packets and never decides policy (which interfaces, which
 //! families, which namespace): the caller passes that in.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 use std::process::Command;
+
+mod state;
+pub use state::{HostState, OffloadSettings, STATE_DIR};
+
+/// Where [`tool`] looks for `nft` and `ethtool`, in order: system directories only.
+pub const TOOL_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+
+/// The absolute path of the system tool `name` in the first of [`TOOL_DIRS`] that has
+/// it (never found through `PATH`, which whoever starts the gateway controls); the bare
+/// name (which then fails to run, NotFound) where none has it.
+pub fn tool(name: &str) -> PathBuf {
+    TOOL_DIRS
+        .iter()
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(format!("/nonexistent/{name}")))
+}
 
 /// The `ethtool -K` features [`offloads_off`] turns off: receive merging (GRO, LRO),
 /// segmentation (TSO, GSO) and transmit checksumming.
@@ -39,10 +63,10 @@ pub enum Offloads {
 /// whole frames cannot send on the 64 KiB super-packets receive merging would hand it,
 /// and a veth peer's partial checksums cost it a software pass per frame.
 pub fn offloads_off(ifname: &str) -> Offloads {
-    offloads_off_with("ethtool", ifname)
+    offloads_off_with(&tool("ethtool"), ifname)
 }
 
-fn offloads_off_with(ethtool: &str, ifname: &str) -> Offloads {
+fn offloads_off_with(ethtool: &std::path::Path, ifname: &str) -> Offloads {
     let mut args = vec!["-K", ifname];
     for f in OFFLOAD_FEATURES {
         args.extend([f, "off"]);
@@ -65,16 +89,20 @@ pub struct IngressFilter {
 }
 
 impl IngressFilter {
-    /// Installs the table `quicknat_<pid>`: on each of `ifaces` (device, IP version
-    /// translated there: 4 or 6), a chain at ingress priority -500 dropping that family
-    /// unless its destination is in `local` / `local6` or broadcast, multicast or
-    /// link-local. On an error the part already installed is removed again.
+    /// Installs the table [`table_name`] of `ifaces`: on each of `ifaces` (device, IP
+    /// version translated there: 4 or 6), a chain at ingress priority -500 dropping that
+    /// family unless its destination is in `local` / `local6` or broadcast, multicast or
+    /// link-local. A table of that name left by a dead gateway is replaced (the caller
+    /// holds the [`HostState`] lock of these interfaces, so it is no live one's). On an
+    /// error the part already installed is removed again.
     pub fn install(
         ifaces: &[(&str, u8)],
         local: &[Ipv4Addr],
         local6: &[Ipv6Addr],
     ) -> io::Result<Self> {
-        let table = format!("quicknat_{}", std::process::id());
+        let names: Vec<&str> = ifaces.iter().map(|(n, _)| *n).collect();
+        let table = table_name(&names);
+        remove_table(&table)?;
         let mut steps = commands(&table, ifaces, local, local6).into_iter();
         if let Some(add_table) = steps.next() {
             nft(&add_table)?;
@@ -87,23 +115,58 @@ impl IngressFilter {
         Ok(f)
     }
 
-    /// The nftables table's name (`quicknat_<pid>`, family netdev).
+    /// The nftables table's name ([`table_name`], family netdev).
     pub fn table(&self) -> &str {
         &self.table
     }
 }
 
+impl IngressFilter {
+    /// Removes the table now (as dropping does, but saying how it went).
+    pub fn remove(mut self) -> io::Result<bool> {
+        remove_table(&std::mem::take(&mut self.table))
+    }
+}
+
 impl Drop for IngressFilter {
     fn drop(&mut self) {
-        let _ = Command::new("nft")
-            .args(["delete", "table", "netdev", &self.table])
-            .output();
+        if !self.table.is_empty() {
+            let _ = remove_table(&self.table);
+        }
+    }
+}
+
+/// The name of the ingress table of a gateway on the interfaces `ifnames`:
+/// `quicknat_<if1>_<if2>`, the same for every run on that interface set in a network
+/// namespace (so a restart finds what a killed gateway left), with characters nft does
+/// not take in a name replaced by `_`.
+pub fn table_name(ifnames: &[&str]) -> String {
+    let mut t = String::from("quicknat");
+    for n in ifnames {
+        t.push('_');
+        t.extend(n.chars().map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
+                c
+            } else {
+                '_'
+            }
+        }));
+    }
+    t
+}
+
+/// Deletes the netdev table `table` if there is one: whether there was.
+pub fn remove_table(table: &str) -> io::Result<bool> {
+    match nft(&["delete", "table", "netdev", table].map(String::from)) {
+        Ok(()) => Ok(true),
+        Err(e) if e.to_string().contains("No such file or directory") => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
 /// Runs `nft ARGS`; its complaint as the error.
 fn nft(args: &[String]) -> io::Result<()> {
-    let out = Command::new("nft").args(args).output()?;
+    let out = Command::new(tool("nft")).args(args).output()?;
     if out.status.success() {
         Ok(())
     } else {

@@ -74,7 +74,7 @@ fn ingress_commands_are_the_ones_the_runtime_ran() {
 
 #[test]
 fn offloads_untouched_without_ethtool() {
-    match offloads_off_with("qn-no-such-ethtool", "lo") {
+    match offloads_off_with(std::path::Path::new("qn-no-such-ethtool"), "lo") {
         Offloads::Untouched(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound),
         other => panic!("expected Untouched, got {other:?}"),
     }
