@@ -371,6 +371,10 @@ fn run_gateways(
                 })
             })
             .collect();
+        // Each gateway thread drops its privileges once set up; this thread only waits.
+        if let Err(e) = runtime::live::drop_privileges() {
+            eprintln!("warning: privileges of the main thread not dropped: {e}");
+        }
         let mut first_err = None;
         for h in handles {
             match h.join() {

@@ -23,6 +23,14 @@
 //! or be disconnected (lines are capped at [`MAX_LINE`] bytes, connections at
 //! [`MAX_CLIENTS`]).
 //!
+//! Who may use it: the socket file is created with mode 0600 (0660 and the configured
+//! group's with `[gateway] control_group`) from its first instant — its mode is set on
+//! the socket before `bind` creates the file ([`::io::privs::bind_private_unix`]), so no
+//! umask and no race opens it to others — and every connection's peer is checked
+//! (`SO_PEERCRED`): root, or a member of the control group ([`Access`]). Anyone else
+//! gets `error permission denied ...` and a log line; every change is logged with the
+//! peer's uid and pid.
+//!
 //! [`IlaTable`]: conntrack::ila_table::IlaTable
 
 use std::collections::HashMap;
@@ -32,6 +40,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -334,14 +343,67 @@ impl ControlState {
     }
 }
 
-/// Binds the control socket at `path` (mode 0600; a stale socket left by a dead process
-/// is replaced, a live one is an `AddrInUse` error) and serves it on a thread until
-/// `stop` is set; the socket file is removed on the way out.
-pub fn serve(
-    path: &Path,
-    state: Arc<ControlState>,
-    stop: Arc<AtomicBool>,
-) -> io::Result<JoinHandle<()>> {
+/// Who may use the control socket: root, and the members of one group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    /// The control group's id (`[gateway] control_group`), if any.
+    pub gid: Option<u32>,
+}
+
+impl Access {
+    /// Whether a peer with `cred` may send requests; `groups` gives its supplementary
+    /// groups (asked only when needed).
+    pub fn allows(&self, cred: ::io::privs::PeerCred, groups: impl FnOnce() -> Vec<u32>) -> bool {
+        cred.uid == 0
+            || self
+                .gid
+                .is_some_and(|g| cred.gid == g || groups().contains(&g))
+    }
+
+    /// Who is allowed, for messages.
+    pub fn describe(&self) -> String {
+        match self.gid {
+            Some(g) => format!("root or group {g}"),
+            None => "root".to_owned(),
+        }
+    }
+}
+
+/// The id of group `name` (a name in /etc/group, or a number).
+pub fn group_id(name: &str) -> io::Result<u32> {
+    if let Ok(n) = name.parse() {
+        return Ok(n);
+    }
+    let groups = std::fs::read_to_string("/etc/group")?;
+    groups
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            Some((f.next()?, f.nth(1)?))
+        })
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, gid)| gid.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                ErrorKind::NotFound,
+                format!("control group \"{name}\": no such group in /etc/group"),
+            )
+        })
+}
+
+/// A bound control socket, not served yet (binding happens while the process still has
+/// the privileges to chown it; serving after they are dropped).
+#[derive(Debug)]
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+    access: Access,
+}
+
+/// Binds the control socket at `path` (a stale socket left by a dead process is
+/// replaced, a live one is an `AddrInUse` error): mode 0600 from the moment it exists,
+/// or with `access.gid` that group's and 0660 (widened only after the group is set).
+pub fn bind(path: &Path, access: Access) -> io::Result<ControlSocket> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
             return Err(io::Error::new(
@@ -357,39 +419,107 @@ pub fn serve(
         }
         std::fs::remove_file(path)?;
     }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let listener = ::io::privs::bind_private_unix(path, 0o600)?;
+    if let Some(gid) = access.gid {
+        let widen = std::os::unix::fs::chown(path, None, Some(gid))
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)));
+        if let Err(e) = widen {
+            let _ = std::fs::remove_file(path);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{}: giving it to group {gid}: {e}", path.display()),
+            ));
+        }
+    }
     listener.set_nonblocking(true)?;
-    let path: PathBuf = path.to_owned();
-    std::thread::Builder::new()
-        .name("qn-control".into())
-        .spawn(move || accept_loop(&listener, &path, &state, &stop))
+    Ok(ControlSocket {
+        listener,
+        path: path.to_owned(),
+        access,
+    })
+}
+
+impl ControlSocket {
+    /// Serves the socket on a thread until `stop` is set; the socket file is removed on
+    /// the way out. Every change is reported on `log` (a line each; a client waits while
+    /// the log is behind), and refused peers (dropped when the log is behind: a flood of
+    /// refusals never stalls the server).
+    pub fn serve(
+        self,
+        state: Arc<ControlState>,
+        stop: Arc<AtomicBool>,
+        log: SyncSender<String>,
+    ) -> io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("qn-control".into())
+            .spawn(move || accept_loop(&self, &state, &stop, &log))
+    }
+}
+
+/// Binds the control socket at `path` for root only and serves it until `stop` (see
+/// [`bind`] and [`ControlSocket::serve`]).
+pub fn serve(
+    path: &Path,
+    state: Arc<ControlState>,
+    stop: Arc<AtomicBool>,
+    log: SyncSender<String>,
+) -> io::Result<JoinHandle<()>> {
+    bind(path, Access::default())?.serve(state, stop, log)
 }
 
 fn accept_loop(
-    listener: &UnixListener,
-    path: &Path,
+    sock: &ControlSocket,
     state: &Arc<ControlState>,
     stop: &Arc<AtomicBool>,
+    log: &SyncSender<String>,
 ) {
     let clients = Arc::new(AtomicUsize::new(0));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
+        match sock.listener.accept() {
             Ok((mut stream, _)) => {
                 threads.retain(|t| !t.is_finished());
+                let peer = match ::io::privs::peer_cred(&stream) {
+                    Ok(c)
+                        if sock.access.allows(c, || {
+                            ::io::privs::peer_groups(&stream).unwrap_or_default()
+                        }) =>
+                    {
+                        c
+                    }
+                    refused => {
+                        let who = match refused {
+                            Ok(c) => format!("uid {} gid {} pid {}", c.uid, c.gid, c.pid),
+                            Err(e) => format!("a peer of unknown credentials ({e})"),
+                        };
+                        let allowed = sock.access.describe();
+                        let _ = log.try_send(format!(
+                            "warning: control: refused {who} on {} (allowed: {allowed})",
+                            sock.path.display()
+                        ));
+                        refuse(
+                            &mut stream,
+                            &format!("error permission denied: {who} is not {allowed}\n"),
+                        );
+                        continue;
+                    }
+                };
                 if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
-                    let _ = stream.write_all(b"error busy: too many control clients\n");
+                    refuse(&mut stream, "error busy: too many control clients\n");
                     continue;
                 }
                 clients.fetch_add(1, Ordering::AcqRel);
-                let (state, stop, count) =
-                    (Arc::clone(state), Arc::clone(stop), Arc::clone(&clients));
+                let (state, stop, count, log) = (
+                    Arc::clone(state),
+                    Arc::clone(stop),
+                    Arc::clone(&clients),
+                    log.clone(),
+                );
                 let spawned = std::thread::Builder::new()
                     .name("qn-control-client".into())
                     .spawn(move || {
                         // A client that goes away mid-answer is not the server's problem.
-                        let _ = serve_client(stream, &state, &stop);
+                        let _ = serve_client(stream, &state, &stop, peer, &log);
                         count.fetch_sub(1, Ordering::AcqRel);
                     });
                 match spawned {
@@ -407,12 +537,33 @@ fn accept_loop(
     for t in threads {
         let _ = t.join();
     }
-    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(&sock.path);
 }
 
-/// Answers request lines from one client until it hangs up, sends an over-long line, or
-/// `stop` is set.
-fn serve_client(stream: UnixStream, state: &ControlState, stop: &AtomicBool) -> io::Result<()> {
+/// Answers `answer` to a refused peer and hangs up, never waiting on it: what it sent
+/// already is read first (a Unix socket closed with unread data resets the connection,
+/// and the peer might not see the answer).
+fn refuse(stream: &mut UnixStream, answer: &str) {
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write_all(answer.as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut sink = [0u8; MAX_LINE];
+    for _ in 0..4 {
+        if !matches!(stream.read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
+}
+
+/// Answers request lines from one client (`peer`) until it hangs up, sends an over-long
+/// line, or `stop` is set; logs every request that changes mappings, with its answer.
+fn serve_client(
+    stream: UnixStream,
+    state: &ControlState,
+    stop: &AtomicBool,
+    peer: ::io::privs::PeerCred,
+    log: &SyncSender<String>,
+) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(POLL))?;
     let mut writer = stream.try_clone()?;
@@ -432,7 +583,20 @@ fn serve_client(stream: UnixStream, state: &ControlState, stop: &AtomicBool) -> 
                 // Without a newline the client has finished sending: answer, then stop.
                 let last = !line.ends_with(b"\n");
                 let answer = match std::str::from_utf8(&line) {
-                    Ok(text) => state.handle(text),
+                    Ok(text) => {
+                        let answer = state.handle(text);
+                        if matches!(parse_request(text), Ok(r) if r != Request::List) {
+                            // Waits for room: every change is logged, at the log's pace.
+                            let _ = log.send(format!(
+                                "control: uid {} pid {}: {} -> {}",
+                                peer.uid,
+                                peer.pid,
+                                text.trim(),
+                                answer.lines().next().unwrap_or("")
+                            ));
+                        }
+                        answer
+                    }
                     Err(_) => "error request is not UTF-8\n".to_owned(),
                 };
                 writer.write_all(answer.as_bytes())?;

@@ -96,7 +96,8 @@ fn mappings_change_over_the_socket_while_lookups_run() {
         Some(Arc::clone(&qsbr)),
     ));
     let stop = Arc::new(AtomicBool::new(false));
-    let server = serve(&path, Arc::clone(&state), Arc::clone(&stop)).unwrap();
+    let (log, changes) = std::sync::mpsc::sync_channel(4096);
+    let server = serve(&path, Arc::clone(&state), Arc::clone(&stop), log).unwrap();
 
     // A worker: looks IDENT up in a loop, announcing quiescent states between "batches".
     let lookups = Arc::new(AtomicU64::new(0));
@@ -134,6 +135,18 @@ fn mappings_change_over_the_socket_while_lookups_run() {
         "ok added 0:0:0:7 3333:3333:4444:4444"
     );
     assert_eq!(router.table().lookup(7), Some(LOC_B));
+    // Every change is logged with the peer's uid and pid (this process); a list is not.
+    let line = changes.recv_timeout(Duration::from_secs(5)).unwrap();
+    let pid = std::process::id();
+    assert!(
+        line.starts_with("control: uid ")
+            && line.ends_with(&format!(
+                "pid {pid}: ila add 0:0:0:7 3333:3333:4444:4444 -> ok added 0:0:0:7 3333:3333:4444:4444"
+            )),
+        "{line}"
+    );
+    // The log drained as the server writes it (it waits for room, losing nothing).
+    let drain = std::thread::spawn(move || changes.iter().count());
     for i in 0..2000 {
         let loc = if i % 2 == 0 {
             "3333:3333:4444:4444"
@@ -174,6 +187,11 @@ fn mappings_change_over_the_socket_while_lookups_run() {
 
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
+    assert_eq!(
+        drain.join().unwrap(),
+        2000 + 3,
+        "2000 sets, a del, a reload, a failed del"
+    );
     let torn = worker.join().unwrap();
     assert!(torn.is_empty(), "torn locators seen: {torn:x?}");
     assert!(lookups.load(Ordering::Relaxed) > 0);
@@ -188,8 +206,14 @@ fn a_live_socket_is_not_taken_over_and_a_stale_one_is() {
     // A stale socket file (bound, then its listener dropped) is replaced.
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
-    let first = serve(&path, Arc::clone(&state), Arc::clone(&stop)).unwrap();
-    let second = serve(&path, Arc::clone(&state), Arc::new(AtomicBool::new(false)));
+    let (log, _changes) = std::sync::mpsc::sync_channel(16);
+    let first = serve(&path, Arc::clone(&state), Arc::clone(&stop), log.clone()).unwrap();
+    let second = serve(
+        &path,
+        Arc::clone(&state),
+        Arc::new(AtomicBool::new(false)),
+        log,
+    );
     assert_eq!(second.unwrap_err().kind(), std::io::ErrorKind::AddrInUse);
     // A request without a trailing newline, then end of stream, is still answered.
     let mut s = UnixStream::connect(&path).unwrap();

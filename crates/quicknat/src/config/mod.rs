@@ -247,9 +247,22 @@ fn convert_gateway(
         Some(s) => std::time::Duration::from_secs(*s.get_ref()),
         None => std::time::Duration::from_secs(10),
     };
+    // A group name or number: no ':' (the /etc/group separator), no space, not empty.
+    let control_group = match &g.control_group {
+        Some(v) if v.get_ref().is_empty() || v.get_ref().contains([':', ' ', '\n']) => {
+            return Err(src.bad_value(
+                v,
+                "gateway.control_group".into(),
+                "not a group name or number".into(),
+            ))
+        }
+        Some(v) => Some(v.get_ref().clone()),
+        None => None,
+    };
     Ok(GatewayConfig {
         inside,
         outside,
+        control_group,
         backend,
         workers,
         busy_poll: g.busy_poll.unwrap_or(false),

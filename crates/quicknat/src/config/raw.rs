@@ -49,6 +49,8 @@ pub(super) struct RawGateway {
     pub offloads_off: Option<bool>,
     /// Path of the local control socket (ILA mapping updates).
     pub control_socket: Option<String>,
+    /// Group whose members may use the control socket besides root.
+    pub control_group: Option<Spanned<String>>,
     /// GSO/GRO pass-through with virtio-net headers (AF_PACKET, NAT44).
     pub gso: Option<bool>,
     /// The gateway's own addresses on the inside link (sources of its ICMP errors there).

@@ -770,6 +770,26 @@ fn gateway_link_addresses_and_mtus() {
     );
 }
 
+// hostops (issue 14, finding 6): who may use the control socket.
+#[test]
+fn gateway_control_group() {
+    let text = format!(
+        "{BASE}\n[gateway]\ninside = \"in0\"\noutside = \"out0\"\ncontrol_group = \"quicknat\"\n"
+    );
+    let g = load_str(&text, "t.toml").unwrap().gateway.unwrap();
+    assert_eq!(g.control_group.as_deref(), Some("quicknat"));
+    let root_only = format!("{BASE}\n[gateway]\ninside = \"in0\"\noutside = \"out0\"\n");
+    let g = load_str(&root_only, "t.toml").unwrap().gateway.unwrap();
+    assert_eq!(g.control_group, None, "default: root only");
+    let bad = text.replace("\"quicknat\"", "\"a:b\"");
+    expect_err(
+        &bad,
+        "control_group",
+        "gateway.control_group",
+        "not a group name or number",
+    );
+}
+
 #[test]
 fn engine_errors_of_every_mode_name_the_file_line_and_field() {
     // NAT64: a static binding outside pool4 (checked by the engine, located by path).

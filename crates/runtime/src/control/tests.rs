@@ -192,3 +192,26 @@ fn reload_applies_the_difference_or_refuses_new_settings() {
         .contains("need a restart"));
     assert_eq!(contents(state.router()), vec![(1, 11), (3, 30)]);
 }
+
+// hostops (issue 14, finding 6): who may use the socket.
+#[test]
+fn only_root_and_the_control_group_are_allowed() {
+    use ::io::privs::PeerCred;
+    let peer = |uid, gid| PeerCred { pid: 1, uid, gid };
+    let root_only = Access::default();
+    assert!(root_only.allows(peer(0, 0), Vec::new));
+    assert!(
+        !root_only.allows(peer(1000, 0), || vec![0]),
+        "root's group is not root"
+    );
+    let group = Access { gid: Some(4242) };
+    assert!(group.allows(peer(0, 1), Vec::new));
+    assert!(group.allows(peer(65534, 4242), || panic!("not asked")));
+    assert!(group.allows(peer(65534, 65534), || vec![10, 4242]));
+    assert!(!group.allows(peer(65534, 65534), || vec![10]));
+    assert_eq!(group.describe(), "root or group 4242");
+    assert_eq!(group_id("4242").unwrap(), 4242);
+    assert_eq!(group_id("root").unwrap(), 0);
+    let e = group_id("qn-no-such-group").unwrap_err();
+    assert!(e.to_string().contains("qn-no-such-group"), "{e}");
+}

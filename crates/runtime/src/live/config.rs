@@ -39,6 +39,9 @@ pub struct GatewayConfig {
     pub offloads_off: bool,
     /// The local control socket (ILA mapping updates), if any.
     pub control_socket: Option<std::path::PathBuf>,
+    /// The group (name or number) whose members may use the control socket besides
+    /// root; `None`: root only.
+    pub control_group: Option<String>,
     /// AF_PACKET + NAT44: pass GSO/GRO super-packets and partial checksums through with
     /// virtio-net headers (offloads stay on) instead of turning offloads off.
     pub gso: bool,
@@ -64,6 +67,7 @@ impl GatewayConfig {
             kernel_bypass: true,
             offloads_off: true,
             control_socket: None,
+            control_group: None,
             gso: true,
             addresses: [Vec::new(), Vec::new()],
             mtu: [None, None],

@@ -4,6 +4,12 @@
 //! broadcast). A packet whose next hop the kernel has not resolved yet is handed to the
 //! kernel ([`Handoff`]), which routes it and resolves the neighbour for the packets that
 //! follow: nothing is lost while ARP / neighbour discovery completes.
+//!
+//! The requests to resolve a next hop are bounded: they go on a [`ProbeQueue`] of
+//! [`PROBE_QUEUE`] slots that a worker never waits on (a full queue skips the request and
+//! counts it, `probe_skipped`: the kernel, which got the packet, resolves the neighbour
+//! anyway), and the control thread that sends the probes remembers at most
+//! [`MAX_PROBED`] next hops, each for [`PROBE_MEMORY`] (see `netview::ProbeLimiter`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{mpsc, Mutex};
@@ -18,33 +24,60 @@ use super::stats::IoCounters;
 /// request to resolve their next hop.
 pub(crate) trait Handoff: Send + Sync {
     /// Hands `pkt` (an IP packet) to the kernel to route, and asks for `next_hop` on
-    /// interface `ifindex` to be resolved.
-    fn to_kernel(&self, pkt: &[u8], ifindex: u32, next_hop: IpAddr);
+    /// interface `ifindex` to be resolved. Whether that request was queued (`false`: the
+    /// probe queue was full and the request skipped; the packet still went).
+    fn to_kernel(&self, pkt: &[u8], ifindex: u32, next_hop: IpAddr) -> bool;
+}
+
+/// Requests to resolve a next hop waiting for the control thread: at most this many.
+pub(crate) const PROBE_QUEUE: usize = 256;
+
+/// Next hops the control thread remembers having probed (one probe a second each).
+pub(crate) const MAX_PROBED: usize = 4096;
+
+/// How long the control thread remembers having probed a next hop.
+pub(crate) const PROBE_MEMORY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A bounded queue of requests to resolve a next hop (interface index, address), from
+/// the workers to the control thread. Workers never block on it and take no lock.
+#[derive(Clone, Debug)]
+pub(crate) struct ProbeQueue(mpsc::SyncSender<(u32, IpAddr)>);
+
+impl ProbeQueue {
+    /// A queue of `capacity` requests and its receiving end.
+    pub fn bounded(capacity: usize) -> (Self, mpsc::Receiver<(u32, IpAddr)>) {
+        let (tx, rx) = mpsc::sync_channel(capacity);
+        (ProbeQueue(tx), rx)
+    }
+
+    /// Queues a request unless the queue is full (or the control thread gone): whether
+    /// it was queued.
+    pub fn request(&self, ifindex: u32, next_hop: IpAddr) -> bool {
+        self.0.try_send((ifindex, next_hop)).is_ok()
+    }
 }
 
 /// The real hand-off: raw IP sockets, and neighbour probes sent by the control thread.
 pub(crate) struct KernelHandoff {
     raw: Mutex<RawIpv4>,
     raw6: Mutex<RawIpv6>,
-    probes: Mutex<mpsc::Sender<(u32, IpAddr)>>,
+    probes: ProbeQueue,
 }
 
 impl KernelHandoff {
     /// Over the raw sockets `raw` and `raw6`, asking `probes` to resolve next hops.
-    pub fn new(raw: RawIpv4, raw6: RawIpv6, probes: mpsc::Sender<(u32, IpAddr)>) -> Self {
+    pub fn new(raw: RawIpv4, raw6: RawIpv6, probes: ProbeQueue) -> Self {
         KernelHandoff {
             raw: Mutex::new(raw),
             raw6: Mutex::new(raw6),
-            probes: Mutex::new(probes),
+            probes,
         }
     }
 }
 
 impl Handoff for KernelHandoff {
-    fn to_kernel(&self, pkt: &[u8], ifindex: u32, next_hop: IpAddr) {
-        if let Ok(p) = self.probes.lock() {
-            let _ = p.send((ifindex, next_hop));
-        }
+    fn to_kernel(&self, pkt: &[u8], ifindex: u32, next_hop: IpAddr) -> bool {
+        let queued = self.probes.request(ifindex, next_hop);
         match next_hop {
             IpAddr::V4(_) => {
                 if let Ok(mut raw) = self.raw.lock() {
@@ -57,6 +90,7 @@ impl Handoff for KernelHandoff {
                 }
             }
         }
+        queued
     }
 }
 
@@ -105,7 +139,9 @@ impl Forwarding<'_> {
         if let Some(mac) = mac {
             return Some((out, mac));
         }
-        self.handoff.to_kernel(pkt, ifindex, next_hop);
+        if !self.handoff.to_kernel(pkt, ifindex, next_hop) {
+            io.probe_skipped += 1;
+        }
         io.via_kernel += 1;
         None
     }
@@ -184,15 +220,20 @@ pub(crate) mod tests {
     use super::*;
     use io::netlink::{nud, Neighbor, NeighborCache, Route, RouteTable};
 
-    /// Records what was handed to the kernel.
+    /// Records what was handed to the kernel; with a [`ProbeQueue`], also queues the
+    /// probe requests on it as the real hand-off does.
     #[derive(Default)]
-    pub(crate) struct Recorder(pub Mutex<Vec<(Vec<u8>, u32, IpAddr)>>);
+    pub(crate) struct Recorder(
+        pub Mutex<Vec<(Vec<u8>, u32, IpAddr)>>,
+        pub Option<ProbeQueue>,
+    );
 
     impl Handoff for Recorder {
-        fn to_kernel(&self, pkt: &[u8], ifindex: u32, next_hop: IpAddr) {
+        fn to_kernel(&self, pkt: &[u8], ifindex: u32, next_hop: IpAddr) -> bool {
             if let Ok(mut v) = self.0.lock() {
                 v.push((pkt.to_vec(), ifindex, next_hop));
             }
+            self.1.as_ref().is_none_or(|q| q.request(ifindex, next_hop))
         }
     }
 
@@ -299,6 +340,43 @@ pub(crate) mod tests {
             None,
             "too short to have a destination"
         );
+    }
+
+    #[test]
+    fn probe_requests_are_bounded_and_a_full_queue_is_counted() {
+        let (links, view) = links_and_view();
+        let (queue, rx) = ProbeQueue::bounded(4);
+        let rec = Recorder(Mutex::default(), Some(queue));
+        let f = Forwarding {
+            links: &links,
+            view: &view,
+            handoff: &rec,
+        };
+        let mut io = IoCounters::default();
+        // A flood to unresolved next hops: every packet still goes to the kernel, but
+        // only four requests wait; the rest are skipped and counted, never blocking.
+        for i in 0..1000u32 {
+            let dst = [198, 51, 100, 3 + (i % 200) as u8];
+            assert_eq!(f.next_hop(&pkt_to(dst), &mut io), None);
+        }
+        assert_eq!(io.via_kernel, 1000);
+        assert_eq!(io.probe_skipped, 996);
+        assert_eq!(
+            rec.0.lock().unwrap().len(),
+            1000,
+            "every packet handed over"
+        );
+        let queued: Vec<_> = rx.try_iter().collect();
+        assert_eq!(queued.len(), 4);
+        assert_eq!(queued[0], (20, "198.51.100.3".parse().unwrap()));
+        // Drained, the queue takes requests again.
+        f.next_hop(&pkt_to([198, 51, 100, 9]), &mut io);
+        assert_eq!(io.probe_skipped, 996);
+        assert_eq!(rx.try_iter().count(), 1);
+        // With the control thread gone, requests are skipped, not an error.
+        drop(rx);
+        f.next_hop(&pkt_to([198, 51, 100, 9]), &mut io);
+        assert_eq!(io.probe_skipped, 997);
     }
 
     #[test]

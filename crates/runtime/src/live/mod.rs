@@ -25,7 +25,6 @@ mod open;
 mod stats;
 mod worker;
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -41,7 +40,7 @@ use io::Port;
 
 pub(crate) use config::clamp_translator_mtus;
 pub use config::{Backend, GatewayConfig};
-use forward::{Handoff, KernelHandoff};
+use forward::{Handoff, KernelHandoff, ProbeQueue};
 use netview::{Link, NetView, Published};
 use open::Opened;
 pub use stats::{stats_line, IoCounters, Summary};
@@ -70,6 +69,20 @@ pub enum LiveError {
         /// What the system said.
         source: std::io::Error,
     },
+}
+
+/// The capabilities a running gateway keeps (see [`drop_privileges`]).
+pub const KEPT_CAPS: [u32; 1] = [io::privs::CAP_NET_ADMIN];
+
+/// Why, for the log and the README.
+pub const KEPT_CAPS_WHY: &str = "only CAP_NET_ADMIN kept (rtnetlink neighbour probes; on exit, removing the nftables table and restoring offloads); sockets and XDP programs are open already, so CAP_NET_RAW, CAP_BPF and CAP_SYS_ADMIN go";
+
+/// Leaves the calling thread, and the threads it starts from now on, only [`KEPT_CAPS`],
+/// with `no_new_privs` set and the bounding set cut to them (the `nft` and `ethtool` it
+/// runs get no more). `run` calls it once set up; a process running several gateways
+/// calls it in its main thread too.
+pub fn drop_privileges() -> std::io::Result<()> {
+    io::privs::restrict(&KEPT_CAPS)
 }
 
 /// Runs the gateway until `stop` is set. `log` receives one line per event worth telling
@@ -104,10 +117,11 @@ pub fn run(
     // GSO pass-through: NAT44 keeps header sizes, so a super-packet's virtio-net header
     // stays valid after translation and the kernel segments it on transmit.
     let want_gso = gw.gso && matches!(mode, ModeConfig::Nat44(_));
+    let mut host = open::host_prepare(&links, log)?;
     let opened = open::open_ports(gw, &links, fams, local, want_gso, log)?;
     let gso = want_gso && matches!(opened, Opened::Packet(_));
-    let _host = open::host_setup(gw, &opened, &links, fams, local, gso, log);
-    let (probe_tx, probe_rx) = mpsc::channel::<(u32, IpAddr)>();
+    open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
+    let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
     let handoff: Arc<dyn Handoff> = Arc::new(KernelHandoff::new(
         RawIpv4::open().map_err(io_err("raw IPv4 socket"))?,
         RawIpv6::open().map_err(io_err("raw IPv6 socket"))?,
@@ -122,17 +136,42 @@ pub fn run(
         ))),
         _ => None,
     };
-    let _control = match (&control_state, &gw.control_socket) {
-        (Some(state), Some(path)) => {
-            let h = crate::control::serve(path, Arc::clone(state), Arc::clone(&stop))
-                .map_err(io_err("control socket"))?;
+    // The control socket is bound (and given its group) while the process may still
+    // chown; it is served once privileges are dropped.
+    let control_socket = match (&control_state, &gw.control_socket) {
+        (Some(_), Some(path)) => {
+            let gid = gw
+                .control_group
+                .as_deref()
+                .map(crate::control::group_id)
+                .transpose()
+                .map_err(io_err("control socket group"))?;
+            let access = crate::control::Access { gid };
+            let sock = crate::control::bind(path, access).map_err(io_err("control socket"))?;
             log(format!(
-                "control: ILA mappings on {} (quicknat ila list|add|set|del|reload --socket {})",
+                "control: ILA mappings on {} for {} (quicknat ila list|add|set|del|reload --socket {})",
                 path.display(),
+                access.describe(),
                 path.display()
             ));
-            Some(h)
+            Some(sock)
         }
+        _ => None,
+    };
+    // Every socket is open and the host set up: keep only what running and cleaning up
+    // need, before any thread starts (capabilities belong to threads).
+    match drop_privileges() {
+        Ok(()) => log(format!("privileges: {KEPT_CAPS_WHY}; no_new_privs set")),
+        Err(e) => log(format!(
+            "warning: privileges not dropped ({e}); the gateway keeps what it was started with"
+        )),
+    }
+    let (events_tx, events_rx) = mpsc::sync_channel::<String>(256);
+    let control = match (control_socket, &control_state) {
+        (Some(sock), Some(state)) => Some(
+            sock.serve(Arc::clone(state), Arc::clone(&stop), events_tx)
+                .map_err(io_err("control socket"))?,
+        ),
         _ => None,
     };
     let [inside, outside] = &links;
@@ -196,10 +235,20 @@ pub fn run(
             &shared,
             &control_state,
             &reload_signal,
+            &events_rx,
             &stop,
             log,
         );
     });
+    // The control thread: its clients wait on the log no more, it sees `stop` and
+    // removes its socket file.
+    drop(events_rx);
+    if let Some(h) = control {
+        let _ = h.join();
+    }
+    for line in host.undo() {
+        log(line);
+    }
     let (engine, io) = totals(&snapshots);
     Ok(Summary {
         engine,
@@ -278,6 +327,7 @@ fn supervise(
     shared: &AnyMode,
     control_state: &Option<Arc<crate::control::ControlState>>,
     reload_signal: &Option<Arc<AtomicBool>>,
+    events: &mpsc::Receiver<String>,
     stop: &AtomicBool,
     log: &(dyn Fn(String) + Sync),
 ) {
@@ -285,6 +335,9 @@ fn supervise(
     let mut warned_oversize = false;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        for line in events.try_iter() {
+            log(line);
+        }
         if let (Some(state), Some(hup)) = (control_state, reload_signal) {
             if hup.swap(false, Ordering::Relaxed) {
                 match state.reload() {

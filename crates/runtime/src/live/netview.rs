@@ -135,9 +135,76 @@ impl Published {
     }
 }
 
+/// Which neighbour probes the control thread sends: at most one a `interval` per next
+/// hop, remembering at most `cap` next hops, each for `memory` (older entries are pruned
+/// as time passes; while the map is full of recent ones, a new next hop is not probed
+/// and counted in `skipped` — the kernel resolves it anyway from the packet handed to
+/// it). Time is passed in.
+#[derive(Debug)]
+pub(crate) struct ProbeLimiter {
+    last: HashMap<(u32, IpAddr), Instant>,
+    cap: usize,
+    interval: Duration,
+    memory: Duration,
+    last_prune: Option<Instant>,
+    /// Requests refused because the map was full.
+    pub skipped: u64,
+}
+
+impl ProbeLimiter {
+    /// At most `cap` next hops, each probed at most once per `interval`, remembered for
+    /// `memory` (at least `interval`).
+    pub fn new(cap: usize, interval: Duration, memory: Duration) -> Self {
+        ProbeLimiter {
+            last: HashMap::with_capacity(cap.min(1024)),
+            cap,
+            interval,
+            memory: memory.max(interval),
+            last_prune: None,
+            skipped: 0,
+        }
+    }
+
+    /// Whether a probe for `hop` is due at `now` (and if so, records it).
+    pub fn due(&mut self, hop: (u32, IpAddr), now: Instant) -> bool {
+        // Prune at most once per interval: a scan of at most `cap` entries.
+        if self
+            .last_prune
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.interval)
+        {
+            self.last_prune = Some(now);
+            let memory = self.memory;
+            self.last
+                .retain(|_, t| now.saturating_duration_since(*t) < memory);
+        }
+        let full = self.last.len() >= self.cap;
+        match self.last.get_mut(&hop) {
+            Some(t) if now.saturating_duration_since(*t) < self.interval => false,
+            Some(t) => {
+                *t = now;
+                true
+            }
+            None if full => {
+                self.skipped += 1;
+                false
+            }
+            None => {
+                self.last.insert(hop, now);
+                true
+            }
+        }
+    }
+
+    /// Next hops remembered.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.last.len()
+    }
+}
+
 /// The control thread: follows the kernel's routes and neighbours until `stop`,
 /// republishing the view when they change, and probes neighbours the workers asked for
-/// (at most once a second each).
+/// (at most once a second each, see [`ProbeLimiter`]).
 pub(crate) fn follow(
     nl: &mut Netlink,
     events: &mut Netlink,
@@ -147,7 +214,11 @@ pub(crate) fn follow(
     stop: &AtomicBool,
     log: &(dyn Fn(String) + Sync),
 ) {
-    let mut last_probe: HashMap<(u32, IpAddr), Instant> = HashMap::new();
+    let mut limiter = ProbeLimiter::new(
+        super::forward::MAX_PROBED,
+        Duration::from_secs(1),
+        super::forward::PROBE_MEMORY,
+    );
     while !stop.load(Ordering::Relaxed) {
         let changed = match events.recv_events(Duration::from_millis(100)) {
             Ok(ev) => !ev.is_empty(),
@@ -160,12 +231,9 @@ pub(crate) fn follow(
                 true
             }
         };
+        let now = Instant::now();
         while let Ok((ifindex, addr)) = probes.try_recv() {
-            let due = last_probe
-                .get(&(ifindex, addr))
-                .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
-            if due {
-                last_probe.insert((ifindex, addr), Instant::now());
+            if limiter.due((ifindex, addr), now) {
                 let _ = match addr {
                     IpAddr::V4(a) => nl.probe_neighbor(ifindex, a),
                     IpAddr::V6(a) => nl.probe_neighbor6(ifindex, a),
@@ -194,6 +262,38 @@ mod tests {
         assert_eq!(prefer_global(Some(ll), g), Some(g));
         assert_eq!(prefer_global(Some(g), ll), Some(g));
         assert_eq!(prefer_global(Some(g), g2), Some(g), "the first global one");
+    }
+
+    #[test]
+    fn probes_are_rate_limited_capped_and_forgotten() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let hop = |i: u32| (7, IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)));
+        let mut l = ProbeLimiter::new(3, s(1), s(10));
+        assert!(l.due(hop(1), t0));
+        assert!(
+            !l.due(hop(1), t0 + Duration::from_millis(500)),
+            "once a second"
+        );
+        assert!(l.due(hop(1), t0 + s(1)));
+        assert!(l.due(hop(2), t0 + s(1)));
+        assert!(l.due(hop(3), t0 + s(1)));
+        // Full of recent next hops: a new one is skipped and counted, old ones still due.
+        assert!(!l.due(hop(4), t0 + s(2)));
+        assert_eq!((l.len(), l.skipped), (3, 1));
+        assert!(l.due(hop(2), t0 + s(2)));
+        // Entries not probed for `memory` are pruned; the map never grows past the cap.
+        for i in 10..10_000 {
+            l.due(hop(i), t0 + s(3));
+            assert!(l.len() <= 3);
+        }
+        assert!(
+            l.due(hop(4), t0 + Duration::from_millis(11_500)),
+            "hops 1 and 3 (probed at 1 s) forgotten by now"
+        );
+        assert_eq!(l.len(), 2, "hop 2 (probed at 2 s) and hop 4");
+        assert!(l.due(hop(5), t0 + s(100)));
+        assert_eq!(l.len(), 1);
     }
 
     #[test]

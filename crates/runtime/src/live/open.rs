@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use io::afpacket::{AfPacketConfig, PacketPort};
 use io::afxdp::{AfXdp, AfXdpConfig};
-use io::host::{self, IngressFilter, Offloads};
+use io::host::{self, HostState, IngressFilter, OffloadSettings, Offloads};
 
 use super::netview::Link;
 use super::{Backend, GatewayConfig, LiveError};
@@ -31,9 +31,71 @@ impl Opened {
     }
 }
 
-/// What stays installed on the host while the gateway runs (removed on drop).
+/// What stays changed on the host while the gateway runs: the ingress table, the
+/// offloads turned off (their previous settings, to restore) and the state file that
+/// records them for a restart after a crash. Undone by [`undo`](HostSetup::undo) (or on
+/// drop, silently).
 pub(crate) struct HostSetup {
-    _filter: Option<IngressFilter>,
+    filter: Option<IngressFilter>,
+    /// The offloads' settings to put back (those changed).
+    restore: Vec<OffloadSettings>,
+    /// The offloads' settings before the ports were opened.
+    original: Vec<OffloadSettings>,
+    state: Option<HostState>,
+}
+
+impl HostSetup {
+    /// Removes the table, puts the offloads back as they were and removes the state
+    /// file (kept if an offload could not be restored, for the next start to retry).
+    /// What it did, for the log.
+    pub fn undo(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(f) = self.filter.take() {
+            let t = f.table().to_owned();
+            match f.remove() {
+                Ok(_) => lines.push(format!("kernel bypass: nftables table {t} removed")),
+                Err(e) => lines.push(format!("warning: nftables table {t} not removed: {e}")),
+            }
+        }
+        let mut failed = false;
+        for o in std::mem::take(&mut self.restore) {
+            match o.restore() {
+                Ok(()) => lines.push(format!(
+                    "offloads: restored on {} ({})",
+                    o.ifname,
+                    describe(&o)
+                )),
+                Err(e) => {
+                    failed = true;
+                    lines.push(format!(
+                        "warning: offloads on {} not restored: {e}",
+                        o.ifname
+                    ));
+                }
+            }
+        }
+        // Dropped (file removed) unless something could not be undone.
+        if let (Some(s), true) = (self.state.take(), failed) {
+            s.keep();
+        }
+        lines
+    }
+}
+
+impl Drop for HostSetup {
+    fn drop(&mut self) {
+        self.undo();
+    }
+}
+
+/// `tx=on tso=off ...` for the log.
+fn describe(o: &OffloadSettings) -> String {
+    let words: Vec<String> = o
+        .features
+        .iter()
+        .map(|(f, on)| format!("{f} {}", if *on { "on" } else { "off" }))
+        .collect();
+    words.join(", ")
 }
 
 /// Opens every worker's ports on `links` for a mode translating IP version `fams[i]` on
@@ -94,9 +156,81 @@ pub(crate) fn open_ports(
     Ok(Opened::Packet(ports))
 }
 
+/// Before any port is opened (an XDP program changes a veth's features): takes the
+/// host state of these interfaces (refusing to run beside a live gateway on them),
+/// undoes what a gateway that did not exit cleanly left (its offloads, its nftables
+/// table) and reads the offloads' settings as they are. Logs every step.
+pub(crate) fn host_prepare(
+    links: &[Link; 2],
+    log: &(dyn Fn(String) + Sync),
+) -> Result<HostSetup, LiveError> {
+    let (inside, outside) = (&links[0].name, &links[1].name);
+    let names = [inside.as_str(), outside.as_str()];
+    let mut state = match HostState::acquire(&names) {
+        Ok(s) => Some(s),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            return Err(LiveError::Io {
+                what: "host state",
+                source: e,
+            })
+        }
+        Err(e) => {
+            log(format!("warning: no state file in {} ({e}): after a crash, a restart will not know the offloads' previous settings", host::STATE_DIR));
+            None
+        }
+    };
+    if let Some(s) = &mut state {
+        let left = s.leftover();
+        if let Some(pid) = s.left_by() {
+            log(format!(
+                "recovery: the gateway pid {pid} on {inside} and {outside} did not exit cleanly ({}); undoing what it left",
+                s.path().display()
+            ));
+        }
+        for o in left {
+            match o.restore() {
+                Ok(()) => log(format!(
+                    "recovery: offloads on {} restored ({})",
+                    o.ifname,
+                    describe(&o)
+                )),
+                Err(e) => log(format!(
+                    "warning: recovery: offloads on {} not restored: {e}",
+                    o.ifname
+                )),
+            }
+        }
+    }
+    let table = host::table_name(&names);
+    match host::remove_table(&table) {
+        Ok(true) => log(format!("recovery: removed the nftables table {table} a gateway that did not exit cleanly left (it dropped transit traffic)")),
+        Ok(false) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log(format!("warning: nftables table {table}: {e}")),
+    }
+    let mut original = Vec::new();
+    for l in links {
+        match OffloadSettings::read(&l.name) {
+            Ok(o) => original.push(o),
+            Err(e) => log(format!(
+                "warning: offloads on {} cannot be restored on exit ({e})",
+                l.name
+            )),
+        }
+    }
+    Ok(HostSetup {
+        filter: None,
+        restore: Vec::new(),
+        original,
+        state,
+    })
+}
+
 /// Sets the host up around the opened ports: offloads, and for AF_PACKET the kernel
 /// bypass table. Logs every step.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn host_setup(
+    host: &mut HostSetup,
     gw: &GatewayConfig,
     opened: &Opened,
     links: &[Link; 2],
@@ -104,7 +238,7 @@ pub(crate) fn host_setup(
     local: (&[Ipv4Addr], &[Ipv6Addr]),
     gso: bool,
     log: &(dyn Fn(String) + Sync),
-) -> HostSetup {
+) {
     let (inside, outside) = (&links[0].name, &links[1].name);
     if gso {
         log(format!(
@@ -112,7 +246,14 @@ pub(crate) fn host_setup(
         ));
     } else if gw.offloads_off {
         // quicknat translates whole frames: a receive offload that merges them (GRO, LRO)
-        // would hand it 64 KB super-packets it cannot send on. Turn them off and say so.
+        // would hand it 64 KB super-packets it cannot send on. Turn them off and say so,
+        // after writing down how they were (restored on exit, or by the next start).
+        host.restore = std::mem::take(&mut host.original);
+        if let Some(s) = &mut host.state {
+            if let Err(e) = s.record(&host.restore) {
+                log(format!("warning: {}: {e}", s.path().display()));
+            }
+        }
         for l in links {
             match host::offloads_off(&l.name) {
                 Offloads::Off => {}
@@ -144,5 +285,5 @@ pub(crate) fn host_setup(
     } else {
         None
     };
-    HostSetup { _filter: filter }
+    host.filter = filter;
 }

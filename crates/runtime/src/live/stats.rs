@@ -17,6 +17,9 @@ pub struct IoCounters {
     pub to_kernel: u64,
     /// Translated packets handed to the kernel because the next hop's MAC was unknown.
     pub via_kernel: u64,
+    /// Requests to resolve a next hop skipped because the probe queue was full (the
+    /// packet still went to the kernel, which resolves the neighbour itself).
+    pub probe_skipped: u64,
     /// Translated packets with no route out of either interface.
     pub no_route: u64,
     /// Frames larger than the MTU (GSO/GRO super-packets): dropped, see the log hint.
@@ -46,6 +49,7 @@ impl IoCounters {
         }
         self.to_kernel += o.to_kernel;
         self.via_kernel += o.via_kernel;
+        self.probe_skipped += o.probe_skipped;
         self.no_route += o.no_route;
         self.oversize += o.oversize;
         self.csum_completed += o.csum_completed;
@@ -88,7 +92,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!(
-        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}]",
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} probe_skipped={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}]",
         io.rx[0],
         io.rx[1],
         io.tx[0],
@@ -97,6 +101,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         sessions,
         io.to_kernel,
         io.via_kernel,
+        io.probe_skipped,
         io.no_route,
         io.oversize,
         e.dropped(engine::DropReason::TooBig),

@@ -1,0 +1,288 @@
+"""End-to-end tests of how `quicknat run` sits on its host (issue 14, findings 6, 7, 8):
+
+  * crash recovery, once per backend: a NAT44 gateway forwards, is killed with SIGKILL,
+    and what it left is checked (on AF_PACKET its nftables ingress table, which drops
+    transit traffic; on both, the offloads it turned off and its state file); a restart
+    forwards again within 2 s with exactly one quicknat table, and after a clean stop no
+    table and no state file remain and the gateway's interfaces have their offloads back
+    as they were before the first start;
+  * privileges, once per backend: while running, the gateway has only CAP_NET_ADMIN
+    (effective, permitted, bounding) and no_new_privs, and it still forwards and cleans up;
+  * the control socket (ILA mode): started with umask 000 it is never seen with more
+    than 0660 (polled while the gateway starts), it belongs to the control group, a
+    member of the group (primary or supplementary) may change mappings (logged with its
+    uid and pid), and a peer that is neither root nor a member is refused by the server
+    itself (SO_PEERCRED), even when the socket file is opened to everyone.
+
+Topology for the NAT44 tests, as in test_nat44.py:
+
+    cli (10.0.0.2) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2)
+
+The gateway's own veths start with their offloads on (the peers' are off), so the
+gateway's changes and their undoing are visible.
+
+    sudo python3 -m pytest tests/e2e/test_hostops.py [--quicknat PATH]
+"""
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from netns import Scenario, popen_ns, sh, wait_for
+
+pytestmark = pytest.mark.needs_root
+
+SERVER = "198.51.100.2"
+FEATURES = ("tx-checksumming", "tcp-segmentation-offload", "generic-segmentation-offload",
+            "generic-receive-offload", "large-receive-offload")
+CAP_NET_ADMIN = 1 << 12
+
+CONFIG = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+workers = 1
+stats_interval = 1
+gso = false
+
+[nat44]
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = ["203.0.113.1/32"]
+"""
+
+
+class Nat44(Scenario):
+    def __init__(self):
+        super().__init__("qh", ("cli", "gw", "srv"))
+
+    def setup(self):
+        self.make_namespaces()
+        ns = self.ns
+        sh("ip", "link", "add", "c0", "netns", ns["cli"], "type", "veth", "peer", "name", "g-in", "netns", ns["gw"])
+        sh("ip", "link", "add", "s0", "netns", ns["srv"], "type", "veth", "peer", "name", "g-out", "netns", ns["gw"])
+        self.nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
+        self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        self.nsx("srv", "ip", "addr", "add", "198.51.100.2/24", "dev", "s0")
+        for n, d in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
+            self.nsx(n, "ip", "link", "set", d, "up")
+        self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        # Only the peers' offloads off: the gateway's own are its to change and restore.
+        self.offloads_off("cli", "c0")
+        self.offloads_off("srv", "s0")
+
+    def ping(self, wait=1.0):
+        return self.nsx("cli", "ping", "-n", "-q", "-c", "1", "-W", str(wait), SERVER,
+                        check=False, timeout=10).returncode == 0
+
+    def offloads(self, dev):
+        out = self.nsx("gw", "ethtool", "-k", dev).stdout
+        return {f: re.search(rf"^{f}: (\S+)", out, re.M).group(1) for f in FEATURES}
+
+    def tables(self):
+        out = self.nsx("gw", "nft", "list", "tables", check=False).stdout
+        return [l.split()[-1] for l in out.splitlines() if "quicknat" in l]
+
+    def state_files(self):
+        ino = self.nsx("gw", "stat", "-L", "-c", "%i", "/proc/self/ns/net").stdout.strip()
+        try:
+            return [f for f in os.listdir("/run/quicknat") if f.startswith(f"net{ino}-")]
+        except FileNotFoundError:
+            return []
+
+
+@pytest.fixture
+def topo():
+    t = Nat44()
+    try:
+        t.setup()
+        yield t
+    finally:
+        t.close()
+
+
+def status(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
+
+
+def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat, backend):
+    before = {d: topo.offloads(d) for d in ("g-in", "g-out")}
+    assert before["g-in"]["generic-receive-offload"] == "on", before
+    config = CONFIG.replace("{backend}", backend)
+    first = topo.quicknat(quicknat, "gw", config, f"hostops-first-{backend}")
+    assert first.wait_started(), first.text()
+    assert wait_for(topo.ping, 5), f"no traffic through the first gateway:\n{first.text()}"
+    assert topo.offloads("g-in")["generic-receive-offload"] == "off", "the gateway turned offloads off"
+
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=5)
+    # What the dead gateway left: offloads off and its state file; on AF_PACKET the ingress
+    # table, which drops every transit packet (the outage of finding 8).
+    assert topo.offloads("g-in")["generic-receive-offload"] == "off"
+    assert len(topo.state_files()) == 1, "the state file survives the crash"
+    if backend == "af_packet":
+        assert topo.tables() == ["quicknat_g-in_g-out"], topo.tables()
+        assert not topo.ping(0.5), "the leftover table blackholes transit traffic"
+
+    t0 = time.monotonic()
+    second = topo.quicknat(quicknat, "gw", config, f"hostops-second-{backend}")
+    assert wait_for(lambda: topo.ping(0.2), 2.0, step=0.0), \
+        f"traffic not flowing within 2 s of the restart:\n{second.text()}"
+    restart = time.monotonic() - t0
+    assert second.proc.poll() is None, second.text()
+    expected = ["quicknat_g-in_g-out"] if backend == "af_packet" else []
+    assert topo.tables() == expected, topo.tables()
+    assert "recovery: the gateway pid" in second.text(), second.text()
+    print(f"traffic flowing {restart:.2f} s after the restart")
+
+    rc, log = second.stop()
+    assert rc == 0, log
+    assert topo.tables() == [], "a clean stop removes the table"
+    assert topo.state_files() == [], "and the state file"
+    after = {d: topo.offloads(d) for d in ("g-in", "g-out")}
+    assert after == before, f"offloads not restored:\n{log}"
+    assert "offloads: restored on g-in" in log, log
+
+
+def test_privileges_are_dropped_after_setup(topo, quicknat, backend):
+    qn = topo.quicknat(quicknat, "gw", CONFIG.replace("{backend}", backend), f"hostops-caps-{backend}")
+    assert qn.wait_started(), qn.text()
+    assert wait_for(lambda: "privileges: only CAP_NET_ADMIN" in qn.text(), 5), qn.text()
+    # Every thread of the gateway: the main one and the workers.
+    for tid in os.listdir(f"/proc/{qn.proc.pid}/task"):
+        with open(f"/proc/{qn.proc.pid}/task/{tid}/status") as f:
+            st = dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
+        for field in ("CapEff", "CapPrm", "CapBnd"):
+            assert int(st[field], 16) == CAP_NET_ADMIN, (tid, field, st[field])
+        assert int(st["CapInh"], 16) == 0, (tid, st["CapInh"])
+        assert st["NoNewPrivs"].strip() == "1", tid
+    # Still forwards with what it kept, and cleans up on exit with it.
+    assert wait_for(topo.ping, 5), qn.text()
+    rc, log = qn.stop()
+    assert rc == 0, log
+    assert topo.tables() == [] and topo.state_files() == [], log
+    assert "warning" not in log, log
+
+
+# ------------------------------------------------------------------- control socket
+
+ILA_CONFIG = """
+[gateway]
+inside = "a0"
+outside = "a1"
+backend = "af_packet"
+workers = 1
+control_socket = "{sock}"
+control_group = "{group}"
+
+[ila]
+sir_prefix = "3333:0:0:1::/64"
+csum_mode = "adjust-transport"
+ident_type = "luid"
+unmapped = "drop"
+"""
+
+# Sends one request line on the control socket and prints the answer (or the error).
+CLIENT = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print(f"connect: {e}"); sys.exit()
+s.sendall(sys.argv[2].encode() + b"\n"); s.shutdown(socket.SHUT_WR)
+print(s.makefile().readline().strip())
+"""
+
+GROUP = 4242
+NOBODY = 65534
+
+
+def as_user(sock, line, *ids):
+    """`line` on the control socket from a process with the given setpriv ids."""
+    r = sh("setpriv", *ids, sys.executable, "-c", CLIENT, sock, line, check=False)
+    return (r.stdout + r.stderr).strip()
+
+
+@pytest.mark.only(backend="af_packet")
+def test_control_socket_is_born_private_and_checks_its_peers(quicknat, backend):
+    sc = Scenario("qc", ("gw",))
+    tmp = tempfile.mkdtemp(prefix="qn-ctl-")
+    os.chmod(tmp, 0o755)  # like /run: the socket's own mode is what protects it
+    sock = os.path.join(tmp, "c.sock")
+    cfgpath = os.path.join(tmp, "ila.toml")
+    logpath = os.path.join(tmp, "ila.log")
+    try:
+        sc.make_namespaces()
+        sh("ip", "link", "add", "a0", "netns", sc.ns["gw"], "type", "veth", "peer", "name", "a1",
+           "netns", sc.ns["gw"])
+        for d in ("a0", "a1"):
+            sc.nsx("gw", "ip", "link", "set", d, "up")
+        with open(cfgpath, "w") as f:
+            f.write(ILA_CONFIG.format(sock=sock, group=GROUP))
+        log = open(logpath, "w")
+        # umask 000: on main, bind created the socket 0777 until the chmod after it.
+        proc = popen_ns(sc.ns["gw"], quicknat, "run", "--config", cfgpath, stdout=log, stderr=log,
+                        preexec_fn=lambda: os.umask(0))
+        sc.procs.append(proc)
+        modes = set()
+        end = time.time() + 10
+        text = ""
+        while time.time() < end and proc.poll() is None:
+            try:
+                st = os.lstat(sock)
+                modes.add((stat.S_IMODE(st.st_mode), st.st_gid))
+            except FileNotFoundError:
+                pass
+            text = open(logpath).read()
+            if "control: ILA mappings" in text:
+                break
+        assert "control: ILA mappings" in text, text
+        st = os.lstat(sock)
+        modes.add((stat.S_IMODE(st.st_mode), st.st_gid))
+        for mode, gid in modes:
+            assert mode & 0o007 == 0, f"socket seen with mode {mode:o}"
+            assert mode & 0o070 == 0 or gid == GROUP, f"group bits for gid {gid}: {mode:o}"
+        assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o660, GROUP)
+
+        # A member of the control group, by primary and by supplementary group.
+        ok = as_user(sock, "ila add 0:0:0:1 2001:db8:1:0", f"--reuid={NOBODY}", f"--regid={GROUP}", "--clear-groups")
+        assert ok.startswith("ok added"), ok
+        ok = as_user(sock, "ila add 0:0:0:2 2001:db8:2:0", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                     f"--groups={GROUP}")
+        assert ok.startswith("ok added"), ok
+        # Not a member: the file's mode keeps it out ...
+        no = as_user(sock, "ila add 0:0:0:3 2001:db8:3:0", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
+        assert "Permission denied" in no, no
+        # ... and where the file is open to everyone (the race of finding 6, or a
+        # careless chmod), the server refuses it itself.
+        os.chmod(sock, 0o666)
+        no = as_user(sock, "ila add 0:0:0:3 2001:db8:3:0", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
+        assert no.startswith("error permission denied"), no
+        listing = sh(quicknat, "ila", "list", "--socket", sock).stdout
+        assert "0:0:0:1 " in listing and "0:0:0:2 " in listing and "0:0:0:3" not in listing, listing
+        text = wait_for(lambda: (lambda t: t if "refused uid 65534" in t else "")(open(logpath).read()), 3)
+        assert f"warning: control: refused uid {NOBODY} gid {NOBODY}" in text, text
+        assert re.search(rf"control: uid {NOBODY} pid \d+: ila add 0:0:0:1 2001:db8:1:0 -> ok added", text), text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0, open(logpath).read()
+        assert not os.path.exists(sock)
+    finally:
+        sc.close()
+        for f in (sock, cfgpath, logpath):
+            try:
+                os.unlink(f)
+            except FileNotFoundError:
+                pass
+        os.rmdir(tmp)
