@@ -118,21 +118,20 @@ def status(pid):
 
 def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat, backend):
     before = {d: topo.offloads(d) for d in ("g-in", "g-out")}
-    assert before["g-in"]["generic-receive-offload"] == "on", before
+    assert before["g-in"]["tcp-segmentation-offload"] == "on", before
     config = CONFIG.replace("{backend}", backend)
     first = topo.quicknat(quicknat, "gw", config, f"hostops-first-{backend}")
     assert first.wait_started(), first.text()
     assert wait_for(topo.ping, 5), f"no traffic through the first gateway:\n{first.text()}"
-    assert topo.offloads("g-in")["generic-receive-offload"] == "off", "the gateway turned offloads off"
+    assert topo.offloads("g-in")["tcp-segmentation-offload"] == "off", "the gateway turned offloads off"
 
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=5)
-    # What the dead gateway left: offloads off and its state file; on AF_PACKET the ingress
-    # table, which drops every transit packet (the outage of finding 8).
-    assert topo.offloads("g-in")["generic-receive-offload"] == "off"
-    assert len(topo.state_files()) == 1, "the state file survives the crash"
+    # What the dead gateway left: offloads off; on AF_PACKET the ingress table, which
+    # drops every transit packet (the outage of finding 8).
+    assert topo.offloads("g-in")["tcp-segmentation-offload"] == "off"
     if backend == "af_packet":
-        assert topo.tables() == ["quicknat_g-in_g-out"], topo.tables()
+        assert len(topo.tables()) == 1, topo.tables()
         assert not topo.ping(0.5), "the leftover table blackholes transit traffic"
 
     t0 = time.monotonic()
@@ -141,18 +140,22 @@ def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat,
         f"traffic not flowing within 2 s of the restart:\n{second.text()}"
     restart = time.monotonic() - t0
     assert second.proc.poll() is None, second.text()
-    expected = ["quicknat_g-in_g-out"] if backend == "af_packet" else []
-    assert topo.tables() == expected, topo.tables()
-    assert "recovery: the gateway pid" in second.text(), second.text()
+    expected = 1 if backend == "af_packet" else 0
+    assert len(topo.tables()) == expected, f"one quicknat table, not {topo.tables()}"
     print(f"traffic flowing {restart:.2f} s after the restart")
 
     rc, log = second.stop()
     assert rc == 0, log
     assert topo.tables() == [], "a clean stop removes the table"
-    assert topo.state_files() == [], "and the state file"
     after = {d: topo.offloads(d) for d in ("g-in", "g-out")}
     assert after == before, f"offloads not restored:\n{log}"
+    # How: the fixed table name, and the state file the first gateway left.
+    assert "recovery: the gateway pid" in log, log
+    if backend == "af_packet":
+        assert "recovery: removed the nftables table quicknat_g-in_g-out" in log, log
+    assert "recovery: offloads on g-in restored" in log, log
     assert "offloads: restored on g-in" in log, log
+    assert topo.state_files() == [], "a clean stop removes the state file"
 
 
 def test_privileges_are_dropped_after_setup(topo, quicknat, backend):
@@ -184,7 +187,6 @@ outside = "a1"
 backend = "af_packet"
 workers = 1
 control_socket = "{sock}"
-control_group = "{group}"
 
 [ila]
 sir_prefix = "3333:0:0:1::/64"
@@ -215,74 +217,123 @@ def as_user(sock, line, *ids):
     return (r.stdout + r.stderr).strip()
 
 
-@pytest.mark.only(backend="af_packet")
-def test_control_socket_is_born_private_and_checks_its_peers(quicknat, backend):
-    sc = Scenario("qc", ("gw",))
-    tmp = tempfile.mkdtemp(prefix="qn-ctl-")
-    os.chmod(tmp, 0o755)  # like /run: the socket's own mode is what protects it
-    sock = os.path.join(tmp, "c.sock")
-    cfgpath = os.path.join(tmp, "ila.toml")
-    logpath = os.path.join(tmp, "ila.log")
-    try:
-        sc.make_namespaces()
-        sh("ip", "link", "add", "a0", "netns", sc.ns["gw"], "type", "veth", "peer", "name", "a1",
-           "netns", sc.ns["gw"])
-        for d in ("a0", "a1"):
-            sc.nsx("gw", "ip", "link", "set", d, "up")
-        with open(cfgpath, "w") as f:
-            f.write(ILA_CONFIG.format(sock=sock, group=GROUP))
-        log = open(logpath, "w")
-        # umask 000: on main, bind created the socket 0777 until the chmod after it.
-        proc = popen_ns(sc.ns["gw"], quicknat, "run", "--config", cfgpath, stdout=log, stderr=log,
-                        preexec_fn=lambda: os.umask(0))
-        sc.procs.append(proc)
-        modes = set()
-        end = time.time() + 10
-        text = ""
-        while time.time() < end and proc.poll() is None:
-            try:
-                st = os.lstat(sock)
-                modes.add((stat.S_IMODE(st.st_mode), st.st_gid))
-            except FileNotFoundError:
-                pass
-            text = open(logpath).read()
-            if "control: ILA mappings" in text:
-                break
-        assert "control: ILA mappings" in text, text
-        st = os.lstat(sock)
-        modes.add((stat.S_IMODE(st.st_mode), st.st_gid))
-        for mode, gid in modes:
-            assert mode & 0o007 == 0, f"socket seen with mode {mode:o}"
-            assert mode & 0o070 == 0 or gid == GROUP, f"group bits for gid {gid}: {mode:o}"
-        assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o660, GROUP)
+class IlaGateway:
+    """An ILA gateway on a veth pair inside one namespace, started with umask 000, its
+    control socket in a world-traversable directory (like /run); `modes` holds every
+    (mode, gid) the socket file was seen with while the gateway started."""
 
-        # A member of the control group, by primary and by supplementary group.
-        ok = as_user(sock, "ila add 0:0:0:1 2001:db8:1:0", f"--reuid={NOBODY}", f"--regid={GROUP}", "--clear-groups")
-        assert ok.startswith("ok added"), ok
-        ok = as_user(sock, "ila add 0:0:0:2 2001:db8:2:0", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                     f"--groups={GROUP}")
-        assert ok.startswith("ok added"), ok
-        # Not a member: the file's mode keeps it out ...
-        no = as_user(sock, "ila add 0:0:0:3 2001:db8:3:0", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
-        assert "Permission denied" in no, no
-        # ... and where the file is open to everyone (the race of finding 6, or a
-        # careless chmod), the server refuses it itself.
-        os.chmod(sock, 0o666)
-        no = as_user(sock, "ila add 0:0:0:3 2001:db8:3:0", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
-        assert no.startswith("error permission denied"), no
-        listing = sh(quicknat, "ila", "list", "--socket", sock).stdout
-        assert "0:0:0:1 " in listing and "0:0:0:2 " in listing and "0:0:0:3" not in listing, listing
-        text = wait_for(lambda: (lambda t: t if "refused uid 65534" in t else "")(open(logpath).read()), 3)
-        assert f"warning: control: refused uid {NOBODY} gid {NOBODY}" in text, text
-        assert re.search(rf"control: uid {NOBODY} pid \d+: ila add 0:0:0:1 2001:db8:1:0 -> ok added", text), text
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=5) == 0, open(logpath).read()
-        assert not os.path.exists(sock)
-    finally:
-        sc.close()
-        for f in (sock, cfgpath, logpath):
+    def __init__(self, quicknat, group):
+        self.sc = Scenario("qc", ("gw",))
+        self.tmp = tempfile.mkdtemp(prefix="qn-ctl-")
+        os.chmod(self.tmp, 0o755)
+        self.sock = os.path.join(self.tmp, "c.sock")
+        self.logpath = os.path.join(self.tmp, "ila.log")
+        cfgpath = os.path.join(self.tmp, "ila.toml")
+        self.sc.make_namespaces()
+        sh("ip", "link", "add", "a0", "netns", self.sc.ns["gw"], "type", "veth", "peer", "name", "a1",
+           "netns", self.sc.ns["gw"])
+        for d in ("a0", "a1"):
+            self.sc.nsx("gw", "ip", "link", "set", d, "up")
+        text = ILA_CONFIG.format(sock=self.sock)
+        if group is not None:
+            text = text.replace("[ila]", f'control_group = "{group}"\n\n[ila]')
+        with open(cfgpath, "w") as f:
+            f.write(text)
+        log = open(self.logpath, "w")
+        # umask 000: on main, bind created the socket 0777 until the chmod after it.
+        self.proc = popen_ns(self.sc.ns["gw"], quicknat, "run", "--config", cfgpath, stdout=log, stderr=log,
+                             preexec_fn=lambda: os.umask(0))
+        self.sc.procs.append(self.proc)
+        self.modes = set()
+        end = time.time() + 10
+        while time.time() < end and self.proc.poll() is None:
             try:
-                os.unlink(f)
+                st = os.lstat(self.sock)
+                self.modes.add((stat.S_IMODE(st.st_mode), st.st_gid))
             except FileNotFoundError:
                 pass
-        os.rmdir(tmp)
+            if "control: ILA mappings" in self.text():
+                break
+        assert "control: ILA mappings" in self.text(), self.text()
+        st = os.lstat(self.sock)
+        self.modes.add((stat.S_IMODE(st.st_mode), st.st_gid))
+
+    def text(self):
+        with open(self.logpath) as f:
+            return f.read()
+
+    def listing(self, quicknat):
+        return sh(quicknat, "ila", "list", "--socket", self.sock).stdout
+
+    def close(self):
+        self.sc.close()
+        for f in os.listdir(self.tmp):
+            os.unlink(os.path.join(self.tmp, f))
+        os.rmdir(self.tmp)
+
+
+@pytest.fixture
+def ila_root_only(quicknat):
+    g = IlaGateway(quicknat, None)
+    yield g
+    g.close()
+
+
+@pytest.fixture
+def ila_group(quicknat):
+    g = IlaGateway(quicknat, GROUP)
+    yield g
+    g.close()
+
+
+NOT_MEMBER = (f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
+
+
+@pytest.mark.only(backend="af_packet")
+def test_control_socket_is_root_only_from_birth_and_refuses_other_peers(ila_root_only, quicknat, backend):
+    g = ila_root_only
+    for mode, _ in g.modes:
+        assert mode & 0o077 == 0, f"socket seen with mode {mode:o}"
+    # The file keeps others out ...
+    no = as_user(g.sock, "ila add 0:0:0:3 2001:db8:3:0", *NOT_MEMBER)
+    assert "Permission denied" in no, no
+    # ... and where it is open to everyone (the race of finding 6, or a careless chmod),
+    # the server refuses a peer that is not root itself.
+    os.chmod(g.sock, 0o666)
+    no = as_user(g.sock, "ila add 0:0:0:3 2001:db8:3:0", *NOT_MEMBER)
+    assert no.startswith("error permission denied"), no
+    assert "0:0:0:3" not in g.listing(quicknat)
+    ok = sh(quicknat, "ila", "add", "0:0:0:4", "2001:db8:4:0", "--socket", g.sock).stdout
+    assert ok.startswith("added"), ok
+    text = wait_for(lambda: (lambda t: t if "0:0:0:4" in t else "")(g.text()), 3)
+    assert f"warning: control: refused uid {NOBODY} gid {NOBODY}" in text, text
+    assert re.search(r"control: uid 0 pid \d+: ila add 0:0:0:4 2001:db8:4:0 -> ok added", text), text
+    g.proc.send_signal(signal.SIGTERM)
+    assert g.proc.wait(timeout=5) == 0, g.text()
+    assert not os.path.exists(g.sock)
+
+
+@pytest.mark.only(backend="af_packet")
+def test_control_group_members_may_change_mappings(ila_group, quicknat, backend):
+    g = ila_group
+    for mode, gid in g.modes:
+        assert mode & 0o007 == 0, f"socket seen with mode {mode:o}"
+        assert mode & 0o070 == 0 or gid == GROUP, f"group bits for gid {gid}: {mode:o}"
+    st = os.lstat(g.sock)
+    assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o660, GROUP)
+    # A member of the control group, by primary and by supplementary group.
+    ok = as_user(g.sock, "ila add 0:0:0:1 2001:db8:1:0", f"--reuid={NOBODY}", f"--regid={GROUP}", "--clear-groups")
+    assert ok.startswith("ok added"), ok
+    ok = as_user(g.sock, "ila add 0:0:0:2 2001:db8:2:0", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                 f"--groups={GROUP}")
+    assert ok.startswith("ok added"), ok
+    # Not a member: refused by the file's mode, and by the server when the file is open.
+    no = as_user(g.sock, "ila add 0:0:0:3 2001:db8:3:0", *NOT_MEMBER)
+    assert "Permission denied" in no, no
+    os.chmod(g.sock, 0o666)
+    no = as_user(g.sock, "ila add 0:0:0:3 2001:db8:3:0", *NOT_MEMBER)
+    assert no.startswith("error permission denied"), no
+    listing = g.listing(quicknat)
+    assert "0:0:0:1 " in listing and "0:0:0:2 " in listing and "0:0:0:3" not in listing, listing
+    text = wait_for(lambda: (lambda t: t if "refused uid" in t else "")(g.text()), 3)
+    assert re.search(rf"control: uid {NOBODY} pid \d+: ila add 0:0:0:1 2001:db8:1:0 -> ok added", text), text
