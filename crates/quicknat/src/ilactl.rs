@@ -144,7 +144,9 @@ mod tests {
         .unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(ControlState::new(Arc::clone(&router), None, None));
-        let server = serve(&path, state, Arc::clone(&stop)).unwrap();
+        // The change log (issue 14 finding 6), kept open so changes are not refused.
+        let (log, _changes) = std::sync::mpsc::sync_channel(1024);
+        let server = serve(&path, state, Arc::clone(&stop), log).unwrap();
         let add = IlaOp::Add {
             identifier: "0:0:1:2".parse().unwrap(),
             locator: "2001:0:87:0".parse().unwrap(),
