@@ -181,7 +181,10 @@ pub(super) fn greedy_cell(
 }
 
 /// CPU ns per forwarded packet while `tuples` are replayed at the fixed rate.
-fn collision_run(lab: &Lab, o: &AttackOptions, tuples: &Path, idle: f64) -> Result<(f64, f64)> {
+fn collision_run(lab: &Lab, o: &AttackOptions, tuples: &Path) -> Result<(f64, f64)> {
+    // The soaker's idle rate right before each run: the machine's other load drifts.
+    let idle = soak_rate(soak_on(GW_CORE, 1)?);
+    anyhow::ensure!(idle > 0.0, "the CPU soaker did not run");
     let secs = o.collision_seconds();
     let gout = mac(lab, lab.gw(), "g-out")?;
     let before = lab.counter(lab.gw(), "g-in", "tx_packets");
@@ -226,10 +229,8 @@ pub(super) fn collision_cell(
     r: &mut ArmRound,
 ) -> Result<()> {
     inside_counter(lab, true)?;
-    let idle = soak_rate(soak_on(GW_CORE, 1)?);
-    anyhow::ensure!(idle > 0.0, "the CPU soaker did not run");
-    (r.random_ns, r.random_fwd_pps) = collision_run(lab, o, &files.random, idle)?;
-    (r.crafted_ns, r.crafted_fwd_pps) = collision_run(lab, o, &files.crafted, idle)?;
+    (r.random_ns, r.random_fwd_pps) = collision_run(lab, o, &files.random)?;
+    (r.crafted_ns, r.crafted_fwd_pps) = collision_run(lab, o, &files.crafted)?;
     Ok(())
 }
 

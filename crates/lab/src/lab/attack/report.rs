@@ -144,10 +144,31 @@ impl std::fmt::Display for AttackReport {
                 if !r.restart_note.is_empty() {
                     writeln!(f, "{arm}, round {}: {}", i + 1, r.restart_note)?;
                 }
+                let cells = ["flood", "greedy", "collisions"];
+                let counters: Vec<String> = r
+                    .quicknat_stats
+                    .iter()
+                    .zip(cells)
+                    .map(|(line, cell)| format!("{cell}: {}", counters(line)))
+                    .collect();
+                if !counters.is_empty() {
+                    writeln!(f, "{arm}, round {}: {}", i + 1, counters.join("; "))?;
+                }
             }
         }
         Ok(())
     }
+}
+
+/// `sessions=N drops[...]` out of quicknat's closing counter line.
+fn counters(line: &str) -> String {
+    let sessions = line.split_whitespace().find(|w| w.starts_with("sessions="));
+    let drops = line.find("drops[").map(|i| &line[i..]);
+    [sessions, drops]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn pct(c: &ConnectReport) -> f64 {
