@@ -146,7 +146,7 @@ const KERNEL_NAT: &str = r#"table ip qnlab {
 /// The kernel's best-practice per-host limit (nftables wiki, "connlimit").
 fn kernel_host_limit(n: u32) -> String {
     format!(
-        "table ip qnlimit {{\n  set hosts {{ type ipv4_addr; flags dynamic; size 65535; }}\n  chain fwd {{\n    type filter hook forward priority 0;\n    iifname \"g-in\" ct state new add @hosts {{ ip saddr ct count over {n} }} counter drop\n  }}\n}}\n"
+        "table ip qnlimit {{\n  set hosts {{ type ipv4_addr; flags dynamic; size 65535; }}\n  chain hostlimit {{\n    type filter hook forward priority 0;\n    iifname \"g-in\" ct state new add @hosts {{ ip saddr ct count over {n} }} counter drop\n  }}\n}}\n"
     )
 }
 
