@@ -34,7 +34,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> golden captures match their generator"
 python3 scripts/gen_golden.py --check
 echo "==> live end to end with pytest (tests/e2e): NAT44, NAT64 and 464XLAT, ILA on both backends; translate replays the live gateways; SIIT compared with TAYGA"
-cargo build --release --quiet -p quicknat
+cargo build --release --quiet -p quicknat -p lab
 # One pytest run. The network-namespace suites need root and skip without it (CI runs as
 # root); the differential test against TAYGA counts in the total, and a run of it that
 # could not compare anything (no root, no TUN, no tayga, a crash) fails, never skips.

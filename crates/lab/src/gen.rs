@@ -147,7 +147,7 @@ impl GenReport {
 
 /// A token bucket checked once per batch. Time is an argument, so it is testable.
 #[derive(Debug)]
-struct Pacer {
+pub(crate) struct Pacer {
     rate: f64,
     tokens: f64,
     /// Tokens never exceed this, so a stall does not turn into a burst.
@@ -158,7 +158,7 @@ struct Pacer {
 }
 
 impl Pacer {
-    fn new(rate_pps: u64, batch: usize, now: Instant) -> Pacer {
+    pub(crate) fn new(rate_pps: u64, batch: usize, now: Instant) -> Pacer {
         let rate = rate_pps as f64;
         let want = (rate / 1000.0).clamp(1.0, batch as f64).floor();
         Pacer {
@@ -171,7 +171,7 @@ impl Pacer {
     }
 
     /// How many datagrams may go now (0: wait [`Pacer::wait_time`] first), at most `batch`.
-    fn grant(&mut self, now: Instant, batch: usize) -> usize {
+    pub(crate) fn grant(&mut self, now: Instant, batch: usize) -> usize {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         self.tokens = (self.tokens + self.rate * dt).min(self.depth);
         self.last = now;
@@ -183,11 +183,11 @@ impl Pacer {
     }
 
     /// Time until `want` tokens are available.
-    fn wait_time(&self) -> Duration {
+    pub(crate) fn wait_time(&self) -> Duration {
         Duration::from_secs_f64(((self.want - self.tokens) / self.rate).max(0.0))
     }
 
-    fn consume(&mut self, n: usize) {
+    pub(crate) fn consume(&mut self, n: usize) {
         self.tokens -= n as f64;
     }
 }

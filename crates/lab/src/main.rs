@@ -7,12 +7,15 @@
 //! - `gen`: the small-packet UDP traffic generator.
 //! - `rr`: the TCP request/response load tool.
 //! - `soak`: a CPU soaker; the lab runs it at the lowest priority.
+//! - `flood`, `probe`: the attack lab's raw-frame generator and its measuring tools.
 //!
 //! Like the product binary, this is the only place that turns errors into exit codes and
 //! one-line messages. Nothing here is ever on the data path.
 
+mod flood;
 mod gen;
 mod lab;
+mod probe;
 mod rr;
 
 use std::path::PathBuf;
@@ -34,12 +37,15 @@ struct Cli {
 enum Command {
     /// Build network namespaces and measure quicknat against a reference on the same
     /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 (vs TAYGA),
-    /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers).
+    /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers),
+    /// attack (NAT44 vs the kernel's NAT under floods, a greedy host, hash collisions,
+    /// link flaps and a gateway restart).
     Lab {
-        /// Which topology: nat44, nat64 or ila.
+        /// Which topology: nat44, nat64, ila or attack.
         #[arg(long, value_enum, default_value_t = Topology::Nat44)]
         topology: Topology,
-        /// Seconds per measurement (default 5).
+        /// Seconds per measurement (default 5; attack: seconds of SYN flood, 60 in the
+        /// full form).
         #[arg(long, value_name = "S", default_value_t = 5)]
         seconds: u64,
         /// Alternating rounds; medians are reported (default 3).
@@ -58,9 +64,10 @@ enum Command {
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
-        /// quicknat backends to measure (comma-separated): af_xdp, af_packet.
-        #[arg(long, value_name = "LIST", default_value = "af_xdp,af_packet")]
-        backends: String,
+        /// quicknat backends to measure (comma-separated): af_xdp, af_packet (default: both;
+        /// attack: af_packet, quicknat's default).
+        #[arg(long, value_name = "LIST")]
+        backends: Option<String>,
         /// Request/response connections (ila).
         #[arg(long, value_name = "N", default_value_t = 200)]
         conns: usize,
@@ -71,7 +78,29 @@ enum Command {
         /// `quicknat` next to this program, e.g. target/release/quicknat).
         #[arg(long, value_name = "PATH")]
         quicknat: Option<PathBuf>,
+        /// attack: the short form for CI (short cells, no `ct count` run; figures are not
+        /// comparable with the full form's).
+        #[arg(long)]
+        short: bool,
+        /// attack: session table size for both (default: the kernel's nf_conntrack_max,
+        /// which cannot be set inside a namespace on every kernel).
+        #[arg(long, value_name = "N")]
+        max_sessions: Option<usize>,
+        /// attack: crafted colliding tuples (and as many random ones).
+        #[arg(long, value_name = "N", default_value_t = 1024)]
+        collisions: usize,
+        /// attack: fixed offered rate of the collision cells, packets per second.
+        #[arg(long, value_name = "PPS", default_value_t = 100_000)]
+        collision_pps: u64,
+        /// attack: the kernel's best-practice per-host limit (`ct count over N`); 0 skips it.
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        host_limit: u32,
     },
+    /// Write raw Ethernet frames on an interface (attack lab): a spoofed SYN flood, replayed
+    /// SYN tuples, or one host's new flows. Prints a JSON report.
+    Flood(FloodArgs),
+    /// The attack lab's measuring tools: a UDP sequence probe, connection loops.
+    Probe(probe::ProbeArgs),
     /// Offer 64-byte UDP traffic (by default) to IP:PORT from many source ports, for the lab.
     Gen {
         /// Destination address and port: IPv4 (IP:PORT) or IPv6 ([IP]:PORT).
@@ -118,6 +147,50 @@ enum Topology {
     Nat64,
     /// TCP request/response directly vs through two quicknat ILA routers.
     Ila,
+    /// quicknat NAT44 vs the kernel's NAT under attack (SYN flood at a port forward, a
+    /// greedy inside host, hash collisions, link flap, SIGKILL + restart).
+    Attack,
+}
+
+/// `quicknat-lab flood` arguments.
+#[derive(Debug, clap::Args)]
+struct FloodArgs {
+    /// Interface to send on.
+    #[arg(long)]
+    dev: String,
+    /// Destination MAC (the gateway's interface).
+    #[arg(long)]
+    dst_mac: String,
+    /// Source MAC.
+    #[arg(long)]
+    src_mac: String,
+    /// spoofed-syn (--dst, --src-net), tuples (--dst, --tuples), greedy (--src, --dst-net).
+    #[arg(long)]
+    pattern: String,
+    /// Destination IPv4:PORT (spoofed-syn, tuples).
+    #[arg(long)]
+    dst: Option<String>,
+    /// Prefix the spoofed sources are drawn from (spoofed-syn).
+    #[arg(long)]
+    src_net: Option<String>,
+    /// File of sources, one IPv4:PORT per line, replayed round robin (tuples).
+    #[arg(long)]
+    tuples: Option<PathBuf>,
+    /// The one source address (greedy).
+    #[arg(long)]
+    src: Option<std::net::Ipv4Addr>,
+    /// Prefix the destinations are drawn from (greedy).
+    #[arg(long)]
+    dst_net: Option<String>,
+    /// Frames per second (default: as fast as possible).
+    #[arg(long)]
+    pps: Option<u64>,
+    /// Seconds.
+    #[arg(long)]
+    seconds: f64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 fn main() -> ExitCode {
@@ -135,6 +208,11 @@ fn main() -> ExitCode {
             conns,
             size,
             quicknat,
+            short,
+            max_sessions,
+            collisions,
+            collision_pps,
+            host_limit,
         } => run_lab(
             topology,
             LabArgs {
@@ -147,10 +225,25 @@ fn main() -> ExitCode {
                 conns,
                 size,
                 quicknat,
+                attack: AttackArgs {
+                    short,
+                    max_sessions,
+                    collisions,
+                    collision_pps,
+                    host_limit,
+                },
             },
-            &backends,
+            backends
+                .as_deref()
+                .unwrap_or(if topology == Topology::Attack {
+                    "af_packet"
+                } else {
+                    "af_xdp,af_packet"
+                }),
         ),
         Command::Rr(args) => rr::run(&args),
+        Command::Probe(args) => probe::run(&args),
+        Command::Flood(args) => run_flood(&args),
         Command::Soak { seconds } => {
             println!(
                 "{}",
@@ -257,6 +350,64 @@ struct LabArgs {
     conns: usize,
     size: usize,
     quicknat: Option<PathBuf>,
+    attack: AttackArgs,
+}
+
+/// `quicknat-lab lab --topology attack` options.
+struct AttackArgs {
+    short: bool,
+    max_sessions: Option<usize>,
+    collisions: usize,
+    collision_pps: u64,
+    host_limit: u32,
+}
+
+/// `quicknat-lab flood`: prints the generator's JSON report.
+fn run_flood(a: &FloodArgs) -> anyhow::Result<()> {
+    use flood::{parse_endpoint, parse_mac, parse_net, Pattern};
+    anyhow::ensure!(
+        a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 3600.0,
+        "--seconds must be between 0 and 3600"
+    );
+    anyhow::ensure!(a.pps != Some(0), "--pps must be at least 1");
+    let need = |v: &Option<String>, what: &str| {
+        v.clone()
+            .ok_or_else(|| anyhow::anyhow!("--pattern {} needs --{what}", a.pattern))
+    };
+    let pattern = match a.pattern.as_str() {
+        "spoofed-syn" => Pattern::SpoofedSyn {
+            dst: parse_endpoint(&need(&a.dst, "dst")?)?,
+            src_net: parse_net(&need(&a.src_net, "src-net")?)?,
+        },
+        "tuples" => Pattern::Tuples {
+            dst: parse_endpoint(&need(&a.dst, "dst")?)?,
+            srcs: flood::read_tuples(
+                a.tuples
+                    .as_deref()
+                    .ok_or_else(|| anyhow::anyhow!("--pattern tuples needs --tuples"))?,
+            )?,
+        },
+        "greedy" => Pattern::Greedy {
+            src: a
+                .src
+                .ok_or_else(|| anyhow::anyhow!("--pattern greedy needs --src"))?,
+            dst_net: parse_net(&need(&a.dst_net, "dst-net")?)?,
+        },
+        p => anyhow::bail!("--pattern {p:?}: expected spoofed-syn, tuples or greedy"),
+    };
+    let cfg = flood::FloodConfig {
+        dev: a.dev.clone(),
+        dst_mac: parse_mac(&a.dst_mac)?,
+        src_mac: parse_mac(&a.src_mac)?,
+        pattern,
+        pps: a.pps,
+        duration: std::time::Duration::from_secs_f64(a.seconds),
+        seed: a.seed,
+    };
+    let stop = lab::stop_flag()?;
+    let r = flood::run(&cfg, &stop)?;
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(())
 }
 
 /// Prints a lab report as JSON or as its table.
@@ -281,6 +432,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         conns,
         size,
         quicknat,
+        attack,
     } = a;
     let backends: Vec<String> = backends
         .split(',')
@@ -301,6 +453,22 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         (1..=50).contains(&rounds),
         "--rounds must be between 1 and 50"
     );
+    if topology == Topology::Attack {
+        anyhow::ensure!(
+            (16..=1_000_000).contains(&attack.collisions),
+            "--collisions must be between 16 and 1000000"
+        );
+        anyhow::ensure!(
+            (100..=1_000_000).contains(&attack.collision_pps),
+            "--collision-pps must be between 100 and 1000000"
+        );
+        anyhow::ensure!(
+            attack
+                .max_sessions
+                .is_none_or(|m| (1024..=1 << 26).contains(&m)),
+            "--max-sessions must be between 1024 and 67108864"
+        );
+    }
     anyhow::ensure!(
         (1_000..=10_000_000).contains(&fixed_pps),
         "--fixed-pps must be between 1000 and 10000000"
@@ -347,6 +515,20 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 size,
                 backends,
                 quicknat,
+            })?,
+            json,
+        ),
+        Topology::Attack => print_report(
+            &lab::attack::run_attack(&lab::attack::AttackOptions {
+                seconds,
+                rounds,
+                backends,
+                quicknat,
+                max_sessions: attack.max_sessions,
+                collisions: attack.collisions,
+                collision_pps: attack.collision_pps,
+                host_limit: attack.host_limit,
+                short: attack.short,
             })?,
             json,
         ),

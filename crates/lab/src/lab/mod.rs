@@ -11,7 +11,9 @@
 //! - [`nat44`]: quicknat NAT44 vs the kernel's nftables NAT.
 //! - [`nat64`]: quicknat NAT64 vs TAYGA.
 //! - [`ila`]: TCP request/response directly (kernel forwarding) vs through quicknat ILA.
+//! - [`attack`]: quicknat NAT44 vs the kernel's NAT under hostile and greedy traffic.
 
+pub mod attack;
 pub mod ila;
 pub mod nat44;
 pub mod nat64;

