@@ -150,6 +150,43 @@ impl Default for Timeouts {
     }
 }
 
+// -- ICMP error budget (issue 14, finding 11) --
+
+/// How many ICMP errors about refused packets a worker sends (RFC 1812 §4.3.2.8, RFC 4443
+/// §2.4 (f)): at most `global` a second in all, and at most `per_source` a second to any
+/// one sender (a keyed hash of its address picks its bucket in a small fixed table, so a
+/// flood from one host never uses up everyone's budget). Packet Too Big / Fragmentation
+/// Needed draw on buckets of their own of the same sizes, so Time Exceeded floods never
+/// starve path-MTU discovery. A rate of 0 sends none of that kind. Bursts as large as the
+/// rate are allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IcmpRate {
+    /// Errors per second at most, over all senders.
+    pub global: u32,
+    /// Errors per second at most to one sender.
+    pub per_source: u32,
+}
+
+impl IcmpRate {
+    /// The largest rate accepted for either figure.
+    pub const MAX: u32 = 1_000_000;
+    /// No errors at all.
+    pub const OFF: IcmpRate = IcmpRate {
+        global: 0,
+        per_source: 0,
+    };
+}
+
+impl Default for IcmpRate {
+    /// 200 a second per worker in all (as before), 20 a second to one sender.
+    fn default() -> Self {
+        IcmpRate {
+            global: 200,
+            per_source: 20,
+        }
+    }
+}
+
 /// Which part of a mode's configuration a [`ConfigError`] or [`ConfigWarning`] is about,
 /// named as the configuration file names it, so the file layer can point at the line.
 /// Indexes count from 0 in the order the entries were given.

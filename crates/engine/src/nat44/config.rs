@@ -8,7 +8,7 @@ use std::time::Duration;
 use xlat::prefix::Ipv4Prefix;
 
 use crate::config::{
-    ConfigError, ConfigItem, ConfigWarning, Filtering, L4Proto, PortRange, Timeouts,
+    ConfigError, ConfigItem, ConfigWarning, Filtering, IcmpRate, L4Proto, PortRange, Timeouts,
 };
 
 /// A dynamic NAPT rule: hosts in `inside` share the addresses of `pool`, ports `ports`.
@@ -76,6 +76,9 @@ pub struct Nat44Config {
     pub max_simultaneous_opens: usize,
     /// RFC 6146 §3.5.2.2: drop unsolicited inbound SYNs at once instead of holding them.
     pub drop_externally_initiated_tcp: bool,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors a worker sends about refused packets, in all and to one sender.
+    pub icmp_rate: IcmpRate,
 }
 
 impl Default for Nat44Config {
@@ -95,6 +98,7 @@ impl Default for Nat44Config {
             max_fragment_records: crate::nat44::MAX_FRAGMENT_RECORDS,
             max_simultaneous_opens: crate::nat44::held::MAX_SIMULTANEOUS_OPENS,
             drop_externally_initiated_tcp: false,
+            icmp_rate: IcmpRate::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ use xlat::rfc6052::Pref64;
 use xlat::siit::SiitOptions;
 
 use crate::config::{
-    ConfigError, ConfigItem, ConfigWarning, Filtering, L4Proto, PortRange, Timeouts,
+    ConfigError, ConfigItem, ConfigWarning, Filtering, IcmpRate, L4Proto, PortRange, Timeouts,
 };
 use crate::nat44::{DynamicRule, Nat44Config, PortForward};
 
@@ -65,6 +65,9 @@ pub struct Nat64Config {
     /// RFC 7915 §4.4 / §5.4: whether the translator sends the ICMP errors it owes the
     /// sender of a packet it refuses (on by default).
     pub icmp_errors: bool,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors a worker sends about refused packets, in all and to one sender.
+    pub icmp_rate: IcmpRate,
 }
 
 impl Default for Nat64Config {
@@ -87,6 +90,7 @@ impl Default for Nat64Config {
             drop_externally_initiated_tcp: n.drop_externally_initiated_tcp,
             drop_icmpv6_info: false,
             icmp_errors: true,
+            icmp_rate: IcmpRate::default(),
         }
     }
 }
@@ -127,6 +131,7 @@ impl Nat64Config {
             max_fragment_records: self.max_fragment_records,
             max_simultaneous_opens: self.max_simultaneous_opens,
             drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
+            icmp_rate: self.icmp_rate,
         }
     }
 

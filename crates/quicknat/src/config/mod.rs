@@ -437,6 +437,46 @@ fn fragment_limits(
     Ok((t, m))
 }
 
+// -- ICMP error budget (issue 14, finding 11) --
+
+/// `icmp_error_rate` and `icmp_error_rate_per_source` of `section` (each 0 to
+/// [`engine::config::IcmpRate::MAX`] a second), the defaults where not written.
+fn icmp_rate(
+    src: &Source<'_>,
+    global: &Option<Spanned<u64>>,
+    per_source: &Option<Spanned<u64>>,
+    section: &str,
+) -> Result<engine::config::IcmpRate, ConfigFileError> {
+    use engine::config::IcmpRate;
+    let mut rate = IcmpRate::default();
+    for (v, name, to) in [
+        (global, "icmp_error_rate", &mut rate.global),
+        (
+            per_source,
+            "icmp_error_rate_per_source",
+            &mut rate.per_source,
+        ),
+    ] {
+        if let Some(v) = v {
+            *to = u32::try_from(*v.get_ref())
+                .ok()
+                .filter(|r| *r <= IcmpRate::MAX)
+                .ok_or_else(|| {
+                    src.error(
+                        Some(v.span()),
+                        format!("{section}.{name}"),
+                        format!(
+                            "{}: must be between 0 (none) and {} errors a second",
+                            v.get_ref(),
+                            IcmpRate::MAX
+                        ),
+                    )
+                })?;
+        }
+    }
+    Ok(rate)
+}
+
 /// `max_simultaneous_opens` as written (saturated: the engine refuses what is too large,
 /// naming the field), else `default`.
 fn held_syns(v: &Option<Spanned<u64>>, default: usize) -> usize {
@@ -519,6 +559,12 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     if let Some(h) = &raw.port_reuse_hold {
         c.port_reuse_hold = Duration::from_secs(*h.get_ref());
     }
+    c.icmp_rate = icmp_rate(
+        src,
+        &raw.icmp_error_rate,
+        &raw.icmp_error_rate_per_source,
+        "nat44",
+    )?;
     if let Some(m) = &raw.max_sessions {
         c.max_sessions = usize::try_from(*m.get_ref()).map_err(|_| {
             src.error(

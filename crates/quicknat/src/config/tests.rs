@@ -888,3 +888,57 @@ fn simultaneous_open_settings_are_read_and_checked() {
         "between 0 and 4096",
     );
 }
+
+// -- ICMP error budget (issue 14, finding 11) --
+
+#[test]
+fn icmp_error_rates_are_read_and_bounded() {
+    use engine::config::IcmpRate;
+    let c = load_str(BASE, "t.toml").unwrap();
+    assert_eq!(c.nat44().unwrap().icmp_rate, IcmpRate::default());
+    let text = format!("{BASE}").replace(
+        "hairpinning = true",
+        "icmp_error_rate = 500\nicmp_error_rate_per_source = 7",
+    );
+    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.nat44().unwrap().icmp_rate,
+        IcmpRate {
+            global: 500,
+            per_source: 7
+        }
+    );
+    expect_err(
+        &text.replace("= 7", "= 4294967296"),
+        "icmp_error_rate_per_source",
+        "nat44.icmp_error_rate_per_source",
+        "between 0 (none) and 1000000",
+    );
+
+    let text = "[nat64]\npool4 = [\"203.0.113.1/32\"]\n\n[nat64.options]\n\
+                icmp_error_rate = 0\nicmp_error_rate_per_source = 3\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+        panic!("expected nat64");
+    };
+    assert_eq!(
+        n.icmp_rate,
+        IcmpRate {
+            global: 0,
+            per_source: 3
+        }
+    );
+    expect_err(
+        &text.replace("rate = 0", "rate = 1000001"),
+        "icmp_error_rate =",
+        "nat64.options.icmp_error_rate",
+        "between 0 (none) and 1000000",
+    );
+    let text =
+        "[siit]\npref64 = \"64:ff9b::/96\"\n\n[siit.options]\nicmp_error_rate_per_source = 9\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let engine::mode::any::ModeConfig::Siit(s) = &c.mode else {
+        panic!("expected siit");
+    };
+    assert_eq!(s.icmp_rate.per_source, 9);
+}
