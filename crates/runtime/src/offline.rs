@@ -115,6 +115,12 @@ impl fmt::Display for TranslateReport {
             writeln!(f, "  {reason:<22} {n}")?;
         }
         writeln!(f, "icmp errors sent  {}", c.icmp_errors_sent)?;
+        writeln!(
+            f,
+            "icmp errors limited {} (sender budget {})",
+            c.icmp_errors_limited + c.icmp_errors_limited_source,
+            c.icmp_errors_limited_source
+        )?;
         writeln!(f, "fragmented        {}", c.fragmented)?;
         writeln!(f, "sessions created  {}", c.sessions_created)?;
         writeln!(f, "sessions expired  {}", c.sessions_expired)?;
