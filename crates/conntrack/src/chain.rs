@@ -150,6 +150,20 @@ impl ChainIndex {
     }
 }
 
+// -- memory estimate (issue 14, finding 9) --
+impl ChainIndex {
+    /// Bytes of the bucket array [`new`](Self::new)`(entries)` allocates (saturating: a
+    /// size no machine has says so rather than wrapping).
+    pub fn bytes_for(entries: usize) -> usize {
+        entries
+            .max(16)
+            .checked_next_power_of_two()
+            .map_or(usize::MAX, |n| {
+                n.saturating_mul(std::mem::size_of::<AtomicU32>())
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

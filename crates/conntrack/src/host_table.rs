@@ -280,6 +280,15 @@ impl HostTable {
     }
 }
 
+// -- memory estimate (issue 14, finding 9) --
+impl HostTable {
+    /// Bytes a table for `capacity` hosts holds when full (slots and bucket array).
+    pub fn bytes_for(capacity: usize) -> usize {
+        let capacity = capacity.clamp(1, MAX_HOSTS);
+        Slab::<Host>::bytes_for(capacity).saturating_add(ChainIndex::bytes_for(capacity))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -305,6 +305,17 @@ impl IlaTable {
     }
 }
 
+// -- memory estimate (issue 14, finding 9) --
+impl IlaTable {
+    /// Bytes a table for `capacity` mappings holds when full (slots, bucket array and the
+    /// reclaim list at its longest).
+    pub fn bytes_for(capacity: usize) -> usize {
+        Slab::<Mapping>::bytes_for(capacity)
+            .saturating_add(ChainIndex::bytes_for(capacity))
+            .saturating_add(capacity.saturating_mul(std::mem::size_of::<(u64, u32)>()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

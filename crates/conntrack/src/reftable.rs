@@ -304,6 +304,19 @@ impl RefTable {
     }
 }
 
+// -- capacity bound and memory estimate (issue 14, finding 9) --
+impl RefTable {
+    /// The most entries a table can index: its index nodes are `slot * 2 + key`, stored
+    /// plus one in a `u32` link.
+    pub const MAX_CAPACITY: usize = (1 << 31) - 1;
+
+    /// Bytes a table for `capacity` entries holds when full (slots and bucket array).
+    pub fn bytes_for(capacity: usize) -> usize {
+        Slab::<Entry>::bytes_for(capacity)
+            .saturating_add(ChainIndex::bytes_for(capacity.saturating_mul(2)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

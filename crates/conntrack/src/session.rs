@@ -574,6 +574,19 @@ impl SessionTable {
     }
 }
 
+// -- capacity bound and memory estimate (issue 14, finding 9) --
+impl SessionTable {
+    /// The most sessions a table can index: its index nodes are `slot * 2 + side`, stored
+    /// plus one in a `u32` link.
+    pub const MAX_CAPACITY: usize = (1 << 31) - 1;
+
+    /// Bytes a table for `capacity` sessions holds when full (slots and bucket array).
+    pub fn bytes_for(capacity: usize) -> usize {
+        Slab::<SessionSlot>::bytes_for(capacity)
+            .saturating_add(ChainIndex::bytes_for(capacity.saturating_mul(2)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,6 +127,18 @@ impl<T: Slot> Slab<T> {
     }
 }
 
+// -- memory estimate (issue 14, finding 9) --
+impl<T: Slot> Slab<T> {
+    /// Bytes a slab of `capacity` slots reserves when every slot has been used (chunks are
+    /// reserved on first use; this is the most it grows to).
+    pub fn bytes_for(capacity: usize) -> usize {
+        let capacity = capacity.clamp(1, (u32::MAX - 1) as usize);
+        let chunks = capacity.div_ceil(CHUNK);
+        capacity.saturating_mul(std::mem::size_of::<T>())
+            + chunks * std::mem::size_of::<OnceLock<Box<[T]>>>()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,6 +150,168 @@ impl Default for Timeouts {
     }
 }
 
+// -- ICMP error budget (issue 14, finding 11) --
+
+/// How many ICMP errors about refused packets a worker sends (RFC 1812 §4.3.2.8, RFC 4443
+/// §2.4 (f)): at most `global` a second in all, and at most `per_source` a second to any
+/// one sender (a keyed hash of its address picks its bucket in a small fixed table, so a
+/// flood from one host never uses up everyone's budget). Packet Too Big / Fragmentation
+/// Needed draw on buckets of their own of the same sizes, so Time Exceeded floods never
+/// starve path-MTU discovery. A rate of 0 sends none of that kind. Bursts as large as the
+/// rate are allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IcmpRate {
+    /// Errors per second at most, over all senders.
+    pub global: u32,
+    /// Errors per second at most to one sender.
+    pub per_source: u32,
+}
+
+impl IcmpRate {
+    /// The largest rate accepted for either figure.
+    pub const MAX: u32 = 1_000_000;
+    /// No errors at all.
+    pub const OFF: IcmpRate = IcmpRate {
+        global: 0,
+        per_source: 0,
+    };
+}
+
+impl Default for IcmpRate {
+    /// 200 a second per worker in all (as before), 20 a second to one sender.
+    fn default() -> Self {
+        IcmpRate {
+            global: 200,
+            per_source: 20,
+        }
+    }
+}
+
+// -- memory estimate (issue 14, finding 9) --
+
+/// One table of a configuration and the most memory it can hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryPart {
+    /// What it is (`sessions`, `bindings`, ...).
+    pub what: &'static str,
+    /// The setting that sizes it.
+    pub item: ConfigItem,
+    /// Bytes when full.
+    pub bytes: u64,
+}
+
+/// What the tables a configuration sets up can grow to when full: the figure to hold
+/// against the machine's memory before anything is allocated ([`check_memory`]).
+/// Per-worker buffers (tens of KiB each) are left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// The tables, in the order added.
+    pub parts: Vec<MemoryPart>,
+}
+
+impl MemoryEstimate {
+    /// Adds `bytes` of `what`, sized by `item`.
+    pub fn add(&mut self, what: &'static str, item: ConfigItem, bytes: usize) {
+        self.parts.push(MemoryPart {
+            what,
+            item,
+            bytes: bytes as u64,
+        });
+    }
+
+    /// Bytes in all (saturating).
+    pub fn total(&self) -> u64 {
+        self.parts
+            .iter()
+            .fold(0u64, |a, p| a.saturating_add(p.bytes))
+    }
+
+    /// The largest part: the setting to lower first.
+    pub fn largest(&self) -> Option<&MemoryPart> {
+        self.parts.iter().max_by_key(|p| p.bytes)
+    }
+
+    /// The parts with each item renamed by `f` (a mode built on another's tables names
+    /// them as its own section does).
+    pub fn map_items(mut self, f: impl Fn(ConfigItem) -> ConfigItem) -> Self {
+        for p in &mut self.parts {
+            p.item = f(p.item);
+        }
+        self
+    }
+}
+
+/// `bytes` for people: `512 B`, `3.2 MiB`, `24.0 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+impl fmt::Display for MemoryEstimate {
+    /// `1.2 GiB (sessions 1.0 GiB, bindings 192.0 MiB, ...)`, parts of 1 MiB or more.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", human_bytes(self.total()))?;
+        let mut parts: Vec<&MemoryPart> =
+            self.parts.iter().filter(|p| p.bytes >= 1 << 20).collect();
+        parts.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        if !parts.is_empty() {
+            let list: Vec<String> = parts
+                .iter()
+                .map(|p| format!("{} {}", p.what, human_bytes(p.bytes)))
+                .collect();
+            write!(f, " ({})", list.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Holds `estimate` against `available` bytes (the machine's MemAvailable, read by the
+/// caller): an error about the largest part when the tables could not fit, a warning
+/// when they would take more than half of it. A pure function: the caller reads the
+/// machine.
+pub fn check_memory(
+    estimate: &MemoryEstimate,
+    available: u64,
+) -> Result<Option<ConfigWarning>, ConfigError> {
+    let total = estimate.total();
+    let Some(largest) = estimate.largest() else {
+        return Ok(None);
+    };
+    if total > available {
+        return Err(ConfigError::new(
+            largest.item,
+            format!(
+                "the tables this configuration sets up can grow to {estimate}, more than \
+                 the {} of memory available: lower {} ({} takes the most)",
+                human_bytes(available),
+                largest.item,
+                largest.what
+            ),
+        ));
+    }
+    if total > available / 2 {
+        return Ok(Some(ConfigWarning {
+            item: largest.item,
+            message: format!(
+                "makes the tables grow to {estimate} when full, more than half the {} of \
+                 memory available",
+                human_bytes(available)
+            ),
+        }));
+    }
+    Ok(None)
+}
+
 /// Which part of a mode's configuration a [`ConfigError`] or [`ConfigWarning`] is about,
 /// named as the configuration file names it, so the file layer can point at the line.
 /// Indexes count from 0 in the order the entries were given.

@@ -28,6 +28,11 @@ pub struct Counters {
     /// Packets cut into fragments for the IPv6 side (RFC 7915 §4.1); each fragment is
     /// counted in `forwarded`.
     pub fragmented: u64,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors owed but not sent: the sender's own budget was spent.
+    pub icmp_errors_limited_source: u64,
+    /// ICMP errors owed but not sent: the worker's budget was spent.
+    pub icmp_errors_limited: u64,
 }
 
 // By hand: `Default` is derived for arrays of at most 32 elements, and the drop table
@@ -52,6 +57,8 @@ impl Counters {
             fragments_translated: 0,
             icmp_errors_sent: 0,
             fragmented: 0,
+            icmp_errors_limited_source: 0,
+            icmp_errors_limited: 0,
         }
     }
 
@@ -94,6 +101,8 @@ impl Counters {
         self.fragments_translated += other.fragments_translated;
         self.icmp_errors_sent += other.icmp_errors_sent;
         self.fragmented += other.fragmented;
+        self.icmp_errors_limited_source += other.icmp_errors_limited_source;
+        self.icmp_errors_limited += other.icmp_errors_limited;
     }
 }
 

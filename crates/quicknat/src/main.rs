@@ -112,13 +112,28 @@ fn one_line(e: &anyhow::Error) -> String {
     line
 }
 
-/// Loads `path`, or the built-in example when it is `None` (saying so on stderr).
+/// The machine the configuration must fit: its available memory, read here at the edge
+/// (`/proc/meminfo`), not checked when it cannot be read.
+fn machine() -> config::Machine {
+    std::fs::read_to_string("/proc/meminfo")
+        .map(|t| config::Machine::from_meminfo(&t))
+        .unwrap_or_default()
+}
+
+/// Loads `path`, or the built-in example when it is `None` (saying so on stderr), held
+/// against this machine's memory: `check-config`, `translate` and `run` refuse alike
+/// what cannot run, before anything is allocated.
 fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    let machine = machine();
     let config = match path {
-        Some(p) => config::load_file(p)?,
+        Some(p) => config::load_file_on(p, &machine)?,
         None => {
             eprintln!("using built-in config examples/nat44.toml");
-            config::load_str(config::DEFAULT_CONFIG, config::DEFAULT_CONFIG_ORIGIN)?
+            config::load_str_on(
+                config::DEFAULT_CONFIG,
+                config::DEFAULT_CONFIG_ORIGIN,
+                &machine,
+            )?
         }
     };
     for w in &config.warnings {
@@ -156,6 +171,14 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
     );
     println!("{origin}: valid");
     print!("{}", mode_summary(&config.mode));
+    // Issue 14, finding 9: what the tables can grow to, against the machine.
+    let available = machine()
+        .mem_available
+        .map_or_else(|| "unknown".to_owned(), engine::config::human_bytes);
+    println!(
+        "memory: up to {} when every table is full (machine: {available} available)",
+        config.memory
+    );
     Ok(())
 }
 

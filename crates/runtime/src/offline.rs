@@ -42,6 +42,23 @@ pub enum OfflineError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The output names the input file itself (the same path, a symlink or a hard link to
+    /// it): writing it would destroy the capture being read.
+    #[error("output {output} is the input {input} (the same file): refusing to overwrite the capture being read")]
+    SameFile {
+        /// The input path.
+        input: PathBuf,
+        /// The output path.
+        output: PathBuf,
+    },
+    /// The finished output could not be moved into place.
+    #[error("cannot replace output {path}: {source}")]
+    Commit {
+        /// The output path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The input is not a usable pcap, or writing failed.
     #[error("{path}: {source}")]
     Pcap {
@@ -98,6 +115,12 @@ impl fmt::Display for TranslateReport {
             writeln!(f, "  {reason:<22} {n}")?;
         }
         writeln!(f, "icmp errors sent  {}", c.icmp_errors_sent)?;
+        writeln!(
+            f,
+            "icmp errors limited {} (sender budget {})",
+            c.icmp_errors_limited + c.icmp_errors_limited_source,
+            c.icmp_errors_limited_source
+        )?;
         writeln!(f, "fragmented        {}", c.fragmented)?;
         writeln!(f, "sessions created  {}", c.sessions_created)?;
         writeln!(f, "sessions expired  {}", c.sessions_expired)?;
@@ -169,12 +192,22 @@ impl ModeVisitor for Replay<'_> {
         } = self;
         let mut worker = mode.worker(0);
         let mut reaper = mode.reaper();
-        let (mut reader, link) = open_input(input)?;
+        let (mut reader, link, input_id) = open_input(input)?;
+        if same_file(input_id, output) {
+            return Err(OfflineError::SameFile {
+                input: input.into(),
+                output: output.into(),
+            });
+        }
         let out_link = match link {
             LinkType::Ipv4 | LinkType::Ipv6 => LinkType::Raw,
             l => l,
         };
-        let mut writer = open_output(output, out_link, reader.is_nanosecond())?;
+        // Written to a temporary file beside the output, renamed over it on success only:
+        // a failed replay leaves an existing output as it was.
+        let (mut pending, file) = PendingOutput::create(output)?;
+        let mut writer = PcapWriter::new(BufWriter::new(file), out_link, reader.is_nanosecond())
+            .map_err(pcap_err(output))?;
         let mut report = TranslateReport::default();
         let mut buf = vec![0u8; HEADROOM + 65_536 + 64];
         let mut out = Output::new();
@@ -258,7 +291,15 @@ impl ModeVisitor for Replay<'_> {
             &mut out,
             (&mut writer, output),
         )?;
-        writer.flush().map_err(pcap_err(output))?;
+        let file = writer
+            .into_inner()
+            .map_err(pcap_err(output))?
+            .into_inner()
+            .map_err(|e| OfflineError::Commit {
+                path: output.into(),
+                source: e.into_error(),
+            })?;
+        pending.commit(file)?;
         report.sessions_live = mode.session_count();
         report.counters = worker.counters().clone();
         if let Some(r) = &reaper {
@@ -317,11 +358,21 @@ fn relabel(link: LinkType, hdr: &mut [u8], l3: usize, pkt: &[u8], back: bool) {
     }
 }
 
-fn open_input(input: &Path) -> Result<(PcapReader<BufReader<File>>, LinkType), OfflineError> {
-    let file = File::open(input).map_err(|source| OfflineError::OpenInput {
+/// The identity of a file: device and inode, which every name of it shares (symlinks
+/// followed, hard links alike).
+type FileId = (u64, u64);
+
+fn open_input(
+    input: &Path,
+) -> Result<(PcapReader<BufReader<File>>, LinkType, FileId), OfflineError> {
+    use std::os::unix::fs::MetadataExt;
+    let open_err = |source| OfflineError::OpenInput {
         path: input.into(),
         source,
-    })?;
+    };
+    let file = File::open(input).map_err(open_err)?;
+    let meta = file.metadata().map_err(open_err)?;
+    let id = (meta.dev(), meta.ino());
     let reader = PcapReader::new(BufReader::new(file)).map_err(pcap_err(input))?;
     let link = reader.link_type();
     if matches!(link, LinkType::Other(_)) {
@@ -330,19 +381,88 @@ fn open_input(input: &Path) -> Result<(PcapReader<BufReader<File>>, LinkType), O
             link,
         });
     }
-    Ok((reader, link))
+    Ok((reader, link, id))
 }
 
-fn open_output(
-    output: &Path,
-    link: LinkType,
-    nanos: bool,
-) -> Result<PcapWriter<BufWriter<File>>, OfflineError> {
-    let out = File::create(output).map_err(|source| OfflineError::CreateOutput {
-        path: output.into(),
-        source,
-    })?;
-    PcapWriter::new(BufWriter::new(out), link, nanos).map_err(pcap_err(output))
+/// Whether `output` already names the file `input` (through any symlink or hard link).
+fn same_file(input: FileId, output: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(output).is_ok_and(|m| (m.dev(), m.ino()) == input)
+}
+
+/// An output being written: a temporary file in the target's directory, removed unless
+/// [`commit`](Self::commit) renames it over the target.
+struct PendingOutput {
+    /// The temporary file's path.
+    tmp: PathBuf,
+    /// The path renamed over: the output, or the file it links to when it is a symlink
+    /// (the link is kept, as writing through it would).
+    target: PathBuf,
+    /// Set once renamed.
+    committed: bool,
+}
+
+impl PendingOutput {
+    /// Creates the temporary file next to `output`'s target, and opens it for writing.
+    fn create(output: &Path) -> Result<(Self, File), OfflineError> {
+        let create_err = |source| OfflineError::CreateOutput {
+            path: output.into(),
+            source,
+        };
+        let target = std::fs::canonicalize(output).unwrap_or_else(|_| output.to_path_buf());
+        let name = target
+            .file_name()
+            .ok_or_else(|| create_err(std::io::ErrorKind::InvalidInput.into()))?;
+        let dir = target.parent().unwrap_or(Path::new(""));
+        let mut n = 0u32;
+        loop {
+            let mut tmp_name = std::ffi::OsString::from(".");
+            tmp_name.push(name);
+            tmp_name.push(format!(".{}.{n}.tmp", std::process::id()));
+            let tmp = dir.join(tmp_name);
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+            {
+                Ok(file) => {
+                    // An existing output keeps its permissions.
+                    if let Ok(m) = std::fs::metadata(&target) {
+                        let _ = file.set_permissions(m.permissions());
+                    }
+                    let pending = Self {
+                        tmp,
+                        target,
+                        committed: false,
+                    };
+                    return Ok((pending, file));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+                Err(e) => return Err(create_err(e)),
+            }
+        }
+    }
+
+    /// Flushes `file` (the temporary file, written) to disk and renames it over the target.
+    fn commit(&mut self, file: File) -> Result<(), OfflineError> {
+        let commit_err = |source| OfflineError::Commit {
+            path: self.target.clone(),
+            source,
+        };
+        file.sync_all().map_err(commit_err)?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.target).map_err(commit_err)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for PendingOutput {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -463,6 +583,122 @@ mod tests {
                 (10 * s, 6, vec![0x17, 0x70]), // the outbound SYN, port 6000 kept
                 (17 * s, 1, vec![3, 3]), // after the last packet, at its time
             ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A one-rule NAT44 configuration and a capture of `n` outbound SYNs at `path`.
+    fn nat44_and_capture(path: &Path, n: u16) -> ModeConfig {
+        let f = BufWriter::new(File::create(path).unwrap());
+        let mut w = PcapWriter::new(f, LinkType::Ipv4, true).unwrap();
+        for i in 0..n {
+            w.write(
+                u64::from(i) + 1,
+                &tcp4([10, 0, 0, 2], 6000 + i, [198, 51, 100, 2], 80, 0x02),
+            )
+            .unwrap();
+        }
+        w.flush().unwrap();
+        ModeConfig::Nat44(Nat44Config {
+            rules: vec![DynamicRule {
+                inside: "10.0.0.0/24".parse().unwrap(),
+                pool: vec!["203.0.113.1/32".parse().unwrap()],
+                ports: engine::config::PortRange::new(1024, 65535).unwrap(),
+            }],
+            ..Nat44Config::default()
+        })
+    }
+
+    /// Files in `dir` (to see that no temporary file is left behind).
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Issue 14 finding 10: `translate X X` truncated X before reading it (505,224 bytes
+    /// -> 7,174) and blamed the input. The same file, named by the same path, another
+    /// path, a symlink or a hard link, is refused before anything is written, and the
+    /// capture is left intact.
+    #[test]
+    fn output_that_is_the_input_is_refused_and_the_input_kept() {
+        let dir = std::env::temp_dir().join(format!("qn-same-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("in.pcap");
+        let cfg = nat44_and_capture(&input, 50);
+        let before = std::fs::read(&input).unwrap();
+        std::os::unix::fs::symlink(&input, dir.join("link.pcap")).unwrap();
+        std::fs::hard_link(&input, dir.join("hard.pcap")).unwrap();
+        for out in [
+            input.clone(),
+            dir.join(".").join("in.pcap"),
+            dir.join("link.pcap"),
+            dir.join("hard.pcap"),
+        ] {
+            let e = translate_pcap(&cfg, &Egress::default(), &input, &out).unwrap_err();
+            assert!(matches!(e, OfflineError::SameFile { .. }), "{out:?}: {e}");
+            assert!(e.to_string().contains("the same file"), "{e}");
+            assert_eq!(std::fs::read(&input).unwrap(), before, "{out:?}");
+        }
+        // And the other way round: the input named through the link.
+        let e =
+            translate_pcap(&cfg, &Egress::default(), &dir.join("link.pcap"), &input).unwrap_err();
+        assert!(matches!(e, OfflineError::SameFile { .. }), "{e}");
+        assert_eq!(std::fs::read(&input).unwrap(), before);
+        assert_eq!(names(&dir), ["hard.pcap", "in.pcap", "link.pcap"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A replay that fails half way (a truncated record) leaves an existing output as it
+    /// was and no temporary file; one that succeeds replaces it, through a symlink the
+    /// link is kept and the file it names is written.
+    #[test]
+    fn output_is_replaced_on_success_only() {
+        let dir = std::env::temp_dir().join(format!("qn-atomic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (good, bad, out) = (
+            dir.join("good.pcap"),
+            dir.join("bad.pcap"),
+            dir.join("out.pcap"),
+        );
+        let cfg = nat44_and_capture(&good, 20);
+        let mut broken = std::fs::read(&good).unwrap();
+        broken.truncate(broken.len() - 10);
+        std::fs::write(&bad, &broken).unwrap();
+        std::fs::write(&out, b"precious").unwrap();
+        let e = translate_pcap(&cfg, &Egress::default(), &bad, &out).unwrap_err();
+        assert!(
+            matches!(e, OfflineError::Pcap { ref path, .. } if *path == bad),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&out).unwrap(), b"precious");
+        assert_eq!(names(&dir), ["bad.pcap", "good.pcap", "out.pcap"]);
+
+        let report = translate_pcap(&cfg, &Egress::default(), &good, &out).unwrap();
+        assert_eq!(report.frames_out, 20);
+        let mut r = PcapReader::new(BufReader::new(File::open(&out).unwrap())).unwrap();
+        let mut n = 0;
+        while r.next_record().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 20);
+
+        std::os::unix::fs::symlink(&out, dir.join("link.pcap")).unwrap();
+        std::fs::write(&out, b"precious").unwrap();
+        translate_pcap(&cfg, &Egress::default(), &good, &dir.join("link.pcap")).unwrap();
+        assert!(std::fs::symlink_metadata(dir.join("link.pcap"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_ne!(std::fs::read(&out).unwrap(), b"precious");
+        assert_eq!(
+            names(&dir),
+            ["bad.pcap", "good.pcap", "link.pcap", "out.pcap"]
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

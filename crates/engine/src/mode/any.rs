@@ -160,3 +160,37 @@ impl AnyMode {
         self.visit(R)
     }
 }
+
+// -- memory estimate (issue 14, finding 9) --
+impl ModeConfig {
+    /// The most memory the tables of this configuration hold when full, part by part,
+    /// each with the setting that sizes it (see [`crate::config::check_memory`]).
+    pub fn memory(&self) -> crate::config::MemoryEstimate {
+        use crate::config::{ConfigItem, MemoryEstimate};
+        match self {
+            ModeConfig::Nat44(c) => c.memory(),
+            ModeConfig::Nat64(c) => c.memory(),
+            ModeConfig::Siit(c) | ModeConfig::Clat(c) => {
+                let mut m = MemoryEstimate::default();
+                // The EAM table and its two lookup indexes.
+                m.add(
+                    "eam",
+                    ConfigItem::Field("eam"),
+                    c.eam
+                        .len()
+                        .saturating_mul(3 * std::mem::size_of::<crate::siit::Eam>()),
+                );
+                m
+            }
+            ModeConfig::Ila(s) => {
+                let mut m = MemoryEstimate::default();
+                m.add(
+                    "ila mappings",
+                    ConfigItem::Field("max_mappings"),
+                    conntrack::ila_table::IlaTable::bytes_for(s.capacity),
+                );
+                m
+            }
+        }
+    }
+}

@@ -13,7 +13,10 @@
 use conntrack::Timestamp;
 use xlat::icmp_reply::{icmpv4_error, icmpv6_error, IcmpReason};
 
+use std::hash::BuildHasher;
+
 use super::{Egress, Emit, Family, Frame, Side, HEADROOM};
+use crate::config::IcmpRate;
 use crate::{Counters, DropReason};
 
 /// The largest ICMP error the gateway builds (RFC 4443 §2.4 (c): the IPv6 minimum MTU;
@@ -53,15 +56,29 @@ impl RateLimit {
 
     /// Takes one token at `now` if there is one.
     pub fn allow(&mut self, now: Timestamp) -> bool {
+        self.refill(now);
+        self.spend()
+    }
+
+    /// Adds the credit earned up to `now` (time going backwards adds none).
+    fn refill(&mut self, now: Timestamp) {
         let elapsed = now.as_nanos().saturating_sub(self.last.as_nanos());
         self.last = self.last.max(now);
         self.credit = self.credit.saturating_add(elapsed).min(self.cap);
-        if self.credit >= self.cost {
+    }
+
+    /// Whether a token is there (after [`refill`](Self::refill)).
+    fn ready(&self) -> bool {
+        self.credit >= self.cost
+    }
+
+    /// Takes a token if one is there.
+    fn spend(&mut self) -> bool {
+        let ok = self.ready();
+        if ok {
             self.credit -= self.cost;
-            true
-        } else {
-            false
         }
+        ok
     }
 }
 
@@ -71,32 +88,132 @@ impl Default for RateLimit {
     }
 }
 
-/// One worker's ICMP error sender: the rate limit, and the one way every mode refuses a
-/// packet.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Responder {
-    limit: RateLimit,
+/// Per-sender buckets of one budget: a fixed table, so a flood of spoofed sources costs
+/// no memory; senders whose keyed hashes collide share a bucket.
+const SOURCE_BUCKETS: usize = 256;
+
+/// Why an owed ICMP error was not sent for want of budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limited {
+    /// The sender's own bucket was empty.
+    Source,
+    /// The worker's bucket was empty.
+    Global,
 }
 
-impl Responder {
-    /// A responder sending at most `rate` errors per second.
-    pub fn new(rate: u32) -> Self {
-        Responder {
-            limit: RateLimit::new(rate),
+/// One kind of error's budget: the worker's bucket and the senders' buckets.
+#[derive(Clone, Debug)]
+struct Budget {
+    global: RateLimit,
+    sources: Box<[RateLimit]>,
+}
+
+impl Budget {
+    fn new(rate: IcmpRate) -> Self {
+        Budget {
+            global: RateLimit::new(rate.global),
+            sources: vec![RateLimit::new(rate.per_source); SOURCE_BUCKETS].into_boxed_slice(),
         }
     }
 
-    /// A responder at the default rate when `on`, else one that never sends (an
-    /// operator's "no ICMP errors", RFC 7915 §4.4 / §5.4); drops are counted either way.
-    pub fn enabled(on: bool) -> Self {
-        Responder::new(if on { RateLimit::DEFAULT_RATE } else { 0 })
+    /// Takes a token from bucket `slot` and from the worker's bucket at `now`, from
+    /// neither unless both have one.
+    fn take(&mut self, now: Timestamp, slot: usize) -> Result<(), Limited> {
+        let Some(s) = self.sources.get_mut(slot) else {
+            return Err(Limited::Source);
+        };
+        s.refill(now);
+        if !s.ready() {
+            return Err(Limited::Source);
+        }
+        self.global.refill(now);
+        if !self.global.spend() {
+            return Err(Limited::Global);
+        }
+        s.spend();
+        Ok(())
+    }
+}
+
+/// One worker's ICMP error sender: the rate limits, and the one way every mode refuses a
+/// packet.
+///
+/// Budgets (RFC 1812 §4.3.2.8, RFC 4443 §2.4 (f)), see [`IcmpRate`]: Packet Too Big /
+/// Fragmentation Needed have their own, apart from every other error, so a host sending
+/// TTL=1 traffic never stops path-MTU discovery for others (nor for itself); within each,
+/// a sender has its own bucket besides the worker's. Built once per worker: nothing is
+/// allocated per packet.
+#[derive(Clone, Debug)]
+pub struct Responder {
+    /// Keys the sender -> bucket hash (SipHash-1-3, random per process): which senders
+    /// share a bucket cannot be chosen from outside.
+    key: std::collections::hash_map::RandomState,
+    /// Time Exceeded, Port Unreachable, Parameter Problem and the rest.
+    errors: Budget,
+    /// Packet Too Big (ICMPv6) and Fragmentation Needed (ICMPv4).
+    too_big: Budget,
+}
+
+impl Default for Responder {
+    fn default() -> Self {
+        Self::new(IcmpRate::default())
+    }
+}
+
+impl Responder {
+    /// A responder sending at most `rate` errors (see [`IcmpRate`]).
+    pub fn new(rate: IcmpRate) -> Self {
+        Responder {
+            key: std::collections::hash_map::RandomState::new(),
+            errors: Budget::new(rate),
+            too_big: Budget::new(rate),
+        }
+    }
+
+    /// A responder at `rate` when `on`, else one that never sends (an operator's "no
+    /// ICMP errors", RFC 7915 §4.4 / §5.4); drops are counted either way.
+    pub fn enabled(on: bool, rate: IcmpRate) -> Self {
+        Responder::new(if on { rate } else { IcmpRate::OFF })
+    }
+
+    /// Takes a token for the error `why` to the sender of `pkt` at `now`, counting a
+    /// refusal in `counters`.
+    fn budget(
+        &mut self,
+        now: Timestamp,
+        pkt: &[u8],
+        why: IcmpReason,
+        counters: &mut Counters,
+    ) -> bool {
+        let src = match pkt.first().map(|b| b >> 4) {
+            Some(4) => pkt.get(12..16),
+            Some(6) => pkt.get(8..24),
+            _ => None,
+        }
+        .unwrap_or(&[]);
+        let slot = (self.key.hash_one(src) as usize) % SOURCE_BUCKETS;
+        let budget = match why {
+            IcmpReason::TooBig { .. } => &mut self.too_big,
+            _ => &mut self.errors,
+        };
+        match budget.take(now, slot) {
+            Ok(()) => true,
+            Err(Limited::Source) => {
+                counters.icmp_errors_limited_source += 1;
+                false
+            }
+            Err(Limited::Global) => {
+                counters.icmp_errors_limited += 1;
+                false
+            }
+        }
     }
 
     /// Refuses the packet in `frame`, which arrived travelling `dir`: counts the drop
     /// under `reason` and, when `icmp` says an error is owed, answers the sender with it
-    /// ([`Emit::Reply`]) unless the rate limit, the lack of an address on that link or the
-    /// rules of RFC 1812 / RFC 4443 forbid it ([`Emit::Drop`]). The packet in `frame` must
-    /// be as it arrived: it is quoted.
+    /// ([`Emit::Reply`]) unless the rate limits, the lack of an address on that link or
+    /// the rules of RFC 1812 / RFC 4443 forbid it ([`Emit::Drop`]). The packet in `frame`
+    /// must be as it arrived: it is quoted.
     #[allow(clippy::too_many_arguments)]
     pub fn refuse(
         &mut self,
@@ -110,7 +227,7 @@ impl Responder {
     ) -> Emit {
         counters.drop(reason);
         match icmp {
-            Some(why) if self.answer(now, dir.arrives_on(), frame, egress, why) => {
+            Some(why) if self.answer(now, dir.arrives_on(), frame, egress, why, counters) => {
                 counters.icmp_errors_sent += 1;
                 Emit::Reply(reason)
             }
@@ -119,9 +236,9 @@ impl Responder {
     }
 
     /// Adds to `out` (after what it holds) the ICMPv4 error `why` about the IPv4 packet
-    /// `pkt`, from `src`, unless the rate limit or the rules of RFC 1812 forbid it: for a
+    /// `pkt`, from `src`, unless the rate limits or the rules of RFC 1812 forbid it: for a
     /// mode answering on a timer (a held SYN's Port Unreachable) rather than a packet.
-    /// Whether one was written.
+    /// Whether one was written (then counted in `counters.icmp_errors_sent`).
     pub fn answer_v4_from(
         &mut self,
         now: Timestamp,
@@ -129,15 +246,18 @@ impl Responder {
         pkt: &[u8],
         out: &mut super::Output,
         why: IcmpReason,
+        counters: &mut Counters,
     ) -> bool {
-        if !self.limit.allow(now) {
+        if !self.budget(now, pkt, why, counters) {
             return false;
         }
         let Some(slot) = out.slot(MAX_ERROR) else {
             return false;
         };
-        icmpv4_error(&mut slot[HEADROOM..], src, pkt, why)
-            .is_some_and(|n| out.commit(MAX_ERROR, HEADROOM, n))
+        let sent = icmpv4_error(&mut slot[HEADROOM..], src, pkt, why)
+            .is_some_and(|n| out.commit(MAX_ERROR, HEADROOM, n));
+        counters.icmp_errors_sent += u64::from(sent);
+        sent
     }
 
     /// Writes the ICMP error `why` about the packet in `frame` into `frame.out`, from the
@@ -149,6 +269,7 @@ impl Responder {
         frame: &mut Frame<'_>,
         egress: &Egress,
         why: IcmpReason,
+        counters: &mut Counters,
     ) -> bool {
         let link = egress.link(side);
         let pkt = frame
@@ -168,7 +289,7 @@ impl Responder {
             Some(Family::V6) => link.addr6.is_some(),
             None => false,
         };
-        if !have_source || !self.limit.allow(now) {
+        if !have_source || !self.budget(now, pkt, why, counters) {
             return false;
         }
         frame.out.clear();

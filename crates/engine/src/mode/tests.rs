@@ -167,7 +167,11 @@ fn icmp_errors_are_rate_limited_on_the_time_passed_in() {
                 == Emit::Reply(DropReason::TtlExpired)
         })
         .count();
-    assert_eq!(sent, reply::RateLimit::DEFAULT_RATE as usize);
+    // One sender: its own budget (the global one is larger).
+    let per_source = crate::config::IcmpRate::default().per_source;
+    assert_eq!(sent, per_source as usize);
+    let c = ModeWorker::counters(&w);
+    assert_eq!(c.icmp_errors_limited_source, 300 - u64::from(per_source));
     assert_eq!(
         run(&mut w, t(6), Direction::Outbound, &pkt, &eg).0,
         Emit::Reply(DropReason::TtlExpired),
@@ -508,3 +512,166 @@ fn nat64_answers_source_routes_in_both_families_unless_turned_off() {
     assert_eq!(ModeWorker::counters(&w).icmp_errors_sent, 0);
 }
 mod mtu;
+
+// -- ICMP error budget (issue 14, finding 11) --
+
+/// Outbound UDP from inside host `10.0.<a>.<b>`, Hop Limit `ttl`, `payload` bytes, DF.
+fn from_host(i: u16, ttl: u8, payload: usize) -> Vec<u8> {
+    let [a, b] = i.to_be_bytes();
+    udp4(Ipv4Addr::new(10, 0, a, b), SERVER, ttl, payload, true)
+}
+
+fn nat44_16() -> Arc<Nat44Shared> {
+    let cfg = Nat44Config {
+        rules: vec![DynamicRule {
+            inside: "10.0.0.0/16".parse().unwrap(),
+            pool: vec!["203.0.113.1/32".parse().unwrap()],
+            ports: crate::config::PortRange::default(),
+        }],
+        ..Nat44Config::default()
+    };
+    Nat44Shared::new(cfg, 1).unwrap()
+}
+
+/// A host flooding TTL=1 traffic (traceroute gone wild, or an attack) gets its own
+/// share of Time Exceeded and no more; another host's Fragmentation Needed still goes
+/// out at once, and so does the flooder's own: path-MTU discovery keeps working. On main
+/// one global 200/s bucket was spent by the flood and both were dropped unanswered.
+#[test]
+fn a_time_exceeded_flood_does_not_starve_fragmentation_needed() {
+    let m = nat44_16();
+    let mut w = m.worker(0);
+    let eg = egress(Some(1500), Some(1400));
+    let flood = from_host(2, 1, 10);
+    let te = (0..1000)
+        .filter(|_| {
+            run(&mut w, t(5), Direction::Outbound, &flood, &eg).0
+                == Emit::Reply(DropReason::TtlExpired)
+        })
+        .count();
+    assert_eq!(te, crate::config::IcmpRate::default().per_source as usize);
+    for host in [3, 2] {
+        let big = from_host(host, 64, 1401 - 28);
+        let (e, _, out) = run(&mut w, t(5), Direction::Outbound, &big, &eg);
+        assert_eq!(e, Emit::Reply(DropReason::FragmentNeeded), "host {host}");
+        assert_eq!((out[0][20], out[0][21]), (3, 4));
+    }
+    // Another host's Time Exceeded is not starved either (its own bucket).
+    assert_eq!(
+        run(&mut w, t(5), Direction::Outbound, &from_host(4, 1, 10), &eg).0,
+        Emit::Reply(DropReason::TtlExpired)
+    );
+}
+
+/// The worker's cap holds over many senders: 1000 hosts sending one TTL=1 packet each
+/// in the same instant get 200 Time Exceeded (the global rate) in all, the rest counted;
+/// Fragmentation Needed has a global budget of its own.
+#[test]
+fn the_global_cap_holds_over_many_senders() {
+    let m = nat44_16();
+    let mut w = m.worker(0);
+    let eg = egress(Some(1500), Some(1400));
+    let rate = crate::config::IcmpRate::default();
+    let te = (0..1000u16)
+        .filter(|i| {
+            run(
+                &mut w,
+                t(5),
+                Direction::Outbound,
+                &from_host(i + 2, 1, 10),
+                &eg,
+            )
+            .0 == Emit::Reply(DropReason::TtlExpired)
+        })
+        .count();
+    assert_eq!(te, rate.global as usize);
+    let c = ModeWorker::counters(&w);
+    assert_eq!(
+        c.icmp_errors_limited + c.icmp_errors_limited_source,
+        1000 - u64::from(rate.global)
+    );
+    assert!(c.icmp_errors_limited >= 1000 - 2 * u64::from(rate.global));
+    let ptb = (0..1000u16)
+        .filter(|i| {
+            run(
+                &mut w,
+                t(5),
+                Direction::Outbound,
+                &from_host(i + 2, 64, 1401 - 28),
+                &eg,
+            )
+            .0 == Emit::Reply(DropReason::FragmentNeeded)
+        })
+        .count();
+    assert_eq!(ptb, rate.global as usize, "a budget of its own, capped too");
+    // A second later both have refilled.
+    assert_eq!(
+        run(&mut w, t(6), Direction::Outbound, &from_host(2, 1, 10), &eg).0,
+        Emit::Reply(DropReason::TtlExpired)
+    );
+}
+
+/// The rates are the configuration's, and 0 sends none.
+#[test]
+fn the_icmp_rate_is_configurable() {
+    let cfg = |global, per_source| Nat44Config {
+        rules: vec![DynamicRule {
+            inside: "10.0.0.0/16".parse().unwrap(),
+            pool: vec!["203.0.113.1/32".parse().unwrap()],
+            ports: crate::config::PortRange::default(),
+        }],
+        icmp_rate: crate::config::IcmpRate { global, per_source },
+        ..Nat44Config::default()
+    };
+    let eg = egress(None, None);
+    for (global, per_source, one, many) in [(200, 5, 5, 200), (50, 1000, 50, 50), (0, 10, 0, 0)] {
+        let m = Nat44Shared::new(cfg(global, per_source), 1).unwrap();
+        let mut w = m.worker(0);
+        let sent = |w: &mut crate::nat44::Nat44Worker, hosts: u16, now| {
+            (0..300u16)
+                .filter(|i| {
+                    run(
+                        w,
+                        t(now),
+                        Direction::Outbound,
+                        &from_host(2 + i % hosts, 1, 10),
+                        &eg,
+                    )
+                    .0 == Emit::Reply(DropReason::TtlExpired)
+                })
+                .count()
+        };
+        assert_eq!(sent(&mut w, 1, 5), one, "one sender, {global}/{per_source}");
+        assert_eq!(
+            sent(&mut w, 300, 10),
+            many,
+            "300 senders, {global}/{per_source}"
+        );
+    }
+}
+
+/// Across NAT64: an IPv6 host flooding Hop Limit 1 does not stop Packet Too Big for
+/// another IPv6 host (path-MTU discovery through the translator), nor for itself.
+#[test]
+fn nat64_packet_too_big_survives_a_hop_limit_flood() {
+    let m = nat64();
+    let mut w = m.worker(0);
+    let eg = egress(Some(1500), Some(1400));
+    let flooder: Ipv6Addr = "2001:db8:1::66".parse().unwrap();
+    let flood = udp6(flooder, srv6(), 1, 10);
+    let te = (0..1000)
+        .filter(|_| {
+            matches!(
+                run(&mut w, t(2), Direction::Outbound, &flood, &eg).0,
+                Emit::Reply(_)
+            )
+        })
+        .count();
+    assert_eq!(te, crate::config::IcmpRate::default().per_source as usize);
+    for host in [HOST6, flooder] {
+        let big = udp6(host, srv6(), 64, 1500);
+        let (e, _, out) = run(&mut w, t(2), Direction::Outbound, &big, &eg);
+        assert!(matches!(e, Emit::Reply(_)), "{host}: {e:?}");
+        assert_eq!(out[0][40], 2, "{host}: ICMPv6 Packet Too Big");
+    }
+}

@@ -8,7 +8,8 @@ use std::time::Duration;
 use xlat::prefix::Ipv4Prefix;
 
 use crate::config::{
-    ConfigError, ConfigItem, ConfigWarning, Filtering, L4Proto, PortRange, Timeouts,
+    ConfigError, ConfigItem, ConfigWarning, Filtering, IcmpRate, L4Proto, MemoryEstimate,
+    PortRange, Timeouts,
 };
 
 /// A dynamic NAPT rule: hosts in `inside` share the addresses of `pool`, ports `ports`.
@@ -76,6 +77,9 @@ pub struct Nat44Config {
     pub max_simultaneous_opens: usize,
     /// RFC 6146 §3.5.2.2: drop unsolicited inbound SYNs at once instead of holding them.
     pub drop_externally_initiated_tcp: bool,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors a worker sends about refused packets, in all and to one sender.
+    pub icmp_rate: IcmpRate,
 }
 
 impl Default for Nat44Config {
@@ -95,6 +99,7 @@ impl Default for Nat44Config {
             max_fragment_records: crate::nat44::MAX_FRAGMENT_RECORDS,
             max_simultaneous_opens: crate::nat44::held::MAX_SIMULTANEOUS_OPENS,
             drop_externally_initiated_tcp: false,
+            icmp_rate: IcmpRate::default(),
         }
     }
 }
@@ -181,11 +186,20 @@ impl Nat44Config {
                 reach = Some((last, rule, prefix));
             }
         }
+        // Which rule's pool holds `ip`: the pools are disjoint (checked above) and sorted,
+        // so the one starting at or before `ip` nearest to it is the only candidate.
         let in_pool = |ip: Ipv4Addr| {
-            self.rules
-                .iter()
-                .position(|r| r.pool.iter().any(|p| p.contains(ip)))
+            let ip = u32::from(ip);
+            let i = pools.partition_point(|&(first, ..)| first <= ip);
+            i.checked_sub(1)
+                .map(|i| pools[i])
+                .filter(|&(_, last, ..)| u64::from(ip) <= last)
+                .map(|(_, _, rule, _)| rule)
         };
+        // Repeats are found by sorting (n log n, not n² pairs): each error names the
+        // earliest entry it repeats, as a pairwise scan would.
+        let static_inside = earlier_repeats(self.static_nat.iter().map(|s| s.inside));
+        let static_public = earlier_repeats(self.static_nat.iter().map(|s| s.public));
         for (i, s) in self.static_nat.iter().enumerate() {
             if let Some(r) = in_pool(s.public) {
                 return Err(ConfigError::new(
@@ -197,21 +211,31 @@ impl Nat44Config {
                     ),
                 ));
             }
-            for (j, o) in self.static_nat.iter().enumerate().take(i) {
-                if o.inside == s.inside {
-                    return Err(ConfigError::new(
-                        Entry("static", i, "inside"),
-                        format!("{} is already mapped by static mapping {}", s.inside, j + 1),
-                    ));
-                }
-                if o.public == s.public {
-                    return Err(ConfigError::new(
-                        Entry("static", i, "public"),
-                        format!("{} is already used by static mapping {}", s.public, j + 1),
-                    ));
-                }
+            if let Some(j) = static_inside[i] {
+                return Err(ConfigError::new(
+                    Entry("static", i, "inside"),
+                    format!("{} is already mapped by static mapping {}", s.inside, j + 1),
+                ));
+            }
+            if let Some(j) = static_public[i] {
+                return Err(ConfigError::new(
+                    Entry("static", i, "public"),
+                    format!("{} is already used by static mapping {}", s.public, j + 1),
+                ));
             }
         }
+        let mut static_publics: Vec<Ipv4Addr> = self.static_nat.iter().map(|s| s.public).collect();
+        static_publics.sort_unstable();
+        let fwd_public = earlier_repeats(
+            self.port_forwards
+                .iter()
+                .map(|f| (f.protocol.number(), f.public)),
+        );
+        let fwd_inside = earlier_repeats(
+            self.port_forwards
+                .iter()
+                .map(|f| (f.protocol.number(), f.inside)),
+        );
         for (i, f) in self.port_forwards.iter().enumerate() {
             if f.public.port() == 0 || f.inside.port() == 0 {
                 return Err(ConfigError::new(
@@ -219,7 +243,7 @@ impl Nat44Config {
                     "port 0 cannot be forwarded",
                 ));
             }
-            if self.static_nat.iter().any(|s| s.public == *f.public.ip()) {
+            if static_publics.binary_search(f.public.ip()).is_ok() {
                 return Err(ConfigError::new(
                     Entry("forward", i, "public"),
                     format!(
@@ -228,19 +252,17 @@ impl Nat44Config {
                     ),
                 ));
             }
-            for (j, o) in self.port_forwards.iter().enumerate().take(i) {
-                if o.protocol == f.protocol && o.public == f.public {
-                    return Err(ConfigError::new(
-                        Entry("forward", i, "public"),
-                        format!("{} is already forwarded by forward {}", f.public, j + 1),
-                    ));
-                }
-                if o.protocol == f.protocol && o.inside == f.inside {
-                    return Err(ConfigError::new(
-                        Entry("forward", i, "inside"),
-                        format!("{} is already the target of forward {}", f.inside, j + 1),
-                    ));
-                }
+            if let Some(j) = fwd_public[i] {
+                return Err(ConfigError::new(
+                    Entry("forward", i, "public"),
+                    format!("{} is already forwarded by forward {}", f.public, j + 1),
+                ));
+            }
+            if let Some(j) = fwd_inside[i] {
+                return Err(ConfigError::new(
+                    Entry("forward", i, "inside"),
+                    format!("{} is already the target of forward {}", f.inside, j + 1),
+                ));
             }
         }
         let t = &self.timeouts;
@@ -264,6 +286,7 @@ impl Nat44Config {
                 "must be at least 1",
             ));
         }
+        self.check_sizes()?;
         let mut warnings = Vec::new();
         let mut below = |name: &'static str, d: Duration, min: u64, rfc: &str| {
             if d < Duration::from_secs(min) {
@@ -281,5 +304,234 @@ impl Nat44Config {
         below("tcp_transitory", t.tcp_transitory, 240, "RFC 5382 REQ-5");
         below("icmp", t.icmp, 60, "RFC 5508 REQ-1");
         Ok(warnings)
+    }
+}
+
+// -- O(n log n) validation, size bounds and memory estimate (issue 14, finding 9) --
+
+/// For each of `keys`, the index of the first earlier one equal to it (`None`: the first
+/// of its kind). By sorting and one sweep: n log n, and cache-friendly on long lists.
+pub(crate) fn earlier_repeats<K: Ord + Copy>(keys: impl Iterator<Item = K>) -> Vec<Option<usize>> {
+    let mut sorted: Vec<(K, usize)> = keys.enumerate().map(|(i, k)| (k, i)).collect();
+    sorted.sort_unstable();
+    let mut out = vec![None; sorted.len()];
+    let mut first = 0;
+    for w in 1..sorted.len() {
+        if sorted[w].0 == sorted[w - 1].0 {
+            out[sorted[w].1] = Some(sorted[first].1);
+        } else {
+            first = w;
+        }
+    }
+    out
+}
+
+/// The most sessions a NAT44 (or NAT64) instance can index: 32-bit slot ids in the session
+/// and binding tables.
+pub const MAX_SESSIONS: usize = conntrack::session::SessionTable::MAX_CAPACITY;
+
+/// The most fragmented datagrams tracked at once.
+pub const MAX_FRAGMENT_RECORDS_LIMIT: usize = 1 << 24;
+
+/// What one public address in use can cost in the port pool: a bitmap of 65,536 ports for
+/// each of TCP, UDP and ICMP (8 KiB each, reserved on first use) and its bookkeeping.
+/// Counted per address *in use* (at most one per inside host, by paired pooling, and
+/// one per session), not per address of the pool: the pool's cost proportional to its
+/// size is the port pool's own matter (`conntrack::pool`).
+pub const POOL_BYTES_PER_ADDRESS_IN_USE: usize = 3 * 8192 + 128;
+
+impl Nat44Config {
+    /// Refuses sizes the tables cannot index (the session and binding tables' 32-bit ids,
+    /// the fragment table's bound) before anything is allocated.
+    fn check_sizes(&self) -> Result<(), ConfigError> {
+        use ConfigItem::Field;
+        let bindings_max = conntrack::reftable::RefTable::MAX_CAPACITY;
+        let max = MAX_SESSIONS.min(bindings_max.saturating_sub(self.port_forwards.len()));
+        if self.max_sessions > max {
+            return Err(ConfigError::new(
+                Field("max_sessions"),
+                format!(
+                    "{}: at most {max} (the session table indexes its slots with 32-bit ids)",
+                    self.max_sessions
+                ),
+            ));
+        }
+        if self.max_fragment_records > MAX_FRAGMENT_RECORDS_LIMIT {
+            return Err(ConfigError::new(
+                Field("max_fragment_records"),
+                format!(
+                    "{}: must be between 1 and {MAX_FRAGMENT_RECORDS_LIMIT}",
+                    self.max_fragment_records
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The most memory the tables of this configuration hold when full (call after
+    /// [`validate`](Self::validate): sizes are taken as given).
+    pub fn memory(&self) -> MemoryEstimate {
+        use conntrack::reftable::RefTable;
+        use conntrack::session::SessionTable;
+        use ConfigItem::{Entry, Field};
+        let cap = self.max_sessions;
+        let mut m = MemoryEstimate::default();
+        m.add(
+            "sessions",
+            Field("max_sessions"),
+            SessionTable::bytes_for(cap),
+        );
+        m.add(
+            "bindings",
+            Field("max_sessions"),
+            RefTable::bytes_for(cap.saturating_add(self.port_forwards.len())),
+        );
+        if self.filtering == Filtering::AddressDependent {
+            m.add(
+                "filter permits",
+                Field("max_sessions"),
+                RefTable::bytes_for(cap),
+            );
+        }
+        m.add(
+            "fragment records",
+            Field("max_fragment_records"),
+            crate::nat44::frag::FragTable::bytes_for(self.max_fragment_records),
+        );
+        m.add(
+            "held SYNs",
+            Field("max_simultaneous_opens"),
+            crate::nat44::held::HeldSyns::bytes_for(self.max_simultaneous_opens),
+        );
+        for (i, r) in self.rules.iter().enumerate() {
+            let addrs: u64 = r.pool.iter().map(|p| p.size()).sum();
+            let in_use = addrs.min(r.inside.size()).min(cap as u64);
+            m.add(
+                "pool ports",
+                Entry("rule", i, "pool"),
+                usize::try_from(in_use)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(POOL_BYTES_PER_ADDRESS_IN_USE),
+            );
+        }
+        let statics = self.static_nat.len() * 2 + self.port_forwards.len() * 2;
+        m.add("static mappings", Field("static"), statics * 64);
+        m
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use crate::nat44::Nat44Shared;
+    use crate::nat64::{Nat64Config, Nat64Shared};
+
+    fn one_rule(max_sessions: usize) -> Nat44Config {
+        Nat44Config {
+            rules: vec![DynamicRule {
+                inside: "10.0.0.0/24".parse().unwrap(),
+                pool: vec!["203.0.113.1/32".parse().unwrap()],
+                ports: PortRange::default(),
+            }],
+            max_sessions,
+            ..Nat44Config::default()
+        }
+    }
+
+    /// Issue 14 finding 9: on main `max_sessions = 2^63-1` panicked (index out of bounds in
+    /// chain.rs), 2^62 with a capacity overflow and 10^12 aborted the process on
+    /// allocation. Building the engine now refuses them, naming the field, before anything
+    /// is allocated; the largest indexable size is accepted by validation.
+    #[test]
+    fn sizes_the_tables_cannot_index_are_refused_before_allocating() {
+        for n in [
+            usize::MAX,
+            i64::MAX as usize,
+            1 << 62,
+            1_000_000_000_000,
+            MAX_SESSIONS + 1,
+        ] {
+            let e = Nat44Shared::new(one_rule(n), 1).unwrap_err();
+            assert_eq!(e.item, ConfigItem::Field("max_sessions"), "{n}");
+            assert!(e.message.contains("at most 2147483647"), "{e}");
+            let e = Nat64Shared::new(
+                Nat64Config {
+                    pool4: vec!["203.0.113.1/32".parse().unwrap()],
+                    max_sessions: n,
+                    ..Nat64Config::default()
+                },
+                1,
+            )
+            .unwrap_err();
+            assert_eq!(e.item, ConfigItem::Field("max_sessions"), "{n}");
+        }
+        assert!(one_rule(MAX_SESSIONS).validate().is_ok());
+        let mut c = one_rule(1000);
+        c.max_fragment_records = MAX_FRAGMENT_RECORDS_LIMIT + 1;
+        assert_eq!(
+            c.validate().unwrap_err().item,
+            ConfigItem::Field("max_fragment_records")
+        );
+    }
+
+    /// The estimate follows the tables' own figures: a built table's bucket array and
+    /// slots at full capacity are what `bytes_for` says, and the parts name the settings
+    /// that size them.
+    #[test]
+    fn the_memory_estimate_is_the_tables_own() {
+        use conntrack::session::SessionTable;
+        // A built table's bucket array is what the estimate counts for it.
+        let t = SessionTable::new(100_000);
+        let buckets = conntrack::chain::ChainIndex::bytes_for(200_000);
+        assert_eq!(t.bytes(), buckets, "nothing but the buckets before use");
+        assert!(SessionTable::bytes_for(100_000) > buckets + 100_000 * 32);
+        let m = one_rule(1 << 20).memory();
+        let sessions = m.parts.iter().find(|p| p.what == "sessions").unwrap();
+        assert_eq!(sessions.item, ConfigItem::Field("max_sessions"));
+        assert_eq!(sessions.bytes, SessionTable::bytes_for(1 << 20) as u64);
+        assert_eq!(m.largest().unwrap().what, "sessions");
+        // Memory grows with max_sessions, about linearly.
+        let big = one_rule(1 << 24).memory().total();
+        assert!(
+            big > 15 * m.total() && big < 17 * m.total(),
+            "{big} vs {}",
+            m.total()
+        );
+        // Pool ports: one address in use per inside host at most (a /24 behind a /16).
+        let mut c = one_rule(1 << 20);
+        c.rules[0].pool = vec!["198.51.0.0/16".parse().unwrap()];
+        let pool = c
+            .memory()
+            .parts
+            .into_iter()
+            .find(|p| p.what == "pool ports")
+            .unwrap();
+        assert_eq!(pool.bytes, 256 * POOL_BYTES_PER_ADDRESS_IN_USE as u64);
+        assert_eq!(pool.item, ConfigItem::Entry("rule", 0, "pool"));
+    }
+
+    #[test]
+    fn check_memory_refuses_past_the_machine_and_warns_past_half() {
+        use crate::config::{check_memory, MemoryEstimate};
+        let mut m = MemoryEstimate::default();
+        m.add("sessions", ConfigItem::Field("max_sessions"), 600);
+        m.add(
+            "fragment records",
+            ConfigItem::Field("max_fragment_records"),
+            300,
+        );
+        assert_eq!(m.total(), 900);
+        let e = check_memory(&m, 899).unwrap_err();
+        assert_eq!(e.item, ConfigItem::Field("max_sessions"));
+        assert!(
+            e.message
+                .contains("lower max_sessions (sessions takes the most)"),
+            "{e}"
+        );
+        let w = check_memory(&m, 1000).unwrap().unwrap();
+        assert_eq!(w.item, ConfigItem::Field("max_sessions"));
+        assert!(w.message.contains("more than half"), "{}", w.message);
+        assert_eq!(check_memory(&m, 1800), Ok(None));
+        assert_eq!(check_memory(&MemoryEstimate::default(), 0), Ok(None));
     }
 }

@@ -281,6 +281,17 @@ pub fn rewrite_fragment(pkt: &mut [u8], ihl: usize, to: FragRewrite, decrement_t
     true
 }
 
+// -- memory estimate (issue 14, finding 9) --
+impl FragTable {
+    /// Bytes a table for `capacity` datagrams holds when full: the hash maps' entries
+    /// (key, record, a control byte) with room for growth (up to twice).
+    pub fn bytes_for(capacity: usize) -> usize {
+        let entry = std::mem::size_of::<FragKey>() + std::mem::size_of::<Record>() + 1;
+        capacity.saturating_mul(entry).saturating_mul(2)
+            + MAX_SHARDS * std::mem::size_of::<Mutex<Shard>>()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

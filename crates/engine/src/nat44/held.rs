@@ -172,6 +172,14 @@ impl HeldSyns {
     }
 }
 
+// -- memory estimate (issue 14, finding 9) --
+impl HeldSyns {
+    /// Bytes a store for `cap` SYNs holds (reserved up front).
+    pub fn bytes_for(cap: usize) -> usize {
+        cap.saturating_mul(std::mem::size_of::<Held>())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,6 +51,7 @@ use crate::stats::Counters;
 use crate::verdict::Direction;
 pub use crate::verdict::Offload;
 pub use config::{DynamicRule, Nat44Config, PortForward, StaticNat};
+pub use config::{MAX_FRAGMENT_RECORDS_LIMIT, MAX_SESSIONS, POOL_BYTES_PER_ADDRESS_IN_USE};
 pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
 pub use held::{MAX_SIMULTANEOUS_OPENS, MAX_SIMULTANEOUS_OPENS_LIMIT, SYN_HOLD};
 pub use reaper::Nat44Reaper;

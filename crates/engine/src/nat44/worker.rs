@@ -73,12 +73,13 @@ impl Leg {
 impl Nat44Worker {
     pub(super) fn new(shared: Arc<Nat44Shared>, id: usize) -> Self {
         let qsbr = shared.qsbr.handle(id);
+        let responder = Responder::new(shared.cfg.icmp_rate);
         Self {
             shared,
             qsbr,
             id,
             counters: Counters::default(),
-            responder: Responder::default(),
+            responder,
         }
     }
 
@@ -341,9 +342,7 @@ impl Nat44Worker {
                 return;
             };
             let src = std::net::Ipv4Addr::new(d[0], d[1], d[2], d[3]);
-            if responder.answer_v4_from(now, src, syn, out, IcmpReason::PortUnreachable) {
-                counters.icmp_errors_sent += 1;
-            }
+            responder.answer_v4_from(now, src, syn, out, IcmpReason::PortUnreachable, counters);
         });
         out.len()
     }

@@ -10,7 +10,7 @@ use xlat::rfc6052::Pref64;
 use xlat::siit::SiitOptions;
 
 use crate::config::{
-    ConfigError, ConfigItem, ConfigWarning, Filtering, L4Proto, PortRange, Timeouts,
+    ConfigError, ConfigItem, ConfigWarning, Filtering, IcmpRate, L4Proto, PortRange, Timeouts,
 };
 use crate::nat44::{DynamicRule, Nat44Config, PortForward};
 
@@ -65,6 +65,9 @@ pub struct Nat64Config {
     /// RFC 7915 §4.4 / §5.4: whether the translator sends the ICMP errors it owes the
     /// sender of a packet it refuses (on by default).
     pub icmp_errors: bool,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors a worker sends about refused packets, in all and to one sender.
+    pub icmp_rate: IcmpRate,
 }
 
 impl Default for Nat64Config {
@@ -87,6 +90,7 @@ impl Default for Nat64Config {
             drop_externally_initiated_tcp: n.drop_externally_initiated_tcp,
             drop_icmpv6_info: false,
             icmp_errors: true,
+            icmp_rate: IcmpRate::default(),
         }
     }
 }
@@ -127,6 +131,7 @@ impl Nat64Config {
             max_fragment_records: self.max_fragment_records,
             max_simultaneous_opens: self.max_simultaneous_opens,
             drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
+            icmp_rate: self.icmp_rate,
         }
     }
 
@@ -140,8 +145,43 @@ impl Nat64Config {
                 "pool4 is empty: NAT64 needs public IPv4 addresses",
             ));
         }
+        if self.max_sessions > conntrack::host_table::MAX_HOSTS {
+            return Err(ConfigError::new(
+                ConfigItem::Field("max_sessions"),
+                format!(
+                    "{}: at most {} (one host id each in 240.0.0.0/4)",
+                    self.max_sessions,
+                    conntrack::host_table::MAX_HOSTS
+                ),
+            ));
+        }
+        // pool4 as sorted ranges, searched by bisection (not one scan per binding).
+        let mut ranges: Vec<(u32, u64)> = self
+            .pool4
+            .iter()
+            .map(|p| {
+                (
+                    u32::from(p.addr()),
+                    u64::from(u32::from(p.addr())) + p.size() - 1,
+                )
+            })
+            .collect();
+        ranges.sort_unstable();
+        // The furthest address reached by the ranges starting at or before each one: an
+        // address is in pool4 when the ranges starting at or before it reach it.
+        let mut reach = 0u64;
+        for r in &mut ranges {
+            reach = reach.max(r.1);
+            r.1 = reach;
+        }
+        let in_pool4 = |ip: Ipv4Addr| {
+            let ip = u32::from(ip);
+            let i = ranges.partition_point(|&(first, _)| first <= ip);
+            i.checked_sub(1)
+                .is_some_and(|i| u64::from(ip) <= ranges[i].1)
+        };
         for (i, s) in self.static_bindings.iter().enumerate() {
-            if !self.pool4.iter().any(|p| p.contains(*s.public.ip())) {
+            if !in_pool4(*s.public.ip()) {
                 return Err(ConfigError::new(
                     ConfigItem::Entry("static", i, "public"),
                     format!(
@@ -159,10 +199,8 @@ impl Nat64Config {
             .map(|s| *s.inside.ip())
             .collect();
         let base = conntrack::host_table::HOST_NET;
-        let nat = self.nat44(|i| {
-            let first = servers.iter().position(|a| *a == servers[i]).unwrap_or(i);
-            Ipv4Addr::from(base + 1 + first as u32)
-        });
+        let firsts = crate::nat44::config::earlier_repeats(servers.iter().copied());
+        let nat = self.nat44(|i| Ipv4Addr::from(base + 1 + firsts[i].unwrap_or(i) as u32));
         let warnings = nat.validate().map_err(from_nat44)?;
         Ok(warnings
             .into_iter()
@@ -189,5 +227,23 @@ fn item_from_nat44(item: ConfigItem) -> ConfigItem {
         ConfigItem::Entry("rule", _, _) => ConfigItem::Field("pool4"),
         ConfigItem::Entry("forward", i, f) => ConfigItem::Entry("static", i, f),
         other => other,
+    }
+}
+
+// -- memory estimate (issue 14, finding 9) --
+impl Nat64Config {
+    /// The most memory the tables of this configuration hold when full: NAT44's tables it
+    /// runs on and the IPv6 host table (call after [`validate`](Self::validate)).
+    pub fn memory(&self) -> crate::config::MemoryEstimate {
+        let mut m = self
+            .nat44(|_| Ipv4Addr::UNSPECIFIED)
+            .memory()
+            .map_items(item_from_nat44);
+        m.add(
+            "ipv6 hosts",
+            ConfigItem::Field("max_sessions"),
+            conntrack::host_table::HostTable::bytes_for(self.max_sessions),
+        );
+        m
     }
 }

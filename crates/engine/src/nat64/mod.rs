@@ -141,7 +141,7 @@ impl Nat64Shared {
         Nat64Worker {
             shared: Arc::clone(self),
             nat: self.nat.worker(id),
-            responder: Responder::enabled(self.icmp_errors),
+            responder: Responder::enabled(self.icmp_errors, self.nat.config().icmp_rate),
         }
     }
 

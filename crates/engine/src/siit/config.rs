@@ -73,6 +73,9 @@ pub struct SiitConfig {
     pub icmp_errors: bool,
     /// RFC 7757 §4: how an IPv6 packet for another IPv6 node's EAM address hairpins.
     pub eam_hairpin: EamHairpin,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors a worker sends about refused packets, in all and to one sender.
+    pub icmp_rate: crate::config::IcmpRate,
 }
 
 impl Default for SiitConfig {
@@ -85,6 +88,7 @@ impl Default for SiitConfig {
             options: SiitOptions::default(),
             icmp_errors: true,
             eam_hairpin: EamHairpin::default(),
+            icmp_rate: crate::config::IcmpRate::default(),
         }
     }
 }

@@ -71,7 +71,7 @@ impl Siit {
         let mut cfg = cfg;
         cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
         Ok(Siit {
-            responder: Responder::enabled(cfg.icmp_errors),
+            responder: Responder::enabled(cfg.icmp_errors, cfg.icmp_rate),
             cfg,
             kind,
             counters: Counters::default(),

@@ -288,7 +288,8 @@ fn errors_are_rate_limited() {
         .count();
     assert_eq!(
         replies,
-        crate::mode::reply::RateLimit::DEFAULT_RATE as usize
+        crate::config::IcmpRate::default().per_source as usize,
+        "one sender: its own budget"
     );
     assert_eq!(
         ModeWorker::counters(&w).dropped(DropReason::TtlExpired),

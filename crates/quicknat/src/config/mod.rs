@@ -43,6 +43,31 @@ pub struct Config {
     pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
     pub warnings: Vec<String>,
+    /// The most memory the mode's tables hold when full (issue 14, finding 9).
+    pub memory: engine::config::MemoryEstimate,
+}
+
+// -- the machine a configuration must fit (issue 14, finding 9) --
+
+/// What a configuration is held against besides its own rules: the machine it is to run
+/// on, read by the caller (the binary's edge) and passed in, so loading stays a pure
+/// function of its inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Machine {
+    /// Bytes of memory available (`/proc/meminfo` MemAvailable); `None`: not checked.
+    pub mem_available: Option<u64>,
+}
+
+impl Machine {
+    /// The machine as `/proc/meminfo`'s text describes it (MemAvailable, in kB).
+    pub fn from_meminfo(text: &str) -> Machine {
+        let mem_available = text.lines().find_map(|l| {
+            let rest = l.strip_prefix("MemAvailable:")?.trim();
+            let kb = rest.strip_suffix("kB").unwrap_or(rest).trim();
+            kb.parse::<u64>().ok().map(|kb| kb.saturating_mul(1024))
+        });
+        Machine { mem_available }
+    }
 }
 
 impl Config {
@@ -94,6 +119,11 @@ impl std::error::Error for ConfigFileError {}
 
 /// Reads, parses and validates the configuration file at `path`.
 pub fn load_file(path: &Path) -> Result<Config, ConfigFileError> {
+    load_file_on(path, &Machine::default())
+}
+
+/// [`load_file`], also refusing a configuration whose tables cannot fit `machine`.
+pub fn load_file_on(path: &Path, machine: &Machine) -> Result<Config, ConfigFileError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError {
         origin: origin.clone(),
@@ -101,11 +131,19 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigFileError> {
         field: None,
         message: format!("cannot read the configuration file: {e}"),
     })?;
-    load_str(&text, &origin)
+    load_str_on(&text, &origin, machine)
 }
 
 /// Parses and validates configuration `text`; `origin` is shown as the file name in errors.
+/// (Tests: the binary always holds a configuration against its machine.)
+#[cfg(test)]
 pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
+    load_str_on(text, origin, &Machine::default())
+}
+
+/// [`load_str`], also refusing a configuration whose tables cannot fit `machine`
+/// (and warning when they would take more than half its memory).
+pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config, ConfigFileError> {
     let src = Source { text, origin };
     let file: RawFile = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
     let gateway = file
@@ -122,7 +160,7 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
     let raw = file.nat44.map(Spanned::into_inner).unwrap_or_default();
     let nat44 = convert(&src, &raw)?;
     // Another mode's section stands alone (and `convert_mode` refused it next to [nat44]).
-    let (mode, warnings) = match mode {
+    let (mode, mut warnings) = match mode {
         Some(m) => m,
         None => {
             let warnings = nat44
@@ -134,11 +172,33 @@ pub fn load_str(text: &str, origin: &str) -> Result<Config, ConfigFileError> {
             (engine::mode::any::ModeConfig::Nat44(nat44), warnings)
         }
     };
+    let memory = mode.memory();
+    if let Some(available) = machine.mem_available {
+        let section = mode_section(&mode);
+        match engine::config::check_memory(&memory, available) {
+            Err(e) => return Err(src.item_error(section, e)),
+            Ok(Some(w)) => warnings.push(src.warning(section, w)),
+            Ok(None) => {}
+        }
+    }
     Ok(Config {
         mode,
         gateway,
         warnings,
+        memory,
     })
+}
+
+/// The table a mode's settings are written in.
+fn mode_section(mode: &engine::mode::any::ModeConfig) -> &'static str {
+    use engine::mode::any::ModeConfig;
+    match mode {
+        ModeConfig::Nat44(_) => "nat44",
+        ModeConfig::Siit(_) => "siit",
+        ModeConfig::Clat(_) => "clat",
+        ModeConfig::Nat64(_) => "nat64",
+        ModeConfig::Ila(_) => "ila",
+    }
 }
 
 /// The translation mode named by a non-NAT44 section, if any, with its warnings; one mode
@@ -450,6 +510,46 @@ fn fragment_limits(
     Ok((t, m))
 }
 
+// -- ICMP error budget (issue 14, finding 11) --
+
+/// `icmp_error_rate` and `icmp_error_rate_per_source` of `section` (each 0 to
+/// [`engine::config::IcmpRate::MAX`] a second), the defaults where not written.
+fn icmp_rate(
+    src: &Source<'_>,
+    global: &Option<Spanned<u64>>,
+    per_source: &Option<Spanned<u64>>,
+    section: &str,
+) -> Result<engine::config::IcmpRate, ConfigFileError> {
+    use engine::config::IcmpRate;
+    let mut rate = IcmpRate::default();
+    for (v, name, to) in [
+        (global, "icmp_error_rate", &mut rate.global),
+        (
+            per_source,
+            "icmp_error_rate_per_source",
+            &mut rate.per_source,
+        ),
+    ] {
+        if let Some(v) = v {
+            *to = u32::try_from(*v.get_ref())
+                .ok()
+                .filter(|r| *r <= IcmpRate::MAX)
+                .ok_or_else(|| {
+                    src.error(
+                        Some(v.span()),
+                        format!("{section}.{name}"),
+                        format!(
+                            "{}: must be between 0 (none) and {} errors a second",
+                            v.get_ref(),
+                            IcmpRate::MAX
+                        ),
+                    )
+                })?;
+        }
+    }
+    Ok(rate)
+}
+
 /// `max_simultaneous_opens` as written (saturated: the engine refuses what is too large,
 /// naming the field), else `default`.
 fn held_syns(v: &Option<Spanned<u64>>, default: usize) -> usize {
@@ -532,6 +632,12 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     if let Some(h) = &raw.port_reuse_hold {
         c.port_reuse_hold = Duration::from_secs(*h.get_ref());
     }
+    c.icmp_rate = icmp_rate(
+        src,
+        &raw.icmp_error_rate,
+        &raw.icmp_error_rate_per_source,
+        "nat44",
+    )?;
     if let Some(m) = &raw.max_sessions {
         c.max_sessions = usize::try_from(*m.get_ref()).map_err(|_| {
             src.error(

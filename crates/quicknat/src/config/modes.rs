@@ -37,6 +37,28 @@ pub(super) struct RawXlatOptions {
     pub tos: Option<Spanned<u64>>,
     /// RFC 7915 §4.1: the IPv6 Traffic Class to write instead of copying the TOS.
     pub traffic_class: Option<Spanned<u64>>,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors per second a worker sends at most, in all.
+    pub icmp_error_rate: Option<Spanned<u64>>,
+    /// ICMP errors per second a worker sends at most to one sender.
+    pub icmp_error_rate_per_source: Option<Spanned<u64>>,
+}
+
+/// `[MODE.options] icmp_error_rate` and `icmp_error_rate_per_source` (issue 14, finding 11).
+fn options_icmp_rate(
+    src: &Source<'_>,
+    raw: Option<&RawXlatOptions>,
+    section: &str,
+) -> Result<engine::config::IcmpRate, ConfigFileError> {
+    match raw {
+        Some(r) => super::icmp_rate(
+            src,
+            &r.icmp_error_rate,
+            &r.icmp_error_rate_per_source,
+            &format!("{section}.options"),
+        ),
+        None => Ok(engine::config::IcmpRate::default()),
+    }
 }
 
 /// The `[siit]` table.
@@ -267,6 +289,7 @@ pub(super) fn convert_siit(
         options: options(src, r.options.as_ref(), "siit")?,
         icmp_errors: icmp_errors(r.options.as_ref()),
         eam_hairpin,
+        icmp_rate: options_icmp_rate(src, r.options.as_ref(), "siit")?,
     };
     cfg.validate().map_err(|e| src.item_error("siit", e))?;
     Ok(cfg)
@@ -284,6 +307,7 @@ pub(super) fn convert_clat(
     let mut cfg = SiitConfig::clat(a, b, plat).map_err(|e| src.item_error("clat", e))?;
     cfg.options = options(src, r.options.as_ref(), "clat")?;
     cfg.icmp_errors = icmp_errors(r.options.as_ref());
+    cfg.icmp_rate = options_icmp_rate(src, r.options.as_ref(), "clat")?;
     Ok(cfg)
 }
 
@@ -427,6 +451,7 @@ pub(super) fn convert_nat64(
     }
     c.options = options(src, r.options.as_ref(), "nat64")?;
     c.icmp_errors = icmp_errors(r.options.as_ref());
+    c.icmp_rate = options_icmp_rate(src, r.options.as_ref(), "nat64")?;
     let (t, m) =
         super::fragment_limits(src, &r.fragment_timeout, &r.max_fragment_records, "nat64")?;
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);

@@ -98,6 +98,11 @@ pub(super) struct RawNat44 {
     pub max_simultaneous_opens: Option<Spanned<u64>>,
     /// Drop unsolicited inbound TCP SYNs instead of holding them.
     pub drop_externally_initiated_tcp: Option<bool>,
+    // -- ICMP error budget (issue 14, finding 11) --
+    /// ICMP errors per second a worker sends at most, in all.
+    pub icmp_error_rate: Option<Spanned<u64>>,
+    /// ICMP errors per second a worker sends at most to one sender.
+    pub icmp_error_rate_per_source: Option<Spanned<u64>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.
