@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::chain::{ChainIndex, Nodes};
+use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
 use crate::qsbr::Qsbr;
 use crate::slab::{Slab, Slot};
@@ -212,16 +212,19 @@ impl IlaTable {
         m.locator.store(locator, Ordering::Relaxed);
         // Published by the Release store and then the index's CAS on the bucket head.
         m.state.store(LIVE, Ordering::Release);
-        if self
+        if let Err(refused) = self
             .index
             .insert(&View(&self.slab), id, Key(identifier, TAG))
-            .is_err()
         {
-            // Cannot happen while inserts are serialised, but never leak the slot: it was
-            // not linked, so no worker can see it.
+            // `Exists` cannot happen while inserts are serialised (`ChainFull` only with a
+            // known hash key), but never leak the slot: it was not linked, so no worker
+            // can see it.
             m.state.store(FREE, Ordering::Release);
             self.slab.free(id);
-            return Err(IlaTableError::Exists { identifier });
+            return Err(match refused {
+                Refused::Exists(_) => IlaTableError::Exists { identifier },
+                Refused::ChainFull => full,
+            });
         }
         self.len.fetch_add(1, Ordering::AcqRel);
         Ok(())

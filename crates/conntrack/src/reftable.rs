@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::chain::{ChainIndex, Nodes};
+use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
 use crate::slab::{Slab, Slot};
 
@@ -83,7 +83,9 @@ pub enum RefInsertError {
     Full,
     /// A live entry already has the first key: its id.
     ExistsA(u32),
-    /// A live entry already has the second key: its id (the new entry was withdrawn).
+    /// A live entry already has the second key: its id (the new entry was published under
+    /// the first key and withdrawn; the reaper collects it). The id is the new entry's own
+    /// when the second key's chain was full ([`crate::chain::MAX_CHAIN`]).
     ExistsB(u32),
 }
 
@@ -233,7 +235,7 @@ impl RefTable {
             | if index_b { INDEXED_B } else { 0 };
         e.meta.store(meta, Ordering::Release);
         let view = View(&self.slab);
-        if let Err(m) = self.index.insert(&view, id << 1, Key(a, 1)) {
+        if let Err(refused) = self.index.insert(&view, id << 1, Key(a, 1)) {
             // Never published. Whoever clears `meta` disposes of the slot: us, unless the
             // reaper's walk got there first.
             e.refs.store(DEAD, Ordering::Release);
@@ -243,13 +245,22 @@ impl RefTable {
             {
                 self.slab.free(id);
             }
-            return Err(RefInsertError::ExistsA(m >> 1));
+            return Err(match refused {
+                Refused::Exists(m) => RefInsertError::ExistsA(m >> 1),
+                Refused::ChainFull => RefInsertError::Full,
+            });
         }
         if index_b {
-            if let Err(m) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
+            if let Err(refused) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
                 // Published under key A: withdraw it; the reaper unlinks it.
                 e.refs.store(DEAD, Ordering::Release);
-                return Err(RefInsertError::ExistsB(m >> 1));
+                // Published and withdrawn either way, so both are `ExistsB` (a caller's
+                // clean-up differs for "never published"): a full chain names the new
+                // entry itself.
+                return Err(RefInsertError::ExistsB(match refused {
+                    Refused::Exists(m) => m >> 1,
+                    Refused::ChainFull => id,
+                }));
             }
         }
         Ok(id)
