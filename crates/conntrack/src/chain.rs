@@ -21,7 +21,7 @@
 //!   probability about `e^-1 / 32!` (below 10^-35) per bucket: the bound never refuses
 //!   honest traffic, it only caps what a known key could cost (32 node visits).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 
 use crate::key::{HashKey, Key};
 

@@ -12,8 +12,8 @@
 //! Ids map to IPv4-shaped values in 240.0.0.0/4 ([`HOST_NET`]), a block no real IPv4
 //! destination may use, so a host id can never be mistaken for an outside address.
 
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;

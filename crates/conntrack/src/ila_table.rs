@@ -26,8 +26,8 @@
 //!
 //! This module uses no `unsafe` and never blocks a worker.
 
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::chain::{ChainIndex, Nodes, Refused};

@@ -6,8 +6,14 @@
 //! with a compare-and-swap that fails once the reaper has claimed an unused entry
 //! (count 0 -> DEAD), so a worker never revives an entry the reaper is removing. The
 //! first key's insert is the arbiter when two workers create the same entry at once.
+//!
+//! An entry is published under its first key while its count reads [`PENDING`], which
+//! [`RefTable::try_ref`] refuses: until the second key is filed too, nobody can take a
+//! reference. So when the second key loses and the insert withdraws the entry (a
+//! compare-and-swap PENDING -> DEAD), there is no reference to wipe: a worker that found
+//! the entry under its first key in that window is refused, as if it were being reaped.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
@@ -15,6 +21,8 @@ use crate::slab::{Slab, Slot};
 
 /// Reference count meaning "claimed by the reaper, or not in use".
 const DEAD: u32 = u32::MAX;
+/// Reference count while an insert is publishing the entry: findable, not referenceable.
+const PENDING: u32 = DEAD - 1;
 /// `meta` flag: never expires.
 const STATIC: u32 = 1 << 31;
 /// `meta` flag: the second key is indexed.
@@ -34,8 +42,9 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Live: not claimed, and either static or holding a reference. A dynamic entry that
-    /// dropped to zero references is gone for the workers; the reaper collects it.
+    /// Live: not claimed, and either static, holding a reference, or being published
+    /// (PENDING: found by the index, so the first key still arbitrates). A dynamic entry
+    /// that dropped to zero references is gone for the workers; the reaper collects it.
     #[inline]
     fn is_live(&self) -> bool {
         match self.refs.load(Ordering::Acquire) {
@@ -176,7 +185,7 @@ impl RefTable {
         let is_static = e.meta.load(Ordering::Acquire) & STATIC != 0;
         let mut r = e.refs.load(Ordering::Acquire);
         loop {
-            if r == DEAD || r == DEAD - 1 || (r == 0 && !is_static) {
+            if r == DEAD || r == PENDING || (r == 0 && !is_static) {
                 return false;
             }
             match e
@@ -194,7 +203,7 @@ impl RefTable {
         let Some(e) = self.slab.get(id) else { return 0 };
         let mut r = e.refs.load(Ordering::Acquire);
         loop {
-            if r == 0 || r == DEAD {
+            if r == 0 || r == DEAD || r == PENDING {
                 return 0;
             }
             match e
@@ -224,11 +233,13 @@ impl RefTable {
         };
         e.key_a.store(a, Ordering::Relaxed);
         e.key_b.store(b, Ordering::Relaxed);
-        // A dynamic entry starts with at least one reference, so the reaper cannot claim it
-        // before it is published. `meta` is written last: a non-zero meta tells the reaper
-        // the slot is initialised.
+        // PENDING until both keys are filed: the reaper does not claim it (only a count of
+        // 0 is claimed) and nobody can take a reference (see the module doc). A dynamic
+        // entry then starts with at least one reference. `meta` is written last: a
+        // non-zero meta tells the reaper the slot is initialised.
         let refs = if is_static { refs } else { refs.max(1) };
-        e.refs.store(refs.min(DEAD - 2), Ordering::Relaxed);
+        let refs = refs.min(PENDING - 1);
+        e.refs.store(PENDING, Ordering::Relaxed);
         let meta = IN_USE
             | (user & USER)
             | if is_static { STATIC } else { 0 }
@@ -252,8 +263,12 @@ impl RefTable {
         }
         if index_b {
             if let Err(refused) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
-                // Published under key A: withdraw it; the reaper unlinks it.
-                e.refs.store(DEAD, Ordering::Release);
+                // Published under key A: withdraw it; the reaper unlinks it. Only this
+                // insert moves a count off PENDING, so the exchange always succeeds; were it
+                // ever to fail, the entry would stay as it is rather than lose a reference.
+                let _ = e
+                    .refs
+                    .compare_exchange(PENDING, DEAD, Ordering::AcqRel, Ordering::Acquire);
                 // Published and withdrawn either way, so both are `ExistsB` (a caller's
                 // clean-up differs for "never published"): a full chain names the new
                 // entry itself.
@@ -263,6 +278,8 @@ impl RefTable {
                 }));
             }
         }
+        // Fully published: references may be taken from now on.
+        e.refs.store(refs, Ordering::Release);
         Ok(id)
     }
 

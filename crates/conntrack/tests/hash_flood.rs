@@ -5,6 +5,9 @@
 //! the keyed SipHash-1-3 the same keys spread like random ones. And should the key ever
 //! leak, no chain grows past `MAX_CHAIN`: inserts beyond it are refused.
 
+// Std atomics: not a loom model (`--cfg loom` swaps the index's atomics for loom's).
+#![cfg(not(loom))]
+
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use conntrack::chain::{ChainIndex, Nodes, Refused, MAX_CHAIN};
