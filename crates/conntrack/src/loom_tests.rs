@@ -119,7 +119,8 @@ fn loom_insert_withdrawn_on_the_second_key_races_the_reaper() {
 
 /// A worker finds an entry under its first key while the insert that made it loses on
 /// the second key and withdraws it: if the worker got a reference, the entry must still
-/// be alive (the reference was not wiped) and the reaper must leave it alone.
+/// be alive (the reference was not wiped) and the reaper must leave it alone until the
+/// worker lets go, then collect it, once. Either way nobody finds it any more.
 #[test]
 fn loom_a_reference_is_never_wiped_by_a_withdrawal() {
     model(|| {
@@ -137,10 +138,20 @@ fn loom_a_reference_is_never_wiped_by_a_withdrawal() {
             ins.join().unwrap(),
             Err(RefInsertError::ExistsB(_))
         ));
+        assert_eq!(t.find_a(1), None, "a withdrawn entry is not found");
         if let Some(id) = user.join().unwrap() {
-            assert_ne!(t.get(id).unwrap().refs, u32::MAX, "reference wiped");
+            assert_eq!(t.get(id).unwrap().refs, 1, "reference wiped");
             t.reap(|r, _| assert_ne!(r, id, "referenced entry reaped"));
+            assert!(!t.try_ref(id), "no new reference on a withdrawn entry");
+            assert_eq!(t.unref(id), 0);
         }
+        let mut gone = Vec::new();
+        t.reap(|r, _| gone.push(r));
+        assert_eq!(
+            gone.len(),
+            1,
+            "the withdrawn entry is collected once: {gone:?}"
+        );
     });
 }
 

@@ -7,11 +7,13 @@
 //! (count 0 -> DEAD), so a worker never revives an entry the reaper is removing. The
 //! first key's insert is the arbiter when two workers create the same entry at once.
 //!
-//! An entry is published under its first key while its count reads [`PENDING`], which
-//! [`RefTable::try_ref`] refuses: until the second key is filed too, nobody can take a
-//! reference. So when the second key loses and the insert withdraws the entry (a
-//! compare-and-swap PENDING -> DEAD), there is no reference to wipe: a worker that found
-//! the entry under its first key in that window is refused, as if it were being reaped.
+//! When the second key loses, the entry is already published under the first, and a
+//! worker may have found it there and taken a reference. The insert withdraws it by
+//! setting the WITHDRAWN flag (from then on nobody finds it or takes a reference) and a
+//! compare-and-swap of its own count to DEAD. If that exchange loses to a reference taken
+//! just before, the holder keeps a live entry: the insert drops only its own references,
+//! and the reaper collects the entry once the holders have let go. A reference is never
+//! wiped.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -21,15 +23,18 @@ use crate::slab::{Slab, Slot};
 
 /// Reference count meaning "claimed by the reaper, or not in use".
 const DEAD: u32 = u32::MAX;
-/// Reference count while an insert is publishing the entry: findable, not referenceable.
-const PENDING: u32 = DEAD - 1;
+/// A count that a reference may never reach (`try_ref` refuses it: no overflow into DEAD).
+const SATURATED: u32 = DEAD - 1;
 /// `meta` flag: never expires.
 const STATIC: u32 = 1 << 31;
 /// `meta` flag: the second key is indexed.
 const INDEXED_B: u32 = 1 << 30;
 /// `meta` flag: the slot holds an entry (meta is never 0 while it does).
 const IN_USE: u32 = 1 << 29;
-const USER: u32 = (1 << 29) - 1;
+/// `meta` flag: withdrawn by its insert (second key lost): not found, not referenceable,
+/// collected by the reaper once unreferenced, static or not.
+const WITHDRAWN: u32 = 1 << 28;
+const USER: u32 = (1 << 28) - 1;
 
 /// One slot.
 #[derive(Debug)]
@@ -42,15 +47,17 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Live: not claimed, and either static, holding a reference, or being published
-    /// (PENDING: found by the index, so the first key still arbitrates). A dynamic entry
-    /// that dropped to zero references is gone for the workers; the reaper collects it.
+    /// Live: not claimed, not withdrawn, and either static or holding a reference. A
+    /// dynamic entry that dropped to zero references is gone for the workers; the reaper
+    /// collects it.
     #[inline]
     fn is_live(&self) -> bool {
         match self.refs.load(Ordering::Acquire) {
             DEAD => false,
-            0 => self.meta.load(Ordering::Acquire) & STATIC != 0,
-            _ => true,
+            r => {
+                let meta = self.meta.load(Ordering::Acquire);
+                meta & WITHDRAWN == 0 && (r != 0 || meta & STATIC != 0)
+            }
         }
     }
 }
@@ -81,7 +88,7 @@ pub struct EntryView {
     pub refs: u32,
     /// Static entries never expire.
     pub is_static: bool,
-    /// The caller's 29-bit value (e.g. rule index + 1).
+    /// The caller's 28-bit value (e.g. rule index + 1).
     pub user: u32,
 }
 
@@ -182,10 +189,14 @@ impl RefTable {
         let Some(e) = self.slab.get(id) else {
             return false;
         };
-        let is_static = e.meta.load(Ordering::Acquire) & STATIC != 0;
+        let meta = e.meta.load(Ordering::Acquire);
+        let is_static = meta & STATIC != 0;
+        if meta & WITHDRAWN != 0 {
+            return false;
+        }
         let mut r = e.refs.load(Ordering::Acquire);
         loop {
-            if r == DEAD || r == PENDING || (r == 0 && !is_static) {
+            if r == DEAD || r == SATURATED || (r == 0 && !is_static) {
                 return false;
             }
             match e
@@ -203,7 +214,7 @@ impl RefTable {
         let Some(e) = self.slab.get(id) else { return 0 };
         let mut r = e.refs.load(Ordering::Acquire);
         loop {
-            if r == 0 || r == DEAD || r == PENDING {
+            if r == 0 || r == DEAD {
                 return 0;
             }
             match e
@@ -233,13 +244,12 @@ impl RefTable {
         };
         e.key_a.store(a, Ordering::Relaxed);
         e.key_b.store(b, Ordering::Relaxed);
-        // PENDING until both keys are filed: the reaper does not claim it (only a count of
-        // 0 is claimed) and nobody can take a reference (see the module doc). A dynamic
-        // entry then starts with at least one reference. `meta` is written last: a
-        // non-zero meta tells the reaper the slot is initialised.
+        // A dynamic entry starts with at least one reference, so the reaper cannot claim it
+        // before it is published. `meta` is written last: a non-zero meta tells the reaper
+        // the slot is initialised.
         let refs = if is_static { refs } else { refs.max(1) };
-        let refs = refs.min(PENDING - 1);
-        e.refs.store(PENDING, Ordering::Relaxed);
+        let refs = refs.min(SATURATED - 1);
+        e.refs.store(refs, Ordering::Relaxed);
         let meta = IN_USE
             | (user & USER)
             | if is_static { STATIC } else { 0 }
@@ -263,12 +273,9 @@ impl RefTable {
         }
         if index_b {
             if let Err(refused) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
-                // Published under key A: withdraw it; the reaper unlinks it. Only this
-                // insert moves a count off PENDING, so the exchange always succeeds; were it
-                // ever to fail, the entry would stay as it is rather than lose a reference.
-                let _ = e
-                    .refs
-                    .compare_exchange(PENDING, DEAD, Ordering::AcqRel, Ordering::Acquire);
+                // Published under key A: withdraw it (see the module doc); the reaper
+                // unlinks it.
+                self.withdraw(e, refs);
                 // Published and withdrawn either way, so both are `ExistsB` (a caller's
                 // clean-up differs for "never published"): a full chain names the new
                 // entry itself.
@@ -278,9 +285,31 @@ impl RefTable {
                 }));
             }
         }
-        // Fully published: references may be taken from now on.
-        e.refs.store(refs, Ordering::Release);
         Ok(id)
+    }
+
+    /// Withdraws an entry published under its first key only, holding `own` references of
+    /// the insert's: flagged WITHDRAWN first (no new finds or references), then the count
+    /// goes `own -> DEAD` by compare-and-swap. If a worker took a reference before the
+    /// flag, the exchange fails and only the insert's own references are dropped: the
+    /// holder's stays valid, and the reaper collects the entry when the count reaches 0.
+    fn withdraw(&self, e: &Entry, own: u32) {
+        e.meta.fetch_or(WITHDRAWN, Ordering::AcqRel);
+        let mut r = e.refs.load(Ordering::Acquire);
+        loop {
+            if r == DEAD {
+                return; // claimed by the reaper (a withdrawn entry with no references)
+            }
+            // Ours alone: dead at once. Shared: drop only ours (the holders' stay).
+            let new = if r <= own { DEAD } else { r - own };
+            match e
+                .refs
+                .compare_exchange(r, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => r = now,
+            }
+        }
     }
 
     /// The reaper's walk: claims every unused non-static entry (and every withdrawn one),
@@ -294,7 +323,7 @@ impl RefTable {
             if meta == 0 {
                 continue; // free or already unlinked
             }
-            let claimed = meta & STATIC == 0
+            let claimed = (meta & STATIC == 0 || meta & WITHDRAWN != 0)
                 && e.refs
                     .compare_exchange(0, DEAD, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok();
