@@ -77,6 +77,14 @@ echo "==> cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
+
+# Model-checked tests of conntrack's lock-free protocols (loom, bounded: seconds): insert
+# races, insert vs reap, reference counting, QSBR online/offline vs the reaper. `--cfg
+# loom` swaps the tables' atomics for loom's, so it builds in a target directory of its
+# own and leaves the main build cache alone. Their result lines join the tally below.
+echo "==> loom models (conntrack)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
+    cargo test -p conntrack --release --lib loom_ 2>&1 | tee -a "$log"
 # One closing line for the whole workspace (cargo prints one per test binary), the live
 # end-to-end tests included (pytest's counts, read from its junit XML above).
 awk -v ep="$e2e_passed" -v ef="$e2e_failed" \

@@ -12,10 +12,10 @@
 //! Ids map to IPv4-shaped values in 240.0.0.0/4 ([`HOST_NET`]), a block no real IPv4
 //! destination may use, so a host id can never be mistaken for an outside address.
 
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::chain::{ChainIndex, Nodes};
+use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
 use crate::slab::{Slab, Slot};
 use crate::Timestamp;
@@ -149,11 +149,14 @@ impl HostTable {
             h.refs.store(0, Ordering::Release);
             match self.index.insert(&view, n, key) {
                 Ok(()) => return Ok(Self::id_addr(n)),
-                Err(_) => {
-                    // Another worker filed the same host first; this slot was never
-                    // reachable, so it goes straight back.
+                Err(refused) => {
+                    // Another worker filed the same host first (or the chain is full);
+                    // this slot was never reachable, so it goes straight back.
                     h.refs.store(DEAD, Ordering::Release);
                     self.slab.free(n);
+                    if refused == Refused::ChainFull {
+                        return Err(HostTableFull);
+                    }
                 }
             }
         }

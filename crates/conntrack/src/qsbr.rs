@@ -7,9 +7,15 @@
 //! online worker has announced a quiescent state in epoch `e` or later. Workers that go
 //! idle say [`QsbrHandle::offline`] so they never hold reclamation back.
 //!
-//! Cost on the packet path: one relaxed load and one store per batch, no read-modify-write.
+//! Coming back online is the delicate step: while a worker is offline the reaper counts it
+//! as being in the current epoch, so the epoch it announces must be one read *after* its
+//! announcement is visible, or the reaper may free what the worker is about to read (see
+//! [`QsbrHandle::quiescent`]).
+//!
+//! Cost on the packet path: one load of the global epoch, one load and one store of the
+//! worker's own slot per batch, no read-modify-write; a fence only when coming online.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// An epoch value meaning "this worker holds no references at all".
@@ -59,6 +65,10 @@ impl Qsbr {
 
     /// Every stamp `<=` this value is safe to reclaim.
     pub fn safe_epoch(&self) -> u64 {
+        // Pairs with the fence in `quiescent` (coming online): whatever this walk reads,
+        // either it sees the worker's announcement, or the worker's re-read of the
+        // global epoch sees the advance made before this call (see there).
+        fence(Ordering::SeqCst);
         let now = self.global.load(Ordering::SeqCst);
         self.workers
             .iter()
@@ -78,10 +88,35 @@ pub struct QsbrHandle {
 
 impl QsbrHandle {
     /// Announces that this worker holds no reference into the tables right now.
+    ///
+    /// Coming back online, the epoch `g` read first may be stale: the reaper may have
+    /// unlinked a node, advanced past `g` and, seeing this worker offline (= "now"), freed
+    /// the node, all before the store below is visible; and nothing then orders the
+    /// worker's later reads after the unlink, so it could still reach the freed node. So
+    /// when the previous value was OFFLINE: store `g`, a SeqCst fence, and re-read the
+    /// global epoch. Against the fence at the start of [`Qsbr::safe_epoch`] (after the
+    /// reaper's advance), one of the two fences comes first in the single SeqCst order:
+    /// - ours first: the reaper's walk sees our store (`g` or later), so it waits for us;
+    /// - the reaper's first: our re-read sees its advance (an acquire of the SeqCst RMW
+    ///   that followed the unlink), so every node it could free was unlinked before our
+    ///   next read, and we announce that newer epoch.
+    ///
+    /// An online worker's stale `g` is harmless: the reaper then sees an epoch no newer
+    /// than the truth and waits longer.
     #[inline]
     pub fn quiescent(&self) {
+        let slot = &self.qsbr.workers[self.id].0;
         let g = self.qsbr.global.load(Ordering::SeqCst);
-        self.qsbr.workers[self.id].0.store(g, Ordering::SeqCst);
+        // Only this thread writes its slot: a relaxed load reads its own last store.
+        let was_offline = slot.load(Ordering::Relaxed) == OFFLINE;
+        slot.store(g, Ordering::SeqCst);
+        if was_offline {
+            fence(Ordering::SeqCst);
+            let now = self.qsbr.global.load(Ordering::SeqCst);
+            if now != g {
+                slot.store(now, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Announces that this worker will hold no reference until its next `quiescent()`.

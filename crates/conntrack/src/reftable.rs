@@ -6,22 +6,35 @@
 //! with a compare-and-swap that fails once the reaper has claimed an unused entry
 //! (count 0 -> DEAD), so a worker never revives an entry the reaper is removing. The
 //! first key's insert is the arbiter when two workers create the same entry at once.
+//!
+//! When the second key loses, the entry is already published under the first, and a
+//! worker may have found it there and taken a reference. The insert withdraws it by
+//! setting the WITHDRAWN flag (from then on nobody finds it or takes a reference) and a
+//! compare-and-swap of its own count to DEAD. If that exchange loses to a reference taken
+//! just before, the holder keeps a live entry: the insert drops only its own references,
+//! and the reaper collects the entry once the holders have let go. A reference is never
+//! wiped.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
-use crate::chain::{ChainIndex, Nodes};
+use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
 use crate::slab::{Slab, Slot};
 
 /// Reference count meaning "claimed by the reaper, or not in use".
 const DEAD: u32 = u32::MAX;
+/// A count that a reference may never reach (`try_ref` refuses it: no overflow into DEAD).
+const SATURATED: u32 = DEAD - 1;
 /// `meta` flag: never expires.
 const STATIC: u32 = 1 << 31;
 /// `meta` flag: the second key is indexed.
 const INDEXED_B: u32 = 1 << 30;
 /// `meta` flag: the slot holds an entry (meta is never 0 while it does).
 const IN_USE: u32 = 1 << 29;
-const USER: u32 = (1 << 29) - 1;
+/// `meta` flag: withdrawn by its insert (second key lost): not found, not referenceable,
+/// collected by the reaper once unreferenced, static or not.
+const WITHDRAWN: u32 = 1 << 28;
+const USER: u32 = (1 << 28) - 1;
 
 /// One slot.
 #[derive(Debug)]
@@ -34,14 +47,17 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Live: not claimed, and either static or holding a reference. A dynamic entry that
-    /// dropped to zero references is gone for the workers; the reaper collects it.
+    /// Live: not claimed, not withdrawn, and either static or holding a reference. A
+    /// dynamic entry that dropped to zero references is gone for the workers; the reaper
+    /// collects it.
     #[inline]
     fn is_live(&self) -> bool {
         match self.refs.load(Ordering::Acquire) {
             DEAD => false,
-            0 => self.meta.load(Ordering::Acquire) & STATIC != 0,
-            _ => true,
+            r => {
+                let meta = self.meta.load(Ordering::Acquire);
+                meta & WITHDRAWN == 0 && (r != 0 || meta & STATIC != 0)
+            }
         }
     }
 }
@@ -72,7 +88,7 @@ pub struct EntryView {
     pub refs: u32,
     /// Static entries never expire.
     pub is_static: bool,
-    /// The caller's 29-bit value (e.g. rule index + 1).
+    /// The caller's 28-bit value (e.g. rule index + 1).
     pub user: u32,
 }
 
@@ -83,7 +99,9 @@ pub enum RefInsertError {
     Full,
     /// A live entry already has the first key: its id.
     ExistsA(u32),
-    /// A live entry already has the second key: its id (the new entry was withdrawn).
+    /// A live entry already has the second key: its id (the new entry was published under
+    /// the first key and withdrawn; the reaper collects it). The id is the new entry's own
+    /// when the second key's chain was full ([`crate::chain::MAX_CHAIN`]).
     ExistsB(u32),
 }
 
@@ -171,10 +189,14 @@ impl RefTable {
         let Some(e) = self.slab.get(id) else {
             return false;
         };
-        let is_static = e.meta.load(Ordering::Acquire) & STATIC != 0;
+        let meta = e.meta.load(Ordering::Acquire);
+        let is_static = meta & STATIC != 0;
+        if meta & WITHDRAWN != 0 {
+            return false;
+        }
         let mut r = e.refs.load(Ordering::Acquire);
         loop {
-            if r == DEAD || r == DEAD - 1 || (r == 0 && !is_static) {
+            if r == DEAD || r == SATURATED || (r == 0 && !is_static) {
                 return false;
             }
             match e
@@ -226,14 +248,15 @@ impl RefTable {
         // before it is published. `meta` is written last: a non-zero meta tells the reaper
         // the slot is initialised.
         let refs = if is_static { refs } else { refs.max(1) };
-        e.refs.store(refs.min(DEAD - 2), Ordering::Relaxed);
+        let refs = refs.min(SATURATED - 1);
+        e.refs.store(refs, Ordering::Relaxed);
         let meta = IN_USE
             | (user & USER)
             | if is_static { STATIC } else { 0 }
             | if index_b { INDEXED_B } else { 0 };
         e.meta.store(meta, Ordering::Release);
         let view = View(&self.slab);
-        if let Err(m) = self.index.insert(&view, id << 1, Key(a, 1)) {
+        if let Err(refused) = self.index.insert(&view, id << 1, Key(a, 1)) {
             // Never published. Whoever clears `meta` disposes of the slot: us, unless the
             // reaper's walk got there first.
             e.refs.store(DEAD, Ordering::Release);
@@ -243,16 +266,50 @@ impl RefTable {
             {
                 self.slab.free(id);
             }
-            return Err(RefInsertError::ExistsA(m >> 1));
+            return Err(match refused {
+                Refused::Exists(m) => RefInsertError::ExistsA(m >> 1),
+                Refused::ChainFull => RefInsertError::Full,
+            });
         }
         if index_b {
-            if let Err(m) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
-                // Published under key A: withdraw it; the reaper unlinks it.
-                e.refs.store(DEAD, Ordering::Release);
-                return Err(RefInsertError::ExistsB(m >> 1));
+            if let Err(refused) = self.index.insert(&view, (id << 1) | 1, Key(b, 2)) {
+                // Published under key A: withdraw it (see the module doc); the reaper
+                // unlinks it.
+                self.withdraw(e, refs);
+                // Published and withdrawn either way, so both are `ExistsB` (a caller's
+                // clean-up differs for "never published"): a full chain names the new
+                // entry itself.
+                return Err(RefInsertError::ExistsB(match refused {
+                    Refused::Exists(m) => m >> 1,
+                    Refused::ChainFull => id,
+                }));
             }
         }
         Ok(id)
+    }
+
+    /// Withdraws an entry published under its first key only, holding `own` references of
+    /// the insert's: flagged WITHDRAWN first (no new finds or references), then the count
+    /// goes `own -> DEAD` by compare-and-swap. If a worker took a reference before the
+    /// flag, the exchange fails and only the insert's own references are dropped: the
+    /// holder's stays valid, and the reaper collects the entry when the count reaches 0.
+    fn withdraw(&self, e: &Entry, own: u32) {
+        e.meta.fetch_or(WITHDRAWN, Ordering::AcqRel);
+        let mut r = e.refs.load(Ordering::Acquire);
+        loop {
+            if r == DEAD {
+                return; // claimed by the reaper (a withdrawn entry with no references)
+            }
+            // Ours alone: dead at once. Shared: drop only ours (the holders' stay).
+            let new = if r <= own { DEAD } else { r - own };
+            match e
+                .refs
+                .compare_exchange(r, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => r = now,
+            }
+        }
     }
 
     /// The reaper's walk: claims every unused non-static entry (and every withdrawn one),
@@ -266,7 +323,7 @@ impl RefTable {
             if meta == 0 {
                 continue; // free or already unlinked
             }
-            let claimed = meta & STATIC == 0
+            let claimed = (meta & STATIC == 0 || meta & WITHDRAWN != 0)
                 && e.refs
                     .compare_exchange(0, DEAD, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok();

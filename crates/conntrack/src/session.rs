@@ -12,7 +12,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::chain::{ChainIndex, Nodes};
+use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
 use crate::slab::{Slab, Slot};
 use crate::tcp::TcpState;
@@ -482,15 +482,21 @@ impl SessionTable {
                 side: Side::Original,
             }));
         }
-        if let Err(m) = self.index.insert(&view, (id << 1) | 1, kr) {
+        match self.index.insert(&view, (id << 1) | 1, kr) {
+            Ok(()) => {}
             // The winner filed our reply tuple; our original tuple is its other record.
-            return unpublished(InsertError::Exists(found(m ^ 1)));
+            Err(Refused::Exists(m)) => return unpublished(InsertError::Exists(found(m ^ 1))),
+            // A bucket at its chain bound counts as full (see `chain`).
+            Err(Refused::ChainFull) => return unpublished(InsertError::Full),
         }
-        if let Err(m) = self.index.insert(&view, id << 1, ko) {
+        if let Err(e) = self.index.insert(&view, id << 1, ko) {
             // The reply record is published: withdraw the session, the reaper unlinks it.
             s.state
                 .store(DEAD | (state & !LIFECYCLE), Ordering::Release);
-            return Err(InsertError::Exists(found(m)));
+            return Err(match e {
+                Refused::Exists(m) => InsertError::Exists(found(m)),
+                Refused::ChainFull => InsertError::Full,
+            });
         }
         Ok(SessionId(id))
     }

@@ -5,7 +5,7 @@
 //! Memory is reserved in chunks on first use, so a table sized for ten million sessions
 //! costs nothing until the sessions arrive.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// What a slab slot must provide: a fresh value and a link word for the free stack
@@ -17,7 +17,11 @@ pub trait Slot: Send + Sync {
     fn free_link(&self) -> &AtomicU32;
 }
 
+#[cfg(not(loom))]
 const CHUNK_BITS: u32 = 16;
+/// Tiny chunks under the loom models: every slot is an object loom tracks.
+#[cfg(loom)]
+const CHUNK_BITS: u32 = 3;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const NIL: u32 = u32::MAX;
 

@@ -32,16 +32,24 @@
 //! lock held for one map operation is cheaper and simpler than a lock-free table whose
 //! records must be rewritten in place (a reused IPv4 identification replaces a record).
 //! The lock-free session table (`conntrack::SessionTable`) stays untouched.
+//!
+//! Hashing: every field of the key comes from the sender, so both the shard choice and the
+//! maps inside the shards hash with SipHash-1-3 under secret random keys (the standard
+//! library's `RandomState`, seeded by the OS), one for the shards and one per map. With a
+//! public hash (FxHash, as here before) anyone could aim their fragments at one shard and
+//! fill it, refusing everyone else's datagrams there with `fragment_table_full`.
 
+use std::hash::{BuildHasher, RandomState};
 use std::net::Ipv4Addr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use conntrack::Timestamp;
-use rustc_hash::FxHasher;
 
-use super::FxMap;
 use crate::verdict::{Direction, DropReason};
+
+/// A map hashed with SipHash-1-3 under its own secret random key (see the module doc).
+type KeyedMap<K, V> = hashbrown::HashMap<K, V, RandomState>;
 
 /// How long a fragment record lives after its first fragment (default of
 /// `Nat44Config::fragment_timeout`): fragments of one datagram travel together, so a few
@@ -70,17 +78,6 @@ pub struct FragKey {
     pub ident: u16,
 }
 
-impl FragKey {
-    /// Picks the shard (Fx's low bits are weak; the index takes high ones).
-    #[inline]
-    fn shard_hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = FxHasher::default();
-        Hash::hash(self, &mut h);
-        h.finish()
-    }
-}
-
 /// What the first fragment was translated to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragRewrite {
@@ -103,7 +100,7 @@ struct Record {
 
 #[derive(Debug, Default)]
 struct Shard {
-    map: FxMap<FragKey, Record>,
+    map: KeyedMap<FragKey, Record>,
     /// No record in this shard expires before this (a lower bound: a full shard is
     /// swept only when something may have expired).
     earliest: Option<Timestamp>,
@@ -133,6 +130,8 @@ pub struct Piece {
 #[derive(Debug)]
 pub struct FragTable {
     shards: Box<[Mutex<Shard>]>,
+    /// The secret key that picks a datagram's shard.
+    shard_key: RandomState,
     per_shard: usize,
     timeout: Duration,
 }
@@ -148,6 +147,7 @@ impl FragTable {
         };
         Self {
             shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_key: RandomState::new(),
             per_shard: capacity.div_ceil(shards),
             timeout,
         }
@@ -155,7 +155,7 @@ impl FragTable {
 
     #[inline]
     fn shard(&self, k: &FragKey) -> MutexGuard<'_, Shard> {
-        let i = (k.shard_hash() >> 32) as usize & (self.shards.len() - 1);
+        let i = (self.shard_key.hash_one(k) >> 32) as usize & (self.shards.len() - 1);
         // A panic never happens while a shard is locked (no call below can panic), but
         // if one did, the map is still consistent: go on with it.
         self.shards[i]
@@ -393,5 +393,42 @@ mod tests {
         assert_eq!(t.per_shard * MAX_SHARDS, MAX_FRAGMENT_RECORDS);
         assert_eq!(FragTable::new(0, FRAGMENT_TIMEOUT).shards.len(), 1);
         assert_eq!(FragTable::new(200, FRAGMENT_TIMEOUT).shards.len(), 2);
+    }
+
+    /// Datagrams crafted to share one shard under the old public hash (FxHash, the
+    /// attacker's model) spread over the shards now: twice a shard's capacity of them are
+    /// all admitted, where the old table refused half with `fragment_table_full`.
+    #[test]
+    fn fragments_crafted_for_one_shard_spread_out() {
+        use rustc_hash::FxHasher;
+        use std::hash::{Hash, Hasher};
+        let t = FragTable::new(MAX_FRAGMENT_RECORDS, FRAGMENT_TIMEOUT);
+        let old_shard = |k: &FragKey| {
+            let mut h = FxHasher::default();
+            Hash::hash(k, &mut h);
+            (h.finish() >> 32) as usize & (MAX_SHARDS - 1)
+        };
+        let crafted: Vec<FragKey> = (0..u32::MAX)
+            .map(|i| FragKey {
+                src: Ipv4Addr::from(0xC633_6400 | (i >> 16)),
+                dst: Ipv4Addr::new(203, 0, 113, 1),
+                proto: 17,
+                ident: i as u16,
+            })
+            .filter(|k| old_shard(k) == 0)
+            .take(2 * t.per_shard)
+            .collect();
+        let to = FragRewrite {
+            src: Ipv4Addr::new(198, 51, 100, 9),
+            dst: Ipv4Addr::new(10, 0, 0, 9),
+        };
+        let now = Timestamp::from_secs(1);
+        for k in &crafted {
+            assert_eq!(
+                t.insert(now, *k, to, Direction::Inbound, 8),
+                Ok(()),
+                "{k:?}"
+            );
+        }
     }
 }

@@ -1,0 +1,151 @@
+//! Hash flooding against the chain index every table uses (issue 14, finding 2).
+//!
+//! The attacker's model is the hash quicknat had before (unkeyed, constants in the
+//! source), written out below. Keys crafted against it all share one bucket of it; under
+//! the keyed SipHash-1-3 the same keys spread like random ones. And should the key ever
+//! leak, no chain grows past `MAX_CHAIN`: inserts beyond it are refused.
+
+// Std atomics: not a loom model (`--cfg loom` swaps the index's atomics for loom's).
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use conntrack::chain::{ChainIndex, Nodes, Refused, MAX_CHAIN};
+use conntrack::key::HashKey;
+use conntrack::Key;
+
+const M1: u64 = 0x9E37_79B9_7F4A_7C15;
+const M2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const M3: u64 = 0xFF51_AFD7_ED55_8CCD;
+
+/// The old `Key::hash` (the attacker's model).
+fn old_hash(k: Key) -> u64 {
+    let mut h = k.0.wrapping_mul(M1) ^ k.1.wrapping_mul(M2);
+    h ^= h >> 31;
+    h = h.wrapping_mul(M3);
+    h ^ (h >> 29)
+}
+
+fn inverse(m: u64) -> u64 {
+    let mut x = m;
+    for _ in 0..6 {
+        x = x.wrapping_mul(2u64.wrapping_sub(m.wrapping_mul(x)));
+    }
+    x
+}
+
+/// `n` distinct TCP flow keys from inside hosts 10.1.x.y (the fields an inside host
+/// controls: destination address and both ports) whose old hashes share their low 20
+/// bits. Built without search: invert the old hash's final mixing, then solve for the
+/// destination (low 32 bits) and the ports (high 32 bits). See `bench::hashflood`.
+fn colliding_keys(n: usize) -> Vec<Key> {
+    let (inv1, inv2, inv3) = (
+        inverse(M1) as u32,
+        inverse(M2 & 0xffff_ffff) as u32,
+        inverse(M3),
+    );
+    let mut out = Vec::with_capacity(n);
+    let mut c = 0u64;
+    while out.len() < n {
+        let src = 0x0A01_0001u64 + (out.len() / 16) as u64;
+        let g = ((c & 0x1ff) << 20) | ((c >> 9) << 49);
+        c += 1;
+        let f = g.wrapping_mul(inv3);
+        let h = f ^ (f >> 31) ^ (f >> 62);
+        let dst = (h as u32).wrapping_mul(inv1);
+        let w0 = (src << 32) | u64::from(dst);
+        let ports = (((h >> 32) as u32) ^ ((w0.wrapping_mul(M1) >> 32) as u32)).wrapping_mul(inv2);
+        out.push(Key(w0, u64::from(ports) << 32)); // proto TCP = 0
+    }
+    out
+}
+
+/// Nodes that are exactly their keys (node `n` holds `keys[n]`, always live).
+struct Arena {
+    keys: Vec<Key>,
+    links: Vec<AtomicU32>,
+}
+
+impl Arena {
+    fn new(keys: Vec<Key>) -> Self {
+        let links = keys.iter().map(|_| AtomicU32::new(0)).collect();
+        Self { keys, links }
+    }
+}
+
+impl Nodes for Arena {
+    fn key(&self, n: u32) -> Key {
+        self.keys[n as usize]
+    }
+    fn live(&self, _: u32) -> bool {
+        true
+    }
+    fn link(&self, n: u32) -> Option<&AtomicU32> {
+        self.links.get(n as usize)
+    }
+}
+
+/// 20,000 keys crafted against the old hash: one bucket of it, but chains of at most 8
+/// under the keyed hash of a table sized for them (the session table's two buckets per
+/// session), for this process's key and for three fixed ones.
+#[test]
+fn crafted_keys_share_one_old_bucket_but_spread_under_the_keyed_hash() {
+    const N: usize = 20_000;
+    let arena = Arena::new(colliding_keys(N));
+    let distinct: std::collections::HashSet<_> = arena.keys.iter().collect();
+    assert_eq!(distinct.len(), N);
+    for key in [
+        HashKey::process(),
+        HashKey::new(0, 0),
+        HashKey::new(1, 2),
+        HashKey::new(u64::MAX, 0x0123_4567_89ab_cdef),
+    ] {
+        let index = ChainIndex::with_key(2 * N, key);
+        let mask = index.buckets() as u64 - 1;
+        let old = old_hash(arena.keys[0]) & mask;
+        assert!(
+            arena.keys.iter().all(|k| old_hash(*k) & mask == old),
+            "the attack: every key in one bucket of the old hash"
+        );
+        for (n, k) in arena.keys.iter().enumerate() {
+            assert_eq!(index.insert(&arena, n as u32, *k), Ok(()));
+        }
+        let longest = index.longest_chain(&arena);
+        assert!(longest <= 8, "{key:?}: longest chain {longest}");
+        for (n, k) in arena.keys.iter().enumerate() {
+            assert_eq!(index.find(&arena, *k), Some(n as u32));
+        }
+        for l in &arena.links {
+            l.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// With the key known, an attacker can fill one bucket; the chain stops at MAX_CHAIN:
+/// every further insert is refused (a counted drop upstream), and every key that did get
+/// in is still found.
+#[test]
+fn a_known_key_cannot_grow_a_chain_past_the_bound() {
+    let key = HashKey::new(7, 9);
+    let index = ChainIndex::with_key(16, key);
+    let mask = index.buckets() as u64 - 1;
+    let keys: Vec<Key> = (0u64..)
+        .map(|i| Key(i, 0))
+        .filter(|k| k.hash(&key) & mask == 0)
+        .take(3 * MAX_CHAIN as usize)
+        .collect();
+    let arena = Arena::new(keys);
+    let mut admitted = Vec::new();
+    for (n, k) in arena.keys.iter().enumerate() {
+        match index.insert(&arena, n as u32, *k) {
+            Ok(()) => admitted.push(n),
+            Err(e) => assert_eq!(e, Refused::ChainFull),
+        }
+    }
+    assert_eq!(admitted.len(), MAX_CHAIN as usize);
+    assert_eq!(index.longest_chain(&arena), MAX_CHAIN);
+    for (n, k) in arena.keys.iter().enumerate() {
+        let want = admitted.contains(&n).then_some(n as u32);
+        assert_eq!(index.find(&arena, *k), want, "key {n}");
+    }
+}
