@@ -94,11 +94,30 @@ class Nat44(Scenario):
         return [l.split()[-1] for l in out.splitlines() if "quicknat" in l]
 
     def state_files(self):
-        ino = self.nsx("gw", "stat", "-L", "-c", "%i", "/proc/self/ns/net").stdout.strip()
-        try:
-            return [f for f in os.listdir("/run/quicknat") if f.startswith(f"net{ino}-")]
-        except FileNotFoundError:
-            return []
+        return state_files(self, "gw")
+
+
+def state_files(sc, name):
+    """The state files of the gateways in namespace `name` of scenario `sc` (named after
+    the namespace's cookie, SO_NETNS_COOKIE)."""
+    probe = "import socket; print(socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8)[::-1].hex())"
+    cookie = int(sc.nsx(name, sys.executable, "-c", probe).stdout.strip(), 16)
+    try:
+        return [os.path.join("/run/quicknat", f) for f in os.listdir("/run/quicknat")
+                if f.startswith(f"cookie{cookie}-")]
+    except FileNotFoundError:
+        return []
+
+
+def kill_and_forget(sc, name):
+    """Kills the scenario's quicknat processes and removes the state files a killed
+    gateway leaves (they would never match another namespace; this is hygiene)."""
+    for p in sc.procs + [q.proc for q in sc.quicknats]:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=5)
+    for f in state_files(sc, name):
+        os.unlink(f)
 
 
 @pytest.fixture
@@ -108,7 +127,10 @@ def topo():
         t.setup()
         yield t
     finally:
-        t.close()
+        try:
+            kill_and_forget(t, "gw")
+        finally:
+            t.close()
 
 
 def status(pid):
@@ -266,7 +288,10 @@ class IlaGateway:
         return sh(quicknat, "ila", "list", "--socket", self.sock).stdout
 
     def close(self):
-        self.sc.close()
+        try:
+            kill_and_forget(self.sc, "gw")
+        finally:
+            self.sc.close()
         for f in os.listdir(self.tmp):
             os.unlink(os.path.join(self.tmp, f))
         os.rmdir(self.tmp)

@@ -19,6 +19,9 @@ use std::path::Path;
 
 use crate::sys::{cvt, getsockopt};
 
+/// `CAP_SETPCAP`: changing the capability bounding set.
+const CAP_SETPCAP: u32 = 8;
+
 /// `CAP_NET_ADMIN`: rtnetlink neighbour probes, and on the way out `nft delete table`
 /// and `ethtool -K` (restoring offloads).
 pub const CAP_NET_ADMIN: u32 = 12;
@@ -147,9 +150,9 @@ struct CapData {
 /// capabilities `keep` (numbers, e.g. [`CAP_NET_ADMIN`]) and no way to gain others:
 /// `no_new_privs` set (no set-uid or file capabilities on exec), every other capability
 /// dropped from the bounding set (a program it runs as root gets at most `keep`), and
-/// the effective and permitted sets cut to `keep` (inheritable emptied). The user id
-/// stays what it was. Fails (with the thread partly restricted) where the thread lacks
-/// `CAP_SETPCAP`.
+/// the effective and permitted sets cut to `keep` (inheritable and so ambient emptied).
+/// The user id stays what it was. Without `CAP_SETPCAP` the bounding set stays as it is
+/// (see the comment inside).
 pub fn restrict(keep: &[u32]) -> io::Result<()> {
     let mask = keep
         .iter()
@@ -157,8 +160,13 @@ pub fn restrict(keep: &[u32]) -> io::Result<()> {
         .fold(0u64, |m, &c| m | 1 << c);
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1)
         .map_err(|e| io::Error::new(e.kind(), format!("PR_SET_NO_NEW_PRIVS: {e}")))?;
+    // Without CAP_SETPCAP (a service started as a user with ambient capabilities) the
+    // bounding set cannot be cut; not being root, what it runs gains nothing from it, and
+    // no_new_privs keeps set-uid programs from adding any.
+    let (effective, _, _) = capabilities()?;
+    let can_cut_bounding = effective & (1 << CAP_SETPCAP) != 0;
     for cap in 0..=cap_last_cap() {
-        if mask & (1 << cap) == 0 {
+        if can_cut_bounding && mask & (1 << cap) == 0 {
             match prctl(libc::PR_CAPBSET_DROP, cap.into()) {
                 Ok(()) => {}
                 // A capability this kernel does not know.

@@ -90,6 +90,8 @@ unsafe impl Pod for libc::tpacket_stats_v3 {}
 unsafe impl Pod for libc::xdp_mmap_offsets {}
 // SAFETY: six `u64`s.
 unsafe impl Pod for libc::xdp_statistics {}
+// SAFETY: an integer.
+unsafe impl Pod for u64 {}
 // SAFETY: a pid (`c_int`), a uid and a gid (`u32`s).
 unsafe impl Pod for libc::ucred {}
 // SAFETY: an array of group ids (`u32`s).

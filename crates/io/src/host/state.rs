@@ -1,5 +1,5 @@
 //! What a gateway changed on the host, recorded where a restart finds it: one state file
-//! per network namespace and interface set under [`STATE_DIR`], locked (`flock`) while
+//! per network namespace ([`netns_id`]) and interface set under [`STATE_DIR`], locked (`flock`) while
 //! the gateway lives. The kernel drops the lock when the process dies, however it dies;
 //! the file stays, with the offloads' settings from before the gateway changed them, for
 //! the next start on those interfaces to restore.
@@ -130,6 +130,23 @@ impl OffloadSettings {
     }
 }
 
+/// `SO_NETNS_COOKIE` (Linux >= 5.14; asm-generic, x86 and arm alike).
+const SO_NETNS_COOKIE: libc::c_int = 71;
+
+/// The calling thread's network namespace: `cookie<N>`, its cookie (never reused while
+/// the machine runs, so a state file of a deleted namespace never matches a new one),
+/// or on older kernels `net<inode>` (an inode can be reused after the namespace is gone).
+pub fn netns_id() -> io::Result<String> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    match crate::sys::getsockopt::<u64>(&s, libc::SOL_SOCKET, SO_NETNS_COOKIE) {
+        Ok((cookie, 8)) => Ok(format!("cookie{cookie}")),
+        _ => Ok(format!(
+            "net{}",
+            std::fs::metadata("/proc/thread-self/ns/net")?.ino()
+        )),
+    }
+}
+
 /// The locked state file of one gateway (network namespace and interface set). Dropping
 /// it (a clean exit) removes the file; a crash leaves it for the next start.
 #[derive(Debug)]
@@ -146,8 +163,7 @@ impl HostState {
     /// The state of a gateway on `ifnames` in the calling thread's network namespace,
     /// under [`STATE_DIR`].
     pub fn acquire(ifnames: &[&str]) -> io::Result<Self> {
-        let ns = std::fs::metadata("/proc/thread-self/ns/net")?.ino();
-        let key = format!("net{ns}-{}", super::table_name(ifnames));
+        let key = format!("{}-{}", netns_id()?, super::table_name(ifnames));
         Self::acquire_in(Path::new(STATE_DIR), &key)
     }
 
@@ -269,6 +285,13 @@ generic-segmentation-offload: on
 generic-receive-offload: off
 large-receive-offload: off [fixed]
 ";
+
+    #[test]
+    fn the_network_namespace_has_a_cookie() {
+        let id = netns_id().unwrap();
+        assert!(id.starts_with("cookie") || id.starts_with("net"), "{id}");
+        assert_eq!(netns_id().unwrap(), id, "stable");
+    }
 
     #[test]
     fn settings_parse_and_round_trip_through_the_state_file() {
