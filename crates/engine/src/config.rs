@@ -263,7 +263,7 @@ impl fmt::Display for MemoryEstimate {
         write!(f, "{}", human_bytes(self.total()))?;
         let mut parts: Vec<&MemoryPart> =
             self.parts.iter().filter(|p| p.bytes >= 1 << 20).collect();
-        parts.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        parts.sort_by_key(|p| std::cmp::Reverse(p.bytes));
         if !parts.is_empty() {
             let list: Vec<String> = parts
                 .iter()

@@ -916,7 +916,7 @@ fn icmp_error_rates_are_read_and_bounded() {
     use engine::config::IcmpRate;
     let c = load_str(BASE, "t.toml").unwrap();
     assert_eq!(c.nat44().unwrap().icmp_rate, IcmpRate::default());
-    let text = format!("{BASE}").replace(
+    let text = BASE.replace(
         "hairpinning = true",
         "icmp_error_rate = 500\nicmp_error_rate_per_source = 7",
     );
