@@ -78,7 +78,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
 
-# Model-checked tests of conntrack's lock-free protocols (loom, bounded: seconds): insert
+# Model-checked tests of conntrack's lock-free protocols (loom, exhaustive, < 1 s): insert
 # races, insert vs reap, reference counting, QSBR online/offline vs the reaper. `--cfg
 # loom` swaps the tables' atomics for loom's, so it builds in a target directory of its
 # own and leaves the main build cache alone. Their result lines join the tally below.
