@@ -31,6 +31,6 @@ pub use reftable::{RefInsertError, RefTable};
 pub use session::{
     Hit, InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side,
 };
-pub use tcp::TcpState;
+pub use tcp::{Reject as TcpReject, Segment as TcpSegment, TcpState};
 pub use time::Timestamp;
 pub use tuple::{Endpoint, Proto, Tuple};
