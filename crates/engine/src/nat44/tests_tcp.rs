@@ -28,6 +28,7 @@ fn t(s: u64) -> Timestamp {
 }
 
 /// A TCP segment with sequence numbers, window 1000, `len` bytes of payload.
+#[allow(clippy::too_many_arguments)] // a packet spelled out field by field
 fn seg(
     src: Ipv4Addr,
     sport: u16,
