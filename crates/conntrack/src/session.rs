@@ -208,7 +208,8 @@ impl Nodes for View<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct Hit<'a> {
     slot: &'a SessionSlot,
-    seq: Option<&'a SeqPair>,
+    /// The table, for the TCP sequence words (looked up only by TCP packets).
+    table: &'a SessionTable,
     /// Which session and record.
     pub r: RecordRef,
 }
@@ -262,7 +263,7 @@ impl Hit<'_> {
     /// the segment must be dropped, nothing changed.
     #[inline]
     pub fn observe_tcp(&self, seg: &Segment) -> Result<(), Reject> {
-        observe_slot(self.slot, self.seq, self.r.side, seg)
+        observe_slot(self.slot, self.table.seq_of(self.r.session.0), self.r.side, seg)
     }
 }
 
@@ -419,7 +420,7 @@ impl SessionTable {
         let r = self.lookup_key(Key::of(key))?;
         Some(Hit {
             slot: self.slab.get(r.session.0)?,
-            seq: self.seq_of(r.session.0),
+            table: self,
             r,
         })
     }
@@ -429,7 +430,7 @@ impl SessionTable {
     pub fn hit_of(&self, r: RecordRef) -> Option<Hit<'_>> {
         Some(Hit {
             slot: self.slab.get(r.session.0)?,
-            seq: self.seq_of(r.session.0),
+            table: self,
             r,
         })
     }
