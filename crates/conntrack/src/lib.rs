@@ -41,6 +41,6 @@ pub use session::{
     Hit, InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side,
 };
 #[cfg(not(loom))]
-pub use tcp::TcpState;
+pub use tcp::{Reject as TcpReject, Segment as TcpSegment, TcpState};
 pub use time::Timestamp;
 pub use tuple::{Endpoint, Proto, Tuple};

@@ -9,13 +9,22 @@
 //!
 //! Workers look up, refresh timestamps, update TCP state and may mark a session dead. Only
 //! the reaper unlinks sessions and, after a QSBR grace period, frees their slots.
+//!
+//! TCP sequence state (see [`crate::tcp`]) does not fit the slot's cache line: it lives in
+//! a parallel array indexed by session id, 16 bytes a session, reserved in chunks as the
+//! slab's are and touched only by TCP packets.
+//!
+//! Early drop: [`SessionTable::early_drop`] marks unconfirmed sessions dead (any thread
+//! may), so that the reaper reclaims them first when the table fills; see
+//! [`SessionTable::insert_within`] for the headroom kept for inside users.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
 use crate::slab::{Slab, Slot};
-use crate::tcp::TcpState;
+use crate::tcp::{Reject, Segment, SeqDir, TcpState};
 use crate::time::Timestamp;
 use crate::tuple::Tuple;
 
@@ -61,6 +70,13 @@ pub const FROM_INSIDE: u32 = 1 << 2;
 /// Both ends are inside hosts talking through a public address.
 pub const HAIRPIN: u32 = 1 << 3;
 const TCP_SHIFT: u32 = 8;
+const TCP_MASK: u32 = (1 << crate::tcp::BITS) - 1;
+const _: () = assert!(TCP_SHIFT + crate::tcp::BITS <= 32);
+/// Sessions per chunk of the sequence array (as the slab's chunks).
+const SEQ_CHUNK_BITS: u32 = 16;
+
+/// Per-session TCP sequence state, one packed [`SeqDir`] per record's direction.
+type SeqPair = [AtomicU64; 2];
 
 /// How stale a record's last-seen time may get before a hit rewrites it.
 pub const TOUCH_GRANULARITY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -192,6 +208,8 @@ impl Nodes for View<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct Hit<'a> {
     slot: &'a SessionSlot,
+    /// The table, for the TCP sequence words (looked up only by TCP packets).
+    table: &'a SessionTable,
     /// Which session and record.
     pub r: RecordRef,
 }
@@ -212,7 +230,7 @@ impl Hit<'_> {
         };
         (
             Timestamp::from_nanos(seen),
-            TcpState::from_bits((st >> TCP_SHIFT) as u8),
+            TcpState::from_bits(st >> TCP_SHIFT),
             proto,
         )
     }
@@ -241,10 +259,16 @@ impl Hit<'_> {
         touch_slot(self.slot, self.r.side, now);
     }
 
-    /// Feeds TCP flags into the session's state.
+    /// Feeds a TCP segment into the session's state (see [`crate::tcp::track`]); `Err`:
+    /// the segment must be dropped, nothing changed.
     #[inline]
-    pub fn observe_tcp(&self, tcp_flags: u8) {
-        observe_slot(self.slot, self.r.side, tcp_flags);
+    pub fn observe_tcp(&self, seg: &Segment) -> Result<(), Reject> {
+        observe_slot(
+            self.slot,
+            self.table.seq_of(self.r.session.0),
+            self.r.side,
+            seg,
+        )
     }
 }
 
@@ -258,22 +282,69 @@ fn touch_slot(s: &SessionSlot, side: Side, now: Timestamp) {
     }
 }
 
+/// Applies one segment: the sequence words are written only when they change (a data
+/// segment moves its direction's end), the state word only on a transition (CAS). The
+/// sequence words are plain load/store: two workers racing on one direction of one
+/// connection can lose an update, which only leaves the window a little behind (as
+/// conntrack's own loose tracking tolerates); the state word is never lost.
 #[inline]
-fn observe_slot(s: &SessionSlot, side: Side, tcp_flags: u8) {
+fn observe_slot(
+    s: &SessionSlot,
+    seq: Option<&SeqPair>,
+    side: Side,
+    seg: &Segment,
+) -> Result<(), Reject> {
     let mut cur = s.state.load(Ordering::Acquire);
+    let (si, ri) = (side.index(), 1 - side.index());
+    let st = TcpState::from_bits(cur >> TCP_SHIFT);
+    if crate::tcp::only_advances(st, seg) {
+        // Established data or ACK: only the sender's sequence words move.
+        if let Some(w) = seq {
+            let old = w[si].load(Ordering::Relaxed);
+            let mut d = SeqDir::unpack(old);
+            d.advance(seg, st.window_shift(side));
+            let new = d.pack();
+            if new != old {
+                w[si].store(new, Ordering::Relaxed);
+            }
+        }
+        return Ok(());
+    }
+    let mut dirs = [SeqDir::default(); 2];
+    let words = seq.map(|w| {
+        let p = [w[0].load(Ordering::Relaxed), w[1].load(Ordering::Relaxed)];
+        dirs = [SeqDir::unpack(p[0]), SeqDir::unpack(p[1])];
+        p
+    });
+    let before = dirs;
+    let mut t = TcpState::from_bits(cur >> TCP_SHIFT);
+    crate::tcp::track(&mut t, &mut dirs, side, seg)?;
+    if let (Some(w), Some(p)) = (seq, words) {
+        let packed = dirs[si].pack();
+        if packed != p[si] {
+            w[si].store(packed, Ordering::Relaxed);
+        }
+        debug_assert_eq!(dirs[ri].pack(), p[ri]);
+    }
     loop {
-        let mut t = TcpState::from_bits((cur >> TCP_SHIFT) as u8);
-        t.observe(side, tcp_flags);
-        let new = (cur & !(0xff << TCP_SHIFT)) | (u32::from(t.bits()) << TCP_SHIFT);
+        let new = (cur & !(TCP_MASK << TCP_SHIFT)) | (t.bits() << TCP_SHIFT);
         if new == cur {
-            return;
+            return Ok(());
         }
         match s
             .state
             .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => return,
-            Err(now) => cur = now,
+            Ok(_) => return Ok(()),
+            Err(now) => {
+                // Another worker moved the state (the other direction's segment): replay
+                // this segment's transition on what it wrote, with the same window view
+                // (the RST check passed on it, so it passes again).
+                cur = now;
+                t = TcpState::from_bits(cur >> TCP_SHIFT);
+                let mut d = before;
+                let _ = crate::tcp::track(&mut t, &mut d, side, seg);
+            }
         }
     }
 }
@@ -283,15 +354,51 @@ fn observe_slot(s: &SessionSlot, side: Side, tcp_flags: u8) {
 pub struct SessionTable {
     slab: Slab<SessionSlot>,
     index: ChainIndex,
+    /// TCP sequence state per session, in chunks reserved on first use.
+    seq: Box<[OnceLock<Box<[SeqPair]>>]>,
+    /// Slots taken (live, dead or waiting for their grace period): what `Full` counts.
+    occupied: AtomicUsize,
+    /// Where the next [`early_drop`](Self::early_drop) scan starts.
+    drop_cursor: AtomicU32,
 }
 
 impl SessionTable {
     /// Room for `capacity` sessions (two records each).
     pub fn new(capacity: usize) -> Self {
+        let slab = Slab::new(capacity);
+        let chunks = slab.capacity().div_ceil(1 << SEQ_CHUNK_BITS);
         Self {
-            slab: Slab::new(capacity),
+            slab,
             index: ChainIndex::new(capacity.saturating_mul(2)),
+            seq: (0..chunks).map(|_| OnceLock::new()).collect(),
+            occupied: AtomicUsize::new(0),
+            drop_cursor: AtomicU32::new(0),
         }
+    }
+
+    /// The sequence words of a session, if its chunk was reserved.
+    #[inline]
+    fn seq_of(&self, id: u32) -> Option<&SeqPair> {
+        let chunk = self.seq.get((id >> SEQ_CHUNK_BITS) as usize)?.get()?;
+        chunk.get(id as usize & ((1 << SEQ_CHUNK_BITS) - 1))
+    }
+
+    /// The sequence words of a new session, its chunk reserved if needed.
+    fn seq_for_insert(&self, id: u32) -> Option<&SeqPair> {
+        let c = (id >> SEQ_CHUNK_BITS) as usize;
+        let start = c << SEQ_CHUNK_BITS;
+        let len = (1usize << SEQ_CHUNK_BITS).min(self.slab.capacity().saturating_sub(start));
+        let chunk = self.seq.get(c)?.get_or_init(|| {
+            (0..len)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect()
+        });
+        chunk.get(id as usize & ((1 << SEQ_CHUNK_BITS) - 1))
+    }
+
+    /// Slots taken now (live, dead, or unlinked and waiting to be freed): O(1).
+    pub fn occupied(&self) -> usize {
+        self.occupied.load(Ordering::Relaxed)
     }
 
     /// Maximum sessions.
@@ -301,12 +408,20 @@ impl SessionTable {
 
     /// Bytes per session at full capacity: the slot plus its share of the bucket array.
     pub fn bytes_per_session(&self) -> usize {
-        std::mem::size_of::<SessionSlot>() + self.index.bytes() / self.slab.capacity().max(1)
+        std::mem::size_of::<SessionSlot>()
+            + std::mem::size_of::<SeqPair>()
+            + self.index.bytes() / self.slab.capacity().max(1)
     }
 
     /// Bytes reserved so far.
     pub fn bytes(&self) -> usize {
-        self.slab.reserved_bytes() + self.index.bytes()
+        let seq: usize = self
+            .seq
+            .iter()
+            .filter_map(|c| c.get())
+            .map(|c| c.len() * std::mem::size_of::<SeqPair>())
+            .sum();
+        self.slab.reserved_bytes() + self.index.bytes() + seq
     }
 
     /// Finds the live record whose initial tuple is `key`.
@@ -324,6 +439,7 @@ impl SessionTable {
         let r = self.lookup_key(Key::of(key))?;
         Some(Hit {
             slot: self.slab.get(r.session.0)?,
+            table: self,
             r,
         })
     }
@@ -333,6 +449,7 @@ impl SessionTable {
     pub fn hit_of(&self, r: RecordRef) -> Option<Hit<'_>> {
         Some(Hit {
             slot: self.slab.get(r.session.0)?,
+            table: self,
             r,
         })
     }
@@ -391,11 +508,12 @@ impl SessionTable {
         }
     }
 
-    /// Feeds a TCP segment's flags into the session's state (written only on change).
+    /// Feeds a TCP segment into the session's state (see [`Hit::observe_tcp`]).
     #[inline]
-    pub fn observe_tcp(&self, r: RecordRef, tcp_flags: u8) {
-        if let Some(s) = self.slab.get(r.session.0) {
-            observe_slot(s, r.side, tcp_flags);
+    pub fn observe_tcp(&self, r: RecordRef, seg: &Segment) -> Result<(), Reject> {
+        match self.slab.get(r.session.0) {
+            Some(s) => observe_slot(s, self.seq_of(r.session.0), r.side, seg),
+            None => Ok(()),
         }
     }
 
@@ -410,7 +528,7 @@ impl SessionTable {
         let st = s.state.load(Ordering::Acquire);
         Some((
             Timestamp::from_nanos(seen),
-            TcpState::from_bits((st >> TCP_SHIFT) as u8),
+            TcpState::from_bits(st >> TCP_SHIFT),
             s.key(0).tuple().proto,
         ))
     }
@@ -429,7 +547,7 @@ impl SessionTable {
             ],
             binding: s.binding.load(Ordering::Acquire),
             flags: st & (FROM_INSIDE | HAIRPIN),
-            tcp: TcpState::from_bits((st >> TCP_SHIFT) as u8),
+            tcp: TcpState::from_bits(st >> TCP_SHIFT),
         })
     }
 
@@ -442,10 +560,40 @@ impl SessionTable {
 
     /// Installs both records. The reply record goes first and arbitrates races.
     pub fn insert(&self, new: &NewSession, now: Timestamp) -> Result<SessionId, InsertError> {
+        self.insert_within(new, now, usize::MAX)
+    }
+
+    /// Like [`insert`](Self::insert), refused (`Full`) when `limit` slots or more are
+    /// taken already: the engine keeps the last part of the table for sessions its inside
+    /// users open, so a flood of sessions opened from the outside cannot take it all.
+    pub fn insert_within(
+        &self,
+        new: &NewSession,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<SessionId, InsertError> {
+        if self.occupied.load(Ordering::Relaxed) >= limit {
+            return Err(InsertError::Full);
+        }
         let id = self.slab.alloc().ok_or(InsertError::Full)?;
+        self.occupied.fetch_add(1, Ordering::Relaxed);
         let Some(s) = self.slab.get(id) else {
+            self.give_back(id);
             return Err(InsertError::Full);
         };
+        if new.initial.proto == crate::tuple::Proto::Tcp {
+            // Fresh sequence state, before the session is published.
+            match self.seq_for_insert(id) {
+                Some(w) => {
+                    w[0].store(0, Ordering::Relaxed);
+                    w[1].store(0, Ordering::Relaxed);
+                }
+                None => {
+                    self.give_back(id);
+                    return Err(InsertError::Full);
+                }
+            }
+        }
         let ko = Key::of(&new.initial);
         let kr = Key::of(&new.revised.reversed());
         for (side, k) in [(0, ko), (1, kr)] {
@@ -472,7 +620,7 @@ impl SessionTable {
                 .compare_exchange(state, FREE, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                self.slab.free(id);
+                self.give_back(id);
             }
             Err(err)
         };
@@ -557,7 +705,49 @@ impl SessionTable {
         if let Some(s) = self.slab.get(id.0) {
             s.state.store(FREE, Ordering::Release);
         }
-        self.slab.free(id.0);
+        self.give_back(id.0);
+    }
+
+    /// A slot back to the slab, and out of the count.
+    fn give_back(&self, id: u32) {
+        self.slab.free(id);
+        self.occupied.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Early drop (conntrack's `early_drop`): scans at most `scan` slots from where the
+    /// last scan stopped and marks dead up to `max` live sessions for which `victim`
+    /// says so, handing each to `on_dropped` (the caller releases what it held, exactly
+    /// as for [`mark_dead`](Self::mark_dead)). The reaper unlinks and frees them as any
+    /// dead session. Any thread may call it. Returns how many were dropped.
+    pub fn early_drop(
+        &self,
+        scan: usize,
+        max: usize,
+        mut victim: impl FnMut(&SessionView) -> bool,
+        mut on_dropped: impl FnMut(SessionId, SessionView),
+    ) -> usize {
+        let hw = self.slab.high_water();
+        if hw == 0 || max == 0 {
+            return 0;
+        }
+        let scan = scan.min(hw as usize) as u32;
+        let start = self.drop_cursor.fetch_add(scan, Ordering::Relaxed) % hw;
+        let mut dropped = 0;
+        for i in 0..scan {
+            let id = SessionId((start + i) % hw);
+            if !self.is_live(id) {
+                continue;
+            }
+            let Some(v) = self.view(id) else { continue };
+            if victim(&v) && self.mark_dead(id) {
+                on_dropped(id, v);
+                dropped += 1;
+                if dropped == max {
+                    break;
+                }
+            }
+        }
+        dropped
     }
 
     /// Number of live sessions (a walk: for reports and tests, not the packet path).
@@ -688,6 +878,120 @@ mod tests {
             },
         );
         assert_eq!(t.len(), 2);
+    }
+
+    fn tcp_new(inside_port: u16) -> NewSession {
+        let mut n = new(inside_port, inside_port);
+        n.initial.proto = Proto::Tcp;
+        n.revised.proto = Proto::Tcp;
+        n
+    }
+
+    fn seg(flags: u8, seq: u32, ack: u32) -> Segment {
+        Segment {
+            flags,
+            seq,
+            ack,
+            window: 1000,
+            ..Segment::default()
+        }
+    }
+
+    /// The table applies the tracker to the slot's state word and the sequence array; a
+    /// refused RST leaves both as they were.
+    #[test]
+    fn observe_through_the_table_and_rst_refusal() {
+        use crate::tcp::{flags::*, ConnState};
+        let t = SessionTable::new(8);
+        let id = t.insert(&tcp_new(1), Timestamp::ZERO).unwrap();
+        let o = RecordRef {
+            session: id,
+            side: Side::Original,
+        };
+        let r = RecordRef {
+            session: id,
+            side: Side::Reply,
+        };
+        t.observe_tcp(o, &seg(SYN, 100, 0)).unwrap();
+        t.observe_tcp(r, &seg(SYN | ACK, 5000, 101)).unwrap();
+        assert_eq!(t.view(id).unwrap().tcp.state(), ConnState::SynRecv);
+        t.observe_tcp(o, &seg(ACK, 101, 5001)).unwrap();
+        assert_eq!(t.view(id).unwrap().tcp.state(), ConnState::Established);
+        let before = t.view(id).unwrap();
+        assert_eq!(
+            t.observe_tcp(r, &seg(RST, 99_999, 0)),
+            Err(Reject::RstOutOfWindow)
+        );
+        assert_eq!(t.view(id).unwrap(), before);
+        t.observe_tcp(r, &seg(RST, 5001, 0)).unwrap();
+        assert_eq!(t.view(id).unwrap().tcp.state(), ConnState::Close);
+        assert_eq!(t.occupied(), 1);
+    }
+
+    /// A slot reused by a new TCP session starts with fresh sequence state.
+    #[test]
+    fn reused_slot_has_fresh_sequence_state() {
+        use crate::tcp::flags::*;
+        let t = SessionTable::new(1);
+        let id = t.insert(&tcp_new(1), Timestamp::ZERO).unwrap();
+        let o = RecordRef {
+            session: id,
+            side: Side::Original,
+        };
+        t.observe_tcp(o, &seg(SYN, 100, 0)).unwrap();
+        assert!(t.mark_dead(id));
+        t.reap(|_| false, |_, _, _| {});
+        t.free(id);
+        assert_eq!(t.occupied(), 0);
+        let id2 = t.insert(&tcp_new(2), Timestamp::ZERO).unwrap();
+        assert_eq!(id2, id);
+        // A RST from the reply side with no sequence seen from either side is accepted
+        // only because nothing was seen: the old session's state did not leak.
+        let r = RecordRef {
+            session: id2,
+            side: Side::Reply,
+        };
+        assert_eq!(t.observe_tcp(r, &seg(RST, 1, 0)), Ok(()));
+    }
+
+    #[test]
+    fn insert_within_keeps_headroom_and_early_drop_takes_only_victims() {
+        use crate::tcp::flags::*;
+        let t = SessionTable::new(8);
+        for p in 0..6 {
+            t.insert_within(&tcp_new(p), Timestamp::ZERO, 6).unwrap();
+        }
+        assert_eq!(
+            t.insert_within(&tcp_new(6), Timestamp::ZERO, 6),
+            Err(InsertError::Full)
+        );
+        assert!(
+            t.insert(&tcp_new(6), Timestamp::ZERO).is_ok(),
+            "headroom for others"
+        );
+        assert_eq!(t.occupied(), 7);
+        // Confirm session of port 0; then drop everything unconfirmed, two at a time.
+        let o = t.lookup(&tcp_new(0).initial).unwrap();
+        let r = t.lookup(&tcp_new(0).revised.reversed()).unwrap();
+        t.observe_tcp(o, &seg(SYN, 1, 0)).unwrap();
+        t.observe_tcp(r, &seg(SYN | ACK, 9, 2)).unwrap();
+        t.observe_tcp(o, &seg(ACK, 2, 10)).unwrap();
+        let mut dropped = vec![];
+        let victim = |v: &SessionView| !v.tcp.is_confirmed();
+        while t.early_drop(100, 2, victim, |id, _| dropped.push(id)) > 0 {}
+        assert_eq!(dropped.len(), 6);
+        assert!(!dropped.contains(&o.session));
+        assert!(t.is_live(o.session));
+        assert_eq!(t.len(), 1);
+        let mut reaped = 0;
+        t.reap(
+            |_| false,
+            |_, _, here| {
+                assert!(!here);
+                reaped += 1
+            },
+        );
+        assert_eq!(reaped, 6);
     }
 
     /// Two threads create the same sessions at the same moment: one wins each, the other

@@ -130,10 +130,17 @@ pub struct Timeouts {
     pub udp: Duration,
     /// TCP established idle timeout (RFC 5382: at least 2 h 4 min).
     pub tcp_established: Duration,
-    /// TCP transitory (SYN sent, FIN seen, TIME_WAIT) timeout (RFC 5382: 4 min).
+    /// TCP transitory (FIN seen from both sides, TIME_WAIT) timeout (RFC 5382: 4 min).
     pub tcp_transitory: Duration,
-    /// TCP after a RST: the connection is gone, expire fast.
+    /// TCP after an in-window RST (RFC 7857 §2.2: "the NAT SHOULD wait for 4 minutes
+    /// before deleting the session").
     pub tcp_closed: Duration,
+    /// TCP with only a SYN seen (or picked up mid-stream, one side only): Linux
+    /// conntrack's SYN_SENT, 120 s; at most the 4 min transitory timeout.
+    pub tcp_syn_sent: Duration,
+    /// TCP with the SYN-ACK seen but not the ACK completing the handshake (what a
+    /// spoofed SYN at a port forward leaves): conntrack's SYN_RECV, 60 s.
+    pub tcp_syn_recv: Duration,
     /// ICMP query (echo) timeout (RFC 5508: at least 60 s).
     pub icmp: Duration,
 }
@@ -144,7 +151,9 @@ impl Default for Timeouts {
             udp: Duration::from_secs(300),
             tcp_established: Duration::from_secs(7440),
             tcp_transitory: Duration::from_secs(240),
-            tcp_closed: Duration::from_secs(10),
+            tcp_closed: Duration::from_secs(240),
+            tcp_syn_sent: Duration::from_secs(120),
+            tcp_syn_recv: Duration::from_secs(60),
             icmp: Duration::from_secs(60),
         }
     }

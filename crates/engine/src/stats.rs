@@ -13,6 +13,9 @@ pub struct Counters {
     pub sessions_created: u64,
     /// Sessions removed by expiry.
     pub sessions_expired: u64,
+    /// Unconfirmed TCP sessions (handshake not completed) reclaimed because the table
+    /// was nearly full (early drop, as Linux conntrack's `early_drop`).
+    pub sessions_early_dropped: u64,
     /// Bindings (public address/port mappings) created.
     pub bindings_created: u64,
     /// ICMP errors whose quoted packet was translated.
@@ -51,6 +54,7 @@ impl Counters {
             drops: [0; DropReason::COUNT],
             sessions_created: 0,
             sessions_expired: 0,
+            sessions_early_dropped: 0,
             bindings_created: 0,
             icmp_errors_translated: 0,
             hairpinned: 0,
@@ -95,6 +99,7 @@ impl Counters {
         }
         self.sessions_created += other.sessions_created;
         self.sessions_expired += other.sessions_expired;
+        self.sessions_early_dropped += other.sessions_early_dropped;
         self.bindings_created += other.bindings_created;
         self.icmp_errors_translated += other.icmp_errors_translated;
         self.hairpinned += other.hairpinned;

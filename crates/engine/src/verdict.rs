@@ -129,6 +129,11 @@ drop_reasons! {
     SynHoldFull => "syn_hold_full",
     /// NAT64 `drop_icmpv6_info`: an ICMPv6 informational message (RFC 6146 §3.5.3).
     Icmpv6InfoFiltered => "icmpv6_info_filtered",
+
+    // --- TCP state tracking (issue 14, finding 4) ---
+    /// A TCP RST whose sequence number is outside the window seen for its direction (an
+    /// off-path guess): dropped, the session unchanged (see `conntrack::tcp`).
+    TcpRstOutOfWindow => "tcp_rst_out_of_window",
 }
 
 impl From<xlat::siit::SiitDrop> for DropReason {

@@ -12,6 +12,10 @@ use crate::config::{
     PortRange, Timeouts,
 };
 
+/// The longest `tcp_syn_sent` / `tcp_syn_recv` accepted: the 4-minute transitory timeout
+/// of RFC 5382 REQ-5 (RFC 7857 §2.2).
+pub const MAX_HALF_OPEN: Duration = Duration::from_secs(240);
+
 /// A dynamic NAPT rule: hosts in `inside` share the addresses of `pool`, ports `ports`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DynamicRule {
@@ -271,12 +275,32 @@ impl Nat44Config {
             ("tcp_established", t.tcp_established),
             ("tcp_transitory", t.tcp_transitory),
             ("tcp_closed", t.tcp_closed),
+            ("tcp_syn_sent", t.tcp_syn_sent),
+            ("tcp_syn_recv", t.tcp_syn_recv),
             ("icmp", t.icmp),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::new(
                     Table("timeouts", name),
                     "a timeout of 0 would expire every session at once",
+                ));
+            }
+        }
+        // Half-open TCP is transitory (RFC 5382 §5, RFC 7857 §2.2): at most 4 minutes,
+        // or a spoofed SYN flood pins the table for longer.
+        for (name, d) in [
+            ("tcp_syn_sent", t.tcp_syn_sent),
+            ("tcp_syn_recv", t.tcp_syn_recv),
+        ] {
+            if d > MAX_HALF_OPEN {
+                return Err(ConfigError::new(
+                    Table("timeouts", name),
+                    format!(
+                        "= {} s: a half-open TCP session may wait at most {} s (the RFC 5382 \
+                         transitory timeout); longer lets spoofed SYNs pin the table",
+                        d.as_secs(),
+                        MAX_HALF_OPEN.as_secs()
+                    ),
                 ));
             }
         }

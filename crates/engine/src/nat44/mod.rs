@@ -31,6 +31,8 @@ mod tests_frag;
 mod tests_hairpin;
 #[cfg(test)]
 mod tests_mt;
+#[cfg(test)]
+mod tests_tcp;
 mod worker;
 
 use std::hash::BuildHasherDefault;
@@ -308,8 +310,10 @@ fn timeout_of(t: &Timeouts, proto: Proto, tcp: TcpState) -> Duration {
         Proto::Udp => t.udp,
         Proto::Icmp => t.icmp,
         Proto::Tcp => match tcp.phase() {
-            TcpPhase::Opening | TcpPhase::Closing => t.tcp_transitory,
+            TcpPhase::SynSent => t.tcp_syn_sent,
+            TcpPhase::SynRecv => t.tcp_syn_recv,
             TcpPhase::Established => t.tcp_established,
+            TcpPhase::Closing => t.tcp_transitory,
             TcpPhase::Closed => t.tcp_closed,
         },
     }

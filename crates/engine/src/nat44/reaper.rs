@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use conntrack::{SessionId, Timestamp};
+use conntrack::{Proto, SessionId, Timestamp};
 
 use super::worker::release_session;
 use super::{key_ep, key_proto, Nat44Shared, SWEEP_INTERVAL};
@@ -60,10 +60,24 @@ impl Nat44Reaper {
         Some(pools.map_or(sweep, |p| p.min(sweep)))
     }
 
-    /// One pass: expire idle sessions, drop unused bindings and permits, release ports
-    /// whose hold has passed, reclaim slots no worker can reach.
+    /// One pass: early-drop unconfirmed TCP sessions if the table is nearly full, expire
+    /// idle sessions, drop unused bindings and permits, release ports whose hold has
+    /// passed, reclaim slots no worker can reach.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         let sh = Arc::clone(&self.shared);
+        // Early drop, before the walk so that the walk unlinks what it marks. Slots
+        // already unlinked and waiting for their grace period are as good as free.
+        let cap = sh.sessions.capacity();
+        let waiting = self
+            .limbo
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Session(_)))
+            .count();
+        let taken = sh.sessions.occupied().saturating_sub(waiting);
+        if taken >= early_drop_threshold(cap) {
+            let target = taken - early_drop_target(cap);
+            early_drop(&sh, &mut self.counters, usize::MAX, target);
+        }
         let mut unlinked = Vec::new();
         sh.sessions.reap(
             |v| v.last_seen() + sh.timeout(v.initial.proto, v.tcp) <= now,
@@ -109,6 +123,44 @@ impl Nat44Reaper {
         sh.frags.sweep(now);
         self.next_sweep = Some(now + SWEEP_INTERVAL);
     }
+}
+
+/// Early drop starts when this many slots are taken: 7/8 of the table (Linux conntrack
+/// drops early only when the table is full; starting before leaves room for a burst).
+pub(super) fn early_drop_threshold(cap: usize) -> usize {
+    cap - cap / 8
+}
+
+/// What a reaper's early drop brings the table down to: 3/4 of it.
+pub(super) fn early_drop_target(cap: usize) -> usize {
+    cap - cap / 4
+}
+
+/// The most slots sessions opened from the outside may take (7/8 of the table): the
+/// last eighth is kept for sessions the inside users open, so that a spoofed SYN flood
+/// at a port forward never locks them out.
+pub(super) fn outside_limit(cap: usize) -> usize {
+    early_drop_threshold(cap).max(1)
+}
+
+/// Slots a worker scans for victims when an insert finds the table full.
+pub(super) const EARLY_DROP_SCAN: usize = 32;
+/// Victims a worker takes per full insert.
+pub(super) const EARLY_DROP_MAX: usize = 4;
+
+/// Marks dead up to `max` unconfirmed TCP sessions (handshake never completed; never an
+/// established one) among `scan` slots, releasing what each held and counting it in
+/// `sessions_early_dropped`. Any thread; the reaper's walk unlinks and frees them.
+pub(super) fn early_drop(sh: &Nat44Shared, counters: &mut Counters, scan: usize, max: usize) {
+    sh.sessions.early_drop(
+        scan,
+        max,
+        |v| v.initial.proto == Proto::Tcp && !v.tcp.is_confirmed(),
+        |_, v| {
+            release_session(sh, &v);
+            counters.sessions_early_dropped += 1;
+        },
+    );
 }
 
 impl crate::mode::Reaper for Nat44Reaper {

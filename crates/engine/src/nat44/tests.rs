@@ -435,38 +435,6 @@ fn outbound_icmp_error_about_inbound_packet() {
 }
 
 #[test]
-fn tcp_state_decides_timeouts() {
-    let mut n = nat(config());
-    // RST: expires after tcp_closed (10 s).
-    fwd(&mut n, t(0), Outbound, tcp(IN_A, 1111, SRV, 80, 0x02));
-    fwd(&mut n, t(0), Inbound, tcp(SRV, 80, PUB, 1111, 0x14));
-    n.handle_timeout(t(9));
-    assert_eq!(n.session_count(), 1);
-    n.handle_timeout(t(11));
-    assert_eq!(n.session_count(), 0);
-    // Established: survives 2 hours of silence, gone after 7440 s.
-    fwd(&mut n, t(100), Outbound, tcp(IN_A, 2222, SRV, 80, 0x02));
-    fwd(&mut n, t(100), Inbound, tcp(SRV, 80, PUB, 2222, 0x12));
-    n.handle_timeout(t(100 + 7200));
-    assert_eq!(n.session_count(), 1);
-    n.handle_timeout(t(100 + 7441));
-    assert_eq!(n.session_count(), 0);
-    // SYN only: transitory (240 s).
-    fwd(&mut n, t(7600), Outbound, tcp(IN_A, 3333, SRV, 80, 0x02));
-    n.handle_timeout(t(7600 + 239));
-    assert_eq!(n.session_count(), 1);
-    n.handle_timeout(t(7600 + 241));
-    assert_eq!(n.session_count(), 0);
-    // FIN both ways: transitory.
-    fwd(&mut n, t(8000), Outbound, tcp(IN_A, 4444, SRV, 80, 0x02));
-    fwd(&mut n, t(8000), Inbound, tcp(SRV, 80, PUB, 4444, 0x12));
-    fwd(&mut n, t(8001), Outbound, tcp(IN_A, 4444, SRV, 80, 0x11));
-    fwd(&mut n, t(8001), Inbound, tcp(SRV, 80, PUB, 4444, 0x11));
-    n.handle_timeout(t(8001 + 241));
-    assert_eq!(n.session_count(), 0);
-}
-
-#[test]
 fn expired_udp_port_is_held_back_before_reuse() {
     let mut n = nat(config());
     fwd(&mut n, t(0), Outbound, udp(IN_A, 5000, SRV, 53));

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use conntrack::session::{FROM_INSIDE, HAIRPIN};
 use conntrack::{
     Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef, RefInsertError,
-    SessionId, Side, Timestamp, Tuple,
+    SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
 };
 use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
@@ -596,7 +596,14 @@ impl Nat44Worker {
                 sh.permits.unref(p);
             }
         };
-        match sh.sessions.insert(
+        // Sessions opened from the outside may take 7/8 of the table: the rest stays for
+        // the inside users even under a spoofed SYN flood at a port forward.
+        let limit = if flags & (FROM_INSIDE | HAIRPIN) == 0 {
+            super::reaper::outside_limit(sh.sessions.capacity())
+        } else {
+            usize::MAX
+        };
+        match sh.sessions.insert_within(
             &NewSession {
                 initial,
                 revised,
@@ -604,6 +611,7 @@ impl Nat44Worker {
                 flags,
             },
             now,
+            limit,
         ) {
             Ok(id) => {
                 self.counters.sessions_created += 1;
@@ -619,6 +627,14 @@ impl Nat44Worker {
             }
             Err(InsertError::Full) => {
                 undo(&sh);
+                // Make room for the next ones: unconfirmed sessions go first, reclaimed
+                // by the reaper's next sweep.
+                super::reaper::early_drop(
+                    &sh,
+                    &mut self.counters,
+                    super::reaper::EARLY_DROP_SCAN,
+                    super::reaper::EARLY_DROP_MAX,
+                );
                 Err(DropReason::TableFull)
             }
         }
@@ -657,12 +673,12 @@ fn forward(
     if side_direction(flags, h.r.side) != dir || !leg_allowed(flags, dir, leg) {
         return Err(DropReason::WrongDirection);
     }
+    let end = f.total_len.min(pkt.len());
     if f.kind == L4Kind::Tcp {
-        h.observe_tcp(f.tcp_flags);
+        observe_tcp(&h, pkt, f.l4_off, end)?;
     }
     h.touch(now);
     let to = h.revised();
-    let end = f.total_len.min(pkt.len());
     let to = rewrite_of(&to);
     let decrement = leg.decrement_ttl(sh.cfg.decrement_ttl);
     match f.offload {
@@ -672,6 +688,21 @@ fn forward(
         }
     };
     Ok(returns(flags, dir))
+}
+
+/// Feeds the TCP segment at `pkt[l4_off..end]` into its session: an out-of-window RST
+/// is refused (finding 4 of issue 14), state and timestamps untouched.
+#[inline(always)]
+fn observe_tcp(
+    h: &conntrack::Hit<'_>,
+    pkt: &[u8],
+    l4_off: usize,
+    end: usize,
+) -> Result<(), DropReason> {
+    let l4 = pkt.get(l4_off..end).ok_or(DropReason::Truncated)?;
+    let seg = TcpSegment::parse(l4, l4.len()).ok_or(DropReason::Truncated)?;
+    h.observe_tcp(&seg)
+        .map_err(|TcpReject::RstOutOfWindow| DropReason::TcpRstOutOfWindow)
 }
 
 /// Marks a session dead and, if this call did, releases what it held.
@@ -781,7 +812,7 @@ impl Nat44Shared {
         now: Timestamp,
         dir: Direction,
         t: &Tuple,
-        tcp_flags: Option<u8>,
+        segment: Option<&TcpSegment>,
     ) -> Option<Tuple> {
         let h = self.sessions.hit(t)?;
         let (seen, tcp, proto) = h.activity();
@@ -792,8 +823,9 @@ impl Nat44Shared {
         {
             return None;
         }
-        if let Some(f) = tcp_flags {
-            h.observe_tcp(f);
+        // Refused (an out-of-window RST): the full path drops and counts it.
+        if let Some(seg) = segment {
+            h.observe_tcp(seg).ok()?;
         }
         h.touch(now);
         Some(h.revised())

@@ -39,6 +39,8 @@
 pub mod config;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tcp;
 
 pub use config::{Nat64Config, Nat64Static};
 
@@ -47,7 +49,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conntrack::host_table::HostTable;
-use conntrack::{Endpoint, Proto, Timestamp, Tuple};
+use conntrack::{Endpoint, Proto, TcpSegment, Timestamp, Tuple};
 use wire::checksum::{udp4_update, update16, update32};
 use xlat::icmp_reply::IcmpReason;
 use xlat::rfc6052::{wkp_allows, Pref64};
@@ -456,8 +458,16 @@ impl Nat64Worker {
         if p.len() < 48 || p[0] >> 4 != 6 || p[7] <= 1 || 40 + be16(p, 4) > len {
             return None;
         }
-        let (proto, tcp_flags) = match p[6] {
-            6 => (Proto::Tcp, Some(*p.get(53)?)),
+        // TCP: the segment for the state tracker; a SYN takes the full path, which has
+        // its options (window scale).
+        let (proto, seg) = match p[6] {
+            6 => {
+                let seg = TcpSegment::parse(p.get(40..60)?, be16(p, 4))?;
+                if seg.flags & conntrack::tcp::flags::SYN != 0 {
+                    return None;
+                }
+                (Proto::Tcp, Some(seg))
+            }
             17 => (Proto::Udp, None),
             _ => return None,
         };
@@ -469,7 +479,9 @@ impl Nat64Worker {
             Endpoint::new(host, sport),
             Endpoint::new(dst4, dport),
         );
-        let to = sh.nat.fast_hit(now, Direction::Outbound, &t, tcp_flags)?;
+        let to = sh
+            .nat
+            .fast_hit(now, Direction::Outbound, &t, seg.as_ref())?;
         let no_quote = |_: Ipv6Addr, _: Ipv6Addr| None;
         let v = ipv6_to_ipv4(
             buf,
@@ -502,7 +514,7 @@ impl Nat64Worker {
         len: usize,
     ) -> Option<Result<(usize, usize), Refusal>> {
         let sh = &*self.shared;
-        let p = buf.get(start..start.checked_add(34)?.min(buf.len()))?;
+        let p = buf.get(start..start.checked_add(40)?.min(buf.len()))?;
         // IHL 5, not a fragment, TTL left, whole.
         if p.len() < 34 || p[0] != 0x45 || p[6] & 0x3f != 0 || p[7] != 0 || p[8] <= 1 {
             return None;
@@ -517,8 +529,14 @@ impl Nat64Worker {
         if total > len || total < 28 || total + 20 > mtu6 as usize {
             return None;
         }
-        let (proto, tcp_flags) = match p[9] {
-            6 => (Proto::Tcp, Some(p[33])),
+        let (proto, seg) = match p[9] {
+            6 => {
+                let seg = TcpSegment::parse(p.get(20..40)?, total - 20)?;
+                if seg.flags & conntrack::tcp::flags::SYN != 0 {
+                    return None;
+                }
+                (Proto::Tcp, Some(seg))
+            }
             17 => (Proto::Udp, None),
             _ => return None,
         };
@@ -530,7 +548,7 @@ impl Nat64Worker {
             Endpoint::new(src4, sport),
             Endpoint::new(dst4, dport),
         );
-        let to = sh.nat.fast_hit(now, Direction::Inbound, &t, tcp_flags)?;
+        let to = sh.nat.fast_hit(now, Direction::Inbound, &t, seg.as_ref())?;
         let dst6 = sh.hosts.0.addr(to.dst.addr)?;
         let src6 = sh.v4_to_inside(src4)?;
         set_port(buf, start + 20, proto, 2, dport, to.dst.port);

@@ -569,6 +569,8 @@ fn timeouts(t: &raw::RawTimeouts, defaults: Timeouts) -> Timeouts {
         tcp_established: secs(&t.tcp_established, defaults.tcp_established),
         tcp_transitory: secs(&t.tcp_transitory, defaults.tcp_transitory),
         tcp_closed: secs(&t.tcp_closed, defaults.tcp_closed),
+        tcp_syn_sent: secs(&t.tcp_syn_sent, defaults.tcp_syn_sent),
+        tcp_syn_recv: secs(&t.tcp_syn_recv, defaults.tcp_syn_recv),
         icmp: secs(&t.icmp, defaults.icmp),
     }
 }

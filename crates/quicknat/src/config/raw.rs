@@ -117,6 +117,10 @@ pub(super) struct RawTimeouts {
     pub tcp_transitory: Option<Spanned<u64>>,
     /// TCP timeout after a RST.
     pub tcp_closed: Option<Spanned<u64>>,
+    /// TCP timeout with only a SYN seen (issue 14).
+    pub tcp_syn_sent: Option<Spanned<u64>>,
+    /// TCP timeout with the SYN-ACK seen, handshake not complete (issue 14).
+    pub tcp_syn_recv: Option<Spanned<u64>>,
     /// ICMP query timeout.
     pub icmp: Option<Spanned<u64>>,
 }

@@ -1149,5 +1149,29 @@ fn a_repeated_static_mapping_names_the_first() {
     assert!(
         e.message.contains("lies in the dynamic pool of rule 2"),
         "{e}"
+// --- TCP half-open timeouts (issue 14, tcpstate) ---
+
+#[test]
+fn tcp_half_open_timeouts_are_read_and_bounded() {
+    let text = format!("{BASE}\n[nat44.timeouts]\ntcp_syn_sent = 30\ntcp_syn_recv = 20\n");
+    let c = load_str(&text, "t.toml").unwrap().nat44().cloned().unwrap();
+    let t = &c.timeouts;
+    assert_eq!(t.tcp_syn_sent, Duration::from_secs(30));
+    assert_eq!(t.tcp_syn_recv, Duration::from_secs(20));
+    let d = load_str(BASE, "t.toml").unwrap().nat44().cloned().unwrap();
+    let t = &d.timeouts;
+    assert_eq!(
+        t.tcp_syn_sent,
+        Duration::from_secs(120),
+        "Linux conntrack's default"
+    );
+    assert_eq!(t.tcp_syn_recv, Duration::from_secs(60));
+    assert_eq!(t.tcp_closed, Duration::from_secs(240), "RFC 7857 §2.2");
+    let text = format!("{BASE}\n[nat44.timeouts]\ntcp_syn_recv = 241\n");
+    expect_err(
+        &text,
+        "tcp_syn_recv",
+        "nat44.timeouts.tcp_syn_recv",
+        "at most 240 s",
     );
 }
