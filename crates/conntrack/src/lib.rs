@@ -19,6 +19,7 @@ pub mod pool;
 pub mod qsbr;
 pub mod reftable;
 pub mod session;
+pub mod siphash;
 pub mod slab;
 pub mod tcp;
 mod time;
@@ -31,6 +32,7 @@ pub use reftable::{RefInsertError, RefTable};
 pub use session::{
     Hit, InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side,
 };
+pub use siphash::SipKey;
 pub use tcp::TcpState;
 pub use time::Timestamp;
 pub use tuple::{Endpoint, Proto, Tuple};

@@ -30,6 +30,8 @@ mod tests_frag;
 #[cfg(test)]
 mod tests_hairpin;
 #[cfg(test)]
+mod tests_limits;
+#[cfg(test)]
 mod tests_mt;
 mod worker;
 
@@ -74,7 +76,8 @@ pub struct Nat44Shared {
     static_by_inside: FxMap<Ipv4Addr, Ipv4Addr>,
     static_by_public: FxMap<Ipv4Addr, Ipv4Addr>,
     forward_inside: FxSet<Ipv4Addr>,
-    /// Every address the NAT answers for from outside (pools, statics, forwards).
+    /// The addresses the NAT answers for from outside besides its pools' (statics,
+    /// forwards); pools answer for theirs ([`PortPool::contains_addr`]).
     public_hosts: FxSet<Ipv4Addr>,
     sessions: SessionTable,
     /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1.
@@ -138,19 +141,19 @@ impl Nat44Shared {
         cfg.validate()?;
         let workers = workers.max(1);
         let rules = RuleTable::new(cfg.rules.iter().map(|r| &r.inside));
-        let mut public_hosts = FxSet::default();
+        let public_hosts = FxSet::default();
         let pools: Vec<PortPool> = cfg
             .rules
             .iter()
             .map(|r| {
-                let addrs: Vec<Ipv4Addr> = r
+                // Ranges, never expanded: a /8 costs what its used addresses cost.
+                let ranges = r
                     .pool
                     .iter()
-                    .flat_map(|p| (0..p.size()).map(|i| p.nth(i)))
+                    .map(|p| (p.nth(0), p.nth(p.size() - 1)))
                     .collect();
-                public_hosts.extend(addrs.iter().copied());
-                PortPool::new(
-                    addrs,
+                PortPool::from_ranges(
+                    ranges,
                     r.ports.first,
                     r.ports.last,
                     cfg.port_reuse_hold,
@@ -254,7 +257,7 @@ impl Nat44Shared {
     /// Whether `addr` is one of the NAT's public addresses.
     #[inline]
     pub fn is_public(&self, addr: Ipv4Addr) -> bool {
-        self.public_hosts.contains(&addr)
+        self.public_hosts.contains(&addr) || self.pools.iter().any(|p| p.contains_addr(addr))
     }
 
     /// The QSBR domain the workers announce quiescent states to (for tables that live
