@@ -21,6 +21,7 @@ pub mod reftable;
 pub mod session;
 pub mod siphash;
 pub mod slab;
+pub mod subscriber;
 pub mod tcp;
 mod time;
 mod tuple;
@@ -33,6 +34,7 @@ pub use session::{
     Hit, InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side,
 };
 pub use siphash::SipKey;
+pub use subscriber::{Counted, Refused, Subscribers};
 pub use tcp::TcpState;
 pub use time::Timestamp;
 pub use tuple::{Endpoint, Proto, Tuple};
