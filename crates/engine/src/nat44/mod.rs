@@ -20,6 +20,7 @@
 pub mod config;
 pub mod frag;
 pub(crate) mod held;
+mod limits;
 mod parse;
 mod reaper;
 pub mod rules;
@@ -89,6 +90,8 @@ pub struct Nat44Shared {
     inside_hosts: Option<Arc<dyn InsideHosts>>,
     /// First fragments' rewrites, for the fragments that follow (`frag`).
     frags: frag::FragTable,
+    /// Sessions and ports per inside host (None when both limits are 0).
+    subscribers: Option<conntrack::Subscribers>,
     /// Unsolicited inbound SYNs held for a simultaneous open (`held`).
     held: held::HeldSyns,
 }
@@ -190,6 +193,9 @@ impl Nat44Shared {
             qsbr: Qsbr::new(workers),
             inside_hosts: hosts,
             frags: frag::FragTable::new(cfg.max_fragment_records, cfg.fragment_timeout),
+            // Every counted host holds a session: room for as many hosts as sessions.
+            subscribers: (cfg.max_sessions_per_host != 0 || cfg.max_ports_per_host != 0)
+                .then(|| conntrack::Subscribers::new(cap)),
             held: held::HeldSyns::new(if cfg.drop_externally_initiated_tcp {
                 0
             } else {
