@@ -96,6 +96,10 @@ pub(super) struct RawNat44 {
     pub max_simultaneous_opens: Option<Spanned<u64>>,
     /// Drop unsolicited inbound TCP SYNs instead of holding them.
     pub drop_externally_initiated_tcp: Option<bool>,
+    /// Sessions one inside host may open (0: unlimited).
+    pub max_sessions_per_host: Option<Spanned<u64>>,
+    /// Public ports one inside host may hold per protocol (0: unlimited).
+    pub max_ports_per_host: Option<Spanned<u64>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.
