@@ -99,54 +99,73 @@ impl Subscribers {
         ([at(h), at(h.rotate_right(16))], fp)
     }
 
-    /// The slots `subscriber` may use in `what`'s table, first window then second (the
-    /// same window twice when the table has only one).
+    /// The two windows `subscriber` may use in `what`'s table (the second empty when the
+    /// table has only one window).
+    #[inline]
+    fn windows(&self, what: Counted, bases: [usize; 2]) -> [&[AtomicU64]; 2] {
+        let t = &self.tables[what.index()];
+        let w = |b: usize| t.get(b..b + WINDOW).unwrap_or(&[]);
+        [
+            w(bases[0]),
+            if bases[1] == bases[0] {
+                &[]
+            } else {
+                w(bases[1])
+            },
+        ]
+    }
+
+    /// The slots `subscriber` may use in `what`'s table, first window then second.
     #[inline]
     fn slots(&self, what: Counted, bases: [usize; 2]) -> impl Iterator<Item = &AtomicU64> {
-        let t = &self.tables[what.index()];
-        let w = |b: usize| t.get(b..b + WINDOW).unwrap_or(&t[..0]).iter();
-        let second = if bases[1] == bases[0] {
-            &t[..0]
-        } else {
-            t.get(bases[1]..bases[1] + WINDOW).unwrap_or(&t[..0])
-        };
-        w(bases[0]).chain(second.iter())
+        let [a, b] = self.windows(what, bases);
+        a.iter().chain(b.iter())
     }
 
     /// Adds one to `subscriber`'s count of `what` unless it holds `limit` already
     /// (`limit` 0: no limit, but still counted).
     #[inline]
     pub fn acquire(&self, what: Counted, subscriber: u64, limit: u32) -> Result<(), Refused> {
+        const COUNT: u64 = 0xffff_ffff;
         let (bases, fp) = self.place(subscriber);
-        let limit = if limit == 0 { u32::MAX } else { limit };
-        'retry: loop {
-            // Free slots per window, and the first free slot of each: a new subscriber
-            // goes to the emptier window (two choices keep the windows even).
-            let (mut total, mut mine) = (0u64, None);
-            let (mut free, mut first_free) = ([0u32; 2], [None, None]);
-            for (i, s) in self.slots(what, bases).enumerate() {
-                let v = s.load(Ordering::Acquire);
-                if v == 0 {
-                    let w = usize::from(i >= WINDOW);
-                    free[w] += 1;
-                    first_free[w] = first_free[w].or(Some(s));
-                } else if v >> 32 == fp {
-                    total += v & 0xffff_ffff;
-                    mine = mine.or(Some((s, v)));
+        let limit = if limit == 0 { COUNT } else { u64::from(limit) };
+        let wins = self.windows(what, bases);
+        loop {
+            // The subscriber's total and first slot; per window, free slots and the first
+            // one: a new subscriber goes to the emptier window (two choices keep the
+            // windows even).
+            let mut total = 0u64;
+            let mut mine: Option<(&AtomicU64, u64)> = None;
+            let mut free = [0u32; 2];
+            let mut first_free: [Option<&AtomicU64>; 2] = [None, None];
+            for (w, win) in wins.iter().enumerate() {
+                for s in win.iter() {
+                    let v = s.load(Ordering::Acquire);
+                    if v == 0 {
+                        free[w] += 1;
+                        if first_free[w].is_none() {
+                            first_free[w] = Some(s);
+                        }
+                    } else if v >> 32 == fp {
+                        total += v & COUNT;
+                        if mine.is_none() {
+                            mine = Some((s, v));
+                        }
+                    }
                 }
             }
-            if total >= u64::from(limit) {
+            if total >= limit {
                 return Err(Refused::Limit);
             }
-            let empty = if free[1] > free[0] {
-                first_free[1]
-            } else {
-                first_free[0]
-            };
-            let (slot, from, to) = match (mine, empty) {
-                (Some((s, v)), _) if v & 0xffff_ffff < 0xffff_ffff => (s, v, v + 1),
-                (_, Some(s)) => (s, 0, fp << 32 | 1),
-                _ => return Err(Refused::Full),
+            let (slot, from, to) = match mine {
+                Some((s, v)) if v & COUNT < COUNT => (s, v, v + 1),
+                _ => {
+                    let w = usize::from(free[1] > free[0]);
+                    match first_free[w] {
+                        Some(s) => (s, 0, fp << 32 | 1),
+                        None => return Err(Refused::Full),
+                    }
+                }
             };
             if slot
                 .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
@@ -154,7 +173,6 @@ impl Subscribers {
             {
                 return Ok(());
             }
-            continue 'retry;
         }
     }
 
