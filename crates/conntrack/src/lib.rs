@@ -22,7 +22,9 @@ pub mod reftable;
 // loom`) cover the chain index, slab, reftable and QSBR it is built from.
 #[cfg(not(loom))]
 pub mod session;
+pub mod siphash;
 pub mod slab;
+pub mod subscriber;
 mod sync;
 #[cfg(not(loom))]
 pub mod tcp;
@@ -40,6 +42,8 @@ pub use reftable::{RefInsertError, RefTable};
 pub use session::{
     Hit, InsertError, NewSession, RecordRef, SessionId, SessionTable, SessionView, Side,
 };
+pub use siphash::SipKey;
+pub use subscriber::{Counted, Refused, Subscribers};
 #[cfg(not(loom))]
 pub use tcp::{Reject as TcpReject, Segment as TcpSegment, TcpState};
 pub use time::Timestamp;

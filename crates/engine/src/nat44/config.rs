@@ -84,7 +84,24 @@ pub struct Nat44Config {
     // -- ICMP error budget (issue 14, finding 11) --
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
+
+    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4): one inside host (one IPv6 host
+    // behind NAT64) never takes the table or a pool address from the others.
+    /// Sessions an inside host may open (0: unlimited). Counted for flows started from
+    /// the inside; flows to its port forwards are not its doing and are not counted.
+    pub max_sessions_per_host: u32,
+    /// Public ports (dynamic bindings) an inside host may hold per protocol (0:
+    /// unlimited).
+    pub max_ports_per_host: u32,
 }
+
+/// Default of [`Nat44Config::max_sessions_per_host`]: VPP's `max_translations_per_user`
+/// default (10240), rounded; far above what one household's devices open at once.
+pub const MAX_SESSIONS_PER_HOST: u32 = 10_000;
+/// Default of [`Nat44Config::max_ports_per_host`]: 1/16 of a pool address's 64,512 ports,
+/// so one host leaves fifteen sixteenths of its paired address to the hosts sharing it;
+/// within the 512-4096 port blocks CGNs commonly give a subscriber.
+pub const MAX_PORTS_PER_HOST: u32 = 4_096;
 
 impl Default for Nat44Config {
     fn default() -> Self {
@@ -104,6 +121,8 @@ impl Default for Nat44Config {
             max_simultaneous_opens: crate::nat44::held::MAX_SIMULTANEOUS_OPENS,
             drop_externally_initiated_tcp: false,
             icmp_rate: IcmpRate::default(),
+            max_sessions_per_host: MAX_SESSIONS_PER_HOST,
+            max_ports_per_host: MAX_PORTS_PER_HOST,
         }
     }
 }

@@ -20,6 +20,7 @@
 pub mod config;
 pub mod frag;
 pub(crate) mod held;
+mod limits;
 mod parse;
 mod reaper;
 pub mod rules;
@@ -29,6 +30,8 @@ mod tests;
 mod tests_frag;
 #[cfg(test)]
 mod tests_hairpin;
+#[cfg(test)]
+mod tests_limits;
 #[cfg(test)]
 mod tests_mt;
 #[cfg(test)]
@@ -77,7 +80,8 @@ pub struct Nat44Shared {
     static_by_inside: FxMap<Ipv4Addr, Ipv4Addr>,
     static_by_public: FxMap<Ipv4Addr, Ipv4Addr>,
     forward_inside: FxSet<Ipv4Addr>,
-    /// Every address the NAT answers for from outside (pools, statics, forwards).
+    /// The addresses the NAT answers for from outside besides its pools' (statics,
+    /// forwards); pools answer for theirs ([`PortPool::contains_addr`]).
     public_hosts: FxSet<Ipv4Addr>,
     sessions: SessionTable,
     /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1.
@@ -89,6 +93,8 @@ pub struct Nat44Shared {
     inside_hosts: Option<Arc<dyn InsideHosts>>,
     /// First fragments' rewrites, for the fragments that follow (`frag`).
     frags: frag::FragTable,
+    /// Sessions and ports per inside host (None when both limits are 0).
+    subscribers: Option<conntrack::Subscribers>,
     /// Unsolicited inbound SYNs held for a simultaneous open (`held`).
     held: held::HeldSyns,
 }
@@ -141,19 +147,19 @@ impl Nat44Shared {
         cfg.validate()?;
         let workers = workers.max(1);
         let rules = RuleTable::new(cfg.rules.iter().map(|r| &r.inside));
-        let mut public_hosts = FxSet::default();
+        let public_hosts = FxSet::default();
         let pools: Vec<PortPool> = cfg
             .rules
             .iter()
             .map(|r| {
-                let addrs: Vec<Ipv4Addr> = r
+                // Ranges, never expanded: a /8 costs what its used addresses cost.
+                let ranges = r
                     .pool
                     .iter()
-                    .flat_map(|p| (0..p.size()).map(|i| p.nth(i)))
+                    .map(|p| (p.nth(0), p.nth(p.size() - 1)))
                     .collect();
-                public_hosts.extend(addrs.iter().copied());
-                PortPool::new(
-                    addrs,
+                PortPool::from_ranges(
+                    ranges,
                     r.ports.first,
                     r.ports.last,
                     cfg.port_reuse_hold,
@@ -190,6 +196,9 @@ impl Nat44Shared {
             qsbr: Qsbr::new(workers),
             inside_hosts: hosts,
             frags: frag::FragTable::new(cfg.max_fragment_records, cfg.fragment_timeout),
+            // Every counted host holds a session: room for as many hosts as sessions.
+            subscribers: (cfg.max_sessions_per_host != 0 || cfg.max_ports_per_host != 0)
+                .then(|| conntrack::Subscribers::new(cap)),
             held: held::HeldSyns::new(if cfg.drop_externally_initiated_tcp {
                 0
             } else {
@@ -257,7 +266,7 @@ impl Nat44Shared {
     /// Whether `addr` is one of the NAT's public addresses.
     #[inline]
     pub fn is_public(&self, addr: Ipv4Addr) -> bool {
-        self.public_hosts.contains(&addr)
+        self.public_hosts.contains(&addr) || self.pools.iter().any(|p| p.contains_addr(addr))
     }
 
     /// The QSBR domain the workers announce quiescent states to (for tables that live

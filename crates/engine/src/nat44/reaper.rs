@@ -97,6 +97,11 @@ impl Nat44Reaper {
                 if let Some(pool) = sh.pools.get(b.user as usize - 1) {
                     pool.release(key_proto(b.key_a), key_ep(b.key_b), now);
                 }
+                // Counted when its port was taken (`outbound_binding`).
+                sh.release_host(
+                    conntrack::Counted::Ports(key_proto(b.key_a)),
+                    key_ep(b.key_a).addr,
+                );
             }
             unlinked.push(Slot::Binding(id));
         });

@@ -96,6 +96,15 @@ fn racing_workers_agree_on_every_flow() {
     );
     assert_eq!(shared.session_count(), FLOWS as usize);
     assert_eq!(shared.binding_count(), FLOWS as usize);
+    // Per-host counts: each flow counted once, whichever worker won its race.
+    assert_eq!(
+        shared.host_count_total(conntrack::Counted::Sessions),
+        u64::from(FLOWS)
+    );
+    assert_eq!(
+        shared.host_count_total(conntrack::Counted::Ports(conntrack::Proto::Udp)),
+        u64::from(FLOWS)
+    );
     // Replies through another worker reach the right inside endpoint.
     let mut w = shared.worker(1);
     for ((inside, port), (pa, pp)) in &maps[0] {
@@ -186,10 +195,21 @@ fn churn_with_a_reaper_thread_leaks_nothing() {
     assert_eq!(shared.session_count(), 0, "sessions left behind");
     assert_eq!(shared.binding_count(), 0, "bindings left behind");
     assert_eq!(reaper.limbo_len(), 0, "slots never reclaimed");
-    for a in shared.pools[0].addrs() {
+    for what in [
+        conntrack::Counted::Sessions,
+        conntrack::Counted::Ports(conntrack::Proto::Udp),
+    ] {
+        assert_eq!(
+            shared.host_count_total(what),
+            0,
+            "{what:?} per host drifted"
+        );
+    }
+    let (lo, hi) = shared.pools[0].addr_ranges().next().unwrap();
+    for a in (u32::from(lo)..=u32::from(hi)).map(std::net::Ipv4Addr::from) {
         for proto in [conntrack::Proto::Udp, conntrack::Proto::Tcp] {
             assert_eq!(
-                shared.pools[0].taken(*a, proto),
+                shared.pools[0].taken(a, proto),
                 0,
                 "ports of {a} never returned"
             );

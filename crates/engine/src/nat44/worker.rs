@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use conntrack::session::{FROM_INSIDE, HAIRPIN};
 use conntrack::{
-    Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef, RefInsertError,
-    SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
+    Counted, Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef,
+    RefInsertError, SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
 };
 use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
@@ -409,6 +409,23 @@ impl Nat44Worker {
         if hairpin && !self.shared.cfg.hairpinning {
             return Err(DropReason::HairpinDisabled);
         }
+        // RFC 6888 REQ-4: the session is counted before anything is made for it, and
+        // given back unless this call installed it (another worker's copy is theirs).
+        self.shared.acquire_host(Counted::Sessions, t.src.addr)?;
+        let created = self.counters.sessions_created;
+        let r = self.new_outbound_counted(now, t, hairpin);
+        if r.is_err() || self.counters.sessions_created == created {
+            self.shared.release_host(Counted::Sessions, t.src.addr);
+        }
+        r
+    }
+
+    fn new_outbound_counted(
+        &mut self,
+        now: Timestamp,
+        t: &Tuple,
+        hairpin: bool,
+    ) -> Result<RecordRef, DropReason> {
         let bid = self.outbound_binding(now, t.proto, t.src)?;
         let public = self
             .shared
@@ -517,14 +534,26 @@ impl Nat44Worker {
             } else {
                 let rule = sh.rules.lookup(inside.addr).ok_or(DropReason::NoRule)?;
                 let pool = &sh.pools[rule as usize];
+                // RFC 6888 REQ-3: the port is counted before it is taken; the reaper
+                // gives it back with the binding, or this call when no binding is made.
+                sh.acquire_host(Counted::Ports(proto), inside.addr)?;
                 let e = pool
                     .allocate(proto, inside, sh.cfg.port_preservation, self.id)
-                    .map_err(|e| match e {
-                        PoolError::PairedAddressFull | PoolError::Empty => {
-                            DropReason::PoolExhausted
+                    .map_err(|e| {
+                        sh.release_host(Counted::Ports(proto), inside.addr);
+                        match e {
+                            PoolError::PairedAddressFull | PoolError::Empty => {
+                                DropReason::PoolExhausted
+                            }
                         }
                     })?;
                 (e, Some(rule))
+            };
+            // Undoes the count of a port this call took and will not bind.
+            let uncount = |sh: &Nat44Shared| {
+                if rule.is_some() {
+                    sh.release_host(Counted::Ports(proto), inside.addr);
+                }
             };
             let give_back = |sh: &Nat44Shared| {
                 if let Some(r) = rule {
@@ -533,6 +562,7 @@ impl Nat44Worker {
             };
             if !sh.acquire_inside(inside.addr) {
                 give_back(&sh);
+                uncount(&sh);
                 return Err(DropReason::NoMapping);
             }
             let inserted = sh.bindings.insert(
@@ -551,13 +581,19 @@ impl Nat44Worker {
                     self.counters.bindings_created += 1;
                     return Ok(b);
                 }
-                Err(RefInsertError::ExistsA(_)) => give_back(&sh), // another worker won: use its binding
+                Err(RefInsertError::ExistsA(_)) => {
+                    // another worker won: use its binding
+                    give_back(&sh);
+                    uncount(&sh);
+                }
+                // Published, then withdrawn: the reaper uncounts it when it collects it.
                 Err(RefInsertError::ExistsB(_)) => {
                     give_back(&sh);
                     return Err(DropReason::PoolExhausted);
                 }
                 Err(RefInsertError::Full) => {
                     give_back(&sh);
+                    uncount(&sh);
                     return Err(DropReason::TableFull);
                 }
             }
@@ -719,6 +755,9 @@ fn expire(sh: &Nat44Shared, counters: &mut Counters, id: SessionId) {
 /// Called exactly once per session, by whoever marked it dead.
 pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView) {
     sh.bindings.unref(v.binding);
+    if v.flags & FROM_INSIDE != 0 {
+        sh.release_host(Counted::Sessions, v.initial.src.addr);
+    }
     if sh.cfg.filtering == Filtering::AddressDependent {
         let remote = if v.flags & FROM_INSIDE != 0 {
             v.revised.dst.addr

@@ -68,6 +68,14 @@ pub struct Nat64Config {
     // -- ICMP error budget (issue 14, finding 11) --
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
+    // -- per-subscriber limits (issue 14, finding 3); the subscriber is an IPv6 host (/128) --
+    /// Sessions one IPv6 host may open (0: unlimited); see [`Nat44Config::max_sessions_per_host`].
+    pub max_sessions_per_host: u32,
+    /// Pool ports one IPv6 host may hold per protocol (0: unlimited).
+    pub max_ports_per_host: u32,
+    /// Keep the IPv6 host's source port when it is free in pool4's range (else RFC 6056
+    /// randomised).
+    pub port_preservation: bool,
 }
 
 impl Default for Nat64Config {
@@ -91,6 +99,9 @@ impl Default for Nat64Config {
             drop_icmpv6_info: false,
             icmp_errors: true,
             icmp_rate: IcmpRate::default(),
+            max_sessions_per_host: n.max_sessions_per_host,
+            max_ports_per_host: n.max_ports_per_host,
+            port_preservation: n.port_preservation,
         }
     }
 }
@@ -122,7 +133,7 @@ impl Nat64Config {
             timeouts: self.timeouts,
             filtering: self.filtering,
             hairpinning: self.hairpinning,
-            port_preservation: true,
+            port_preservation: self.port_preservation,
             port_reuse_hold: self.port_reuse_hold,
             max_sessions: self.max_sessions,
             // SIIT decrements the TTL / hop limit once.
@@ -132,6 +143,8 @@ impl Nat64Config {
             max_simultaneous_opens: self.max_simultaneous_opens,
             drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
             icmp_rate: self.icmp_rate,
+            max_sessions_per_host: self.max_sessions_per_host,
+            max_ports_per_host: self.max_ports_per_host,
         }
     }
 

@@ -7,6 +7,7 @@
 //! reads text; it never touches packets or the network, and never panics on bad input.
 
 pub mod ila;
+mod limits;
 mod locate;
 mod modes;
 mod raw;
@@ -652,6 +653,15 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     if let Some(t) = &raw.timeouts {
         c.timeouts = timeouts(t.get_ref(), c.timeouts);
     }
+    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4).
+    let (s, p) = limits::host_limits(
+        src,
+        &raw.max_sessions_per_host,
+        &raw.max_ports_per_host,
+        "nat44",
+    )?;
+    c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
+    c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();
         let field = |f: &str| format!("nat44.rule[{}].{f}", i + 1);

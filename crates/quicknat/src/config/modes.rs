@@ -346,6 +346,12 @@ pub(super) struct RawNat64 {
     pub drop_externally_initiated_tcp: Option<bool>,
     /// Drop ICMPv6 informational messages from the inside (RFC 6146 §3.5.3).
     pub drop_icmpv6_info: Option<bool>,
+    /// Sessions one IPv6 host may open (0: unlimited).
+    pub max_sessions_per_host: Option<Spanned<u64>>,
+    /// Pool ports one IPv6 host may hold per protocol (0: unlimited).
+    pub max_ports_per_host: Option<Spanned<u64>>,
+    /// Keep the IPv6 host's source port when free (else RFC 6056 randomised).
+    pub port_preservation: Option<bool>,
 }
 
 /// One `[[nat64.static]]` table.
@@ -463,6 +469,16 @@ pub(super) fn convert_nat64(
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);
     c.drop_icmpv6_info = r.drop_icmpv6_info.unwrap_or(c.drop_icmpv6_info);
+    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4) and port choice.
+    let (s, p) = super::limits::host_limits(
+        src,
+        &r.max_sessions_per_host,
+        &r.max_ports_per_host,
+        "nat64",
+    )?;
+    c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
+    c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
+    c.port_preservation = r.port_preservation.unwrap_or(c.port_preservation);
     // The engine's own checks (pool sizes, static bindings in the pool, timeouts).
     let warnings = c
         .validate()

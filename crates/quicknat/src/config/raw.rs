@@ -103,6 +103,10 @@ pub(super) struct RawNat44 {
     pub icmp_error_rate: Option<Spanned<u64>>,
     /// ICMP errors per second a worker sends at most to one sender.
     pub icmp_error_rate_per_source: Option<Spanned<u64>>,
+    /// Sessions one inside host may open (0: unlimited).
+    pub max_sessions_per_host: Option<Spanned<u64>>,
+    /// Public ports one inside host may hold per protocol (0: unlimited).
+    pub max_ports_per_host: Option<Spanned<u64>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.

@@ -1,0 +1,58 @@
+//! Per-subscriber limits (RFC 6888 REQ-3: "A CGN MUST support limiting the number of
+//! external ports (or, equivalently, "identifiers" for ICMP) that are assigned per
+//! subscriber"; REQ-4: "A CGN SHOULD support limiting the number of sessions ... per
+//! subscriber"). The subscriber is the inside IPv4 address; behind NAT64 it is the IPv6
+//! host (/128), whose 32-bit host id stands in for its address here.
+//!
+//! A session is counted when a flow from the inside makes one and released exactly once,
+//! by whoever marks it dead (`release_session`); a port when a dynamic binding takes one
+//! from a pool and released when the reaper removes that binding. The counters are
+//! `conntrack::Subscribers`: lock-free, shared by every worker.
+
+use std::net::Ipv4Addr;
+
+use conntrack::{Counted, Refused};
+
+use super::Nat44Shared;
+use crate::verdict::DropReason;
+
+impl Nat44Shared {
+    /// Counts one more `what` for inside host `host`, or says why not.
+    #[inline]
+    pub(super) fn acquire_host(&self, what: Counted, host: Ipv4Addr) -> Result<(), DropReason> {
+        let Some(s) = &self.subscribers else {
+            return Ok(());
+        };
+        let limit = match what {
+            Counted::Sessions => self.cfg.max_sessions_per_host,
+            Counted::Ports(_) => self.cfg.max_ports_per_host,
+        };
+        s.acquire(what, u64::from(u32::from(host)), limit)
+            .map_err(|e| match e {
+                Refused::Limit => DropReason::SubscriberLimit,
+                // The counters are sized like the session table: it is as good as full.
+                Refused::Full => DropReason::TableFull,
+            })
+    }
+
+    /// Undoes one [`acquire_host`](Self::acquire_host).
+    #[inline]
+    pub(super) fn release_host(&self, what: Counted, host: Ipv4Addr) {
+        if let Some(s) = &self.subscribers {
+            s.release(what, u64::from(u32::from(host)));
+        }
+    }
+
+    /// How many `what` inside host `host` holds (0 when limits are off).
+    pub fn host_count(&self, what: Counted, host: Ipv4Addr) -> u32 {
+        self.subscribers
+            .as_ref()
+            .map_or(0, |s| s.count(what, u64::from(u32::from(host))))
+    }
+
+    /// The sum of every host's count of `what`: zero once every session and binding is
+    /// gone (the counters never drift).
+    pub fn host_count_total(&self, what: Counted) -> u64 {
+        self.subscribers.as_ref().map_or(0, |s| s.total(what))
+    }
+}
