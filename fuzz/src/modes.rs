@@ -18,7 +18,7 @@ use conntrack::Timestamp;
 use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
 use engine::{Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 
-use crate::packet::{check_emitted, fill_checksums, l4, make_reply, Origin};
+use crate::packet::{check_emitted, fill_checksums, hex, ip_bytes, l4, make_reply, Origin};
 
 /// The modes a translation target drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,9 +301,11 @@ impl ModeVisitor for One<'_> {
         assert_eq!(
             normalize(&again),
             normalize(self.input),
-            "{:?}: translated back ({e2:?}) differs from the original\n  in:   {:02x?}\n  out:  {out:02x?}\n  back: {again:02x?}",
+            "{:?}: translated back ({e2:?}) differs from the original\n  in:   {}\n  out:  {}\n  back: {}",
             self.kind,
-            self.input,
+            hex(self.input),
+            hex(out),
+            hex(&again),
         );
     }
 }
@@ -311,6 +313,7 @@ impl ModeVisitor for One<'_> {
 /// Whether a packet's translation can be undone: TCP, UDP or an ICMP echo, unfragmented,
 /// without IPv4 options or IPv6 extension headers, with a complete transport header.
 fn reversible(pkt: &[u8]) -> bool {
+    let pkt = ip_bytes(pkt);
     let Some((off, proto)) = l4(pkt) else {
         return false;
     };
@@ -329,7 +332,7 @@ fn reversible(pkt: &[u8]) -> bool {
 /// A packet with the fields translation may change zeroed: TTL / Hop Limit, the IPv4
 /// header checksum, Identification and DF, the IPv6 Flow Label, the transport checksum.
 fn normalize(pkt: &[u8]) -> Vec<u8> {
-    let mut p = pkt.to_vec();
+    let mut p = ip_bytes(pkt).to_vec();
     let Some((off, proto)) = l4(&p) else {
         return p;
     };

@@ -27,6 +27,25 @@ fn verifies(parts: &[&[u8]]) -> bool {
     fold(parts.iter().map(|p| sum(p)).sum()) == 0xffff
 }
 
+/// A packet in hex for a failure message (the first 96 bytes).
+pub fn hex(p: &[u8]) -> String {
+    let mut s: String = p.iter().take(96).map(|b| format!("{b:02x}")).collect();
+    if p.len() > 96 {
+        s.push_str(&format!("... ({} bytes)", p.len()));
+    }
+    s
+}
+
+/// The bytes of the IP packet `pkt` up to its length field (without link padding).
+pub fn ip_bytes(pkt: &[u8]) -> &[u8] {
+    let n = match pkt.first().map(|b| b >> 4) {
+        Some(4) if pkt.len() >= 4 => usize::from(u16::from_be_bytes([pkt[2], pkt[3]])),
+        Some(6) if pkt.len() >= 6 => 40 + usize::from(u16::from_be_bytes([pkt[4], pkt[5]])),
+        _ => pkt.len(),
+    };
+    &pkt[..n.min(pkt.len())]
+}
+
 /// 240.0.0.0/4: NAT64's host ids live there; none may leave the gateway.
 pub fn is_internal(a: [u8; 4]) -> bool {
     a[0] >> 4 == 0xf && a != [255; 4]
@@ -70,27 +89,28 @@ pub fn check_emitted(pkt: &[u8], origin: Origin<'_>, what: &str) {
     match pkt.first().map(|b| b >> 4) {
         Some(4) => check_v4(pkt, origin, what),
         Some(6) => check_v6(pkt, origin, what),
-        v => panic!("{what}: emitted packet of IP version {v:?}: {pkt:02x?}"),
+        v => panic!("{what}: emitted packet of IP version {v:?}: {}", hex(pkt)),
     }
 }
 
 fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
     let p = Ipv4Packet::new_checked(pkt)
-        .unwrap_or_else(|e| panic!("{what}: emitted IPv4 packet does not parse ({e}): {pkt:02x?}"));
-    assert_eq!(
-        usize::from(p.total_len()),
-        pkt.len(),
-        "{what}: total length field != bytes sent"
+        .unwrap_or_else(|e| panic!("{what}: emitted IPv4 packet does not parse ({e}): {}", hex(pkt)));
+    // What follows the total length is link padding (as received).
+    assert!(
+        usize::from(p.total_len()) <= pkt.len(),
+        "{what}: total length field past the bytes sent"
     );
     assert!(
         verifies(&[p.header()]),
-        "{what}: bad IPv4 header checksum: {pkt:02x?}"
+        "{what}: bad IPv4 header checksum: {}", hex(pkt)
     );
     for a in [p.src_bytes(), p.dst_bytes()] {
         assert!(
             !is_internal(a) || occurs(origin.input, a),
-            "{what}: internal address {} on the wire: {pkt:02x?}",
-            Ipv4Addr::from(a)
+            "{what}: internal address {} on the wire: {}",
+            Ipv4Addr::from(a),
+            hex(pkt)
         );
     }
     if p.is_fragment() {
@@ -102,7 +122,7 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
             if origin.valid {
                 assert!(
                     verifies(&[payload]),
-                    "{what}: bad ICMPv4 checksum: {pkt:02x?}"
+                    "{what}: bad ICMPv4 checksum: {}", hex(pkt)
                 );
             }
             // An error quotes the packet it is about: no internal address in it either.
@@ -112,8 +132,9 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
                         let a = [a[0], a[1], a[2], a[3]];
                         assert!(
                             !is_internal(a) || occurs(origin.input, a),
-                            "{what}: internal address {} quoted: {pkt:02x?}",
-                            Ipv4Addr::from(a)
+                            "{what}: internal address {} quoted: {}",
+                            Ipv4Addr::from(a),
+                            hex(pkt)
                         );
                     }
                 }
@@ -131,8 +152,9 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
             let len = (seg.len() as u16).to_be_bytes();
             assert!(
                 verifies(&[&src, &dst, &[0, proto], &len, seg]),
-                "{what}: bad {:?} checksum: {pkt:02x?}",
-                p.protocol()
+                "{what}: bad {:?} checksum: {}",
+                p.protocol(),
+                hex(pkt)
             );
         }
         _ => {}
@@ -141,20 +163,21 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
 
 fn check_v6(pkt: &[u8], origin: Origin<'_>, what: &str) {
     let p = Ipv6Packet::new_checked(pkt)
-        .unwrap_or_else(|e| panic!("{what}: emitted IPv6 packet does not parse ({e}): {pkt:02x?}"));
-    assert_eq!(
-        usize::from(p.payload_len()) + 40,
-        pkt.len(),
-        "{what}: payload length field != bytes sent"
+        .unwrap_or_else(|e| panic!("{what}: emitted IPv6 packet does not parse ({e}): {}", hex(pkt)));
+    assert!(
+        usize::from(p.payload_len()) + 40 <= pkt.len(),
+        "{what}: payload length field past the bytes sent"
     );
+    let pkt = &pkt[..usize::from(p.payload_len()) + 40];
     if let Some(pref) = origin.pref96 {
         for a in [p.src_bytes(), p.dst_bytes()] {
             let v4 = [a[12], a[13], a[14], a[15]];
             assert!(
                 a[..12] != pref || !is_internal(v4) || occurs(origin.input, v4),
-                "{what}: internal address {} embedded in {}: {pkt:02x?}",
+                "{what}: internal address {} embedded in {}: {}",
                 Ipv4Addr::from(v4),
-                std::net::Ipv6Addr::from(a)
+                std::net::Ipv6Addr::from(a),
+                hex(pkt)
             );
         }
     }
@@ -170,7 +193,7 @@ fn check_v6(pkt: &[u8], origin: Origin<'_>, what: &str) {
         let len = (seg.len() as u32).to_be_bytes();
         assert!(
             verifies(&[&p.src_bytes(), &p.dst_bytes(), &len, &[0, 0, 0, proto], seg]),
-            "{what}: bad checksum of next header {proto}: {pkt:02x?}"
+            "{what}: bad checksum of next header {proto}: {}", hex(pkt)
         );
         // RFC 8200 §8.1: IPv6 UDP must carry a checksum.
         if proto == 17 {
@@ -181,7 +204,9 @@ fn check_v6(pkt: &[u8], origin: Origin<'_>, what: &str) {
 
 /// Fills the IPv4 header checksum and the TCP/UDP/ICMP checksum of the IP packet `pkt`
 /// (of a first or only fragment, over what the packet holds) with the wire views' own
-/// fillers; returns whether the packet parsed.
+/// fillers. Returns whether a transport checksum was filled: only then may the packets
+/// the gateway emits because of it be held to valid checksums (a truncated segment or
+/// another protocol carries none it could keep valid).
 pub fn fill_checksums(pkt: &mut [u8]) -> bool {
     match pkt.first().map(|b| b >> 4) {
         Some(4) => {
@@ -190,29 +215,22 @@ pub fn fill_checksums(pkt: &mut [u8]) -> bool {
             };
             p.fill_checksum();
             if p.frag_offset() != 0 {
-                return true;
+                return false;
             }
             let (src, dst, proto) = (p.src_bytes(), p.dst_bytes(), p.protocol());
             let payload = p.payload_mut();
             match proto {
-                IpProtocol::Tcp => {
-                    if let Ok(mut t) = wire::TcpPacket::new_checked(payload) {
-                        t.fill_checksum_v4(src, dst);
-                    }
-                }
-                IpProtocol::Udp => {
-                    if let Ok(mut u) = wire::UdpPacket::new_checked(payload) {
-                        u.fill_checksum_v4(src, dst);
-                    }
-                }
-                IpProtocol::Icmp => {
-                    if let Ok(mut i) = wire::Icmpv4Packet::new_checked(payload) {
-                        i.fill_checksum();
-                    }
-                }
-                _ => {}
+                IpProtocol::Tcp => wire::TcpPacket::new_checked(payload)
+                    .map(|mut t| t.fill_checksum_v4(src, dst))
+                    .is_ok(),
+                IpProtocol::Udp => wire::UdpPacket::new_checked(payload)
+                    .map(|mut u| u.fill_checksum_v4(src, dst))
+                    .is_ok(),
+                IpProtocol::Icmp => wire::Icmpv4Packet::new_checked(payload)
+                    .map(|mut i| i.fill_checksum())
+                    .is_ok(),
+                _ => false,
             }
-            true
         }
         Some(6) => {
             let Ok(p) = Ipv6Packet::new_checked(&*pkt) else {
@@ -220,32 +238,27 @@ pub fn fill_checksums(pkt: &mut [u8]) -> bool {
             };
             let (src, dst) = (p.src_bytes(), p.dst_bytes());
             let end = 40 + usize::from(p.payload_len());
-            let Ok(up) = p.upper_layer() else { return true };
+            let Ok(up) = p.upper_layer() else {
+                return false;
+            };
             if up.fragment.is_some_and(|f| f.offset != 0) {
-                return true;
+                return false;
             }
             let Some(seg) = pkt.get_mut(up.offset..end) else {
-                return true;
+                return false;
             };
             match up.protocol {
-                IpProtocol::Tcp => {
-                    if let Ok(mut t) = wire::TcpPacket::new_checked(seg) {
-                        t.fill_checksum_v6(&src, &dst);
-                    }
-                }
-                IpProtocol::Udp => {
-                    if let Ok(mut u) = wire::UdpPacket::new_checked(seg) {
-                        u.fill_checksum_v6(&src, &dst);
-                    }
-                }
-                IpProtocol::Icmpv6 => {
-                    if let Ok(mut i) = wire::Icmpv6Packet::new_checked(seg) {
-                        i.fill_checksum(&src, &dst);
-                    }
-                }
-                _ => {}
+                IpProtocol::Tcp => wire::TcpPacket::new_checked(seg)
+                    .map(|mut t| t.fill_checksum_v6(&src, &dst))
+                    .is_ok(),
+                IpProtocol::Udp => wire::UdpPacket::new_checked(seg)
+                    .map(|mut u| u.fill_checksum_v6(&src, &dst))
+                    .is_ok(),
+                IpProtocol::Icmpv6 => wire::Icmpv6Packet::new_checked(seg)
+                    .map(|mut i| i.fill_checksum(&src, &dst))
+                    .is_ok(),
+                _ => false,
             }
-            true
         }
         _ => false,
     }
@@ -254,6 +267,7 @@ pub fn fill_checksums(pkt: &mut [u8]) -> bool {
 /// The layer-4 header of an unfragmented IP packet without IPv6 extension headers:
 /// `(offset, protocol number)`.
 pub fn l4(pkt: &[u8]) -> Option<(usize, u8)> {
+    let pkt = ip_bytes(pkt);
     match pkt.first()? >> 4 {
         4 => {
             let p = Ipv4Packet::new_checked(pkt).ok()?;

@@ -7,7 +7,7 @@ use io::netlink::{parse_datagram, Parsed};
 use io::pcap::{PcapReader, PcapWriter};
 
 /// Arbitrary text as a configuration file: loaded, or refused with an error that names
-/// the file and a line of it. Never a panic.
+/// the file and a line of it (or, for something missing, the field). Never a panic.
 pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     match crate::qconfig::load_str(&text, "fuzz.toml") {
@@ -26,7 +26,11 @@ pub fn config(data: &[u8]) {
                     (1..=lines + 1).contains(&l),
                     "error at line {l} of a {lines}-line file: {e}"
                 ),
-                None => panic!("a refused configuration without a line: {e}"),
+                // Something missing has no line: it is named by its field instead.
+                None => assert!(
+                    e.field.as_ref().is_some_and(|f| !f.is_empty()),
+                    "a refused configuration with neither line nor field: {e}"
+                ),
             }
             let shown = e.to_string();
             assert!(shown.starts_with("fuzz.toml:"), "{shown}");
