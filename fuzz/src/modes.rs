@@ -119,11 +119,7 @@ fn texts(kind: Kind) -> &'static [&'static str] {
             "tests/golden/siit_mtu.toml",
         ),
         Kind::Clat => shipped!("examples/clat.toml"),
-        Kind::Ila => &[
-            ILA_ADJUST,
-            ILA_NEUTRAL,
-            ILA_NO_ACTION,
-        ],
+        Kind::Ila => &[ILA_ADJUST, ILA_NEUTRAL, ILA_NO_ACTION],
     }
 }
 
@@ -342,7 +338,8 @@ fn normalize(pkt: &[u8]) -> Vec<u8> {
         p[11] = 0;
         p[4] = 0;
         p[5] = 0;
-        p[6] &= !0x40;
+        // RFC 7915 §5.1 sets the flags afresh: DF, and the reserved bit cleared.
+        p[6] &= !0xc0;
     } else {
         p[7] = 0;
         p[1] &= 0xf0;

@@ -94,8 +94,12 @@ pub fn check_emitted(pkt: &[u8], origin: Origin<'_>, what: &str) {
 }
 
 fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
-    let p = Ipv4Packet::new_checked(pkt)
-        .unwrap_or_else(|e| panic!("{what}: emitted IPv4 packet does not parse ({e}): {}", hex(pkt)));
+    let p = Ipv4Packet::new_checked(pkt).unwrap_or_else(|e| {
+        panic!(
+            "{what}: emitted IPv4 packet does not parse ({e}): {}",
+            hex(pkt)
+        )
+    });
     // What follows the total length is link padding (as received).
     assert!(
         usize::from(p.total_len()) <= pkt.len(),
@@ -103,7 +107,8 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
     );
     assert!(
         verifies(&[p.header()]),
-        "{what}: bad IPv4 header checksum: {}", hex(pkt)
+        "{what}: bad IPv4 header checksum: {}",
+        hex(pkt)
     );
     for a in [p.src_bytes(), p.dst_bytes()] {
         assert!(
@@ -122,7 +127,8 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
             if origin.valid {
                 assert!(
                     verifies(&[payload]),
-                    "{what}: bad ICMPv4 checksum: {}", hex(pkt)
+                    "{what}: bad ICMPv4 checksum: {}",
+                    hex(pkt)
                 );
             }
             // An error quotes the packet it is about: no internal address in it either.
@@ -162,8 +168,12 @@ fn check_v4(pkt: &[u8], origin: Origin<'_>, what: &str) {
 }
 
 fn check_v6(pkt: &[u8], origin: Origin<'_>, what: &str) {
-    let p = Ipv6Packet::new_checked(pkt)
-        .unwrap_or_else(|e| panic!("{what}: emitted IPv6 packet does not parse ({e}): {}", hex(pkt)));
+    let p = Ipv6Packet::new_checked(pkt).unwrap_or_else(|e| {
+        panic!(
+            "{what}: emitted IPv6 packet does not parse ({e}): {}",
+            hex(pkt)
+        )
+    });
     assert!(
         usize::from(p.payload_len()) + 40 <= pkt.len(),
         "{what}: payload length field past the bytes sent"
@@ -193,11 +203,16 @@ fn check_v6(pkt: &[u8], origin: Origin<'_>, what: &str) {
         let len = (seg.len() as u32).to_be_bytes();
         assert!(
             verifies(&[&p.src_bytes(), &p.dst_bytes(), &len, &[0, 0, 0, proto], seg]),
-            "{what}: bad checksum of next header {proto}: {}", hex(pkt)
+            "{what}: bad checksum of next header {proto}: {}",
+            hex(pkt)
         );
         // RFC 8200 §8.1: IPv6 UDP must carry a checksum.
         if proto == 17 {
-            assert_ne!(seg.get(6..8), Some(&[0u8, 0][..]), "{what}: IPv6 UDP zero checksum");
+            assert_ne!(
+                seg.get(6..8),
+                Some(&[0u8, 0][..]),
+                "{what}: IPv6 UDP zero checksum"
+            );
         }
     }
 }

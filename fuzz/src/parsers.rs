@@ -48,7 +48,10 @@ fn read_all(data: &[u8]) -> Option<(io::pcap::LinkType, bool, Records, bool)> {
     for _ in 0..10_000 {
         match r.next_record() {
             Ok(Some(rec)) => {
-                assert!(rec.data.len() <= data.len(), "a record longer than the file");
+                assert!(
+                    rec.data.len() <= data.len(),
+                    "a record longer than the file"
+                );
                 recs.push((rec.ts_nanos, rec.data.to_vec()));
             }
             Ok(None) => break,

@@ -165,7 +165,9 @@ fn build(mode: Stateful, dir: Direction, [a, b, c, d]: [u8; 4]) -> Vec<u8> {
     let mut p = match (mode, dir) {
         (Stateful::Nat44, Direction::Outbound) => ipv4(inside4, server, proto, &l4, d),
         (_, Direction::Inbound) => ipv4(server, public4, proto, &l4, d),
-        (Stateful::Nat64, Direction::Outbound) => ipv6(v6(u16::from(host), 1), pref64(server), proto, &l4),
+        (Stateful::Nat64, Direction::Outbound) => {
+            ipv6(v6(u16::from(host), 1), pref64(server), proto, &l4)
+        }
     };
     fill_checksums(&mut p);
     p
@@ -182,7 +184,7 @@ fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, l4: &[u8], d: u8) -> Vec<u8> {
     if proto == 3 {
         // A fragment: the first (offset 0, MF) or a later one.
         let off = u16::from(d >> 5) * 8;
-        p[6..8].copy_from_slice(&(0x2000 | off / 8).to_be_bytes());
+        p[6..8].copy_from_slice(&(0x2000 | (off / 8)).to_be_bytes());
     }
     p[12..16].copy_from_slice(&src);
     p[16..20].copy_from_slice(&dst);
@@ -320,7 +322,11 @@ fn drive<W: ModeWorker>(
                 let b = input.take(4);
                 let mut k = [0u8; 4];
                 k[..b.len()].copy_from_slice(b);
-                let dir = if op & 1 == 0 { Direction::Outbound } else { Direction::Inbound };
+                let dir = if op & 1 == 0 {
+                    Direction::Outbound
+                } else {
+                    Direction::Inbound
+                };
                 (build(mode, dir, k), dir, true)
             }
             2 => match &last {
@@ -363,7 +369,11 @@ fn drive<W: ModeWorker>(
     }
     invariants(tables, &worker, &reaper, cap);
     let (count, listed) = tables.sessions();
-    assert_eq!((count, listed), (0, 0), "sessions left after everything expired");
+    assert_eq!(
+        (count, listed),
+        (0, 0),
+        "sessions left after everything expired"
+    );
     let (bindings, statics) = match tables {
         Tables::Nat44(s) => (s.binding_count(), s.config().port_forwards.len()),
         Tables::Nat64(s) => (s.binding_count(), 1),
@@ -373,7 +383,11 @@ fn drive<W: ModeWorker>(
         assert_eq!(r.limbo_len(), 0, "slots never reclaimed");
     }
     if let Tables::Nat64(s) = tables {
-        assert_eq!(s.host_count(), 1, "NAT64 host ids left behind (1: the static binding's)");
+        assert_eq!(
+            s.host_count(),
+            1,
+            "NAT64 host ids left behind (1: the static binding's)"
+        );
     }
     // No port leaked: one new flow per port of the pool, each from its own host, all go.
     for i in 0..POOL_PORTS {
@@ -391,7 +405,15 @@ fn drive<W: ModeWorker>(
             valid: true,
             pref96: None,
         };
-        let (e, _) = crate::modes::run(&mut worker, now, Direction::Outbound, &p, false, egress, origin);
+        let (e, _) = crate::modes::run(
+            &mut worker,
+            now,
+            Direction::Outbound,
+            &p,
+            false,
+            egress,
+            origin,
+        );
         assert!(
             e.is_forward(),
             "port {i} of {POOL_PORTS} of the pool not handed out again after everything expired: {e:?}"

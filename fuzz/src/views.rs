@@ -71,7 +71,11 @@ fn ethernet(data: &[u8]) {
     assert!(hl == 14 || hl == 18);
     assert_eq!(f.is_tagged(), hl == 18);
     assert_eq!(f.vlan_id().is_some(), f.is_tagged());
-    assert_eq!(payload, &data[hl..], "ethernet payload is what follows the header");
+    assert_eq!(
+        payload,
+        &data[hl..],
+        "ethernet payload is what follows the header"
+    );
     let _ = (f.dst_addr(), f.src_addr(), f.ethertype());
     let mut v = data.to_vec();
     let mut f = EthernetFrame::new_checked(&mut v[..]).expect("accepted once");
@@ -168,7 +172,12 @@ fn ipv6(data: &[u8]) {
             }
         }
         assert_eq!(p.dst_addr(), Ipv6Addr::from(p.dst_bytes()));
-        let _ = (p.traffic_class(), p.flow_label(), p.next_header(), p.hop_limit());
+        let _ = (
+            p.traffic_class(),
+            p.flow_label(),
+            p.next_header(),
+            p.hop_limit(),
+        );
 
         let mut v = data.to_vec();
         let mut q = Ipv6Packet::new_unchecked(&mut v[..]);
@@ -184,7 +193,11 @@ fn ipv6(data: &[u8]) {
             (q.traffic_class(), q.flow_label(), q.hop_limit()),
             (b(4), flow, b(5))
         );
-        assert_eq!(q.version(), 6, "traffic class and flow label keep the version");
+        assert_eq!(
+            q.version(),
+            6,
+            "traffic class and flow label keep the version"
+        );
         assert_eq!(u8::from(q.next_header()), b(6));
         assert_eq!(q.src_bytes(), [b(7); 16]);
         assert_eq!(q.dst_bytes(), [b(8); 16]);
@@ -198,7 +211,11 @@ fn udp(data: &[u8], s4: [u8; 4], d4: [u8; 4], s6: &[u8; 16], d6: &[u8; 16]) {
     };
     let len = usize::from(u.len());
     assert!((8..=data.len()).contains(&len));
-    assert_eq!(u.payload(), &data[8..len], "UDP payload ends at its length field");
+    assert_eq!(
+        u.payload(),
+        &data[8..len],
+        "UDP payload ends at its length field"
+    );
     let _ = (u.src_port(), u.dst_port(), u.checksum());
     let mut v = data.to_vec();
     let mut u = UdpPacket::new_checked(&mut v[..]).expect("accepted once");
@@ -207,7 +224,11 @@ fn udp(data: &[u8], s4: [u8; 4], d4: [u8; 4], s6: &[u8; 16], d6: &[u8; 16]) {
     assert_eq!((u.src_port(), u.dst_port()), (0x1234, 0x4321));
     u.fill_checksum_v4(s4, d4);
     assert!(u.verify_checksum_v4(s4, d4));
-    assert_ne!(u.checksum(), 0, "RFC 768: a computed zero is sent as 0xffff");
+    assert_ne!(
+        u.checksum(),
+        0,
+        "RFC 768: a computed zero is sent as 0xffff"
+    );
     let l = (len as u16).to_be_bytes();
     assert!(sums_to_ones(&[&s4, &d4, &[0, 17], &l], &v[..len]));
     let mut u = UdpPacket::new_checked(&mut v[..]).expect("accepted once");
@@ -226,7 +247,12 @@ fn tcp(data: &[u8], s4: [u8; 4], d4: [u8; 4], s6: &[u8; 16], d6: &[u8; 16]) {
     assert_eq!(t.options(), &data[20..hl]);
     assert_eq!(t.payload(), &data[hl..]);
     assert_eq!(t.syn(), t.flags() & 0x02 != 0);
-    let _ = (t.seq_number(), t.ack_number(), t.window_len(), t.urgent_at());
+    let _ = (
+        t.seq_number(),
+        t.ack_number(),
+        t.window_len(),
+        t.urgent_at(),
+    );
     let mut v = data.to_vec();
     let mut t = TcpPacket::new_checked(&mut v[..]).expect("accepted once");
     let b = |i: usize| data.get(i).copied().unwrap_or(0x77);
@@ -261,7 +287,13 @@ fn icmpv4(data: &[u8]) {
     assert_eq!(i.data(), &data[8..]);
     assert_eq!(i.verify_checksum(), sums_to_ones(&[], data));
     assert!(!(i.is_error() && i.is_query()));
-    let _ = (i.msg_type(), i.msg_code(), i.echo_ident(), i.mtu(), i.pointer());
+    let _ = (
+        i.msg_type(),
+        i.msg_code(),
+        i.echo_ident(),
+        i.mtu(),
+        i.pointer(),
+    );
     let mut v = data.to_vec();
     let mut i = Icmpv4Packet::new_checked(&mut v[..]).expect("accepted once");
     let t = Icmpv4Type::from(data[0] ^ 0x08);
@@ -283,7 +315,13 @@ fn icmpv6(data: &[u8], s6: &[u8; 16], d6: &[u8; 16]) {
     };
     assert_eq!(i.data(), &data[8..]);
     assert!(!(i.is_error() && i.is_query()));
-    let _ = (i.msg_type(), i.msg_code(), i.mtu(), i.pointer(), i.checksum());
+    let _ = (
+        i.msg_type(),
+        i.msg_code(),
+        i.mtu(),
+        i.pointer(),
+        i.checksum(),
+    );
     let mut v = data.to_vec();
     let mut i = Icmpv6Packet::new_checked(&mut v[..]).expect("accepted once");
     let t = Icmpv6Type::from(data[0] ^ 0x80);

@@ -16,7 +16,11 @@ fn every_corpus_input_passes_its_target() {
             .map(|e| e.expect("directory entry").path())
             .collect();
         files.sort();
-        assert!(!files.is_empty(), "no seed for {target} in {}", dir.display());
+        assert!(
+            !files.is_empty(),
+            "no seed for {target} in {}",
+            dir.display()
+        );
         for f in files {
             let data = std::fs::read(&f).expect("corpus file");
             ran += 1;
@@ -25,5 +29,10 @@ fn every_corpus_input_passes_its_target() {
             }
         }
     }
-    assert!(failed.is_empty(), "{} of {ran} corpus inputs fail:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {ran} corpus inputs fail:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
