@@ -83,13 +83,7 @@ fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: D
             set16(l4, 4, new, &mut id);
             changed.add(id);
             if let Some(c) = get16(l4, 2) {
-                let mut c = id.apply(c);
-                // ICMP has no pseudo-header: a message of zeros only (an echo reply with
-                // identifier and sequence 0, no data) sums to +0, whose checksum is 0xFFFF;
-                // the incremental update gives 0x0000 there, which receivers reject.
-                if c == 0 && l4.iter().enumerate().all(|(i, &b)| b == 0 || i == 2 || i == 3) {
-                    c = 0xFFFF;
-                }
+                let c = crate::csum::icmp4_checksum(id.apply(c), l4);
                 set16(l4, 2, c, &mut changed);
             }
         }
