@@ -362,9 +362,14 @@ impl Source<'_> {
             .filter(|m| !m.is_empty())
             // toml says nothing about some characters (a control character in a
             // comment): name the one at fault.
-            .unwrap_or_else(|| match offset.and_then(|o| self.text.get(o..)?.chars().next()) {
-                Some(c) => format!("character {c:?} (U+{:04X}) is not allowed here", u32::from(c)),
-                None => "not valid TOML".to_owned(),
+            .unwrap_or_else(|| {
+                match offset.and_then(|o| self.text.get(o..)?.chars().next()) {
+                    Some(c) => format!(
+                        "character {c:?} (U+{:04X}) is not allowed here",
+                        u32::from(c)
+                    ),
+                    None => "not valid TOML".to_owned(),
+                }
             }),
         }
     }
