@@ -73,6 +73,25 @@ PY
 read -r e2e_passed e2e_failed <<< "$e2e_counts"
 echo "pytest tests/e2e: exit $e2e_rc; $e2e_passed passed, $e2e_failed failed (from $e2e_xml)"
 
+# -- Fuzzing (issue 14): every libFuzzer target for a bounded time (README "Fuzzing") --
+# QUICKNAT_FUZZ_SECONDS per target (default 10: 11 targets, about 2 min, plus building
+# the instrumented targets). A crash or failed check fails the run and prints the input's
+# path; each target clean counts as one passed test in the closing line.
+echo "==> fuzzing: each target for ${QUICKNAT_FUZZ_SECONDS:-10} s (scripts/fuzz.sh)"
+fuzz_log=$(mktemp)
+set +e
+scripts/fuzz.sh "${QUICKNAT_FUZZ_SECONDS:-10}" 2>&1 | tee "$fuzz_log"
+fuzz_rc=${PIPESTATUS[0]}
+set -e
+fuzz_targets=$(ls fuzz/targets/src/bin/*.rs | wc -l)
+fuzz_failed=$(grep -c '^FAILED: ' "$fuzz_log" || true)
+if [ "$fuzz_rc" != 0 ] && [ "$fuzz_failed" = 0 ]; then fuzz_failed=1; fi
+fuzz_passed=$((fuzz_targets - fuzz_failed))
+[ "$fuzz_passed" -ge 0 ] || fuzz_passed=0
+rm -f "$fuzz_log"
+echo "fuzzing: $fuzz_passed targets clean, $fuzz_failed failed"
+# -- end of fuzzing --
+
 echo "==> cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -86,7 +105,8 @@ echo "==> loom models (conntrack)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
     cargo test -p conntrack --release --lib loom_ 2>&1 | tee -a "$log"
 # One closing line for the whole workspace (cargo prints one per test binary), the live
-# end-to-end tests included (pytest's counts, read from its junit XML above).
-awk -v ep="$e2e_passed" -v ef="$e2e_failed" \
+# end-to-end tests included (pytest's counts, read from its junit XML above), and the
+# fuzz targets (one each).
+awk -v ep="$e2e_passed" -v ef="$e2e_failed" -v fp="$fuzz_passed" -v ff="$fuzz_failed" \
     '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { p += ep; f += ef; printf "%d passed, %d failed\n", p, f; exit (f > 0) }' "$log"
+     END { p += ep + fp; f += ef + ff; printf "%d passed, %d failed\n", p, f; exit (f > 0) }' "$log"

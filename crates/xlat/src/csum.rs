@@ -68,6 +68,24 @@ impl Delta {
     }
 }
 
+/// The checksum of an ICMPv4 message after an incremental update gave `c`: RFC 1624's
+/// update yields 0x0000 for a message of zeros only (an echo reply with identifier and
+/// sequence 0 and no data), whose checksum is 0xFFFF — ICMPv4 has no pseudo-header, so
+/// only it sums to +0, and receivers reject 0x0000. Reads `msg` only when `c` is 0.
+#[inline]
+pub fn icmp4_checksum(c: u16, msg: &[u8]) -> u16 {
+    if c == 0
+        && msg
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == 0 || i == 2 || i == 3)
+    {
+        0xFFFF
+    } else {
+        c
+    }
+}
+
 /// Reads a big-endian u16 at `off`, if in bounds.
 #[inline]
 pub fn get16(buf: &[u8], off: usize) -> Option<u16> {

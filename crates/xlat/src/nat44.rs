@@ -83,7 +83,8 @@ fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: D
             set16(l4, 4, new, &mut id);
             changed.add(id);
             if let Some(c) = get16(l4, 2) {
-                set16(l4, 2, id.apply(c), &mut changed);
+                let c = crate::csum::icmp4_checksum(id.apply(c), l4);
+                set16(l4, 2, c, &mut changed);
             }
         }
     }

@@ -171,18 +171,27 @@ impl Nat64Shared {
         self.nat.binding_count()
     }
 
-    /// The sessions as `(IPv6 host, its port, public IPv4 endpoint, remote IPv4 endpoint)`.
+    /// The sessions as `(IPv6 host, its port, public IPv4 endpoint, remote IPv4 endpoint)`:
+    /// those the IPv6 host opened and those opened from outside through a static binding
+    /// (whose host id is the translated destination), so that every session counted by
+    /// [`session_count`](Self::session_count) is listed.
     pub fn sessions(&self) -> Vec<(SocketAddrV6, SocketAddrV4, SocketAddrV4)> {
+        let v4 = |e: conntrack::Endpoint| SocketAddrV4::new(e.addr, e.port);
         self.nat
             .sessions()
             .into_iter()
-            .filter(|v| HostTable::is_host_id(v.initial.src.addr))
             .filter_map(|v| {
-                let host = self.hosts.0.addr(v.initial.src.addr)?;
+                // (host id endpoint, public endpoint, remote endpoint)
+                let (inside, public, remote) = if HostTable::is_host_id(v.initial.src.addr) {
+                    (v.initial.src, v.revised.src, v.revised.dst)
+                } else {
+                    (v.revised.dst, v.initial.dst, v.initial.src)
+                };
+                let host = self.hosts.0.addr(inside.addr)?;
                 Some((
-                    SocketAddrV6::new(host, v.initial.src.port, 0, 0),
-                    SocketAddrV4::new(v.revised.src.addr, v.revised.src.port),
-                    SocketAddrV4::new(v.revised.dst.addr, v.revised.dst.port),
+                    SocketAddrV6::new(host, inside.port, 0, 0),
+                    v4(public),
+                    v4(remote),
                 ))
             })
             .collect()

@@ -388,3 +388,73 @@ impl NeighborCache {
         self.macs.is_empty()
     }
 }
+
+// -- The parser's whole surface over one datagram, for the fuzzers (issue 14) ----------
+
+/// What one message of a datagram from the kernel was read as by [`parse_datagram`].
+#[derive(Debug)]
+pub enum Parsed {
+    /// An event (an RTM_NEW*/RTM_DEL* route or neighbour message).
+    Event(Event),
+    /// The body read as an IPv4 route of a dump answer.
+    Route(Route),
+    /// As an IPv6 route.
+    Route6(Route6),
+    /// As an IPv4 neighbour.
+    Neighbor(Neighbor),
+    /// As an IPv6 neighbour.
+    Neighbor6(Neighbor6),
+    /// As an interface's IPv4 address: `(ifindex, address, prefix length)`.
+    Addr(u32, Ipv4Addr, u8),
+    /// As an interface's IPv6 address.
+    Addr6(u32, Ipv6Addr, u8),
+    /// An NLMSG_ERROR or NLMSG_DONE carrying an error.
+    Error(io::Error),
+    /// A parser refused the message.
+    Malformed(ParseError),
+}
+
+/// Reads the datagram `buf` with every parser of this module, as [`Netlink`] reads what
+/// the kernel sends: each message as an event, its body as the route, neighbour and
+/// interface address a dump answer carries (both families), and as an error or done
+/// message. For the fuzzers (`fuzz/`) and tests; the same bounds-checked code as the
+/// live path, so it never panics on any bytes.
+pub fn parse_datagram(buf: &[u8]) -> Vec<Parsed> {
+    let mut out = Vec::new();
+    for m in parse::Messages::new(buf) {
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => {
+                out.push(Parsed::Malformed(e));
+                break;
+            }
+        };
+        let b = m.body;
+        match parse::parse_event(&m) {
+            Ok(Some(e)) => out.push(Parsed::Event(e)),
+            Ok(None) => {}
+            Err(e) => out.push(Parsed::Malformed(e)),
+        }
+        let mut push = |r: Result<Option<Parsed>, ParseError>| match r {
+            Ok(Some(p)) => out.push(p),
+            Ok(None) => {}
+            Err(e) => out.push(Parsed::Malformed(e)),
+        };
+        push(parse::parse_route::<Ipv4Addr>(b).map(|r| r.map(Parsed::Route)));
+        push(parse::parse_route::<Ipv6Addr>(b).map(|r| r.map(Parsed::Route6)));
+        push(parse::parse_neighbor::<Ipv4Addr>(b).map(|r| r.map(Parsed::Neighbor)));
+        push(parse::parse_neighbor::<Ipv6Addr>(b).map(|r| r.map(Parsed::Neighbor6)));
+        push(parse::parse_ifaddr::<Ipv4Addr>(b).map(|r| r.map(|(i, a, l)| Parsed::Addr(i, a, l))));
+        push(parse::parse_ifaddr::<Ipv6Addr>(b).map(|r| r.map(|(i, a, l)| Parsed::Addr6(i, a, l))));
+        let errors = [
+            (parse::sys::NLMSG_ERROR, parse::check_error(b)),
+            (parse::sys::NLMSG_DONE, parse::check_done(b)),
+        ];
+        for (ty, r) in errors {
+            if let (true, Err(e)) = (m.ty == ty, r) {
+                out.push(Parsed::Error(e));
+            }
+        }
+    }
+    out
+}

@@ -425,13 +425,26 @@ impl Source<'_> {
             line: offset.map(|o| locate::line_of(self.text, o)),
             field: offset.and_then(|o| locate::path_at(self.text, o)),
             // toml's messages may span lines ("invalid table header\nexpected `.`"); keep one.
-            message: e
-                .message()
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect::<Vec<_>>()
-                .join(": "),
+            message: Some(
+                e.message()
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(": "),
+            )
+            .filter(|m| !m.is_empty())
+            // toml says nothing about some characters (a control character in a
+            // comment): name the one at fault.
+            .unwrap_or_else(|| {
+                match offset.and_then(|o| self.text.get(o..)?.chars().next()) {
+                    Some(c) => format!(
+                        "character {c:?} (U+{:04X}) is not allowed here",
+                        u32::from(c)
+                    ),
+                    None => "not valid TOML".to_owned(),
+                }
+            }),
         }
     }
 

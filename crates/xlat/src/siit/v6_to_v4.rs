@@ -344,6 +344,7 @@ fn icmp(
     let l4 = &mut buf[up..up_end];
     l4[0] = out.msg_type;
     l4[1] = out.code;
+    let c = crate::csum::icmp4_checksum(c, l4);
     put16(l4, 2, c);
 
     let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, &buf[up..up_end]);

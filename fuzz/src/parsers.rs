@@ -1,0 +1,107 @@
+//! The parsers of what the gateway reads besides packets: the configuration file, pcap
+//! captures and rtnetlink datagrams.
+
+use std::io::Cursor;
+
+use io::netlink::{parse_datagram, Parsed};
+use io::pcap::{PcapReader, PcapWriter};
+
+/// Arbitrary text as a configuration file: loaded, or refused with an error that names
+/// the file and a line of it (or, for something missing, the field). Never a panic.
+pub fn config(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match crate::qconfig::load_str(&text, "fuzz.toml") {
+        Ok(cfg) => {
+            let _ = (cfg.mode.name(), cfg.mode.families(), cfg.warnings.len());
+            if let Some(g) = &cfg.gateway {
+                let _ = g.egress();
+            }
+        }
+        Err(e) => {
+            assert_eq!(e.origin, "fuzz.toml");
+            assert!(!e.message.is_empty(), "an error without a message: {e:?}");
+            let lines = text.lines().count().max(1);
+            match e.line {
+                Some(l) => assert!(
+                    (1..=lines + 1).contains(&l),
+                    "error at line {l} of a {lines}-line file: {e}"
+                ),
+                // Something missing has no line: it is named by its field instead.
+                None => assert!(
+                    e.field.as_ref().is_some_and(|f| !f.is_empty()),
+                    "a refused configuration with neither line nor field: {e}"
+                ),
+            }
+            let shown = e.to_string();
+            assert!(shown.starts_with("fuzz.toml:"), "{shown}");
+        }
+    }
+}
+
+/// Records read from a capture: `(timestamp, bytes)`.
+type Records = Vec<(u64, Vec<u8>)>;
+
+fn read_all(data: &[u8]) -> Option<(io::pcap::LinkType, bool, Records, bool)> {
+    let mut r = PcapReader::new(Cursor::new(data)).ok()?;
+    let mut recs = Vec::new();
+    let mut clean = true;
+    for _ in 0..10_000 {
+        match r.next_record() {
+            Ok(Some(rec)) => {
+                assert!(
+                    rec.data.len() <= data.len(),
+                    "a record longer than the file"
+                );
+                recs.push((rec.ts_nanos, rec.data.to_vec()));
+            }
+            Ok(None) => break,
+            Err(_) => {
+                clean = false;
+                break;
+            }
+        }
+    }
+    Some((r.link_type(), r.is_nanosecond(), recs, clean))
+}
+
+/// Arbitrary bytes as a pcap file: read to the end or to an error, never a panic; what
+/// was read, written back with the writer, reads back the same.
+pub fn pcap(data: &[u8]) {
+    let Some((link, nanos, recs, _)) = read_all(data) else {
+        return;
+    };
+    let mut w = PcapWriter::new(Vec::new(), link, nanos).expect("writing to memory");
+    let mut written = Vec::new();
+    for (ts, bytes) in &recs {
+        // A timestamp past 2106 cannot be written in the format: refused, not mangled.
+        if w.write(*ts, bytes).is_ok() {
+            written.push((*ts, bytes.clone()));
+        }
+    }
+    let file = w.into_inner().expect("writing to memory");
+    let (link2, nanos2, again, clean) = read_all(&file).expect("our own file reads");
+    assert!(clean, "a file the writer wrote does not read to its end");
+    assert_eq!((link2, nanos2), (link, nanos));
+    assert_eq!(again, written, "records written then read back differ");
+}
+
+/// Arbitrary bytes as an rtnetlink datagram: every parser, never a panic, and what it
+/// returns is well formed.
+pub fn netlink(data: &[u8]) {
+    for p in parse_datagram(data) {
+        match p {
+            Parsed::Route(r) => assert!(r.prefix_len <= 32, "{r:?}"),
+            Parsed::Route6(r) => assert!(r.prefix_len <= 128, "{r:?}"),
+            Parsed::Addr(_, _, l) => assert!(l <= 32),
+            Parsed::Addr6(_, _, l) => assert!(l <= 128),
+            Parsed::Event(e) => {
+                let mut n = io::netlink::NeighborCache::from_dump(&[]);
+                n.apply(&e);
+            }
+            Parsed::Neighbor(n) => {
+                let _ = n.is_usable();
+            }
+            Parsed::Neighbor6(_) | Parsed::Error(_) | Parsed::Malformed(_) => {}
+        }
+    }
+}
