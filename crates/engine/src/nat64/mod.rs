@@ -39,6 +39,8 @@
 pub mod config;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;
 
 pub use config::{Nat64Config, Nat64Static};
 
