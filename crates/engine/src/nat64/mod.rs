@@ -40,6 +40,8 @@ pub mod config;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_limits;
+#[cfg(test)]
 mod tests_tcp;
 
 pub use config::{Nat64Config, Nat64Static};
