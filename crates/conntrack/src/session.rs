@@ -263,7 +263,12 @@ impl Hit<'_> {
     /// the segment must be dropped, nothing changed.
     #[inline]
     pub fn observe_tcp(&self, seg: &Segment) -> Result<(), Reject> {
-        observe_slot(self.slot, self.table.seq_of(self.r.session.0), self.r.side, seg)
+        observe_slot(
+            self.slot,
+            self.table.seq_of(self.r.session.0),
+            self.r.side,
+            seg,
+        )
     }
 }
 
@@ -291,6 +296,20 @@ fn observe_slot(
 ) -> Result<(), Reject> {
     let mut cur = s.state.load(Ordering::Acquire);
     let (si, ri) = (side.index(), 1 - side.index());
+    let st = TcpState::from_bits(cur >> TCP_SHIFT);
+    if crate::tcp::only_advances(st, seg) {
+        // Established data or ACK: only the sender's sequence words move.
+        if let Some(w) = seq {
+            let old = w[si].load(Ordering::Relaxed);
+            let mut d = SeqDir::unpack(old);
+            d.advance(seg, st.window_shift(side));
+            let new = d.pack();
+            if new != old {
+                w[si].store(new, Ordering::Relaxed);
+            }
+        }
+        return Ok(());
+    }
     let mut dirs = [SeqDir::default(); 2];
     let words = seq.map(|w| {
         let p = [w[0].load(Ordering::Relaxed), w[1].load(Ordering::Relaxed)];

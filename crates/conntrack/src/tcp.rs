@@ -268,7 +268,7 @@ impl SeqDir {
 
     /// Takes in a segment this direction sent, with the window shift in force.
     #[inline]
-    fn advance(&mut self, seg: &Segment, shift: u8) {
+    pub(crate) fn advance(&mut self, seg: &Segment, shift: u8) {
         let end = seg.end();
         if !self.valid || after(end, self.end) {
             self.end = end;
@@ -491,6 +491,14 @@ fn other(side: Side) -> Side {
         Side::Original => Side::Reply,
         Side::Reply => Side::Original,
     }
+}
+
+/// Whether `seg` in `state` changes nothing but its direction's sequence words: a plain
+/// ACK or data segment (no SYN, FIN or RST) of an established connection — the common
+/// case, which the session table then handles without the state machine.
+#[inline(always)]
+pub fn only_advances(state: TcpState, seg: &Segment) -> bool {
+    seg.flags & (SYN | FIN | RST) == 0 && state.bits & STATE_MASK == ConnState::Established as u32
 }
 
 /// One segment through a session's tracker: the RST window check, then the sequence

@@ -377,3 +377,24 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The session table's shortcut for established ACK/data segments gives exactly what
+    /// the full tracker gives.
+    #[test]
+    fn established_shortcut_equals_the_tracker(segs in proptest::collection::vec(any_segment(), 0..30)) {
+        let mut c = handshake();
+        for (reply, seg) in segs {
+            let side = if reply { R } else { O };
+            if only_advances(c.st, &seg) {
+                let (mut st, mut dirs) = (c.st, c.dirs);
+                track(&mut st, &mut dirs, side, &seg).unwrap();
+                let mut d = c.dirs[usize::from(reply)];
+                d.advance(&seg, c.st.window_shift(side));
+                prop_assert_eq!(st, c.st);
+                prop_assert_eq!(d, dirs[usize::from(reply)]);
+            }
+            let _ = c.seg(side, seg);
+        }
+    }
+}
