@@ -937,40 +937,6 @@ fn icmp_error_rates_are_read_and_bounded() {
 
     let text = "[nat64]\npool4 = [\"203.0.113.1/32\"]\n\n[nat64.options]\n\
                 icmp_error_rate = 0\nicmp_error_rate_per_source = 3\n";
-/// Issue 14 finding 3: per-subscriber limits, on by default, read in both modes, 0 for
-/// unlimited, out-of-range values named by file, line and field.
-#[test]
-fn subscriber_limits_are_read_and_checked() {
-    let c = load_str(BASE, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let n = c.nat44().unwrap();
-    assert_eq!(
-        (n.max_sessions_per_host, n.max_ports_per_host),
-        (10_000, 4_096)
-    );
-    let text = BASE.replace(
-        "hairpinning = true\n",
-        "hairpinning = true\nmax_sessions_per_host = 0\nmax_ports_per_host = 512\n",
-    );
-    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let n = c.nat44().unwrap();
-    assert_eq!((n.max_sessions_per_host, n.max_ports_per_host), (0, 512));
-    expect_err(
-        &text.replace("host = 512", "host = 70000"),
-        "max_ports_per_host",
-        "nat44.max_ports_per_host",
-        "between 0 (unlimited) and 65536",
-    );
-    expect_err(
-        &text.replace(
-            "max_sessions_per_host = 0",
-            "max_sessions_per_host = 4294967296",
-        ),
-        "max_sessions_per_host",
-        "nat44.max_sessions_per_host",
-        "between 0 (unlimited) and 4294967295",
-    );
-    let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\n\
-                max_sessions_per_host = 50\nmax_ports_per_host = 0\nport_preservation = false\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
     let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
@@ -1183,6 +1149,57 @@ fn a_repeated_static_mapping_names_the_first() {
     assert!(
         e.message.contains("lies in the dynamic pool of rule 2"),
         "{e}"
+    );
+}
+
+/// Issue 14 finding 3: per-subscriber limits, on by default, read in both modes, 0 for
+/// unlimited, out-of-range values named by file, line and field.
+#[test]
+fn subscriber_limits_are_read_and_checked() {
+    let c = load_str(BASE, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let n = c.nat44().unwrap();
+    assert_eq!(
+        (n.max_sessions_per_host, n.max_ports_per_host),
+        (10_000, 4_096)
+    );
+    let text = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nmax_sessions_per_host = 0\nmax_ports_per_host = 512\n",
+    );
+    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let n = c.nat44().unwrap();
+    assert_eq!((n.max_sessions_per_host, n.max_ports_per_host), (0, 512));
+    expect_err(
+        &text.replace("host = 512", "host = 70000"),
+        "max_ports_per_host",
+        "nat44.max_ports_per_host",
+        "between 0 (unlimited) and 65536",
+    );
+    expect_err(
+        &text.replace(
+            "max_sessions_per_host = 0",
+            "max_sessions_per_host = 4294967296",
+        ),
+        "max_sessions_per_host",
+        "nat44.max_sessions_per_host",
+        "between 0 (unlimited) and 4294967295",
+    );
+    let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\n\
+                max_sessions_per_host = 50\nmax_ports_per_host = 0\nport_preservation = false\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+        panic!("expected nat64");
+    };
+    assert_eq!((n.max_sessions_per_host, n.max_ports_per_host), (50, 0));
+    assert!(!n.port_preservation);
+    expect_err(
+        &text.replace("host = 0", "host = 65537"),
+        "max_ports_per_host",
+        "nat64.max_ports_per_host",
+        "between 0 (unlimited) and 65536",
+    );
+}
+
 // --- TCP half-open timeouts (issue 14, tcpstate) ---
 
 #[test]
@@ -1207,12 +1224,5 @@ fn tcp_half_open_timeouts_are_read_and_bounded() {
         "tcp_syn_recv",
         "nat44.timeouts.tcp_syn_recv",
         "at most 240 s",
-    assert_eq!((n.max_sessions_per_host, n.max_ports_per_host), (50, 0));
-    assert!(!n.port_preservation);
-    expect_err(
-        &text.replace("host = 0", "host = 65537"),
-        "max_ports_per_host",
-        "nat64.max_ports_per_host",
-        "between 0 (unlimited) and 65536",
     );
 }
