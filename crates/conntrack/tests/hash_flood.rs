@@ -148,3 +148,48 @@ fn a_known_key_cannot_grow_a_chain_past_the_bound() {
         assert_eq!(index.find(&arena, *k), want, "key {n}");
     }
 }
+
+/// The universal family bounds expected chains, not maxima (see `conntrack::key`), and
+/// linear hashes are weakest on structured key sets. Honest NAT traffic is structured:
+/// every source port of one host to one server, a /16 of hosts to one service, a host
+/// scanning a /16 on one port. Each set fills a table sized like the session table's
+/// (two buckets per key) with chains of at most 8, for four keys.
+#[test]
+fn structured_honest_key_sets_spread() {
+    let tcp = |src: u32, sport: u16, dst: u32, dport: u16| {
+        Key(
+            (u64::from(src) << 32) | u64::from(dst),
+            (u64::from(sport) << 48) | (u64::from(dport) << 32),
+        )
+    };
+    let sets: [Vec<Key>; 3] = [
+        (0..=u16::MAX)
+            .map(|p| tcp(0x0a00_0001, p, 0x0808_0808, 443))
+            .collect(),
+        (0..=u16::MAX)
+            .map(|h| tcp(0x0a00_0000 | u32::from(h), 40_000, 0x0808_0808, 443))
+            .collect(),
+        (0..=u16::MAX)
+            .map(|h| tcp(0x0a00_0001, 50_000, 0xc633_0000 | u32::from(h), 80))
+            .collect(),
+    ];
+    for (s, keys) in sets.into_iter().enumerate() {
+        let arena = Arena::new(keys);
+        for key in [
+            HashKey::process(),
+            HashKey::new(0, 0),
+            HashKey::new(1, 2),
+            HashKey::new(u64::MAX, 0x0123_4567_89ab_cdef),
+        ] {
+            let index = ChainIndex::with_key(2 * arena.keys.len(), key);
+            for (n, k) in arena.keys.iter().enumerate() {
+                assert_eq!(index.insert(&arena, n as u32, *k), Ok(()));
+            }
+            let longest = index.longest_chain(&arena);
+            assert!(longest <= 8, "set {s}, {key:?}: longest chain {longest}");
+            for l in &arena.links {
+                l.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
