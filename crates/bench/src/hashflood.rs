@@ -3,7 +3,8 @@
 //! constants), against as many random flows. The attacker's model of that old hash is
 //! written out here ([`old_hash`]): it is what anyone could read in the source, and what
 //! made 20,000 crafted SYNs cost 2.18 s against 0.02 s for random ones. With the keyed
-//! hash (SipHash-1-3, secret per-process key) the crafted flows are as spread out as
+//! hash (a strongly universal multiply-add-shift under a secret per-process key, see
+//! `conntrack::key`) the crafted flows are as spread out as
 //! random ones, so the two costs should match (`examples/hashflood.rs` measures the ratio).
 //!
 //! How the flows are crafted (O(1) each, no search): the old hash is

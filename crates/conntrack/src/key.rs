@@ -4,17 +4,68 @@
 //! Layout: `w0 = src_addr << 32 | dst_addr`, `w1 = sport << 48 | dport << 32 | proto`.
 //! Reversing a tuple swaps the halves of both words.
 //!
-//! Hashing (RFC 4987's lesson for every table an attacker fills): the chain index files a
-//! key under `hash & mask`, and anyone who can predict that value can send thousands of
-//! flows into one chain and make every later packet walk it (with the unkeyed hash this
-//! module had before, 20,000 crafted SYNs took 2.18 s against 0.02 s for random ones).
-//! So the hash is SipHash-1-3 under a 128-bit [`HashKey`] drawn once per process from the
-//! OS (`getrandom(2)`), the hash the Rust standard library's `HashMap` uses for the same
-//! reason. SipHash is a pseudorandom function: without the key, outputs (and so bucket
-//! collisions) cannot be predicted, even by an attacker who learns which of their own
-//! flows collided — unlike a universal (multiply-shift) family, whose linear structure
-//! lets one observed collision be extended into many. Cost: 6 SipRounds on two words,
-//! about 80 instructions per packet (measured in the README's hash-flooding line).
+//! Hashing (RFC 4987's lesson for every table an attacker fills): anyone who can predict
+//! which chain a key is filed under can send thousands of flows into one chain and make
+//! every later packet walk it (with the unkeyed hash this module once had, 20,000 crafted
+//! SYNs took 2.18 s against 0.02 s for random ones). So the hash is drawn at random, once
+//! per process, from a *strongly universal* family, and the attacker does not know which.
+//!
+//! # The family: vector multiply-add-shift (Dietzfelbinger 1996; Thorup 2015, §3)
+//!
+//! A [`HashKey`] is three random 128-bit words `a0, a1, b`, and for a key `x = (x0, x1)`
+//! (two 64-bit words) and a table of `m = 2^l` buckets
+//!
+//! ```text
+//! S(x) = (a0·x0 + a1·x1 + b) mod 2^128        bucket(x) = S(x) >> (128 - l)
+//! ```
+//!
+//! — the bucket is the **top** `l` bits of `S`. [`Key::hash`] returns the top 64 bits of
+//! `S` and [`crate::chain::ChainIndex`] shifts them right by `64 - l`; taking low bits
+//! (a mask) instead would void the proof below, since low bits of a product depend only on
+//! low bits of its factors.
+//!
+//! **Claim** (strong universality): for any two distinct keys `x ≠ y` and any buckets
+//! `i, j`, `Pr[bucket(x) = i ∧ bucket(y) = j] = 2^-2l`, over the random `a0, a1, b`,
+//! whenever `l ≤ 65` (tables here have at most 2^32 buckets).
+//!
+//! *Proof sketch.* Say `x0 ≠ y0` (otherwise `x1 ≠ y1`: swap the roles of the words). Fix
+//! `a1`. Let `Δ = x0 - y0 = 2^s·o` with `o` odd and `s ≤ 63` (`0 < |Δ| < 2^64`). Then
+//! `D = S(x) - S(y) = a0·Δ + c (mod 2^128)` with `c = a1·(x1 - y1)` fixed. As `o` is odd,
+//! `a0 ↦ a0·o` permutes the residues mod 2^128, so `a0·Δ = 2^s·(a0·o)` is uniform over
+//! the multiples of `2^s`: `D` is uniform on the coset `c + 2^s·Z` (mod 2^128). Since
+//! `b` is uniform and independent of `a0`, `S(x)` is uniform and independent of `D`, so
+//! `bucket(x)` is uniform. Given `S(x)`, `S(y) = S(x) - D` is uniform on a coset of
+//! `2^s·Z`; a bucket is an interval of `2^(128-l)` consecutive residues, a multiple of
+//! `2^s` because `s ≤ 63 ≤ 128 - l`, so it holds exactly `2^(128-l-s)` points of the
+//! coset, and `bucket(y)` is uniform given `bucket(x)`. ∎
+//!
+//! **What it buys.** Against an *oblivious* attacker — one whose keys do not depend on
+//! the secret `a0, a1, b` — any two keys share a bucket with probability exactly `1/m`,
+//! so a lookup of any key walks on average at most `1 + (n - 1)/m` nodes in a table of
+//! `n` keys, whatever keys were chosen (below 2 here: indexes have at least as many
+//! buckets as entries). Keys crafted against any fixed hash (such as the old one) are
+//! just keys: they spread like any others (`tests/hash_flood.rs`).
+//!
+//! **Limits.**
+//! - Pairwise independence bounds *expected* chains, not the tail as tightly as a
+//!   random function would: Chebyshev gives `Pr[a bucket holds ≥ 32 keys] ≲ 1/900` at one
+//!   key per bucket, against `e^-1/32!` for a random function, and linear families have
+//!   structured key sets with larger maxima than random functions (Alon, Dietzfelbinger,
+//!   Miltersen, Petrank, Tardos, JACM 1999). Real flow sets do not depend on the secret
+//!   key, and 20,000 keys crafted along the old hash's linear structure give chains of at
+//!   most 8 in the tests, but the proof alone does not promise `MAX_CHAIN` never refuses
+//!   honest flows.
+//! - An *adaptive* attacker who learns which of its own flows collided (through timing)
+//!   learns that `a·(x - y)` is near 0 mod 2^128, and the family's linearity lets such
+//!   differences be combined into more colliding keys (a pseudorandom function such as
+//!   SipHash gives no such lever). [`crate::chain::MAX_CHAIN`] bounds what any attacker
+//!   can do, key known or not: no chain grows past 32 nodes, so no walk costs more than
+//!   32 node visits, and the excess inserts are counted `table_full` drops.
+//! - The key is per process ([`HashKey::process`], `getrandom(2)`), never printed
+//!   (`Debug` elides it) and never sent anywhere; a restart draws a new one.
+//!
+//! Cost: four 64-bit multiplies and a few additions, against about 80 instructions for
+//! the SipHash-1-3 this module used before (figures in the README's hash-flooding line).
 
 use std::net::Ipv4Addr;
 use std::sync::OnceLock;
@@ -59,20 +110,28 @@ impl Key {
         )
     }
 
-    /// The table hash: SipHash-1-3 of the key's 16 bytes under the secret `key` (see
-    /// [`HashKey`]). Every chain index hashes with this, so nobody who does not know the
-    /// key can choose tuples that share a bucket.
-    #[inline]
+    /// The table hash: the top 64 bits of `(a0·x0 + a1·x1 + b) mod 2^128` under the secret
+    /// `key` (see the module doc). Buckets are its **top** bits (`hash >> (64 - l)` for
+    /// `2^l` buckets): that is what the universality proof covers.
+    #[inline(always)]
     pub fn hash(self, key: &HashKey) -> u64 {
-        key.sip13(self.0, self.1)
+        let s = key
+            .a0
+            .wrapping_mul(u128::from(self.0))
+            .wrapping_add(key.a1.wrapping_mul(u128::from(self.1)))
+            .wrapping_add(key.b);
+        (s >> 64) as u64
     }
 }
 
-/// The secret key of the table hash: SipHash's initial state, derived from two 64-bit
-/// key words. [`HashKey::process`] is the one every table uses unless a test passes its own.
+/// The secret key of the table hash: the three 128-bit words `a0, a1, b` of the
+/// multiply-add-shift function (module doc). [`HashKey::process`] is the one every table
+/// uses unless a test passes its own.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct HashKey {
-    v: [u64; 4],
+    a0: u128,
+    a1: u128,
+    b: u128,
 }
 
 impl std::fmt::Debug for HashKey {
@@ -80,6 +139,51 @@ impl std::fmt::Debug for HashKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("HashKey(..)")
     }
+}
+
+impl HashKey {
+    /// A key derived from the seed `(k0, k1)` (tests and reproducible benchmarks;
+    /// production uses [`process`](Self::process)). The three words are SipHash-2-4 of
+    /// counters under the seed, so even seeds like `(0, 0)` give well-mixed words.
+    pub fn new(k0: u64, k1: u64) -> Self {
+        let sip = Sip::new(k0, k1);
+        let word = |i: u64| {
+            (u128::from(sip.hash::<2, 4>(i, 0)) << 64) | u128::from(sip.hash::<2, 4>(i, 1))
+        };
+        Self::from_words([word(0), word(1), word(2)])
+    }
+
+    fn from_words([a0, a1, b]: [u128; 3]) -> Self {
+        HashKey { a0, a1, b }
+    }
+
+    /// This process's key: 384 bits from the OS (`getrandom(2)`), drawn on first use and
+    /// the same for every table after that. If the OS cannot give randomness (it always
+    /// can on Linux after boot), the key comes from the standard library's `RandomState`,
+    /// which the OS seeds as well.
+    pub fn process() -> HashKey {
+        static KEY: OnceLock<HashKey> = OnceLock::new();
+        *KEY.get_or_init(|| {
+            let mut b = [0u8; 48];
+            match getrandom::fill(&mut b) {
+                Ok(()) => {
+                    let word = |s: &[u8]| s.iter().fold(0u128, |w, x| (w << 8) | u128::from(*x));
+                    HashKey::from_words([word(&b[..16]), word(&b[16..32]), word(&b[32..])])
+                }
+                Err(_) => {
+                    use std::hash::BuildHasher;
+                    let s = std::collections::hash_map::RandomState::new();
+                    HashKey::new(s.hash_one(0u64), s.hash_one(1u64))
+                }
+            }
+        })
+    }
+}
+
+/// SipHash's keyed state (initialisation of the reference implementation), used only to
+/// expand a test seed into a [`HashKey`].
+struct Sip {
+    v: [u64; 4],
 }
 
 #[inline(always)]
@@ -96,12 +200,10 @@ fn sip_round(v: &mut [u64; 4]) {
     v[2] = v[2].rotate_left(32);
 }
 
-impl HashKey {
-    /// The key `(k0, k1)` (tests and reproducible benchmarks; production uses
-    /// [`process`](Self::process)).
-    pub const fn new(k0: u64, k1: u64) -> Self {
-        // SipHash's initialisation: "somepseudorandomlygeneratedbytes" xored with the key.
-        HashKey {
+impl Sip {
+    fn new(k0: u64, k1: u64) -> Self {
+        // "somepseudorandomlygeneratedbytes" xored with the key.
+        Sip {
             v: [
                 k0 ^ 0x736f_6d65_7073_6575,
                 k1 ^ 0x646f_7261_6e64_6f6d,
@@ -111,39 +213,9 @@ impl HashKey {
         }
     }
 
-    /// This process's key: 128 bits from the OS (`getrandom(2)`), drawn on first use and
-    /// the same for every table after that. If the OS cannot give randomness (it always
-    /// can on Linux after boot), the key comes from the standard library's `RandomState`,
-    /// which the OS seeds as well.
-    pub fn process() -> HashKey {
-        static KEY: OnceLock<HashKey> = OnceLock::new();
-        *KEY.get_or_init(|| {
-            let mut b = [0u8; 16];
-            let (k0, k1) = match getrandom::fill(&mut b) {
-                Ok(()) => {
-                    let (lo, hi) = b.split_at(8);
-                    let word = |s: &[u8]| s.iter().fold(0u64, |w, x| (w << 8) | u64::from(*x));
-                    (word(lo), word(hi))
-                }
-                Err(_) => {
-                    use std::hash::BuildHasher;
-                    let s = std::collections::hash_map::RandomState::new();
-                    (s.hash_one(0u64), s.hash_one(1u64))
-                }
-            };
-            HashKey::new(k0, k1)
-        })
-    }
-
-    /// SipHash-1-3 of the 16 bytes `m0.to_le_bytes() ++ m1.to_le_bytes()`: one SipRound
-    /// per 8-byte word, then the length block (16 << 56), then three finalisation rounds.
-    #[inline(always)]
-    pub fn sip13(&self, m0: u64, m1: u64) -> u64 {
-        self.sip::<1, 3>(m0, m1)
-    }
-
-    #[inline(always)]
-    fn sip<const C: usize, const D: usize>(&self, m0: u64, m1: u64) -> u64 {
+    /// SipHash-C-D of the 16 bytes `m0.to_le_bytes() ++ m1.to_le_bytes()`: C SipRounds
+    /// per 8-byte word, then the length block (16 << 56), then D finalisation rounds.
+    fn hash<const C: usize, const D: usize>(&self, m0: u64, m1: u64) -> u64 {
         let mut v = self.v;
         for m in [m0, m1, 16u64 << 56] {
             v[3] ^= m;
@@ -174,12 +246,11 @@ mod tests {
         )
     }
 
-    /// The SipRound and message schedule are SipHash's: with 2 compression and 4
-    /// finalisation rounds the same code gives the standard library's SipHash-2-4 (the
-    /// reference implementation's parameters) for any key and 16-byte message.
+    /// The seed expansion is SipHash-2-4 (the reference implementation's parameters):
+    /// the same as the standard library's for any key and 16-byte message.
     #[test]
     #[allow(deprecated)] // std::hash::SipHasher: the only keyed SipHash in std
-    fn sip_matches_the_reference_siphash_2_4() {
+    fn seed_expansion_is_the_reference_siphash_2_4() {
         use std::hash::Hasher;
         let mut rng = 0x1234_5678_9abc_def1u64;
         let mut next = || {
@@ -193,11 +264,61 @@ mod tests {
             let mut h = std::hash::SipHasher::new_with_keys(k0, k1);
             h.write(&m0.to_le_bytes());
             h.write(&m1.to_le_bytes());
-            assert_eq!(HashKey::new(k0, k1).sip::<2, 4>(m0, m1), h.finish());
+            assert_eq!(Sip::new(k0, k1).hash::<2, 4>(m0, m1), h.finish());
         }
-        // And 1-3 is a different function of the same inputs (the rounds are counted).
-        let k = HashKey::new(1, 2);
-        assert_ne!(k.sip13(3, 4), k.sip::<2, 4>(3, 4));
+    }
+
+    /// The hash is `a0·x0 + a1·x1 + b` over all 128 bits: checked against schoolbook
+    /// 64-bit limb arithmetic (a truncated product, e.g. 64-bit multiplies, would differ).
+    #[test]
+    fn hash_is_the_top_half_of_the_128_bit_multiply_add() {
+        let limbs = |k: &HashKey, x0: u64, x1: u64| {
+            // (hi, lo) of a·x mod 2^128 for 128-bit a, 64-bit x.
+            let mul = |a: u128, x: u64| {
+                let lo = u128::from(a as u64) * u128::from(x);
+                let hi = ((a >> 64) as u64).wrapping_mul(x);
+                ((lo >> 64) as u64).wrapping_add(hi) as u128 * (1u128 << 64) + (lo as u64) as u128
+            };
+            let s = mul(k.a0, x0).wrapping_add(mul(k.a1, x1)).wrapping_add(k.b);
+            (s >> 64) as u64
+        };
+        for seed in 0..200u64 {
+            let k = HashKey::new(seed, !seed);
+            for (x0, x1) in [
+                (0, 0),
+                (u64::MAX, u64::MAX),
+                (1 << 63, 1),
+                (seed, seed << 40),
+            ] {
+                assert_eq!(Key(x0, x1).hash(&k), limbs(&k, x0, x1));
+            }
+        }
+    }
+
+    /// Strong universality, observed: over many keys, two fixed distinct tuples share one
+    /// of 16 buckets (top 4 bits) about 1/16 of the time — for differences in the lowest
+    /// bit, the top bit, a port and both words — and each lands in bucket 0 about 1/16.
+    #[test]
+    fn fixed_pairs_collide_with_probability_one_over_m() {
+        const KEYS: u64 = 16_000;
+        let x = Key(0x0a01_0203_c633_6401, 0x1f90_0050_0000_0000);
+        for y in [
+            Key(x.0 ^ 1, x.1),
+            Key(x.0 ^ (1 << 63), x.1),
+            Key(x.0, x.1 ^ (1 << 32)),
+            Key(x.0 ^ (1 << 32), x.1 ^ (1 << 63)),
+        ] {
+            let (mut same, mut zero) = (0u64, 0u64);
+            for i in 0..KEYS {
+                let k = HashKey::new(i, 0x5eed);
+                let (bx, by) = (x.hash(&k) >> 60, y.hash(&k) >> 60);
+                same += u64::from(bx == by);
+                zero += u64::from(by == 0);
+            }
+            // Expected 1000 each, standard deviation about 31.
+            assert!((850..1150).contains(&same), "{y:?}: {same} collisions");
+            assert!((850..1150).contains(&zero), "{y:?}: {zero} in bucket 0");
+        }
     }
 
     #[test]
