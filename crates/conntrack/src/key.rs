@@ -146,7 +146,7 @@ impl HashKey {
     /// production uses [`process`](Self::process)). The three words are SipHash-2-4 of
     /// counters under the seed, so even seeds like `(0, 0)` give well-mixed words.
     pub fn new(k0: u64, k1: u64) -> Self {
-        let sip = Sip::new(k0, k1);
+        let sip = crate::siphash::SipKey::fixed(k0, k1);
         let word = |i: u64| {
             (u128::from(sip.hash::<2, 4>(i, 0)) << 64) | u128::from(sip.hash::<2, 4>(i, 1))
         };
@@ -157,78 +157,17 @@ impl HashKey {
         HashKey { a0, a1, b }
     }
 
-    /// This process's key: 384 bits from the OS (`getrandom(2)`), drawn on first use and
+    /// This process's key: 384 bits from the OS ([`crate::siphash::os_random`]), drawn on first use and
     /// the same for every table after that. If the OS cannot give randomness (it always
     /// can on Linux after boot), the key comes from the standard library's `RandomState`,
     /// which the OS seeds as well.
     pub fn process() -> HashKey {
         static KEY: OnceLock<HashKey> = OnceLock::new();
         *KEY.get_or_init(|| {
-            let mut b = [0u8; 48];
-            match getrandom::fill(&mut b) {
-                Ok(()) => {
-                    let word = |s: &[u8]| s.iter().fold(0u128, |w, x| (w << 8) | u128::from(*x));
-                    HashKey::from_words([word(&b[..16]), word(&b[16..32]), word(&b[32..])])
-                }
-                Err(_) => {
-                    use std::hash::BuildHasher;
-                    let s = std::collections::hash_map::RandomState::new();
-                    HashKey::new(s.hash_one(0u64), s.hash_one(1u64))
-                }
-            }
+            let w = crate::siphash::os_random::<6>();
+            let word = |i: usize| (u128::from(w[2 * i]) << 64) | u128::from(w[2 * i + 1]);
+            HashKey::from_words([word(0), word(1), word(2)])
         })
-    }
-}
-
-/// SipHash's keyed state (initialisation of the reference implementation), used only to
-/// expand a test seed into a [`HashKey`].
-struct Sip {
-    v: [u64; 4],
-}
-
-#[inline(always)]
-fn sip_round(v: &mut [u64; 4]) {
-    v[0] = v[0].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(13) ^ v[0];
-    v[0] = v[0].rotate_left(32);
-    v[2] = v[2].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(16) ^ v[2];
-    v[0] = v[0].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(21) ^ v[0];
-    v[2] = v[2].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(17) ^ v[2];
-    v[2] = v[2].rotate_left(32);
-}
-
-impl Sip {
-    fn new(k0: u64, k1: u64) -> Self {
-        // "somepseudorandomlygeneratedbytes" xored with the key.
-        Sip {
-            v: [
-                k0 ^ 0x736f_6d65_7073_6575,
-                k1 ^ 0x646f_7261_6e64_6f6d,
-                k0 ^ 0x6c79_6765_6e65_7261,
-                k1 ^ 0x7465_6462_7974_6573,
-            ],
-        }
-    }
-
-    /// SipHash-C-D of the 16 bytes `m0.to_le_bytes() ++ m1.to_le_bytes()`: C SipRounds
-    /// per 8-byte word, then the length block (16 << 56), then D finalisation rounds.
-    fn hash<const C: usize, const D: usize>(&self, m0: u64, m1: u64) -> u64 {
-        let mut v = self.v;
-        for m in [m0, m1, 16u64 << 56] {
-            v[3] ^= m;
-            for _ in 0..C {
-                sip_round(&mut v);
-            }
-            v[0] ^= m;
-        }
-        v[2] ^= 0xff;
-        for _ in 0..D {
-            sip_round(&mut v);
-        }
-        v[0] ^ v[1] ^ v[2] ^ v[3]
     }
 }
 
@@ -264,7 +203,10 @@ mod tests {
             let mut h = std::hash::SipHasher::new_with_keys(k0, k1);
             h.write(&m0.to_le_bytes());
             h.write(&m1.to_le_bytes());
-            assert_eq!(Sip::new(k0, k1).hash::<2, 4>(m0, m1), h.finish());
+            assert_eq!(
+                crate::siphash::SipKey::fixed(k0, k1).hash::<2, 4>(m0, m1),
+                h.finish()
+            );
         }
     }
 

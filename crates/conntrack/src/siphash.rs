@@ -1,15 +1,16 @@
 //! SipHash-1-3 keyed with a per-process secret, for the choices an outsider must not be
 //! able to predict or steer: which public port a new binding gets (RFC 6056) and where a
 //! subscriber's counters live. Small and local on purpose (two words in, one word out);
-//! the session index has its own keyed hash.
+//! the session index has its own keyed hash ([`crate::key::HashKey`], whose test seeds
+//! this expands).
 //!
 //! Never used per packet of an existing flow: only when a binding or session is made.
 
-use std::hash::BuildHasher;
-
-/// A 128-bit SipHash key.
+/// A 128-bit SipHash key, kept as SipHash's initialised state.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct SipKey(u64, u64);
+pub struct SipKey {
+    v: [u64; 4],
+}
 
 impl std::fmt::Debug for SipKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -17,44 +18,71 @@ impl std::fmt::Debug for SipKey {
     }
 }
 
+/// `N` random 64-bit words from the OS (`getrandom(2)`). Should the OS give none (it
+/// always can on Linux after boot), the standard library's `RandomState`, which the OS
+/// seeds as well.
+pub fn os_random<const N: usize>() -> [u64; N] {
+    let mut words = [0u64; N];
+    let mut b = vec![0u8; 8 * N];
+    match getrandom::fill(&mut b) {
+        Ok(()) => {
+            for (w, c) in words.iter_mut().zip(b.chunks_exact(8)) {
+                *w = c.iter().fold(0u64, |w, x| (w << 8) | u64::from(*x));
+            }
+        }
+        Err(_) => {
+            use std::hash::BuildHasher;
+            let s = std::collections::hash_map::RandomState::new();
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = s.hash_one(i as u64);
+            }
+        }
+    }
+    words
+}
+
 impl SipKey {
-    /// A fresh random key (from the OS's random source, through std's `RandomState`).
+    /// A fresh random key from the OS ([`os_random`]).
     pub fn random() -> Self {
-        let s = std::collections::hash_map::RandomState::new();
-        SipKey(
-            s.hash_one(0x5175_6963_6b6e_6174u64),
-            s.hash_one(0x706f_7274_6b65_7973u64),
-        )
+        let [k0, k1] = os_random::<2>();
+        Self::fixed(k0, k1)
     }
 
-    /// A fixed key, for tests and reproducible replays.
+    /// The key `(k0, k1)`, for tests and reproducible replays.
     pub const fn fixed(k0: u64, k1: u64) -> Self {
-        SipKey(k0, k1)
+        // SipHash's initialisation: "somepseudorandomlygeneratedbytes" xored with the key.
+        SipKey {
+            v: [
+                k0 ^ 0x736f_6d65_7073_6575,
+                k1 ^ 0x646f_7261_6e64_6f6d,
+                k0 ^ 0x6c79_6765_6e65_7261,
+                k1 ^ 0x7465_6462_7974_6573,
+            ],
+        }
     }
 
     /// SipHash-1-3 of the 16-byte message `a` (little-endian) then `b`.
     #[inline]
     pub fn hash2(&self, a: u64, b: u64) -> u64 {
-        let mut v = [
-            self.0 ^ 0x736f_6d65_7073_6575,
-            self.1 ^ 0x646f_7261_6e64_6f6d,
-            self.0 ^ 0x6c79_6765_6e65_7261,
-            self.1 ^ 0x7465_6462_7974_6573,
-        ];
-        for m in [a, b] {
+        self.hash::<1, 3>(a, b)
+    }
+
+    /// SipHash-C-D of the 16 bytes `m0.to_le_bytes() ++ m1.to_le_bytes()`: C SipRounds
+    /// per 8-byte word, then the length block (16 << 56), then D finalisation rounds.
+    #[inline(always)]
+    pub fn hash<const C: usize, const D: usize>(&self, m0: u64, m1: u64) -> u64 {
+        let mut v = self.v;
+        for m in [m0, m1, 16u64 << 56] {
             v[3] ^= m;
-            round(&mut v);
+            for _ in 0..C {
+                round(&mut v);
+            }
             v[0] ^= m;
         }
-        // The final block: message length (16) in the top byte, no tail bytes.
-        let m = 16u64 << 56;
-        v[3] ^= m;
-        round(&mut v);
-        v[0] ^= m;
         v[2] ^= 0xff;
-        round(&mut v);
-        round(&mut v);
-        round(&mut v);
+        for _ in 0..D {
+            round(&mut v);
+        }
         v[0] ^ v[1] ^ v[2] ^ v[3]
     }
 }
@@ -62,18 +90,14 @@ impl SipKey {
 #[inline(always)]
 fn round(v: &mut [u64; 4]) {
     v[0] = v[0].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(13);
-    v[1] ^= v[0];
+    v[1] = v[1].rotate_left(13) ^ v[0];
     v[0] = v[0].rotate_left(32);
     v[2] = v[2].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(16);
-    v[3] ^= v[2];
+    v[3] = v[3].rotate_left(16) ^ v[2];
     v[0] = v[0].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(21);
-    v[3] ^= v[0];
+    v[3] = v[3].rotate_left(21) ^ v[0];
     v[2] = v[2].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(17);
-    v[1] ^= v[2];
+    v[1] = v[1].rotate_left(17) ^ v[2];
     v[2] = v[2].rotate_left(32);
 }
 
