@@ -266,6 +266,12 @@ impl ModeVisitor for One<'_> {
         if !self.valid || self.dir != Direction::Outbound || !reversible(self.input) {
             return;
         }
+        // ILA passes a packet not to the SIR prefix on untouched: nothing to undo.
+        if let ModeConfig::Ila(s) = &self.setup.mode {
+            if self.input.get(24..32) != Some(&s.config.sir_prefix.to_be_bytes()[..]) {
+                return;
+            }
+        }
         let out = &sent[0];
         let back = match self.kind {
             // ILA translates the destination alone: the translated packet goes back as it is.
@@ -318,8 +324,10 @@ fn reversible(pkt: &[u8]) -> bool {
     let whole = match proto {
         6 => seg.len() >= 20 && usize::from(seg[12] >> 4) * 4 >= 20,
         17 => seg.len() >= 8 && usize::from(u16::from_be_bytes([seg[4], seg[5]])) == seg.len(),
-        1 => seg.len() >= 8 && matches!(seg[0], 0 | 8) && seg[1] == 0,
-        58 => seg.len() >= 8 && matches!(seg[0], 128 | 129) && seg[1] == 0,
+        // Echo requests: an outbound echo reply answers an inbound request, its "reply"
+        // would be a new request, not the same flow.
+        1 => seg.len() >= 8 && seg[0] == 8 && seg[1] == 0,
+        58 => seg.len() >= 8 && seg[0] == 128 && seg[1] == 0,
         _ => false,
     };
     ihl_ok && whole
