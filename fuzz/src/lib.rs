@@ -13,11 +13,8 @@ pub mod parsers;
 pub mod seq;
 pub mod views;
 
-/// The configuration file parser of the `quicknat` binary, compiled in from its source
-/// (the binary has no library target, and a second copy would drift).
-#[path = "../../crates/quicknat/src/config/mod.rs"]
-#[allow(dead_code, unreachable_pub)]
-pub mod qconfig;
+/// The configuration file parser of the `quicknat` binary (its library half).
+pub use quicknat::config as qconfig;
 
 use modes::Kind;
 use seq::Stateful;

@@ -49,7 +49,7 @@ pub struct Setup {
 const MAX_SESSIONS: usize = 64;
 
 fn from_toml(text: &str) -> Setup {
-    let cfg = crate::qconfig::load_str(text, "fuzz setup")
+    let cfg = crate::qconfig::load_str_on(text, "fuzz setup", &crate::qconfig::Machine::default())
         .unwrap_or_else(|e| panic!("a shipped configuration does not load: {e}"));
     let mut mode = cfg.mode;
     let egress = cfg

@@ -10,7 +10,7 @@ use io::pcap::{PcapReader, PcapWriter};
 /// the file and a line of it (or, for something missing, the field). Never a panic.
 pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    match crate::qconfig::load_str(&text, "fuzz.toml") {
+    match crate::qconfig::load_str_on(&text, "fuzz.toml", &crate::qconfig::Machine::default()) {
         Ok(cfg) => {
             let _ = (cfg.mode.name(), cfg.mode.families(), cfg.warnings.len());
             if let Some(g) = &cfg.gateway {

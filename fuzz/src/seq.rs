@@ -214,8 +214,9 @@ pub fn check(mode: Stateful, data: &[u8]) {
         Stateful::Nat44 => NAT44,
         Stateful::Nat64 => NAT64,
     };
-    let cfg = crate::qconfig::load_str(text, "fuzz sequence")
-        .unwrap_or_else(|e| panic!("the sequence configuration does not load: {e}"));
+    let cfg =
+        crate::qconfig::load_str_on(text, "fuzz sequence", &crate::qconfig::Machine::default())
+            .unwrap_or_else(|e| panic!("the sequence configuration does not load: {e}"));
     let egress = Egress::default();
     match &cfg.mode {
         ModeConfig::Nat44(c) => {

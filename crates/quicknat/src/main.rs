@@ -5,7 +5,6 @@
 //! binary of their own, `quicknat-lab` (crates/lab), and so is the in-memory benchmark,
 //! `quicknat-bench` (crates/bench).
 
-mod config;
 mod ilactl;
 
 use std::path::{Path, PathBuf};
@@ -16,7 +15,7 @@ use clap::{Parser, Subcommand};
 use engine::config::{Filtering, L4Proto};
 use engine::nat44::Nat44Config;
 
-use config::Config;
+use quicknat::config::{self, Config};
 
 /// quicknat: a user-space NAT44 gateway.
 #[derive(Debug, Parser)]
