@@ -73,11 +73,6 @@ impl Schedule {
         }
     }
 
-    /// Frames per step.
-    pub fn batch(&self) -> u64 {
-        self.batch
-    }
-
     /// Frames due by `elapsed` since the start: `floor(rate x elapsed)`.
     pub fn due_by(&self, elapsed: Duration) -> u64 {
         let due = u128::from(self.rate).saturating_mul(elapsed.as_nanos()) / 1_000_000_000;
@@ -558,7 +553,7 @@ mod tests {
     fn schedule_sends_a_batch_once_a_whole_one_is_due() {
         // 80 kpps: steps of 64 frames (under 1 ms of traffic), one every 800 us.
         let s = Schedule::new(80_000, BATCH);
-        assert_eq!(s.batch(), 64);
+        assert_eq!(s.batch, 64);
         let us = Duration::from_micros;
         assert_eq!(s.step(Duration::ZERO, 0), Step::WaitUntil(us(800)));
         assert_eq!(s.step(us(799), 0), Step::WaitUntil(us(800)));
@@ -569,10 +564,10 @@ mod tests {
         assert_eq!(s.step(2 * MS, 128), Step::WaitUntil(us(2400)));
         // Low rates send one frame per step; high ones at most BATCH.
         let slow = Schedule::new(100, BATCH);
-        assert_eq!(slow.batch(), 1);
+        assert_eq!(slow.batch, 1);
         assert_eq!(slow.step(Duration::ZERO, 0), Step::WaitUntil(10 * MS));
         assert_eq!(slow.step(10 * MS, 0), Step::Send { n: 1, skipped: 0 });
-        assert_eq!(Schedule::new(5_000_000, BATCH).batch(), BATCH as u64);
+        assert_eq!(Schedule::new(5_000_000, BATCH).batch, BATCH as u64);
     }
 
     #[test]
@@ -594,7 +589,7 @@ mod tests {
         assert_eq!(s.due_by(Duration::MAX), u64::MAX);
         assert!(s.step(Duration::MAX, 0) != Step::WaitUntil(Duration::ZERO));
         let s = Schedule::new(0, 0);
-        assert_eq!(s.batch(), 1);
+        assert_eq!(s.batch, 1);
         assert_eq!(
             s.step(Duration::ZERO, u64::MAX),
             Step::WaitUntil(Duration::from_nanos(u64::MAX))
@@ -613,7 +608,7 @@ mod tests {
                     t = at + late;
                 }
                 Step::Send { n, skipped: k } => {
-                    assert!(n >= 1 && n as u64 <= s.batch());
+                    assert!(n >= 1 && n as u64 <= s.batch);
                     skipped += k;
                     sent += n as u64;
                     assert!(sent + skipped <= s.due_by(t), "never ahead of schedule");
