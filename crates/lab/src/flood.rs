@@ -135,6 +135,10 @@ pub struct FloodReport {
     pub sent: u64,
     /// Frames refused (full queues).
     pub dropped: u64,
+    /// Paced only: frames the schedule skipped because the generator fell too far behind
+    /// (it was descheduled), never sent.
+    #[serde(default)]
+    pub skipped: u64,
     /// Seconds sending.
     pub seconds: f64,
     /// `sent / seconds`.
@@ -289,6 +293,7 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
     let schedule = cfg.pps.map(|r| Schedule::new(r, BATCH));
     // Frames sent or skipped against the schedule.
     let mut counted = 0u64;
+    let mut skipped_total = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= deadline {
@@ -303,6 +308,7 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
             }
             Some(Step::Send { n, skipped }) => {
                 counted += skipped + n as u64;
+                skipped_total += skipped;
                 n
             }
         };
@@ -347,6 +353,7 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
     Ok(FloodReport {
         sent: tx.sent(),
         dropped: tx.dropped(),
+        skipped: skipped_total,
         seconds,
         pps: if seconds > 0.0 {
             tx.sent() as f64 / seconds

@@ -160,6 +160,19 @@ impl std::fmt::Display for AttackReport {
                 if !counters.is_empty() {
                     writeln!(f, "{arm}, round {}: {}", i + 1, counters.join("; "))?;
                 }
+                if self.flood_pps.is_some() {
+                    // Why a paced flood fell short of its rate: the link refused frames, or
+                    // the generator was descheduled and its schedule slipped.
+                    writeln!(
+                        f,
+                        "{arm}, round {}: SYN flood generator: {} sent, {} refused by the link, \
+                         {} skipped behind schedule",
+                        i + 1,
+                        r.flood.sent,
+                        r.flood.dropped,
+                        r.flood.skipped
+                    )?;
+                }
             }
         }
         Ok(())
@@ -329,6 +342,7 @@ mod tests {
             flood: FloodReport {
                 sent: 159_000,
                 dropped: 0,
+                skipped: 0,
                 seconds: 2.0,
                 pps: 79_500.0,
             },
@@ -378,6 +392,13 @@ mod tests {
             header.contains("SYN flood 2 s paced at 80000 pps"),
             "{header}"
         );
+        assert!(
+            text.contains(
+                "quicknat af_packet, round 1: SYN flood generator: 159000 sent, 0 refused by \
+                 the link, 0 skipped behind schedule"
+            ),
+            "{text}"
+        );
         let unpaced = AttackReport {
             flood_pps: None,
             ..r.clone()
@@ -391,6 +412,7 @@ mod tests {
                 .contains("SYN flood 2 s unpaced (as fast as the generator goes)"),
             "{unpaced}"
         );
+        assert!(!unpaced.contains("SYN flood generator:"), "{unpaced}");
         for label in ROWS {
             let line = text
                 .lines()
