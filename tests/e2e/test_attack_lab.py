@@ -3,13 +3,14 @@
     sudo python3 -m pytest tests/e2e/test_attack_lab.py [--quicknat PATH]
 
 It runs the lab once (about 40 s: one round, the kernel's NAT and quicknat on AF_PACKET,
-a 2 s SYN flood, short cells) and checks what is deterministic: it exits 0, reports every
-row with a cell for each arm, the generators and probes ran (packets offered, the 50
-inside hosts tried, the 1 kHz probe stream sent what it should), the rows that apply to
-one arm only are marked so for the other, the session tables were sized alike, and the
-lab removed its namespaces and temporary files. It never asserts the issue's goals (a
-figure on a loaded 2-core machine is not a test): `quicknat-lab lab --topology attack
---seconds 60` is the full form, and README.md has its table.
+a 2 s SYN flood paced at `--flood-pps`, short cells) and checks what is deterministic: it
+exits 0, reports every row with a cell for each arm, the generators and probes ran (packets
+offered, the 50 inside hosts tried, the 1 kHz probe stream sent what it should), the flood
+was paced at the rate asked (never above it), the rows that apply to one arm only are
+marked so for the other, the session tables were sized alike, and the lab removed its
+namespaces and temporary files. It never asserts the issue's goals (a figure on a loaded
+2-core machine is not a test): `quicknat-lab lab --topology attack --seconds 60` is the
+full form, and README.md has its table.
 
 `quicknat-lab` is found next to the quicknat binary (cargo builds both into the same
 target directory: `cargo build --release -p quicknat -p lab`).
@@ -26,6 +27,8 @@ import pytest
 pytestmark = pytest.mark.needs_root
 
 SECONDS = 2
+# The SYN flood's fixed rate: below both arms' capacity, so the run is lighter than unpaced.
+FLOOD_PPS = 50_000
 # Must match ROWS in crates/lab/src/lab/attack/report.rs.
 ROWS = [
     "SYN flood: legitimate connections succeeded (%)",
@@ -58,7 +61,8 @@ def lab(quicknat):
     env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     p = subprocess.Popen(
         [str(exe), "lab", "--topology", "attack", "--seconds", str(SECONDS), "--rounds", "1",
-         "--short", "--collisions", "256", "--json", "--quicknat", quicknat],
+         "--short", "--collisions", "256", "--flood-pps", str(FLOOD_PPS), "--json",
+         "--quicknat", quicknat],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         out, err = p.communicate(timeout=150)
@@ -113,6 +117,18 @@ def test_generators_and_probes_ran(lab):
             assert "after SIGKILL: nft tables [" in r["restart_note"], r["restart_note"]
         else:
             assert r["restart"] is None, r
+
+
+def test_the_flood_is_paced_at_the_rate_asked(lab):
+    _, _, report, err = lab
+    assert report is not None, err[-3000:]
+    assert report["flood_pps"] == FLOOD_PPS, report["flood_pps"]
+    for arm, rounds in report["raw"]:
+        (r,) = rounds
+        # The schedule is never ahead: achieved <= asked, whatever the machine's load.
+        assert 0 < r["flood"]["pps"] <= FLOOD_PPS, (arm, r["flood"])
+    offered = next(r for r in report["rows"] if r["measure"] == "SYN flood: offered (kpps)")
+    assert all(0 < v <= FLOOD_PPS / 1e3 for v in offered["values"]), offered
 
 
 def test_tables_are_sized_alike(lab):

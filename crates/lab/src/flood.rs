@@ -27,10 +27,79 @@ use std::time::{Duration, Instant};
 
 use ::io::afpacket::AfPacketTx;
 
-use crate::gen::Pacer;
-
-/// Frames built per pacing step (the socket sends them in `sendmmsg` batches of its own).
+/// Frames built per step, unpaced (the socket sends them in `sendmmsg` batches of its own);
+/// a paced step sends at most this many and flushes them at once.
 const BATCH: usize = 64;
+
+/// A fixed-rate flood's schedule against a monotonic clock: packet `i` (from 0) is due
+/// `i / rate` seconds after the start. The generator sends in steps of about a millisecond
+/// of traffic (`batch`, 1..=[`BATCH`] frames, one `sendmmsg`) and sleeps until the next
+/// step is due, so an oversleep is made up at the next step (the schedule is absolute, not
+/// a sleep per packet) and no core spins waiting. If the generator falls more than
+/// `max_lag` packets behind (it was descheduled), the schedule slips: the excess is skipped,
+/// not sent in one burst, and the rate achieved (`sent / seconds`) shows the shortfall.
+/// Never ahead of schedule: after any step, packets counted <= `rate x elapsed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    rate: u64,
+    batch: u64,
+    max_lag: u64,
+}
+
+/// What a paced generator does now ([`Schedule::step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Send `n` frames now; first count `skipped` as gone (the schedule slipped by them).
+    Send {
+        /// Frames to send now, at most one batch.
+        n: usize,
+        /// Frames the generator fell behind by beyond `max_lag`, never to be sent.
+        skipped: u64,
+    },
+    /// Nothing is due before this time since the start: sleep until then.
+    WaitUntil(Duration),
+}
+
+impl Schedule {
+    /// `rate` frames per second (at least 1), at most `max_batch` frames per step.
+    pub fn new(rate: u64, max_batch: usize) -> Schedule {
+        let rate = rate.max(1);
+        let batch = (rate / 1000).clamp(1, max_batch.max(1) as u64);
+        Schedule {
+            rate,
+            batch,
+            // 5 ms of traffic, and never less than a few steps.
+            max_lag: (rate / 200).max(4 * batch),
+        }
+    }
+
+    /// Frames due by `elapsed` since the start: `floor(rate x elapsed)`.
+    pub fn due_by(&self, elapsed: Duration) -> u64 {
+        let due = u128::from(self.rate).saturating_mul(elapsed.as_nanos()) / 1_000_000_000;
+        u64::try_from(due).unwrap_or(u64::MAX)
+    }
+
+    /// The earliest time since the start by which `count` frames are due (`ceil(count /
+    /// rate)`, in nanoseconds).
+    pub fn due_at(&self, count: u64) -> Duration {
+        let ns = (u128::from(count) * 1_000_000_000).div_ceil(u128::from(self.rate));
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// What to do `elapsed` after the start with `counted` frames sent or skipped so far:
+    /// send a batch once a whole one is due, else wait until it is.
+    pub fn step(&self, elapsed: Duration, counted: u64) -> Step {
+        let owed = self.due_by(elapsed).saturating_sub(counted);
+        if owed < self.batch {
+            return Step::WaitUntil(self.due_at(counted.saturating_add(self.batch)));
+        }
+        let skipped = owed.saturating_sub(self.max_lag);
+        Step::Send {
+            n: (owed - skipped).min(self.batch) as usize,
+            skipped,
+        }
+    }
+}
 
 /// What the frames look like.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +135,10 @@ pub struct FloodReport {
     pub sent: u64,
     /// Frames refused (full queues).
     pub dropped: u64,
+    /// Paced only: frames the schedule skipped because the generator fell too far behind
+    /// (it was descheduled), never sent.
+    #[serde(default)]
+    pub skipped: u64,
     /// Seconds sending.
     pub seconds: f64,
     /// `sent / seconds`.
@@ -217,26 +290,27 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
     let mut n = 0u64;
     let start = Instant::now();
     let deadline = start + cfg.duration;
-    let mut pacer = cfg.pps.map(|r| Pacer::new(r, BATCH, start));
+    let schedule = cfg.pps.map(|r| Schedule::new(r, BATCH));
+    // Frames sent or skipped against the schedule.
+    let mut counted = 0u64;
+    let mut skipped_total = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= deadline {
             break;
         }
-        let k = match pacer.as_mut() {
+        let k = match schedule.map(|s| s.step(now - start, counted)) {
             None => BATCH,
-            Some(p) => match p.grant(now, BATCH) {
-                0 => {
-                    let w = p.wait_time().min(deadline.saturating_duration_since(now));
-                    if w > Duration::from_micros(200) {
-                        std::thread::sleep(w);
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    continue;
-                }
-                k => k,
-            },
+            Some(Step::WaitUntil(at)) => {
+                // A sleep, never a spin: the generator's core stays idle between steps.
+                std::thread::sleep((start + at).min(deadline).saturating_duration_since(now));
+                continue;
+            }
+            Some(Step::Send { n, skipped }) => {
+                counted += skipped + n as u64;
+                skipped_total += skipped;
+                n
+            }
         };
         for _ in 0..k {
             let r = rng.next();
@@ -269,8 +343,9 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
             tx.send(&frame[..len])?;
             n += 1;
         }
-        if let Some(p) = pacer.as_mut() {
-            p.consume(k);
+        if schedule.is_some() {
+            // The step leaves now, not when the socket's own batch fills.
+            tx.flush()?;
         }
     }
     tx.flush()?;
@@ -278,6 +353,7 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
     Ok(FloodReport {
         sent: tx.sent(),
         dropped: tx.dropped(),
+        skipped: skipped_total,
         seconds,
         pps: if seconds > 0.0 {
             tx.sent() as f64 / seconds
@@ -477,6 +553,114 @@ mod tests {
 
     /// See `old_hash_is_mains_key_hash`.
     const OLD_HASH_VECTOR: u64 = 0x4d82_0b1e_b138_c531;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn schedule_sends_a_batch_once_a_whole_one_is_due() {
+        // 80 kpps: steps of 64 frames (under 1 ms of traffic), one every 800 us.
+        let s = Schedule::new(80_000, BATCH);
+        assert_eq!(s.batch, 64);
+        let us = Duration::from_micros;
+        assert_eq!(s.step(Duration::ZERO, 0), Step::WaitUntil(us(800)));
+        assert_eq!(s.step(us(799), 0), Step::WaitUntil(us(800)));
+        assert_eq!(s.step(us(800), 0), Step::Send { n: 64, skipped: 0 });
+        assert_eq!(s.step(us(800), 64), Step::WaitUntil(us(1600)));
+        // A late wake-up (2 ms in, 160 due, 64 sent): a batch now, then another at once.
+        assert_eq!(s.step(2 * MS, 64), Step::Send { n: 64, skipped: 0 });
+        assert_eq!(s.step(2 * MS, 128), Step::WaitUntil(us(2400)));
+        // Low rates send one frame per step; high ones at most BATCH.
+        let slow = Schedule::new(100, BATCH);
+        assert_eq!(slow.batch, 1);
+        assert_eq!(slow.step(Duration::ZERO, 0), Step::WaitUntil(10 * MS));
+        assert_eq!(slow.step(10 * MS, 0), Step::Send { n: 1, skipped: 0 });
+        assert_eq!(Schedule::new(5_000_000, BATCH).batch, BATCH as u64);
+    }
+
+    #[test]
+    fn schedule_due_times_are_exact_inverses() {
+        for rate in [1, 3, 100, 7_919, 80_000, 1_000_003] {
+            let s = Schedule::new(rate, BATCH);
+            for count in [1, 2, 63, 64, 1000, 123_457] {
+                let at = s.due_at(count);
+                assert!(s.due_by(at) >= count, "rate {rate} count {count}");
+                assert!(
+                    s.due_by(at - Duration::from_nanos(1)) < count,
+                    "rate {rate} count {count}: due_at is the earliest"
+                );
+            }
+            assert_eq!(s.due_by(Duration::from_secs(3)), 3 * rate);
+        }
+        // Extremes saturate instead of overflowing.
+        let s = Schedule::new(u64::MAX, BATCH);
+        assert_eq!(s.due_by(Duration::MAX), u64::MAX);
+        assert!(s.step(Duration::MAX, 0) != Step::WaitUntil(Duration::ZERO));
+        let s = Schedule::new(0, 0);
+        assert_eq!(s.batch, 1);
+        assert_eq!(
+            s.step(Duration::ZERO, u64::MAX),
+            Step::WaitUntil(Duration::from_nanos(u64::MAX))
+        );
+    }
+
+    /// Runs `s` for `secs` on a simulated clock where every sleep overshoots by `late` and
+    /// every send takes `send` per frame; returns (frames sent, frames skipped).
+    fn simulate(s: Schedule, secs: u64, late: Duration, send: Duration) -> (u64, u64) {
+        let end = Duration::from_secs(secs);
+        let (mut t, mut sent, mut skipped) = (Duration::ZERO, 0u64, 0u64);
+        while t < end {
+            match s.step(t, sent + skipped) {
+                Step::WaitUntil(at) => {
+                    assert!(at > t, "a wait always moves time on (no spinning)");
+                    t = at + late;
+                }
+                Step::Send { n, skipped: k } => {
+                    assert!(n >= 1 && n as u64 <= s.batch);
+                    skipped += k;
+                    sent += n as u64;
+                    assert!(sent + skipped <= s.due_by(t), "never ahead of schedule");
+                    t += send * n as u32;
+                }
+            }
+        }
+        (sent, skipped)
+    }
+
+    #[test]
+    fn schedule_holds_the_rate_when_every_sleep_oversleeps() {
+        // 80 kpps for 2 s; each sleep 150 us late (timer slack and a busy machine), 1 us
+        // to build and send a frame: the absolute schedule makes up every oversleep.
+        let s = Schedule::new(80_000, BATCH);
+        let (sent, skipped) = simulate(s, 2, Duration::from_micros(150), Duration::from_micros(1));
+        assert_eq!(skipped, 0);
+        assert!((160_000 - 64..=160_000).contains(&sent), "{sent}");
+        // A generator too slow for the rate (2 us a frame: 500 kpps at most, asked 800)
+        // sends as fast as it can; the schedule slips instead of piling up a debt.
+        let s = Schedule::new(800_000, BATCH);
+        let (sent, skipped) = simulate(s, 1, Duration::ZERO, Duration::from_micros(2));
+        assert!((499_000..=500_064).contains(&sent), "{sent}");
+        assert!(skipped > 250_000, "{skipped}");
+    }
+
+    #[test]
+    fn schedule_slips_after_a_stall_instead_of_bursting() {
+        // 80 kpps: max lag 5 ms of traffic (400 frames). A 100 ms stall: 8000 due, 0 sent.
+        let s = Schedule::new(80_000, BATCH);
+        let t = 100 * MS;
+        let Step::Send { n, skipped } = s.step(t, 0) else {
+            panic!("a batch is due")
+        };
+        assert_eq!((n, skipped), (64, 8000 - 400));
+        // What is sent back to back before the next wait is at most the lag allowed.
+        let mut counted = skipped + n as u64;
+        let mut burst = n as u64;
+        while let Step::Send { n, skipped } = s.step(t, counted) {
+            assert_eq!(skipped, 0);
+            counted += n as u64;
+            burst += n as u64;
+        }
+        assert!((400 - 64..=400).contains(&burst), "{burst}");
+    }
 
     #[test]
     fn parsers() {

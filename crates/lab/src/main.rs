@@ -95,6 +95,10 @@ enum Command {
         /// attack: the kernel's best-practice per-host limit (`ct count over N`); 0 skips it.
         #[arg(long, value_name = "N", default_value_t = 1000)]
         host_limit: u32,
+        /// attack: pace the SYN flood at this many packets per second, so quicknat and the
+        /// kernel face the same load (default: as fast as the generator goes).
+        #[arg(long, value_name = "PPS")]
+        flood_pps: Option<u64>,
     },
     /// Write raw Ethernet frames on an interface (attack lab): a spoofed SYN flood, replayed
     /// SYN tuples, or one host's new flows. Prints a JSON report.
@@ -213,6 +217,7 @@ fn main() -> ExitCode {
             collisions,
             collision_pps,
             host_limit,
+            flood_pps,
         } => run_lab(
             topology,
             LabArgs {
@@ -231,6 +236,7 @@ fn main() -> ExitCode {
                     collisions,
                     collision_pps,
                     host_limit,
+                    flood_pps,
                 },
             },
             backends
@@ -360,6 +366,7 @@ struct AttackArgs {
     collisions: usize,
     collision_pps: u64,
     host_limit: u32,
+    flood_pps: Option<u64>,
 }
 
 /// `quicknat-lab flood`: prints the generator's JSON report.
@@ -468,6 +475,17 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 .is_none_or(|m| (1024..=1 << 26).contains(&m)),
             "--max-sessions must be between 1024 and 67108864"
         );
+        anyhow::ensure!(
+            attack
+                .flood_pps
+                .is_none_or(|r| (100..=10_000_000).contains(&r)),
+            "--flood-pps must be between 100 and 10000000"
+        );
+    } else {
+        anyhow::ensure!(
+            attack.flood_pps.is_none(),
+            "--flood-pps applies to --topology attack only"
+        );
     }
     anyhow::ensure!(
         (1_000..=10_000_000).contains(&fixed_pps),
@@ -528,6 +546,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 collisions: attack.collisions,
                 collision_pps: attack.collision_pps,
                 host_limit: attack.host_limit,
+                flood_pps: attack.flood_pps,
                 short: attack.short,
             })?,
             json,

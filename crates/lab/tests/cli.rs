@@ -61,6 +61,28 @@ fn lab_checks_its_options_before_looking_for_quicknat() {
 }
 
 #[test]
+fn lab_checks_the_flood_rate() {
+    for (args, want) in [
+        (
+            &["--topology", "attack", "--flood-pps", "0"][..],
+            "--flood-pps must be between 100 and 10000000",
+        ),
+        (
+            &["--topology", "nat44", "--flood-pps", "80000"][..],
+            "--flood-pps applies to --topology attack only",
+        ),
+    ] {
+        let mut a = vec!["lab"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["--quicknat", "/nonexistent/quicknat"]);
+        let out = lab(&a);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn gen_rejects_a_destination_without_a_port() {
     let out = lab(&["gen", "--dst", "198.51.100.2"]);
     let stderr = text(&out.stderr);

@@ -48,22 +48,22 @@ pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Resu
     // The flow is established and has run one reporting interval before the flood starts.
     std::thread::sleep(Duration::from_secs(1));
     let gout = mac(lab, lab.gw(), "g-out")?;
-    let flood = spawn_flood(
-        lab,
-        lab.srv(),
-        "s0",
-        &gout,
-        &[
-            "--pattern",
-            "spoofed-syn",
-            "--dst",
-            FORWARD,
-            "--src-net",
-            SPOOFED_NET,
-            "--seconds",
-            &s.to_string(),
-        ],
-    )?;
+    let seconds = s.to_string();
+    let mut args = vec![
+        "--pattern",
+        "spoofed-syn",
+        "--dst",
+        FORWARD,
+        "--src-net",
+        SPOOFED_NET,
+        "--seconds",
+        &seconds,
+    ];
+    let pps = o.flood_pps.map(|r| r.to_string());
+    if let Some(pps) = &pps {
+        args.extend(["--pps", pps]);
+    }
+    let flood = spawn_flood(lab, lab.srv(), "s0", &gout, &args)?;
     let legit = lab.spawn(
         lab.srv(),
         &[

@@ -3,7 +3,8 @@
 //!
 //! - **SYN flood at a port forward**: spoofed TCP SYNs from random sources in 10.128.0.0/9
 //!   to 203.0.113.1:8080 (quicknat `[[nat44.forward]]`, the kernel's `dnat`), as fast as the
-//!   raw-frame generator goes (`quicknat-lab flood`, AF_PACKET `sendmmsg`, core 0), while a
+//!   raw-frame generator goes (`quicknat-lab flood`, AF_PACKET `sendmmsg`, core 0) or paced
+//!   at `--flood-pps` so both face the same load, while a
 //!   legitimate outside client (198.51.100.2) opens connections to the forward one after
 //!   another (1 s each, one byte echoed) and an established inside->outside iperf3 flow
 //!   runs. Reported: the legitimate success rate, the iperf3 throughput in the second before
@@ -90,6 +91,8 @@ pub struct AttackOptions {
     pub collision_pps: u64,
     /// The kernel's best-practice per-host limit (`ct count over N`); 0: not run.
     pub host_limit: u32,
+    /// The SYN flood's fixed rate, packets per second (`None`: as fast as the generator goes).
+    pub flood_pps: Option<u64>,
     /// The short form (CI): shorter cells, no `ct count` run.
     pub short: bool,
 }
@@ -488,6 +491,7 @@ pub fn run_attack(o: &AttackOptions) -> Result<AttackReport> {
         collision_search_s,
         collision_pps: o.collision_pps,
         host_limit: if o.short { 0 } else { o.host_limit },
+        flood_pps: o.flood_pps,
         arms: arms.iter().map(|(n, _)| n.clone()).collect(),
         rows: rows(&arms, o),
         raw: arms,

@@ -77,6 +77,8 @@ pub struct AttackReport {
     pub collision_pps: u64,
     /// `ct count over N` of the kernel's per-host-limited run.
     pub host_limit: u32,
+    /// The SYN flood's fixed rate, packets per second (`None`: unpaced).
+    pub flood_pps: Option<u64>,
     /// Column names: quicknat backends, then the kernel.
     pub arms: Vec<String>,
     /// The table.
@@ -111,10 +113,14 @@ impl std::fmt::Display for AttackReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "quicknat attack lab — {} — median of {} alternating round(s), SYN flood {} s{}",
+            "quicknat attack lab — {} — median of {} alternating round(s), SYN flood {} s {}{}",
             self.when,
             self.rounds,
             self.seconds,
+            match self.flood_pps {
+                Some(r) => format!("paced at {r} pps"),
+                None => "unpaced (as fast as the generator goes)".to_string(),
+            },
             if self.short { " (short form)" } else { "" }
         )?;
         writeln!(
@@ -153,6 +159,19 @@ impl std::fmt::Display for AttackReport {
                     .collect();
                 if !counters.is_empty() {
                     writeln!(f, "{arm}, round {}: {}", i + 1, counters.join("; "))?;
+                }
+                if self.flood_pps.is_some() {
+                    // Why a paced flood fell short of its rate: the link refused frames, or
+                    // the generator was descheduled and its schedule slipped.
+                    writeln!(
+                        f,
+                        "{arm}, round {}: SYN flood generator: {} sent, {} refused by the link, \
+                         {} skipped behind schedule",
+                        i + 1,
+                        r.flood.sent,
+                        r.flood.dropped,
+                        r.flood.skipped
+                    )?;
                 }
             }
         }
@@ -310,6 +329,7 @@ mod tests {
             collisions: 16,
             collision_pps: 1000,
             host_limit: 1000,
+            flood_pps: None,
             short: false,
         }
     }
@@ -318,6 +338,14 @@ mod tests {
     fn every_row_is_printed_with_a_cell_per_arm() {
         let q = ArmRound {
             legit: ConnectReport { attempts: 4, ok: 3 },
+            // The rate the paced generator achieved is what the offered row shows.
+            flood: FloodReport {
+                sent: 159_000,
+                dropped: 0,
+                skipped: 0,
+                seconds: 2.0,
+                pps: 79_500.0,
+            },
             random_ns: 1000.0,
             crafted_ns: 5000.0,
             flap: Outage {
@@ -353,11 +381,38 @@ mod tests {
             collision_search_s: 0.1,
             collision_pps: 1000,
             host_limit: 1000,
+            flood_pps: Some(80_000),
             arms: arms.iter().map(|(n, _)| n.clone()).collect(),
             rows,
             raw: arms,
         };
         let text = r.to_string();
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.contains("SYN flood 2 s paced at 80000 pps"),
+            "{header}"
+        );
+        assert!(
+            text.contains(
+                "quicknat af_packet, round 1: SYN flood generator: 159000 sent, 0 refused by \
+                 the link, 0 skipped behind schedule"
+            ),
+            "{text}"
+        );
+        let unpaced = AttackReport {
+            flood_pps: None,
+            ..r.clone()
+        }
+        .to_string();
+        assert!(
+            unpaced
+                .lines()
+                .next()
+                .unwrap()
+                .contains("SYN flood 2 s unpaced (as fast as the generator goes)"),
+            "{unpaced}"
+        );
+        assert!(!unpaced.contains("SYN flood generator:"), "{unpaced}");
         for label in ROWS {
             let line = text
                 .lines()
@@ -376,6 +431,7 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(cells(ROWS[0]), ["75.0", "0.0"]);
+        assert_eq!(cells(ROWS[4]), ["79.5", "0.0"]);
         assert_eq!(cells(ROWS[7]), ["-", "50"], "ct count: the kernel's only");
         assert_eq!(cells(ROWS[11]), ["5.00", "0.00"]);
         assert_eq!(cells(ROWS[14]), ["12", "never"]);
