@@ -17,9 +17,17 @@
 //! Early drop: [`SessionTable::early_drop`] marks unconfirmed sessions dead (any thread
 //! may), so that the reaper reclaims them first when the table fills; see
 //! [`SessionTable::insert_within`] for the headroom kept for inside users.
+//!
+//! Live count and eviction (conntrack's `early_drop` at insert): a session marked dead
+//! stops counting against limits at once (`dead_pending`), although its slot comes back
+//! only after the reaper unlinked it and a grace period passed.
+//! [`SessionTable::insert_evicting`] at the live limit marks one unconfirmed session dead
+//! and takes a physically free slot instead, so a new entry always gets in while any
+//! victim exists; the victims are queued for the reaper ([`SessionTable::reap_queued`])
+//! so their slots come back within a tick, not a full sweep.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
@@ -356,10 +364,35 @@ pub struct SessionTable {
     index: ChainIndex,
     /// TCP sequence state per session, in chunks reserved on first use.
     seq: Box<[OnceLock<Box<[SeqPair]>>]>,
-    /// Slots taken (live, dead or waiting for their grace period): what `Full` counts.
+    /// Slots taken (live, dead or waiting for their grace period).
     occupied: AtomicUsize,
+    /// Of those, sessions marked dead and not yet freed: `occupied - dead_pending` is the
+    /// live count limits compare with.
+    dead_pending: AtomicUsize,
     /// Where the next [`early_drop`](Self::early_drop) scan starts.
     drop_cursor: AtomicU32,
+    /// Sessions early drop marked dead, for the reaper to unlink promptly (slow path only:
+    /// touched when a session is evicted, never by a packet that finds its session).
+    victims: Mutex<Vec<u32>>,
+    /// Whether `victims` may be non-empty (read without the lock).
+    victims_queued: AtomicUsize,
+}
+
+/// Bounds for an insert (see [`SessionTable::insert_room`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    /// The most live sessions (dead ones waiting to be freed do not count).
+    pub live: usize,
+    /// The most slots taken, live or dead: keeps a physical reserve for other inserts.
+    pub slots: usize,
+}
+
+impl Room {
+    /// No bound but the table's capacity.
+    pub const ANY: Room = Room {
+        live: usize::MAX,
+        slots: usize::MAX,
+    };
 }
 
 impl SessionTable {
@@ -372,7 +405,10 @@ impl SessionTable {
             index: ChainIndex::new(capacity.saturating_mul(2)),
             seq: (0..chunks).map(|_| OnceLock::new()).collect(),
             occupied: AtomicUsize::new(0),
+            dead_pending: AtomicUsize::new(0),
             drop_cursor: AtomicU32::new(0),
+            victims: Mutex::new(Vec::new()),
+            victims_queued: AtomicUsize::new(0),
         }
     }
 
@@ -399,6 +435,18 @@ impl SessionTable {
     /// Slots taken now (live, dead, or unlinked and waiting to be freed): O(1).
     pub fn occupied(&self) -> usize {
         self.occupied.load(Ordering::Relaxed)
+    }
+
+    /// Sessions counted live now (slots taken less those marked dead and not yet
+    /// freed): O(1), what limits compare with.
+    pub fn live_count(&self) -> usize {
+        let dead = self.dead_pending.load(Ordering::Relaxed);
+        self.occupied.load(Ordering::Relaxed).saturating_sub(dead)
+    }
+
+    /// Sessions marked dead whose slots are not yet free.
+    pub fn dead_pending(&self) -> usize {
+        self.dead_pending.load(Ordering::Relaxed)
     }
 
     /// Maximum sessions.
@@ -563,16 +611,35 @@ impl SessionTable {
         self.insert_within(new, now, usize::MAX)
     }
 
-    /// Like [`insert`](Self::insert), refused (`Full`) when `limit` slots or more are
-    /// taken already: the engine keeps the last part of the table for sessions its inside
-    /// users open, so a flood of sessions opened from the outside cannot take it all.
+    /// Like [`insert`](Self::insert), refused (`Full`) when `limit` sessions or more are
+    /// live already (dead ones waiting to be freed do not count): the engine keeps the
+    /// last part of the table for sessions its inside users open, so a flood of sessions
+    /// opened from the outside cannot take it all.
     pub fn insert_within(
         &self,
         new: &NewSession,
         now: Timestamp,
         limit: usize,
     ) -> Result<SessionId, InsertError> {
-        if self.occupied.load(Ordering::Relaxed) >= limit {
+        self.insert_room(
+            new,
+            now,
+            Room {
+                live: limit,
+                slots: usize::MAX,
+            },
+        )
+    }
+
+    /// Like [`insert`](Self::insert), refused (`Full`) when `room.live` sessions are live
+    /// or `room.slots` slots are taken (live or dead) already.
+    pub fn insert_room(
+        &self,
+        new: &NewSession,
+        now: Timestamp,
+        room: Room,
+    ) -> Result<SessionId, InsertError> {
+        if self.live_count() >= room.live || self.occupied() >= room.slots {
             return Err(InsertError::Full);
         }
         let id = self.slab.alloc().ok_or(InsertError::Full)?;
@@ -638,9 +705,9 @@ impl SessionTable {
             Err(Refused::ChainFull) => return unpublished(InsertError::Full),
         }
         if let Err(e) = self.index.insert(&view, id << 1, ko) {
-            // The reply record is published: withdraw the session, the reaper unlinks it.
-            s.state
-                .store(DEAD | (state & !LIFECYCLE), Ordering::Release);
+            // The reply record is published: withdraw the session, the reaper unlinks it
+            // (counted dead once, whoever marks it).
+            self.mark_dead(SessionId(id));
             return Err(match e {
                 Refused::Exists(m) => InsertError::Exists(found(m)),
                 Refused::ChainFull => InsertError::Full,
@@ -662,7 +729,10 @@ impl SessionTable {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.dead_pending.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
                 Err(now) => cur = now,
             }
         }
@@ -705,6 +775,8 @@ impl SessionTable {
         if let Some(s) = self.slab.get(id.0) {
             s.state.store(FREE, Ordering::Release);
         }
+        // Every reaped session was marked dead (and counted) once.
+        self.dead_pending.fetch_sub(1, Ordering::Relaxed);
         self.give_back(id.0);
     }
 
@@ -723,6 +795,104 @@ impl SessionTable {
         &self,
         scan: usize,
         max: usize,
+        victim: impl FnMut(&SessionView) -> bool,
+        on_dropped: impl FnMut(SessionId, SessionView),
+    ) -> usize {
+        self.drop_victims(scan, max, false, victim, on_dropped)
+    }
+
+    /// Early drop as [`early_drop`](Self::early_drop), the victims also queued for the
+    /// reaper's prompt [`reap_queued`](Self::reap_queued) (their slots come back within
+    /// a grace period instead of at the next full sweep).
+    pub fn evict(
+        &self,
+        scan: usize,
+        max: usize,
+        victim: impl FnMut(&SessionView) -> bool,
+        on_evicted: impl FnMut(SessionId, SessionView),
+    ) -> usize {
+        self.drop_victims(scan, max, true, victim, on_evicted)
+    }
+
+    /// Inserts as [`insert_room`](Self::insert_room); at the live bound (`room.live`),
+    /// first evicts one session for which `victim` says so, among `scan` slots from the
+    /// shared cursor (as [`evict`](Self::evict): `on_evicted` releases what it held), and
+    /// takes a physically free slot: conntrack's `early_drop` at insert, so a new entry
+    /// gets in while any victim exists. Refused (`Full`) when no victim is found, or when
+    /// `room.slots` or the capacity bound (dead slots not yet freed count there).
+    pub fn insert_evicting(
+        &self,
+        new: &NewSession,
+        now: Timestamp,
+        room: Room,
+        scan: usize,
+        mut victim: impl FnMut(&SessionView) -> bool,
+        mut on_evicted: impl FnMut(SessionId, SessionView),
+    ) -> Result<SessionId, InsertError> {
+        // One eviction, and a couple more if other workers race for the room it made.
+        for _ in 0..3 {
+            match self.insert_room(new, now, room) {
+                Err(InsertError::Full)
+                    if self.live_count() >= room.live
+                        && self.occupied() < room.slots.min(self.capacity()) =>
+                {
+                    if self.drop_victims(scan, 1, true, &mut victim, &mut on_evicted) == 0 {
+                        return Err(InsertError::Full);
+                    }
+                }
+                r => return r,
+            }
+        }
+        Err(InsertError::Full)
+    }
+
+    /// Unlinks the sessions [`evict`](Self::evict) queued that are still dead (a queued
+    /// one the full walk took already is skipped), parks them and hands each to
+    /// `on_removed`; the caller frees each with [`free`](Self::free) after a QSBR grace
+    /// period, as for [`reap`](Self::reap). The reaper only (never with `reap` at once).
+    /// `scratch` (the reaper's, emptied) is swapped with the queue, so neither side
+    /// allocates once both have grown to the eviction rate.
+    pub fn reap_queued(
+        &self,
+        scratch: &mut Vec<u32>,
+        mut on_removed: impl FnMut(SessionId, SessionView),
+    ) {
+        scratch.clear();
+        if self.victims_queued.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        {
+            let mut q = self.victims.lock().unwrap_or_else(|e| e.into_inner());
+            self.victims_queued.store(0, Ordering::Release);
+            std::mem::swap(&mut *q, scratch);
+        }
+        let view = View(&self.slab);
+        for &id in scratch.iter() {
+            let Some(s) = self.slab.get(id) else { continue };
+            if s.state.load(Ordering::Acquire) & LIFECYCLE != DEAD {
+                continue;
+            }
+            let Some(v) = self.view(SessionId(id)) else {
+                continue;
+            };
+            self.index.remove(&view, id << 1, s.key(0));
+            self.index.remove(&view, (id << 1) | 1, s.key(1));
+            s.state.store(LIFECYCLE, Ordering::Release);
+            on_removed(SessionId(id), v);
+        }
+    }
+
+    /// Whether evicted sessions wait for [`reap_queued`](Self::reap_queued).
+    pub fn has_queued(&self) -> bool {
+        self.victims_queued.load(Ordering::Acquire) != 0
+    }
+
+    /// Early drop's scan; `queue`: hand the victims to the reaper's queue too.
+    fn drop_victims(
+        &self,
+        scan: usize,
+        max: usize,
+        queue: bool,
         mut victim: impl FnMut(&SessionView) -> bool,
         mut on_dropped: impl FnMut(SessionId, SessionView),
     ) -> usize {
@@ -732,15 +902,35 @@ impl SessionTable {
         }
         let scan = scan.min(hw as usize) as u32;
         let start = self.drop_cursor.fetch_add(scan, Ordering::Relaxed) % hw;
+        // One victim: the one seen last longest ago among the scanned (a connection
+        // opened a moment ago is the last to go: it is the one about to complete).
+        if max == 1 {
+            let mut oldest: Option<(u32, u32, SessionView)> = None;
+            for i in 0..scan {
+                let id = (start + i) % hw;
+                let Some((st, v)) = self.candidate(id, &mut victim) else {
+                    continue;
+                };
+                if oldest.is_none_or(|(_, _, o)| v.last_seen() < o.last_seen()) {
+                    oldest = Some((id, st, v));
+                }
+            }
+            return match oldest {
+                Some((id, st, v)) if self.mark_dead_unchanged(id, st) => {
+                    self.dropped(SessionId(id), v, queue, &mut on_dropped);
+                    1
+                }
+                _ => 0,
+            };
+        }
         let mut dropped = 0;
         for i in 0..scan {
-            let id = SessionId((start + i) % hw);
-            if !self.is_live(id) {
+            let id = (start + i) % hw;
+            let Some((st, v)) = self.candidate(id, &mut victim) else {
                 continue;
-            }
-            let Some(v) = self.view(id) else { continue };
-            if victim(&v) && self.mark_dead(id) {
-                on_dropped(id, v);
+            };
+            if self.mark_dead_unchanged(id, st) {
+                self.dropped(SessionId(id), v, queue, &mut on_dropped);
                 dropped += 1;
                 if dropped == max {
                     break;
@@ -748,6 +938,57 @@ impl SessionTable {
             }
         }
         dropped
+    }
+
+    /// A live session `victim` accepts, with the state word its view was taken under.
+    fn candidate(
+        &self,
+        id: u32,
+        victim: &mut impl FnMut(&SessionView) -> bool,
+    ) -> Option<(u32, SessionView)> {
+        let st = self.slab.get(id)?.state.load(Ordering::Acquire);
+        if st & LIFECYCLE != ALIVE {
+            return None;
+        }
+        let v = self.view(SessionId(id))?;
+        victim(&v).then_some((st, v))
+    }
+
+    /// Marks a session dead only if its state word is still `st` (what the victim test
+    /// saw): a handshake completing meanwhile saves it.
+    fn mark_dead_unchanged(&self, id: u32, st: u32) -> bool {
+        let Some(s) = self.slab.get(id) else {
+            return false;
+        };
+        let ok = s
+            .state
+            .compare_exchange(
+                st,
+                (st & !LIFECYCLE) | DEAD,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if ok {
+            self.dead_pending.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// Queues a victim for the reaper if asked and hands it to `on_dropped`.
+    fn dropped(
+        &self,
+        id: SessionId,
+        v: SessionView,
+        queue: bool,
+        on_dropped: &mut impl FnMut(SessionId, SessionView),
+    ) {
+        if queue {
+            let mut q = self.victims.lock().unwrap_or_else(|e| e.into_inner());
+            q.push(id.0);
+            self.victims_queued.store(q.len(), Ordering::Release);
+        }
+        on_dropped(id, v);
     }
 
     /// Number of live sessions (a walk: for reports and tests, not the packet path).

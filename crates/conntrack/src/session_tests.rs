@@ -227,3 +227,140 @@ fn racing_creators_agree() {
     assert_eq!(wins, 3000);
     assert_eq!(t.len(), 3000);
 }
+
+// -- insert at the live limit evicts (conntrack's early_drop at insert) --
+
+/// At the live limit an insert evicts one unconfirmed session and gets in at once; the
+/// evicted one stops counting as live at once, holds its slot until the reaper unlinked
+/// and freed it; the slot bound keeps a physical reserve; with no victim left (all
+/// confirmed) the insert is refused.
+#[test]
+fn insert_at_the_live_limit_evicts_an_unconfirmed_session() {
+    use crate::tcp::flags::*;
+    let t = SessionTable::new(8);
+    let room = Room { live: 4, slots: 6 };
+    let unconfirmed = |v: &SessionView| !v.tcp.is_confirmed();
+    let mut evicted = vec![];
+    for p in 0..4 {
+        t.insert_room(&tcp_new(p), Timestamp::ZERO, room).unwrap();
+    }
+    // Confirm port 0's connection: never a victim.
+    let o = t.lookup(&tcp_new(0).initial).unwrap();
+    let r = t.lookup(&tcp_new(0).revised.reversed()).unwrap();
+    t.observe_tcp(o, &seg(SYN, 1, 0)).unwrap();
+    t.observe_tcp(r, &seg(SYN | ACK, 9, 2)).unwrap();
+    t.observe_tcp(o, &seg(ACK, 2, 10)).unwrap();
+    assert_eq!(
+        t.insert_room(&tcp_new(4), Timestamp::ZERO, room),
+        Err(InsertError::Full),
+        "insert_room alone refuses at the live limit"
+    );
+    let id = t
+        .insert_evicting(
+            &tcp_new(4),
+            Timestamp::ZERO,
+            room,
+            8,
+            unconfirmed,
+            |id, _| evicted.push(id),
+        )
+        .unwrap();
+    assert!(t.is_live(id));
+    assert_eq!(evicted.len(), 1);
+    assert_ne!(evicted[0], o.session);
+    assert_eq!((t.live_count(), t.dead_pending(), t.occupied()), (4, 1, 5));
+    // Again: one more victim, now at the slot bound (6): the next one is refused even
+    // though victims exist, as dead slots are not free yet.
+    t.insert_evicting(
+        &tcp_new(5),
+        Timestamp::ZERO,
+        room,
+        8,
+        unconfirmed,
+        |id, _| evicted.push(id),
+    )
+    .unwrap();
+    assert_eq!((t.live_count(), t.occupied()), (4, 6));
+    assert_eq!(
+        t.insert_evicting(
+            &tcp_new(6),
+            Timestamp::ZERO,
+            room,
+            8,
+            unconfirmed,
+            |_, _| { panic!("no eviction at the slot bound") }
+        ),
+        Err(InsertError::Full)
+    );
+    // The reaper unlinks the queued victims (the full walk is not needed) and frees them.
+    assert!(t.has_queued());
+    let mut scratch = vec![];
+    let mut unlinked = vec![];
+    t.reap_queued(&mut scratch, |id, _| unlinked.push(id));
+    assert_eq!(unlinked, evicted);
+    assert!(!t.has_queued());
+    for id in &evicted {
+        assert!(t.lookup(&t.view(*id).unwrap().initial).is_none());
+        t.free(*id);
+    }
+    assert_eq!((t.live_count(), t.dead_pending(), t.occupied()), (4, 0, 4));
+    // Evict until only the confirmed session is left as a possible victim... and beyond.
+    for p in 6..9 {
+        t.insert_evicting(
+            &tcp_new(p),
+            Timestamp::ZERO,
+            room,
+            8,
+            unconfirmed,
+            |id, _| evicted.push(id),
+        )
+        .unwrap();
+        t.reap_queued(&mut scratch, |id, _| t.free(id));
+    }
+    // Now: 0 (confirmed) and three unconfirmed; confirm them all.
+    let open: Vec<_> = t.live().filter(|v| !v.tcp.is_confirmed()).collect();
+    assert_eq!(open.len(), 3);
+    for v in open {
+        let o = t.lookup(&v.initial).unwrap();
+        let r = t.lookup(&v.revised.reversed()).unwrap();
+        t.observe_tcp(o, &seg(SYN, 1, 0)).unwrap();
+        t.observe_tcp(r, &seg(SYN | ACK, 9, 2)).unwrap();
+        t.observe_tcp(o, &seg(ACK, 2, 10)).unwrap();
+    }
+    assert_eq!(
+        t.insert_evicting(
+            &tcp_new(9),
+            Timestamp::ZERO,
+            room,
+            8,
+            unconfirmed,
+            |_, _| { panic!("an established session is never evicted") }
+        ),
+        Err(InsertError::Full)
+    );
+    assert!(t.is_live(o.session));
+    assert_eq!(t.len(), 4);
+}
+
+/// A session withdrawn by its own insert (its original record lost a race) is counted
+/// dead once, and freeing it brings the live and dead counts back.
+#[test]
+fn dead_pending_counts_each_dead_session_once() {
+    let t = SessionTable::new(8);
+    let a = t.insert(&new(1, 1), Timestamp::ZERO).unwrap();
+    assert!(t.mark_dead(a));
+    assert!(!t.mark_dead(a), "marked once");
+    assert_eq!((t.live_count(), t.dead_pending()), (0, 1));
+    let mut n = 0;
+    t.reap(
+        |_| false,
+        |id, _, _| {
+            n += 1;
+            t.free(id)
+        },
+    );
+    assert_eq!(
+        (n, t.live_count(), t.dead_pending(), t.occupied()),
+        (1, 0, 0, 0)
+    );
+}
