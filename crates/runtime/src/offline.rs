@@ -223,6 +223,8 @@ impl ModeVisitor for Replay<'_> {
                 if r.poll_timeout().is_some_and(|t| t <= now) {
                     r.handle_timeout(now);
                 }
+                // What was evicted at a full table, reclaimed as a live reaper would.
+                r.drain(now);
             }
             report.frames_out += write_polled(
                 &mut worker,

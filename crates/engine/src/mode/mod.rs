@@ -291,6 +291,12 @@ pub trait Reaper: Send {
     fn poll_timeout(&self) -> Option<Timestamp>;
     /// One pass: expire, release, reclaim.
     fn handle_timeout(&mut self, now: Timestamp);
+    /// Between passes: reclaim what the workers evicted at a full table (cheap when there
+    /// is nothing). True while anything is still waiting: call again within a
+    /// millisecond or so.
+    fn drain(&mut self, _now: Timestamp) -> bool {
+        false
+    }
     /// The reaper's own counters (expiries).
     fn counters(&self) -> &Counters;
 }

@@ -455,6 +455,12 @@ impl Nat44 {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.reaper.handle_timeout(now);
     }
+
+    /// Runs the reaper's drain now (what a live reaper does every millisecond or so while
+    /// evicted sessions wait): true while anything is still waiting.
+    pub fn drain(&mut self, now: Timestamp) -> bool {
+        self.reaper.drain(now)
+    }
 }
 
 /// A packet's tuple as the rewrite wants it.

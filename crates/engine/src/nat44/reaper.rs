@@ -2,10 +2,15 @@
 //! single-threaded caller). It walks the tables, deletes timed-out original+reply record
 //! pairs, drops bindings whose last session went, returns their ports to the pool after
 //! the reuse hold, and frees slots once a QSBR grace period has passed.
+//!
+//! Between sweeps, [`Nat44Reaper::drain`] reclaims what the workers evicted at a full
+//! table (unlink, grace period, free): called every millisecond or so while there is
+//! any, it gives the slots back before a flood of new sessions fills the room kept for
+//! dead ones (see [`outside_room`]).
 
 use std::sync::Arc;
 
-use conntrack::{Proto, SessionId, Timestamp};
+use conntrack::{Proto, Room, SessionId, SessionView, Timestamp};
 
 use super::worker::release_session;
 use super::{key_ep, key_proto, Nat44Shared, SWEEP_INTERVAL};
@@ -26,6 +31,10 @@ pub struct Nat44Reaper {
     limbo: Vec<(u64, Slot)>,
     next_sweep: Option<Timestamp>,
     counters: Counters,
+    /// Sessions in `limbo` (what `drain` waits to free).
+    drained: usize,
+    /// The eviction queue's swap buffer.
+    scratch: Vec<u32>,
 }
 
 impl Nat44Reaper {
@@ -35,7 +44,62 @@ impl Nat44Reaper {
             limbo: Vec::new(),
             next_sweep: None,
             counters: Counters::default(),
+            drained: 0,
+            scratch: Vec::new(),
         }
+    }
+
+    /// Between sweeps: unlinks the sessions the workers evicted, frees what has passed its
+    /// grace period. Cheap when there is nothing (one atomic load). Returns whether
+    /// anything is still waiting (call again within a millisecond or so).
+    pub fn drain(&mut self, _now: Timestamp) -> bool {
+        if !self.shared.sessions.has_queued() && self.drained == 0 {
+            return false;
+        }
+        let sh = Arc::clone(&self.shared);
+        self.unlink_evicted(&sh);
+        self.free_safe(&sh);
+        sh.sessions.has_queued() || self.drained > 0
+    }
+
+    /// Unlinks the evicted sessions (released by whoever evicted them) into `limbo`,
+    /// stamped with one epoch advanced after the unlinks.
+    fn unlink_evicted(&mut self, sh: &Nat44Shared) {
+        let start = self.limbo.len();
+        let limbo = &mut self.limbo;
+        sh.sessions.reap_queued(&mut self.scratch, |id, _| {
+            limbo.push((0, Slot::Session(id.0)))
+        });
+        let n = self.limbo.len() - start;
+        if n > 0 {
+            let stamp = sh.qsbr.advance();
+            for e in &mut self.limbo[start..] {
+                e.0 = stamp;
+            }
+            self.drained += n;
+        }
+    }
+
+    /// Frees every slot in `limbo` whose grace period has passed.
+    fn free_safe(&mut self, sh: &Nat44Shared) {
+        if self.limbo.is_empty() {
+            return;
+        }
+        let safe = sh.qsbr.safe_epoch();
+        let mut sessions_left = 0;
+        self.limbo.retain(|(stamp, slot)| {
+            if *stamp > safe {
+                sessions_left += usize::from(matches!(slot, Slot::Session(_)));
+                return true;
+            }
+            match *slot {
+                Slot::Session(i) => sh.sessions.free(SessionId(i)),
+                Slot::Binding(i) => sh.bindings.free(i),
+                Slot::Permit(i) => sh.permits.free(i),
+            }
+            false
+        });
+        self.drained = sessions_left;
     }
 
     /// The reaper's counters (`sessions_expired`).
@@ -65,15 +129,12 @@ impl Nat44Reaper {
     /// passed, reclaim slots no worker can reach.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         let sh = Arc::clone(&self.shared);
-        // Early drop, before the walk so that the walk unlinks what it marks. Slots
-        // already unlinked and waiting for their grace period are as good as free.
+        // What the workers evicted first, so the walk sees only the rest.
+        self.unlink_evicted(&sh);
+        // Early drop, before the walk so that the walk unlinks what it marks. Dead
+        // sessions (not yet freed) do not count as live.
         let cap = sh.sessions.capacity();
-        let waiting = self
-            .limbo
-            .iter()
-            .filter(|(_, s)| matches!(s, Slot::Session(_)))
-            .count();
-        let taken = sh.sessions.occupied().saturating_sub(waiting);
+        let taken = sh.sessions.live_count();
         if taken >= early_drop_threshold(cap) {
             let target = taken - early_drop_target(cap);
             early_drop(&sh, &mut self.counters, usize::MAX, target);
@@ -108,20 +169,13 @@ impl Nat44Reaper {
         sh.permits.reap(|id, _| unlinked.push(Slot::Permit(id)));
         if !unlinked.is_empty() {
             let stamp = sh.qsbr.advance();
+            self.drained += unlinked
+                .iter()
+                .filter(|s| matches!(s, Slot::Session(_)))
+                .count();
             self.limbo.extend(unlinked.into_iter().map(|s| (stamp, s)));
         }
-        let safe = sh.qsbr.safe_epoch();
-        self.limbo.retain(|(stamp, slot)| {
-            if *stamp > safe {
-                return true;
-            }
-            match *slot {
-                Slot::Session(i) => sh.sessions.free(SessionId(i)),
-                Slot::Binding(i) => sh.bindings.free(i),
-                Slot::Permit(i) => sh.permits.free(i),
-            }
-            false
-        });
+        self.free_safe(&sh);
         for p in &sh.pools {
             p.handle_timeout(now);
         }
@@ -141,11 +195,35 @@ pub(super) fn early_drop_target(cap: usize) -> usize {
     cap - cap / 4
 }
 
-/// The most slots sessions opened from the outside may take (7/8 of the table): the
-/// last eighth is kept for sessions the inside users open, so that a spoofed SYN flood
-/// at a port forward never locks them out.
-pub(super) fn outside_limit(cap: usize) -> usize {
-    early_drop_threshold(cap).max(1)
+/// What sessions opened from the outside may take: 3/4 of the table live, and 7/8 of its
+/// slots counting the dead ones not yet reclaimed. So the table splits as
+/// - 3/4: outside-opened sessions, live (at that bound a new one evicts an unconfirmed
+///   one, as conntrack's `early_drop`, and gets in);
+/// - 1/8: room for the evicted ones while the reaper reclaims them (a tick, plus a grace
+///   period): 32,768 slots of a 262,144 table, 33 ms of a 1 Mpps flood;
+/// - 1/8: never taken by outside-opened sessions, live or dead: the inside users' share,
+///   so a spoofed SYN flood at a port forward never locks them out.
+pub(super) fn outside_room(cap: usize) -> Room {
+    Room {
+        live: (cap - cap / 4).max(1),
+        slots: (cap - cap / 8).max(1),
+    }
+}
+
+/// Whether early drop may take a session: TCP whose handshake never completed (never an
+/// established one).
+pub(super) fn is_victim(v: &SessionView) -> bool {
+    v.initial.proto == Proto::Tcp && !v.tcp.is_confirmed()
+}
+
+/// Marks dead up to `max` victims (see [`is_victim`]) among `scan` slots and queues them
+/// for [`Nat44Reaper::drain`], releasing what each held and counting it in
+/// `sessions_early_dropped`. Any thread.
+pub(super) fn evict(sh: &Nat44Shared, counters: &mut Counters, scan: usize, max: usize) {
+    sh.sessions.evict(scan, max, is_victim, |_, v| {
+        release_session(sh, &v);
+        counters.sessions_early_dropped += 1;
+    });
 }
 
 /// Slots a worker scans for victims when an insert finds the table full.
@@ -157,15 +235,10 @@ pub(super) const EARLY_DROP_MAX: usize = 4;
 /// established one) among `scan` slots, releasing what each held and counting it in
 /// `sessions_early_dropped`. Any thread; the reaper's walk unlinks and frees them.
 pub(super) fn early_drop(sh: &Nat44Shared, counters: &mut Counters, scan: usize, max: usize) {
-    sh.sessions.early_drop(
-        scan,
-        max,
-        |v| v.initial.proto == Proto::Tcp && !v.tcp.is_confirmed(),
-        |_, v| {
-            release_session(sh, &v);
-            counters.sessions_early_dropped += 1;
-        },
-    );
+    sh.sessions.early_drop(scan, max, is_victim, |_, v| {
+        release_session(sh, &v);
+        counters.sessions_early_dropped += 1;
+    });
 }
 
 impl crate::mode::Reaper for Nat44Reaper {
@@ -175,6 +248,10 @@ impl crate::mode::Reaper for Nat44Reaper {
 
     fn handle_timeout(&mut self, now: Timestamp) {
         Nat44Reaper::handle_timeout(self, now);
+    }
+
+    fn drain(&mut self, now: Timestamp) -> bool {
+        Nat44Reaper::drain(self, now)
     }
 
     fn counters(&self) -> &Counters {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use conntrack::session::{FROM_INSIDE, HAIRPIN};
 use conntrack::{
     Counted, Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef,
-    RefInsertError, SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
+    RefInsertError, Room, SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
 };
 use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
@@ -632,23 +632,36 @@ impl Nat44Worker {
                 sh.permits.unref(p);
             }
         };
-        // Sessions opened from the outside may take 7/8 of the table: the rest stays for
-        // the inside users even under a spoofed SYN flood at a port forward.
-        let limit = if flags & (FROM_INSIDE | HAIRPIN) == 0 {
-            super::reaper::outside_limit(sh.sessions.capacity())
+        // Sessions opened from the outside: at most 3/4 of the table live, and 7/8 of its
+        // slots with the dead ones awaiting reclamation; the last eighth stays for the
+        // inside users even under a spoofed SYN flood at a port forward (see `reaper`).
+        let room = if flags & (FROM_INSIDE | HAIRPIN) == 0 {
+            super::reaper::outside_room(sh.sessions.capacity())
         } else {
-            usize::MAX
+            Room::ANY
         };
-        match sh.sessions.insert_within(
-            &NewSession {
-                initial,
-                revised,
-                binding: bid,
-                flags,
-            },
+        let new = NewSession {
+            initial,
+            revised,
+            binding: bid,
+            flags,
+        };
+        let counters = &mut self.counters;
+        // At the live bound, one unconfirmed session is evicted and the new one gets in
+        // (conntrack's early_drop at insert); the victim's slot comes back through the
+        // reaper's queue within a tick.
+        let inserted = sh.sessions.insert_evicting(
+            &new,
             now,
-            limit,
-        ) {
+            room,
+            super::reaper::EARLY_DROP_SCAN,
+            super::reaper::is_victim,
+            |_, v| {
+                release_session(&sh, &v);
+                counters.sessions_early_dropped += 1;
+            },
+        );
+        match inserted {
             Ok(id) => {
                 self.counters.sessions_created += 1;
                 Ok(RecordRef {
@@ -663,14 +676,18 @@ impl Nat44Worker {
             }
             Err(InsertError::Full) => {
                 undo(&sh);
-                // Make room for the next ones: unconfirmed sessions go first, reclaimed
-                // by the reaper's next sweep.
-                super::reaper::early_drop(
-                    &sh,
-                    &mut self.counters,
-                    super::reaper::EARLY_DROP_SCAN,
-                    super::reaper::EARLY_DROP_MAX,
-                );
+                // An inside user's session found no slot at all: make room for the next
+                // ones, unconfirmed sessions first, reclaimed by the reaper within a tick.
+                // (An outside one was refused at its bounds: with no victim, or with the
+                // dead slots not yet freed; dropping more would not help it.)
+                if room == Room::ANY {
+                    super::reaper::evict(
+                        &sh,
+                        &mut self.counters,
+                        super::reaper::EARLY_DROP_SCAN,
+                        super::reaper::EARLY_DROP_MAX,
+                    );
+                }
                 Err(DropReason::TableFull)
             }
         }

@@ -217,9 +217,19 @@ pub fn run(
         if let Some(mut r) = shared.reaper() {
             let stop = &stop;
             s.spawn(move || {
+                // A full pass every 200 ms; between passes, the drain of what the workers
+                // evicted at a full table, every millisecond while any waits (so a SYN
+                // flood's victims are reclaimed before they fill the room kept for them),
+                // every 10 ms otherwise.
+                let mut next_pass = clock();
                 while !stop.load(Ordering::Relaxed) {
-                    r.handle_timeout(clock());
-                    std::thread::sleep(Duration::from_millis(200));
+                    let now = clock();
+                    if now >= next_pass {
+                        r.handle_timeout(now);
+                        next_pass = now + Duration::from_millis(200);
+                    }
+                    let busy = r.drain(now);
+                    std::thread::sleep(Duration::from_millis(if busy { 1 } else { 10 }));
                 }
             });
         }
