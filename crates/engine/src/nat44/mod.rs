@@ -27,6 +27,8 @@ pub mod rules;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_evict;
+#[cfg(test)]
 mod tests_frag;
 #[cfg(test)]
 mod tests_hairpin;
