@@ -217,3 +217,189 @@ fn churn_with_a_reaper_thread_leaks_nothing() {
     }
     assert!(reaper.counters().sessions_expired > 0);
 }
+
+// -- eviction at a full table under concurrency (issue 14, the SYN-flood row) --
+
+fn tcp(
+    src: Ipv4Addr,
+    sport: u16,
+    dst: Ipv4Addr,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+) -> Vec<u8> {
+    let mut h = vec![0u8; 20];
+    h[0..2].copy_from_slice(&sport.to_be_bytes());
+    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    h[4..8].copy_from_slice(&seq.to_be_bytes());
+    h[8..12].copy_from_slice(&ack.to_be_bytes());
+    h[12] = 5 << 4;
+    h[13] = flags;
+    h[14..16].copy_from_slice(&1000u16.to_be_bytes());
+    let mut p = crate::testpkt::ipv4(crate::testpkt::TCP, src, dst, 64, &h);
+    crate::testpkt::fill_l4_csum(&mut p);
+    p
+}
+
+/// One worker floods spoofed SYNs at a port forward of a 4096-session table (each
+/// answered by the server), the other completes legitimate outside handshakes and inside
+/// connections, while the reaper thread drains the evicted and sweeps. Every session
+/// that completed its handshake is still there and established (never evicted); after
+/// everything expires, every session ended exactly once (created = early-dropped +
+/// expired) and nothing leaks: sessions, slots, bindings, subscriber counts.
+#[test]
+fn evicting_workers_and_a_draining_reaper_leak_nothing() {
+    use crate::verdict::Direction::{Inbound, Outbound};
+    const SYN: u8 = 0x02;
+    const SYNACK: u8 = 0x12;
+    const ACK: u8 = 0x10;
+    let web = Ipv4Addr::new(10, 0, 0, 80);
+    let public = Ipv4Addr::new(203, 0, 113, 1);
+    let client = Ipv4Addr::new(192, 0, 2, 7);
+    let mut c = cfg((40000, 65535), 4096);
+    c.port_forwards.push(super::config::PortForward {
+        protocol: crate::config::L4Proto::Tcp,
+        public: std::net::SocketAddrV4::new(public, 80),
+        inside: std::net::SocketAddrV4::new(web, 80),
+    });
+    let shared = Nat44Shared::new(c, 2).unwrap();
+    let bindings_at_rest = shared.binding_count();
+    let now = Timestamp::from_secs(10);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reaper = {
+        let (mut r, stop) = (shared.reaper(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                if i % 64 == 0 {
+                    r.handle_timeout(now);
+                }
+                r.drain(now);
+                i += 1;
+                std::thread::yield_now();
+            }
+            r
+        })
+    };
+    let flood = {
+        let mut w = shared.worker(0);
+        std::thread::spawn(move || {
+            for i in 0..40_000u32 {
+                let src = Ipv4Addr::from(0xc612_0000 + i);
+                let mut p = tcp(src, 1024, public, 80, SYN, i, 0);
+                if w.process_packet(now, Inbound, &mut p).is_forward() {
+                    let mut p = tcp(web, 80, src, 1024, SYNACK, 9, i + 1);
+                    w.process_packet(now, Outbound, &mut p);
+                }
+                if i % 32 == 0 {
+                    w.quiescent();
+                }
+            }
+            w.offline();
+            w.counters().clone()
+        })
+    };
+    let legit = {
+        let mut w = shared.worker(1);
+        std::thread::spawn(move || {
+            let mut done = vec![];
+            for i in 0..2_000u16 {
+                let cport = 10_000 + i;
+                // A refused SYN is retried, as a client does.
+                for _ in 0..50 {
+                    let mut p = tcp(client, cport, public, 80, SYN, 100, 0);
+                    if w.process_packet(now, Inbound, &mut p).is_forward() {
+                        break;
+                    }
+                    w.quiescent();
+                    std::thread::yield_now();
+                }
+                let ok = w
+                    .process_packet(
+                        now,
+                        Inbound,
+                        &mut tcp(client, cport, public, 80, SYN, 100, 0),
+                    )
+                    .is_forward()
+                    && w.process_packet(
+                        now,
+                        Outbound,
+                        &mut tcp(web, 80, client, cport, SYNACK, 5000, 101),
+                    )
+                    .is_forward()
+                    && w.process_packet(
+                        now,
+                        Inbound,
+                        &mut tcp(client, cport, public, 80, ACK, 101, 5001),
+                    )
+                    .is_forward();
+                if ok {
+                    done.push(cport);
+                }
+                // An inside connection now and then (they count in the outside's bounds
+                // too: the room for dead slots shrinks by as many).
+                if i % 64 == 0 {
+                    let host = Ipv4Addr::new(10, 0, 1, (i / 64) as u8 + 1);
+                    let mut p = tcp(host, 5000, SERVER, 443, SYN, 1, 0);
+                    if w.process_packet(now, Outbound, &mut p).is_forward() {
+                        let port = u16::from_be_bytes([p[20], p[21]]);
+                        let mut p = tcp(SERVER, 443, public, port, SYNACK, 9, 2);
+                        w.process_packet(now, Inbound, &mut p);
+                    }
+                }
+                w.quiescent();
+            }
+            w.offline();
+            (done, w.counters().clone())
+        })
+    };
+    let flood_counters = flood.join().unwrap();
+    let (done, legit_counters) = legit.join().unwrap();
+    stop.store(true, Ordering::Release);
+    let mut reaper = reaper.join().unwrap();
+    // How many got through depends on the scheduler (the reaper must drain as fast as
+    // the flood evicts); that none of those is evicted does not.
+    assert!(!done.is_empty(), "{legit_counters:?}");
+    let live = shared.sessions.live().collect::<Vec<_>>();
+    for cport in &done {
+        let s = live
+            .iter()
+            .find(|v| v.initial.src == conntrack::Endpoint::new(client, *cport))
+            .unwrap_or_else(|| panic!("connection from {cport} evicted"));
+        assert!(s.tcp.is_confirmed());
+    }
+    // Everything expires; sweeps and drains bring every slot back.
+    let end = now + Duration::from_secs(20_000);
+    reaper.handle_timeout(end);
+    reaper.drain(end);
+    reaper.handle_timeout(end + Duration::from_secs(5));
+    assert_eq!(shared.session_count(), 0, "sessions left behind");
+    assert_eq!(shared.sessions.occupied(), 0, "slots never freed");
+    assert_eq!(shared.sessions.dead_pending(), 0);
+    assert_eq!(reaper.limbo_len(), 0, "slots never reclaimed");
+    assert_eq!(
+        shared.binding_count(),
+        bindings_at_rest,
+        "bindings left behind"
+    );
+    for what in [
+        conntrack::Counted::Sessions,
+        conntrack::Counted::Ports(conntrack::Proto::Tcp),
+    ] {
+        assert_eq!(
+            shared.host_count_total(what),
+            0,
+            "{what:?} per host drifted"
+        );
+    }
+    let mut k = flood_counters;
+    k.merge(&legit_counters);
+    k.merge(reaper.counters());
+    assert!(k.sessions_early_dropped > 0);
+    assert_eq!(
+        k.sessions_created,
+        k.sessions_early_dropped + k.sessions_expired,
+        "every session ended exactly once: {k:?}"
+    );
+}
