@@ -272,7 +272,7 @@ fn evicting_workers_and_a_draining_reaper_leak_nothing() {
         std::thread::spawn(move || {
             let mut i = 0u32;
             while !stop.load(Ordering::Acquire) {
-                if i % 64 == 0 {
+                if i.is_multiple_of(64) {
                     r.handle_timeout(now);
                 }
                 r.drain(now);
