@@ -69,6 +69,29 @@ pub fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
     t
 }
 
+/// A whole IPv4 TCP segment, checksums filled: sequence and acknowledgement numbers
+/// given, window 1000, `len` bytes of payload (the TCP-tracking tests' packet).
+#[allow(clippy::too_many_arguments)] // a packet spelled out field by field
+pub fn tcp_segment(
+    src: Ipv4Addr,
+    sport: u16,
+    dst: Ipv4Addr,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    len: usize,
+) -> Vec<u8> {
+    let mut h = tcp(sport, dport, flags);
+    h[4..8].copy_from_slice(&seq.to_be_bytes());
+    h[8..12].copy_from_slice(&ack.to_be_bytes());
+    h[14..16].copy_from_slice(&1000u16.to_be_bytes());
+    h.extend(std::iter::repeat_n(0x61, len));
+    let mut p = ipv4(TCP, src, dst, 64, &h);
+    fill_l4_csum(&mut p);
+    p
+}
+
 /// An ICMP/ICMPv6 echo (type `ty`) with identifier `id`.
 pub fn echo(ty: u8, id: u16, seq: u16) -> Vec<u8> {
     let mut e = vec![ty, 0, 0, 0];

@@ -13,7 +13,7 @@ use super::config::{Nat44Config, PortForward};
 use super::tests::{config, IN_A, PUB, SRV};
 use super::Nat44;
 use crate::config::L4Proto;
-use crate::testpkt::{fill_l4_csum, ipv4, ports, TCP};
+use crate::testpkt::ports;
 use crate::verdict::{Direction, Direction::*, DropReason};
 use crate::Emit;
 
@@ -28,6 +28,7 @@ const CLIENT: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 7);
 /// Table size.
 const CAP: usize = 1024;
 
+/// A TCP segment without payload ([`crate::testpkt::tcp_segment`]).
 fn seg(
     src: Ipv4Addr,
     sport: u16,
@@ -37,17 +38,7 @@ fn seg(
     seq: u32,
     ack: u32,
 ) -> Vec<u8> {
-    let mut h = vec![0u8; 20];
-    h[0..2].copy_from_slice(&sport.to_be_bytes());
-    h[2..4].copy_from_slice(&dport.to_be_bytes());
-    h[4..8].copy_from_slice(&seq.to_be_bytes());
-    h[8..12].copy_from_slice(&ack.to_be_bytes());
-    h[12] = 5 << 4;
-    h[13] = flags;
-    h[14..16].copy_from_slice(&1000u16.to_be_bytes());
-    let mut p = ipv4(TCP, src, dst, 64, &h);
-    fill_l4_csum(&mut p);
-    p
+    crate::testpkt::tcp_segment(src, sport, dst, dport, flags, seq, ack, 0)
 }
 
 /// A fake clock: 10 µs a packet (100 kpps).

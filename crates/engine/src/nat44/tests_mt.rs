@@ -220,6 +220,7 @@ fn churn_with_a_reaper_thread_leaks_nothing() {
 
 // -- eviction at a full table under concurrency (issue 14, the SYN-flood row) --
 
+/// A TCP segment without payload ([`crate::testpkt::tcp_segment`]).
 fn tcp(
     src: Ipv4Addr,
     sport: u16,
@@ -229,17 +230,7 @@ fn tcp(
     seq: u32,
     ack: u32,
 ) -> Vec<u8> {
-    let mut h = vec![0u8; 20];
-    h[0..2].copy_from_slice(&sport.to_be_bytes());
-    h[2..4].copy_from_slice(&dport.to_be_bytes());
-    h[4..8].copy_from_slice(&seq.to_be_bytes());
-    h[8..12].copy_from_slice(&ack.to_be_bytes());
-    h[12] = 5 << 4;
-    h[13] = flags;
-    h[14..16].copy_from_slice(&1000u16.to_be_bytes());
-    let mut p = crate::testpkt::ipv4(crate::testpkt::TCP, src, dst, 64, &h);
-    crate::testpkt::fill_l4_csum(&mut p);
-    p
+    crate::testpkt::tcp_segment(src, sport, dst, dport, flags, seq, ack, 0)
 }
 
 /// One worker floods spoofed SYNs at a port forward of a 4096-session table (each

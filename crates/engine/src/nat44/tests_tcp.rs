@@ -10,7 +10,7 @@ use super::config::{Nat44Config, PortForward};
 use super::tests::{config, IN_A, PUB, SRV};
 use super::Nat44;
 use crate::config::L4Proto;
-use crate::testpkt::{assert_checksums, fill_l4_csum, ipv4, ports, TCP};
+use crate::testpkt::{assert_checksums, ports};
 use crate::verdict::{Direction, Direction::*, DropReason};
 use crate::Emit;
 
@@ -27,31 +27,7 @@ fn t(s: u64) -> Timestamp {
     Timestamp::from_secs(s)
 }
 
-/// A TCP segment with sequence numbers, window 1000, `len` bytes of payload.
-#[allow(clippy::too_many_arguments)] // a packet spelled out field by field
-fn seg(
-    src: Ipv4Addr,
-    sport: u16,
-    dst: Ipv4Addr,
-    dport: u16,
-    flags: u8,
-    seq: u32,
-    ack: u32,
-    len: usize,
-) -> Vec<u8> {
-    let mut h = vec![0u8; 20];
-    h[0..2].copy_from_slice(&sport.to_be_bytes());
-    h[2..4].copy_from_slice(&dport.to_be_bytes());
-    h[4..8].copy_from_slice(&seq.to_be_bytes());
-    h[8..12].copy_from_slice(&ack.to_be_bytes());
-    h[12] = 5 << 4;
-    h[13] = flags;
-    h[14..16].copy_from_slice(&1000u16.to_be_bytes());
-    h.extend(std::iter::repeat_n(0x61, len));
-    let mut p = ipv4(TCP, src, dst, 64, &h);
-    fill_l4_csum(&mut p);
-    p
-}
+use crate::testpkt::tcp_segment as seg;
 
 fn run(n: &mut Nat44, now: u64, dir: Direction, mut p: Vec<u8>) -> Result<Vec<u8>, DropReason> {
     match n.process(t(now), dir, &mut p) {
