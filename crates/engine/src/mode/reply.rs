@@ -13,8 +13,6 @@
 use conntrack::Timestamp;
 use xlat::icmp_reply::{icmpv4_error, icmpv6_error, IcmpReason};
 
-use std::hash::BuildHasher;
-
 use super::{Egress, Emit, Family, Frame, Side, HEADROOM};
 use crate::config::IcmpRate;
 use crate::{Counters, DropReason};
@@ -145,9 +143,10 @@ impl Budget {
 /// allocated per packet.
 #[derive(Clone, Debug)]
 pub struct Responder {
-    /// Keys the sender -> bucket hash (SipHash-1-3, random per process): which senders
-    /// share a bucket cannot be chosen from outside.
-    key: std::collections::hash_map::RandomState,
+    /// Keys the sender -> bucket hash (SipHash-1-3, random per responder): which senders
+    /// share a bucket cannot be chosen from outside. Fixed in unit tests, so which test
+    /// senders share a bucket does not change from run to run.
+    key: conntrack::SipKey,
     /// Time Exceeded, Port Unreachable, Parameter Problem and the rest.
     errors: Budget,
     /// Packet Too Big (ICMPv6) and Fragmentation Needed (ICMPv4).
@@ -164,7 +163,10 @@ impl Responder {
     /// A responder sending at most `rate` errors (see [`IcmpRate`]).
     pub fn new(rate: IcmpRate) -> Self {
         Responder {
-            key: std::collections::hash_map::RandomState::new(),
+            #[cfg(not(test))]
+            key: conntrack::SipKey::random(),
+            #[cfg(test)]
+            key: conntrack::SipKey::fixed(0x7175_6963_6b6e_6174, 0x6963_6d70_7261_7465),
             errors: Budget::new(rate),
             too_big: Budget::new(rate),
         }
@@ -185,13 +187,15 @@ impl Responder {
         why: IcmpReason,
         counters: &mut Counters,
     ) -> bool {
-        let src = match pkt.first().map(|b| b >> 4) {
-            Some(4) => pkt.get(12..16),
-            Some(6) => pkt.get(8..24),
-            _ => None,
-        }
-        .unwrap_or(&[]);
-        let slot = (self.key.hash_one(src) as usize) % SOURCE_BUCKETS;
+        let word = |b: Option<&[u8]>| {
+            b.map_or(0, |b| b.iter().fold(0u64, |w, x| (w << 8) | u64::from(*x)))
+        };
+        let (a, b) = match pkt.first().map(|b| b >> 4) {
+            Some(4) => (word(pkt.get(12..16)), 0),
+            Some(6) => (word(pkt.get(8..16)), word(pkt.get(16..24))),
+            _ => (0, 0),
+        };
+        let slot = (self.key.hash2(a, b) % SOURCE_BUCKETS as u64) as usize;
         let budget = match why {
             IcmpReason::TooBig { .. } => &mut self.too_big,
             _ => &mut self.errors,
