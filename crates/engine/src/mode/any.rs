@@ -194,3 +194,27 @@ impl ModeConfig {
         }
     }
 }
+
+// -- table occupancy for metrics (issue 12, metrics) --
+/// How full a mode's session table is: O(1) counters, safe to read while workers run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableOccupancy {
+    /// Sessions the table holds at most.
+    pub capacity: usize,
+    /// Sessions live now (what limits compare with).
+    pub live: usize,
+    /// Sessions marked dead whose slots wait for the reaper (grace period).
+    pub dead_pending: usize,
+}
+
+impl AnyMode {
+    /// The session table's occupancy, for the stateful modes (NAT44, NAT64); `None` for
+    /// the stateless ones and ILA. O(1): no walk.
+    pub fn occupancy(&self) -> Option<TableOccupancy> {
+        match self {
+            AnyMode::Nat44(m) => Some(m.occupancy()),
+            AnyMode::Nat64(m) => Some(m.occupancy()),
+            AnyMode::Siit(_) | AnyMode::Ila(_) => None,
+        }
+    }
+}

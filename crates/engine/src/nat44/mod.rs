@@ -475,3 +475,15 @@ fn rewrite_of(t: &Tuple) -> xlat::nat44::Rewrite {
         dport: t.dst.port,
     }
 }
+
+// -- table occupancy for metrics (issue 12, metrics) --
+impl Nat44Shared {
+    /// The session table's capacity, live and dead-pending counts (O(1)).
+    pub fn occupancy(&self) -> crate::mode::any::TableOccupancy {
+        crate::mode::any::TableOccupancy {
+            capacity: self.sessions.capacity(),
+            live: self.sessions.live_count(),
+            dead_pending: self.sessions.dead_pending(),
+        }
+    }
+}

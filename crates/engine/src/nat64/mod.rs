@@ -961,3 +961,11 @@ impl Nat64 {
         self.reaper.handle_timeout(now);
     }
 }
+
+// -- table occupancy for metrics (issue 12, metrics) --
+impl Nat64Shared {
+    /// The session table's capacity, live and dead-pending counts (O(1)).
+    pub fn occupancy(&self) -> crate::mode::any::TableOccupancy {
+        self.nat.occupancy()
+    }
+}

@@ -9,6 +9,7 @@
 pub mod ila;
 mod limits;
 mod locate;
+mod metrics;
 mod modes;
 mod raw;
 #[cfg(test)]
@@ -340,6 +341,8 @@ fn convert_gateway(
             link_mtu(src, &g.inside_mtu, "gateway.inside_mtu")?,
             link_mtu(src, &g.outside_mtu, "gateway.outside_mtu")?,
         ],
+        // -- metrics (issue 12) --
+        metrics: metrics::listen_addr(src, &g.metrics)?,
     })
 }
 

@@ -61,6 +61,9 @@ pub(super) struct RawGateway {
     pub inside_mtu: Option<Spanned<u64>>,
     /// MTU of the outside link.
     pub outside_mtu: Option<Spanned<u64>>,
+    // -- metrics (issue 12) --
+    /// Address of the Prometheus metrics listener (`"127.0.0.1:9464"`); off when absent.
+    pub metrics: Option<Spanned<String>>,
 }
 
 /// The `[nat44]` table.

@@ -1226,3 +1226,32 @@ fn tcp_half_open_timeouts_are_read_and_bounded() {
         "at most 240 s",
     );
 }
+
+// -- metrics (issue 12): the Prometheus listener's address --
+#[test]
+fn gateway_metrics_address() {
+    let gw = "[gateway]\ninside = \"in0\"\noutside = \"out0\"\n";
+    let off = load_str(&format!("{BASE}\n{gw}"), "t.toml").unwrap();
+    assert_eq!(off.gateway.unwrap().metrics, None, "off by default");
+    let text = format!("{BASE}\n{gw}metrics = \"127.0.0.1:9464\"\n");
+    let g = load_str(&text, "t.toml").unwrap().gateway.unwrap();
+    assert_eq!(g.metrics, Some("127.0.0.1:9464".parse().unwrap()));
+    let v6 = text.replace("127.0.0.1:9464", "[::1]:9100");
+    let g = load_str(&v6, "t.toml").unwrap().gateway.unwrap();
+    assert_eq!(g.metrics, Some("[::1]:9100".parse().unwrap()));
+    for (bad, why) in [
+        ("localhost:9464", "not an IP address and port"),
+        ("127.0.0.1", "not an IP address and port"),
+        ("127.0.0.1:70000", "not an IP address and port"),
+        ("::1:9464", "not an IP address and port"),
+        ("127.0.0.1:0", "port 0"),
+    ] {
+        let e = expect_err(
+            &text.replace("127.0.0.1:9464", bad),
+            "metrics =",
+            "gateway.metrics",
+            why,
+        );
+        assert!(e.to_string().contains(bad), "{e}");
+    }
+}

@@ -51,6 +51,9 @@ pub struct GatewayConfig {
     /// Per link: an MTU below the interface's to hold packets to (and the only MTU a
     /// capture replay knows).
     pub mtu: [Option<u32>; 2],
+    // -- metrics (issue 12) --
+    /// Where the Prometheus metrics listener serves `GET /metrics`; `None`: off.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl GatewayConfig {
@@ -71,6 +74,7 @@ impl GatewayConfig {
             gso: true,
             addresses: [Vec::new(), Vec::new()],
             mtu: [None, None],
+            metrics: None,
         }
     }
 

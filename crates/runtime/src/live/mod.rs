@@ -43,8 +43,9 @@ pub use config::{Backend, GatewayConfig};
 use forward::{Handoff, KernelHandoff, ProbeQueue};
 use netview::{Link, NetView, Published};
 use open::Opened;
+use stats::totals;
+pub(crate) use stats::Snapshot;
 pub use stats::{stats_line, IoCounters, Summary};
-use stats::{totals, Snapshot};
 use worker::{Worker, WorkerSetup};
 
 /// Why the gateway could not start.
@@ -59,6 +60,15 @@ pub enum LiveError {
         /// The interface.
         name: String,
         /// What the system said.
+        source: std::io::Error,
+    },
+    // -- metrics (issue 12) --
+    /// The metrics listener could not bind its address.
+    #[error("metrics listener on {addr} ([gateway] metrics): {source}")]
+    Metrics {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// What the system said (address in use, not on this host, ...).
         source: std::io::Error,
     },
     /// Netlink, sockets or threads failed.
@@ -158,6 +168,32 @@ pub fn run(
         }
         _ => None,
     };
+    // -- metrics (issue 12) --
+    // Bound now: an address in use is a start-up error, and a port below 1024 still
+    // binds before privileges go.
+    let metrics_listener = match gw.metrics {
+        Some(addr) => {
+            let l = crate::metrics::MetricsListener::bind(addr)
+                .map_err(|source| LiveError::Metrics { addr, source })?;
+            log(format!(
+                "metrics: Prometheus metrics on http://{}/metrics",
+                l.local_addr().unwrap_or(addr)
+            ));
+            Some(l)
+        }
+        None => None,
+    };
+    // The NAT event logger counts what it sent and dropped here (exported on /metrics).
+    let log_events = crate::metrics::EventCounters::default();
+    let build_info = crate::metrics::BuildInfo::now(
+        match opened {
+            Opened::Xdp(_) => "af_xdp",
+            Opened::Packet(_) => "af_packet",
+        },
+        mode.name(),
+    );
+    let reaper_lag = crate::metrics::ReaperLag::default();
+    let reaper_counters = std::sync::Mutex::new(engine::Counters::new());
     // Every socket is open and the host set up: keep only what running and cleaning up
     // need, before any thread starts (capabilities belong to threads).
     match drop_privileges() {
@@ -216,6 +252,7 @@ pub fn run(
         // Reaper.
         if let Some(mut r) = shared.reaper() {
             let stop = &stop;
+            let (lag, published) = (&reaper_lag, &reaper_counters);
             s.spawn(move || {
                 // A full pass every 200 ms; between passes, the drain of what the workers
                 // evicted at a full table, every millisecond while any waits (so a SYN
@@ -225,13 +262,30 @@ pub fn run(
                 while !stop.load(Ordering::Relaxed) {
                     let now = clock();
                     if now >= next_pass {
+                        lag.record(now.saturating_since(next_pass));
                         r.handle_timeout(now);
                         next_pass = now + Duration::from_millis(200);
                     }
                     let busy = r.drain(now);
+                    if let Ok(mut g) = published.try_lock() {
+                        g.clone_from(r.counters());
+                    }
                     std::thread::sleep(Duration::from_millis(if busy { 1 } else { 10 }));
                 }
             });
+        }
+        // -- metrics (issue 12) --
+        if let Some(l) = &metrics_listener {
+            let sources = crate::metrics::Sources {
+                snapshots: &snapshots,
+                mode: &shared,
+                reaper_lag: Some(&reaper_lag),
+                reaper_counters: Some(&reaper_counters),
+                events: &log_events,
+                build: &build_info,
+            };
+            let stop = &stop;
+            s.spawn(move || l.serve(stop, &|| crate::metrics::render(&sources.sample())));
         }
         // Workers: the one place the backend is chosen; generic from here on.
         match opened {

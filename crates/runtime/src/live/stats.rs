@@ -30,13 +30,20 @@ pub struct IoCounters {
     pub tx_dropped: u64,
     /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
     pub gso: u64,
+    // -- byte counters (issue 12, metrics) --
+    /// Bytes received on the inside / outside interface (Ethernet frames as received).
+    pub rx_bytes: [u64; 2],
+    /// Bytes transmitted on the inside / outside interface (Ethernet frames as sent).
+    pub tx_bytes: [u64; 2],
 }
 
 impl IoCounters {
-    /// Counts a transmission on interface `out` (or its failure).
-    pub(crate) fn count_sent(&mut self, out: usize, ok: bool) {
+    /// Counts a transmission of `len` bytes on interface `out` (or its failure).
+    #[inline]
+    pub(crate) fn count_sent(&mut self, out: usize, ok: bool, len: usize) {
         if ok {
             self.tx[out] += 1;
+            self.tx_bytes[out] += len as u64;
         } else {
             self.tx_dropped += 1;
         }
@@ -46,6 +53,8 @@ impl IoCounters {
         for i in 0..2 {
             self.rx[i] += o.rx[i];
             self.tx[i] += o.tx[i];
+            self.rx_bytes[i] += o.rx_bytes[i];
+            self.tx_bytes[i] += o.tx_bytes[i];
         }
         self.to_kernel += o.to_kernel;
         self.via_kernel += o.via_kernel;

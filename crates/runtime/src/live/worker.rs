@@ -173,7 +173,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 let ok = self.ports[side]
                     .send(&self.deferred[start..end], None)
                     .is_ok();
-                self.io.count_sent(side, ok);
+                self.io.count_sent(side, ok, end - start);
                 start = end;
             }
             self.deferred.clear();
@@ -207,7 +207,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 continue;
             };
             let ok = self.ports[out].send(framed, None).is_ok();
-            self.io.count_sent(out, ok);
+            self.io.count_sent(out, ok, framed.len());
         }
     }
 
@@ -255,7 +255,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
         };
         me.recv(|frame, meta| match h.frame(frame, meta, dir) {
             Some(Out::InPlace(out, vnet)) if out == side => {
-                h.io.count_sent(out, true);
+                h.io.count_sent(out, true, frame.len());
                 Rx::Back {
                     len: frame.len(),
                     vnet,
@@ -263,7 +263,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             }
             Some(Out::InPlace(out, vnet)) => {
                 let ok = other.send(frame, vnet.as_ref()).is_ok();
-                h.io.count_sent(out, ok);
+                h.io.count_sent(out, ok, frame.len());
                 Rx::Done
             }
             Some(Out::Scratch(out, r)) if out == side => {
@@ -271,8 +271,9 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 Rx::Done
             }
             Some(Out::Scratch(out, r)) => {
+                let len = r.len();
                 let ok = other.send(&h.scratch[r], None).is_ok();
-                h.io.count_sent(out, ok);
+                h.io.count_sent(out, ok, len);
                 Rx::Done
             }
             Some(Out::Extra) => {
@@ -284,7 +285,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                         defer(f);
                     } else {
                         let ok = other.send(f, None).is_ok();
-                        h.io.count_sent(out, ok);
+                        h.io.count_sent(out, ok, f.len());
                     }
                 }
                 Rx::Done
@@ -316,6 +317,7 @@ impl<W: ModeWorker> Handler<'_, W> {
     /// when it is dropped (counted by the mode), left to the kernel or handed to it.
     fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
         self.io.rx[self.side] += 1;
+        self.io.rx_bytes[self.side] += frame.len() as u64;
         let Some(l3) = crate::link::l3_offset(io::pcap::LinkType::Ethernet, frame) else {
             self.io.to_kernel += 1; // ARP and friends: the kernel's business
             return None;

@@ -323,3 +323,28 @@ fn a_held_syn_is_answered_by_a_later_pass_with_nothing_received() {
         "once"
     );
 }
+
+// -- byte counters (issue 12, metrics) --
+#[test]
+fn bytes_are_counted_per_interface_as_received_and_sent() {
+    let m = nat44();
+    let (mut w, [inside, outside], view, _) = rig(&m, [1500, 1500]);
+    let a = eth(
+        IN_MAC,
+        CLIENT_MAC,
+        &udp4(CLIENT, 5000, SERVER, 64, 10, true),
+    );
+    let b = eth(
+        IN_MAC,
+        CLIENT_MAC,
+        &udp4(CLIENT, 5001, SERVER, 64, 300, true),
+    );
+    inside.inject(&a);
+    inside.inject(&b);
+    assert_eq!(step(&mut w, &view, 1), 2);
+    let sent: usize = outside.take_sent().iter().map(Vec::len).sum();
+    assert_eq!(sent, a.len() + b.len(), "NAT44 keeps frame sizes");
+    assert_eq!(w.io.rx, [2, 0]);
+    assert_eq!(w.io.rx_bytes, [(a.len() + b.len()) as u64, 0]);
+    assert_eq!((w.io.tx, w.io.tx_bytes), ([0, 2], [0, sent as u64]));
+}
