@@ -10,15 +10,22 @@ if ! python3 -c "import scapy" 2>/dev/null || ! python3 -c "import pytest" 2>/de
     echo "==> installing scapy and pytest (scripts/requirements.txt)"
     python3 -m pip install --quiet -r scripts/requirements.txt
 fi
+# metrics (issue 12): prometheus_client's OpenMetrics parser reads the exposition back in
+# the runtime's unit tests (crates/runtime/src/metrics/tests.rs).
+if ! python3 -c "import prometheus_client" 2>/dev/null; then
+    echo "==> installing prometheus_client (scripts/requirements.txt)"
+    python3 -m pip install --quiet -r scripts/requirements.txt
+fi
 
 # Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
 # clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
 # the SIIT translation is compared with (tests/e2e/test_tayga_diff.py); tcpdump captures the ILA
 # network in tests/e2e/test_ila.py; coturn's STUN server and natdiscovery classify the NAT44
 # (RFC 5780, tests/e2e/test_rfc5780.py); curl is the HTTP client of the NAT44/NAT64 tests;
-# iproute2 gives ip and ss.
+# iproute2 gives ip and ss; prometheus (the server) scrapes the gateway's /metrics in
+# tests/e2e/test_metrics.py.
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then

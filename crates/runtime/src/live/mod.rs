@@ -115,6 +115,21 @@ pub fn run(
     let mut mode = mode;
     clamp_translator_mtus(&mut mode, mtus.map(Some));
     let shared = AnyMode::new(&mode, gw.workers)?;
+    // -- metrics (issue 12) --
+    // Bound first: an address in use is a start-up error before the host is touched, and
+    // a port below 1024 still binds before privileges go.
+    let metrics_listener = match gw.metrics {
+        Some(addr) => {
+            let l = crate::metrics::MetricsListener::bind(addr)
+                .map_err(|source| LiveError::Metrics { addr, source })?;
+            log(format!(
+                "metrics: Prometheus metrics on http://{}/metrics",
+                l.local_addr().unwrap_or(addr)
+            ));
+            Some(l)
+        }
+        None => None,
+    };
     let io_err = |what| move |source| LiveError::Io { what, source };
     let mut nl = Netlink::open().map_err(io_err("rtnetlink"))?;
     let published = Arc::new(Published::default());
@@ -169,20 +184,6 @@ pub fn run(
         _ => None,
     };
     // -- metrics (issue 12) --
-    // Bound now: an address in use is a start-up error, and a port below 1024 still
-    // binds before privileges go.
-    let metrics_listener = match gw.metrics {
-        Some(addr) => {
-            let l = crate::metrics::MetricsListener::bind(addr)
-                .map_err(|source| LiveError::Metrics { addr, source })?;
-            log(format!(
-                "metrics: Prometheus metrics on http://{}/metrics",
-                l.local_addr().unwrap_or(addr)
-            ));
-            Some(l)
-        }
-        None => None,
-    };
     // The NAT event logger counts what it sent and dropped here (exported on /metrics).
     let log_events = crate::metrics::EventCounters::default();
     let build_info = crate::metrics::BuildInfo::now(
