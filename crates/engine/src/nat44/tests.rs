@@ -757,3 +757,21 @@ fn held_syns_are_bounded_and_can_be_refused() {
         "bounded by the configuration check"
     );
 }
+
+// -- table occupancy for metrics (issue 12) --
+#[test]
+fn occupancy_follows_sessions_created_and_expired_without_a_walk() {
+    let mut cfg = config();
+    cfg.max_sessions = 8;
+    let mut n = nat(cfg);
+    let o = n.shared.occupancy();
+    assert_eq!((o.capacity, o.live, o.dead_pending), (8, 0, 0));
+    fwd(&mut n, t(0), Outbound, udp(IN_A, 5000, SRV, 53));
+    fwd(&mut n, t(0), Outbound, udp(IN_B, 5000, SRV, 53));
+    assert_eq!(n.shared.occupancy().live, 2);
+    assert_eq!(n.shared.occupancy().live, n.session_count());
+    n.handle_timeout(t(301));
+    let o = n.shared.occupancy();
+    assert_eq!(o.live, 0, "{o:?}");
+    assert_eq!(o.live, n.session_count());
+}
