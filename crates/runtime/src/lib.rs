@@ -9,3 +9,6 @@ pub mod live;
 pub mod offline;
 
 pub use link::l3_offset;
+// logsvc (issue 12)
+pub mod preflight;
+pub mod sdnotify;

@@ -60,7 +60,11 @@ pub(super) struct RawGateway {
     /// MTU of the inside link (live: at most the interface's).
     pub inside_mtu: Option<Spanned<u64>>,
     /// MTU of the outside link.
-    pub outside_mtu: Option<Spanned<u64>>,
+    pub outside_mtu: Option<Spanned<u64>>, // logsvc (issue 12): logging.
+    /// Log level or filter (`EnvFilter` syntax); `QUICKNAT_LOG`/`RUST_LOG` override it.
+    pub log_level: Option<Spanned<String>>,
+    /// `"text"` or `"json"`.
+    pub log_format: Option<Spanned<String>>,
 }
 
 /// The `[nat44]` table.
