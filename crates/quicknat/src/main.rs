@@ -51,9 +51,9 @@ enum Command {
     /// Run the live gateway on the interfaces named in the configuration's [gateway]
     /// table until SIGINT or SIGTERM.
     Run {
-        /// Configuration file (default: the built-in examples/nat44.toml). Repeat it to
-        /// run several gateways (each its own mode on its own interface pair) in one
-        /// process.
+        /// Configuration file (required: the built-in example's pool is a documentation
+        /// prefix). Repeat it to run several gateways (each its own mode on its own
+        /// interface pair) in one process.
         #[arg(long, value_name = "FILE")]
         config: Vec<PathBuf>,
         /// Override [gateway] inside: the interface facing the inside network.
