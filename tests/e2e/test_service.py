@@ -12,7 +12,8 @@
     give a warning naming the fix, at warning level, while the gateway still starts;
   * the logs: `log_format = "json"` gives one JSON object per line (level, event,
     message); `log_level = "warn"` keeps the info lines out and the warnings in; with
-    JOURNAL_STREAM set (stderr to journald) no timestamp of our own.
+    JOURNAL_STREAM set (stderr to journald) no timestamp of our own, and each line
+    starts with its syslog priority (<4> warning, <6> info) for journald.
   * the unit file passes `systemd-analyze verify` (with the binary under test in place of
     /usr/bin/quicknat; skipped, saying so, where systemd-analyze is missing).
 
@@ -268,8 +269,11 @@ def test_logs_json_level_and_journald(topo, quicknat, backend):
     assert wait_for(lambda: "quicknat: nat44" in Path(log).read_text(), 15), Path(log).read_text()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
+    # Each line starts with its syslog priority for journald (<4> warning, <6> info).
     lines = [l for l in Path(log).read_text().splitlines() if l.strip()]
-    assert lines and all(re.match(r"^\s*(INFO|WARN|ERROR|DEBUG|TRACE) ", l) for l in lines), lines
+    assert lines and all(re.match(r"^<([3467])>\s*(INFO|WARN|ERROR|DEBUG) ", l) for l in lines), lines
+    assert any(l.startswith("<4>") and "kernel forwarding is on" in l for l in lines), lines
+    assert any(l.startswith("<6>") and "quicknat: nat44" in l for l in lines), lines
     assert not [l for l in lines if re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", l)], lines
 
 

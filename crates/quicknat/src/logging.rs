@@ -11,7 +11,9 @@
 //! - the format is `[gateway] log_format`: `"text"` (default) or `"json"` (one object a
 //!   line: `timestamp`, `level`, `fields.message` and the fields below);
 //! - under systemd (`JOURNAL_STREAM` set: stderr goes to the journal) no timestamp of our
-//!   own: journald stamps every line itself. Colours only on a terminal.
+//!   own (journald stamps every line itself) and each line starts with its syslog
+//!   priority, `<4>` for a warning (sd-daemon(3)), which journald takes as the entry's
+//!   PRIORITY and strips. Colours only on a terminal.
 //!
 //! Lines keep their text verbatim (a `warning: ...` line still says so) so log scrapers and
 //! the end-to-end tests that read them keep working; the level comes on top.
@@ -109,15 +111,62 @@ pub fn init(settings: &LogSettings) {
         .with_target(false)
         .with_ansi(ansi);
     let result = match (settings.format, journal) {
-        (LogFormat::Json, true) => builder.json().without_time().flatten_event(true).try_init(),
+        (LogFormat::Json, true) => builder
+            .event_format(JournalPriority(
+                tracing_subscriber::fmt::format()
+                    .json()
+                    .without_time()
+                    .with_target(false)
+                    .flatten_event(true),
+            ))
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .try_init(),
         (LogFormat::Json, false) => builder.json().flatten_event(true).try_init(),
-        (LogFormat::Text, true) => builder.without_time().try_init(),
+        (LogFormat::Text, true) => builder
+            .event_format(JournalPriority(
+                tracing_subscriber::fmt::format()
+                    .without_time()
+                    .with_target(false)
+                    .with_ansi(false),
+            ))
+            .try_init(),
         (LogFormat::Text, false) => builder.try_init(),
     };
     if result.is_ok() {
         if let Some(b) = bad {
             tracing::warn!("warning: {b}");
         }
+    }
+}
+
+/// The syslog priority journald reads from a `<N>` line prefix (sd-daemon(3)) for a level:
+/// `journalctl -p warning` then shows quicknat's warnings and errors only.
+pub fn journal_priority(level: &Level) -> u8 {
+    match *level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+/// An event format that puts the journald priority prefix before the inner format's line.
+struct JournalPriority<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for JournalPriority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
+        write!(writer, "<{}>", journal_priority(event.metadata().level()))?;
+        self.0.format_event(ctx, writer, event)
     }
 }
 
@@ -252,6 +301,14 @@ mod tests {
         assert_eq!(event_of("warning: something new"), "warning");
         assert_eq!(event_of("reload (SIGHUP): ILA mappings"), "reload");
         assert_eq!(event_of("anything else"), "message");
+    }
+
+    #[test]
+    fn journald_priorities_follow_the_levels() {
+        assert_eq!(journal_priority(&Level::ERROR), 3);
+        assert_eq!(journal_priority(&Level::WARN), 4);
+        assert_eq!(journal_priority(&Level::INFO), 6);
+        assert_eq!(journal_priority(&Level::DEBUG), 7);
     }
 
     #[test]
