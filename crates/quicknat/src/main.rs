@@ -6,12 +6,14 @@
 //! `quicknat-bench` (crates/bench).
 
 mod ilactl;
+// logsvc (issue 12): completions, man page and the long version.
+mod docs;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use engine::config::{Filtering, L4Proto};
 use engine::nat44::Nat44Config;
 
@@ -49,9 +51,9 @@ enum Command {
     /// Run the live gateway on the interfaces named in the configuration's [gateway]
     /// table until SIGINT or SIGTERM.
     Run {
-        /// Configuration file (default: the built-in examples/nat44.toml). Repeat it to
-        /// run several gateways (each its own mode on its own interface pair) in one
-        /// process.
+        /// Configuration file (required: the built-in example's pool is a documentation
+        /// prefix). Repeat it to run several gateways (each its own mode on its own
+        /// interface pair) in one process.
         #[arg(long, value_name = "FILE")]
         config: Vec<PathBuf>,
         /// Override [gateway] inside: the interface facing the inside network.
@@ -66,10 +68,24 @@ enum Command {
     },
     /// List or change the ILA mappings of a running gateway through its control socket.
     Ila(ilactl::IlaArgs),
+    // logsvc (issue 12)
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(docs::CompletionsArgs),
+    /// Print the quicknat(1) man page (roff) to stdout.
+    Man,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command()
+        .long_version(docs::long_version())
+        .get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    // logsvc (issue 12): one subscriber for the process; `run` takes the first
+    // configuration's [gateway] log_level and log_format (the environment overrides it).
+    quicknat::logging::init(&log_settings(&cli.command));
     let result = match cli.command {
         Command::Translate {
             config,
@@ -84,6 +100,8 @@ fn main() -> ExitCode {
             outside,
             workers,
         } => run_gateways(&config, inside, outside, workers),
+        Command::Completions(args) => docs::completions(&args, Cli::command()),
+        Command::Man => docs::man(Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -127,7 +145,7 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
     let config = match path {
         Some(p) => config::load_file_on(p, &machine)?,
         None => {
-            eprintln!("using built-in config examples/nat44.toml");
+            tracing::info!("using built-in config examples/nat44.toml");
             config::load_str_on(
                 config::DEFAULT_CONFIG,
                 config::DEFAULT_CONFIG_ORIGIN,
@@ -136,7 +154,7 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
         }
     };
     for w in &config.warnings {
-        eprintln!("warning: {w}");
+        tracing::warn!(event = "config", "warning: {w}");
     }
     Ok(config)
 }
@@ -357,6 +375,15 @@ fn run_gateways(
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     let stop = Arc::new(AtomicBool::new(false));
+    // logsvc (issue 12): a live gateway needs a configuration of its own.
+    require_config(paths)?;
+    // logsvc (issue 12): systemd's notify protocol, when started as a Type=notify unit.
+    if runtime::sdnotify::install(paths.len().max(1)) {
+        tracing::info!(
+            event = "systemd",
+            "systemd: notifying $NOTIFY_SOCKET (READY, STATUS, WATCHDOG, RELOADING, STOPPING)"
+        );
+    }
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing signal handlers")?;
@@ -395,7 +422,10 @@ fn run_gateways(
             .collect();
         // Each gateway thread drops its privileges once set up; this thread only waits.
         if let Err(e) = runtime::live::drop_privileges() {
-            eprintln!("warning: privileges of the main thread not dropped: {e}");
+            tracing::warn!(
+                event = "privileges",
+                "warning: privileges of the main thread not dropped: {e}"
+            );
         }
         let mut first_err = None;
         for h in handles {
@@ -456,7 +486,19 @@ fn run_gateway(
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing the SIGHUP handler")?;
-    let log = |line: String| eprintln!("{} {tag}{line}", unix_time());
+    // logsvc (issue 12): start-up checks, each a warning with its fix.
+    for f in runtime::preflight::run(&cfg.mode, &gw) {
+        tracing::warn!(event = "preflight", check = f.check, "{tag}warning: {f}");
+    }
+    // logsvc (issue 12): the runtime's lines go to tracing (level, fields); each
+    // counter line is also systemd's STATUS=.
+    let gateway = tag.trim_end_matches(": ");
+    let log = |line: String| {
+        quicknat::logging::emit(gateway, &line);
+        if quicknat::logging::event_of(&line) == "stats" {
+            runtime::sdnotify::status(&format!("{tag}{line}"));
+        }
+    };
     let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
@@ -466,10 +508,29 @@ fn run_gateway(
     Ok(())
 }
 
-/// Seconds since the epoch with milliseconds, for log lines.
-fn unix_time() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("[{}.{:03}]", d.as_secs(), d.subsec_millis())
+// -- logsvc (issue 12) --
+
+/// The logging settings for `command`: `run`'s first configuration's, else the defaults
+/// (a configuration that does not load is reported, with its line, when it is loaded).
+fn log_settings(command: &Command) -> quicknat::logging::LogSettings {
+    match command {
+        Command::Run { config, .. } => config
+            .first()
+            .and_then(|p| config::load_file(p).ok())
+            .map(|c| c.logging)
+            .unwrap_or_default(),
+        _ => quicknat::logging::LogSettings::default(),
+    }
+}
+
+/// `run` refuses to start without `--config`: the built-in example's pool
+/// (203.0.113.0/28) is a documentation prefix (RFC 5737) that no network routes back, so a
+/// live gateway on it would translate every connection into a black hole. `translate` and
+/// `check-config` keep the example as their default (README's first command).
+fn require_config(paths: &[PathBuf]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !paths.is_empty(),
+        "run needs --config FILE: the built-in example's pool 203.0.113.0/28 is a documentation prefix no network routes back; copy examples/nat44.toml, set your pool and [gateway], and pass it (quicknat run --config FILE)"
+    );
+    Ok(())
 }

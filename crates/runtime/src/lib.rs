@@ -10,3 +10,6 @@ pub mod metrics;
 pub mod offline;
 
 pub use link::l3_offset;
+// logsvc (issue 12)
+pub mod preflight;
+pub mod sdnotify;

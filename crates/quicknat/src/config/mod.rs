@@ -10,6 +10,7 @@ pub mod ila;
 mod limits;
 mod locate;
 mod metrics;
+mod logcfg;
 mod modes;
 mod raw;
 #[cfg(test)]
@@ -47,6 +48,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// The most memory the mode's tables hold when full (issue 14, finding 9).
     pub memory: engine::config::MemoryEstimate,
+    /// logsvc (issue 12): `[gateway] log_level` and `log_format` (defaults without them).
+    pub logging: crate::logging::LogSettings,
 }
 
 // -- the machine a configuration must fit (issue 14, finding 9) --
@@ -159,6 +162,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         .map(|i| ila::convert(&src, i))
         .transpose()?;
     let mode = convert_mode(&src, &file, ila.as_ref())?;
+    let logging = logcfg::convert(&src, file.gateway.as_ref().map(Spanned::get_ref))?;
     let raw = file.nat44.map(Spanned::into_inner).unwrap_or_default();
     let nat44 = convert(&src, &raw)?;
     // Another mode's section stands alone (and `convert_mode` refused it next to [nat44]).
@@ -188,6 +192,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         gateway,
         warnings,
         memory,
+        logging,
     })
 }
 

@@ -64,6 +64,11 @@ pub(super) struct RawGateway {
     // -- metrics (issue 12) --
     /// Address of the Prometheus metrics listener (`"127.0.0.1:9464"`); off when absent.
     pub metrics: Option<Spanned<String>>,
+    // logsvc (issue 12): logging.
+    /// Log level or filter (`EnvFilter` syntax); `QUICKNAT_LOG`/`RUST_LOG` override it.
+    pub log_level: Option<Spanned<String>>,
+    /// `"text"` or `"json"`.
+    pub log_format: Option<Spanned<String>>,
 }
 
 /// The `[nat44]` table.

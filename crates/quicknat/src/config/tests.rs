@@ -1255,3 +1255,29 @@ fn gateway_metrics_address() {
         assert!(e.to_string().contains(bad), "{e}");
     }
 }
+
+// ---- logsvc (issue 12): log_level, log_format ----
+
+#[test]
+fn gateway_log_level_and_format() {
+    use crate::logging::{LogFormat, LogSettings};
+    let gw = "\n[gateway]\ninside = \"in0\"\noutside = \"out0\"\n";
+    let c = load_str(&format!("{BASE}{gw}"), "t.toml").unwrap();
+    assert_eq!(c.logging, LogSettings::default());
+    let c = load_str(
+        &format!("{BASE}{gw}log_level = \"warn,quicknat=debug\"\nlog_format = \"json\"\n"),
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(c.logging.level.as_deref(), Some("warn,quicknat=debug"));
+    assert_eq!(c.logging.format, LogFormat::Json);
+    let text = format!("{BASE}{gw}log_format = \"xml\"\n");
+    expect_err(
+        &text,
+        "log_format",
+        "gateway.log_format",
+        "\"text\" or \"json\"",
+    );
+    let text = format!("{BASE}{gw}log_level = \"info,[{{{{\"\n");
+    expect_err(&text, "log_level", "gateway.log_level", "not a level");
+}

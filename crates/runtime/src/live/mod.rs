@@ -398,17 +398,23 @@ fn supervise(
 ) {
     let mut last = Instant::now();
     let mut warned_oversize = false;
+    // logsvc (issue 12): systemd hears READY=1 once the workers run, WATCHDOG=1 from this
+    // loop, STOPPING=1 when it ends (crate::sdnotify; nothing without $NOTIFY_SOCKET).
+    crate::sdnotify::ready();
     while !stop.load(Ordering::Relaxed) {
+        crate::sdnotify::watchdog();
         std::thread::sleep(Duration::from_millis(100));
         for line in events.try_iter() {
             log(line);
         }
         if let (Some(state), Some(hup)) = (control_state, reload_signal) {
             if hup.swap(false, Ordering::Relaxed) {
+                crate::sdnotify::reloading();
                 match state.reload() {
                     Ok(summary) => log(format!("reload (SIGHUP): ILA mappings {summary}")),
                     Err(e) => log(format!("warning: reload (SIGHUP) refused: {e}")),
                 }
+                crate::sdnotify::reloaded();
             }
         }
         if last.elapsed() >= gw.stats_interval {
@@ -421,4 +427,5 @@ fn supervise(
             }
         }
     }
+    crate::sdnotify::stopping();
 }
