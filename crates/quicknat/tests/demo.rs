@@ -59,9 +59,8 @@ fn the_demo_capture_round_trips() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(
-            "outside→inside    24 translated back, 4 dropped (no_mapping 1, syn_held 3)"
-        ),
+        stdout
+            .contains("outside→inside    24 translated back, 4 dropped (no_mapping 1, syn_held 3)"),
         "{stdout}"
     );
     let (format, written) = frames(&out);
@@ -75,7 +74,11 @@ fn the_demo_capture_round_trips() {
             per_host[usize::from(h).min(8)] += 1;
         }
     }
-    assert_eq!(per_host, [0, 3, 3, 3, 3, 3, 3, 3, 3], "replies per inside host");
+    assert_eq!(
+        per_host,
+        [0, 3, 3, 3, 3, 3, 3, 3, 3],
+        "replies per inside host"
+    );
     // And nothing from the inside leaves with an inside address.
     for (_, _, f) in &written {
         if let Some(([10, 0, 0, _], dst)) = addrs(f) {

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use conntrack::Timestamp;
 use engine::config::ConfigError;
 use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
-use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 use engine::DropReason;
+use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 use io::capture::{CaptureReader, CaptureWriter};
 use io::pcap::{LinkType, PcapError};
 
@@ -132,9 +132,7 @@ impl DirectionTally {
     /// Counts what the engine decided for one packet.
     fn count(&mut self, e: &Emit) {
         match e {
-            Emit::Forward { .. } | Emit::Hairpin { .. } | Emit::Fragments => {
-                self.translated += 1
-            }
+            Emit::Forward { .. } | Emit::Hairpin { .. } | Emit::Fragments => self.translated += 1,
             Emit::Reply(r) => {
                 self.replied += 1;
                 self.drop(*r);
@@ -593,6 +591,7 @@ impl Drop for PendingOutput {
 mod tests {
     use super::*;
     use engine::nat44::{DynamicRule, Nat44Config};
+    use io::pcap::{PcapReader, PcapWriter};
 
     /// A TCP segment over IPv4 (checksums filled).
     fn tcp4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
@@ -824,6 +823,42 @@ mod tests {
             names(&dir),
             ["bad.pcap", "good.pcap", "link.pcap", "out.pcap"]
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A pcapng capture whose interfaces differ in link type — raw IPv4, Ethernet, and
+    /// one (USB) that carries no IP — is replayed frame by frame with each frame's own
+    /// link type, the USB frame skipped as not IP, and written as pcapng with one
+    /// interface per link type.
+    #[test]
+    fn pcapng_interfaces_of_different_link_types() {
+        use io::capture::{CaptureReader, Format};
+        use io::pcapng::PcapngWriter;
+        let dir = std::env::temp_dir().join(format!("quicknat-ng-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (input, output) = (dir.join("in.pcapng"), dir.join("out.pcapng"));
+        let mut w = PcapngWriter::new(File::create(&input).unwrap()).unwrap();
+        let syn = tcp4([10, 0, 0, 2], 6000, [198, 51, 100, 2], 80, 0x02);
+        let mut eth = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        eth.extend_from_slice(&tcp4([10, 0, 0, 3], 6001, [198, 51, 100, 2], 80, 0x02));
+        w.write(LinkType::Ipv4, 1_000, &syn).unwrap();
+        w.write(LinkType::Other(189), 2_000, &[0; 48]).unwrap();
+        w.write(LinkType::Ethernet, 3_000, &eth).unwrap();
+        w.into_inner().unwrap();
+        let cfg = nat44_and_capture(&dir.join("unused.pcap"), 0);
+        let report = translate_pcap(&cfg, &Egress::default(), &input, &output).unwrap();
+        assert_eq!((report.frames_in, report.not_ip), (3, 1));
+        assert_eq!(report.from_inside.translated, 2);
+        let mut r = CaptureReader::new(File::open(&output).unwrap()).unwrap();
+        assert_eq!(r.format(), Format::Pcapng);
+        let a = r.next_record().unwrap().unwrap();
+        assert_eq!((a.link_type, a.ts_nanos), (LinkType::Raw, 1_000));
+        assert_eq!(&a.data[12..16], &[203, 0, 113, 1]);
+        let b = r.next_record().unwrap().unwrap();
+        assert_eq!((b.link_type, b.ts_nanos), (LinkType::Ethernet, 3_000));
+        assert_eq!(&b.data[..14], &eth[..14]);
+        assert_eq!(&b.data[14 + 12..14 + 16], &[203, 0, 113, 1]);
+        assert!(r.next_record().unwrap().is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
