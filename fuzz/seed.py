@@ -153,6 +153,23 @@ def main():
     done = nlmsg(3, struct.pack("<i", 0))
     for m in (route4, route6, neigh4, neigh6, ifaddr, err, done, route4 + neigh4 + done, route6 + neigh6 + ifaddr + err):
         put("netlink", m)
+    # Every message type and attribute parse_datagram reads (the `netlink` target runs every
+    # parser on every message): an ECMP route (RTA_MULTIPATH, two rtnexthops with
+    # gateways), a route with RTA_PREFSRC and RTA_TABLE, the deletions (events), an IPv6
+    # address, a blackhole route.
+    def nexthop(ifindex, gw):
+        a = attr(5, gw)
+        return struct.pack("<HBBi", 8 + len(a), 0, 0, ifindex) + a
+    ecmp = nlmsg(24, rtmsg4 + attr(1, bytes([10, 1, 0, 0])) + attr(9, nexthop(2, bytes([192, 168, 0, 1])) + nexthop(3, bytes([192, 168, 1, 1]))))
+    src_tbl = nlmsg(24, rtmsg4 + attr(1, bytes([10, 2, 0, 0])) + attr(7, bytes([10, 0, 0, 1])) + attr(15, struct.pack("<I", 254)) + attr(4, struct.pack("<I", 2)))
+    blackhole6 = nlmsg(24, bytes([10, 48, 0, 0, 254, 3, 0, 6]) + b"\0\0\0\0" + attr(1, bytes.fromhex("20010db8000200000000000000000000")) + attr(4, struct.pack("<I", 1)))
+    del_route = nlmsg(25, route4[16:])
+    del_neigh6 = nlmsg(29, neigh6[16:])
+    del_neigh4 = nlmsg(29, ndmsg4 + attr(1, bytes([10, 0, 0, 1])))
+    ifaddr6 = nlmsg(20, struct.pack("<BBBBI", 10, 64, 0, 0, 2) + attr(1, bytes.fromhex("20010db8000100000000000000000001")))
+    for m in (ecmp, src_tbl, blackhole6, del_route, del_neigh6, del_neigh4, ifaddr6,
+              ecmp + del_route + src_tbl + blackhole6 + del_neigh4 + ifaddr6 + done):
+        put("netlink", m)
 
 
 if __name__ == "__main__":
