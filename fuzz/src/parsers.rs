@@ -3,8 +3,8 @@
 
 use std::io::Cursor;
 
-use io::netlink::{parse_datagram, Parsed};
 use io::capture::{CaptureReader, CaptureWriter, Format};
+use io::netlink::{parse_datagram, Parsed};
 use io::pcap::LinkType;
 
 /// Arbitrary text as a configuration file: loaded, or refused with an error that names
@@ -61,7 +61,10 @@ fn read_all(data: &[u8]) -> Option<(Format, Option<LinkType>, bool, Records, boo
             Err(e) => {
                 // A malformed pcapng block names where it starts, inside the file.
                 if let io::pcap::PcapError::Malformed { offset, .. } = e {
-                    assert!(offset <= data.len() as u64, "error offset {offset} past the end");
+                    assert!(
+                        offset <= data.len() as u64,
+                        "error offset {offset} past the end"
+                    );
                 }
                 clean = false;
                 break;

@@ -297,7 +297,7 @@ impl<R: Read> PcapngReader<R> {
                 continue;
             }
             let total = self.endian.u32(&head, 4);
-            if total < 12 || total % 4 != 0 {
+            if total < 12 || !total.is_multiple_of(4) {
                 return Err(self.malformed(format!(
                     "type {block_type:#x}: total length {total} is not a multiple of 4 of at least 12"
                 )));
@@ -362,7 +362,7 @@ impl<R: Read> PcapngReader<R> {
         };
         let total = endian.u32(&len, 0);
         // Type, length, magic, versions (4), section length (8), trailing length.
-        if !(28..=MAX_BLOCK_LEN).contains(&total) || total % 4 != 0 {
+        if !(28..=MAX_BLOCK_LEN).contains(&total) || !total.is_multiple_of(4) {
             return Err(self.malformed(format!(
                 "section header: total length {total} is not a multiple of 4 between 28 and {MAX_BLOCK_LEN}"
             )));
