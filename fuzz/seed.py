@@ -103,6 +103,38 @@ def main():
     # pcap: the small captures whole.
     for f in ["udp", "tcp", "icmp_echo", "hairpin", "drops"]:
         put("pcap", open(os.path.join(ROOT, "tests", "golden", f + ".in.pcap"), "rb").read())
+    # pcapng (io::pcapng): the same captures as pcapng in both byte orders, with what
+    # Wireshark's tools write besides packets (options, statistics, a second section).
+    def pcapng(pcap, big):
+        e = ">" if big else "<"
+        def block(ty, body):
+            body += b"\0" * (-len(body) % 4)
+            return struct.pack(e + "II", ty, 12 + len(body)) + body + struct.pack(e + "I", 12 + len(body))
+        def opt(code, value):
+            return struct.pack(e + "HH", code, len(value)) + value + b"\0" * (-len(value) % 4)
+        shb = block(0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, 1, 0, -1) + opt(4, b"seed") + opt(0, b""))
+        link = struct.unpack("<I", pcap[20:24])[0]
+        idb = block(1, struct.pack(e + "HHI", link, 0, 0) + opt(9, bytes([9])) + opt(2, b"eth0") + opt(0, b""))
+        out = shb + idb
+        at, n = 24, 0
+        while at + 16 <= len(pcap):
+            sec, usec, incl, orig = struct.unpack("<IIII", pcap[at:at + 16])
+            data = pcap[at + 16:at + 16 + incl]
+            at += 16 + incl
+            ts = (sec * 1_000_000 + usec) * 1000
+            if n % 4 == 3:
+                out += block(3, struct.pack(e + "I", orig) + data)  # simple packet block
+            else:
+                out += block(6, struct.pack(e + "IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, incl, orig) + data
+                             + b"\0" * (-len(data) % 4) + opt(2, struct.pack(e + "I", 1)) + opt(0, b""))
+            n += 1
+        out += block(5, struct.pack(e + "III", 0, 0, 0) + opt(0, b""))  # interface statistics
+        return out
+    for f in ["udp", "tcp", "drops"]:
+        pcap = open(os.path.join(ROOT, "tests", "golden", f + ".in.pcap"), "rb").read()
+        put("pcap", pcapng(pcap, big=False))
+        put("pcap", pcapng(pcap, big=True))
+        put("pcap", pcapng(pcap, big=False) + pcapng(pcap, big=True))
     # rtnetlink messages (host byte order, little-endian here), as the kernel sends them.
     def nlmsg(ty, body, flags=0x2, seq=1):
         return struct.pack("<IHHII", 16 + len(body), ty, flags, seq, 0) + body + b"\0" * (-len(body) % 4)
@@ -120,6 +152,23 @@ def main():
     err = nlmsg(2, struct.pack("<i", -17) + b"\0" * 16)
     done = nlmsg(3, struct.pack("<i", 0))
     for m in (route4, route6, neigh4, neigh6, ifaddr, err, done, route4 + neigh4 + done, route6 + neigh6 + ifaddr + err):
+        put("netlink", m)
+    # Every message type and attribute parse_datagram reads (the `netlink` target runs every
+    # parser on every message): an ECMP route (RTA_MULTIPATH, two rtnexthops with
+    # gateways), a route with RTA_PREFSRC and RTA_TABLE, the deletions (events), an IPv6
+    # address, a blackhole route.
+    def nexthop(ifindex, gw):
+        a = attr(5, gw)
+        return struct.pack("<HBBi", 8 + len(a), 0, 0, ifindex) + a
+    ecmp = nlmsg(24, rtmsg4 + attr(1, bytes([10, 1, 0, 0])) + attr(9, nexthop(2, bytes([192, 168, 0, 1])) + nexthop(3, bytes([192, 168, 1, 1]))))
+    src_tbl = nlmsg(24, rtmsg4 + attr(1, bytes([10, 2, 0, 0])) + attr(7, bytes([10, 0, 0, 1])) + attr(15, struct.pack("<I", 254)) + attr(4, struct.pack("<I", 2)))
+    blackhole6 = nlmsg(24, bytes([10, 48, 0, 0, 254, 3, 0, 6]) + b"\0\0\0\0" + attr(1, bytes.fromhex("20010db8000200000000000000000000")) + attr(4, struct.pack("<I", 1)))
+    del_route = nlmsg(25, route4[16:])
+    del_neigh6 = nlmsg(29, neigh6[16:])
+    del_neigh4 = nlmsg(29, ndmsg4 + attr(1, bytes([10, 0, 0, 1])))
+    ifaddr6 = nlmsg(20, struct.pack("<BBBBI", 10, 64, 0, 0, 2) + attr(1, bytes.fromhex("20010db8000100000000000000000001")))
+    for m in (ecmp, src_tbl, blackhole6, del_route, del_neigh6, del_neigh4, ifaddr6,
+              ecmp + del_route + src_tbl + blackhole6 + del_neigh4 + ifaddr6 + done):
         put("netlink", m)
 
 

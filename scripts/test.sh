@@ -23,9 +23,10 @@ fi
 # network in tests/e2e/test_ila.py; coturn's STUN server and natdiscovery classify the NAT44
 # (RFC 5780, tests/e2e/test_rfc5780.py); curl is the HTTP client of the NAT44/NAT64 tests;
 # iproute2 gives ip and ss; prometheus (the server) scrapes the gateway's /metrics in
-# tests/e2e/test_metrics.py.
+# tests/e2e/test_metrics.py; editcap/dumpcap (wireshark-common) and tshark write and read
+# the pcapng files `translate` is checked against (tests/e2e/test_captures.py).
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus editcap:wireshark-common dumpcap:wireshark-common tshark:tshark; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 # logsvc (issue 12): systemd-analyze verifies the unit file (tests/e2e/test_service.py).

@@ -3,8 +3,9 @@
 
 use std::io::Cursor;
 
+use io::capture::{CaptureReader, CaptureWriter, Format};
 use io::netlink::{parse_datagram, Parsed};
-use io::pcap::{PcapReader, PcapWriter};
+use io::pcap::LinkType;
 
 /// Arbitrary text as a configuration file: loaded, or refused with an error that names
 /// the file and a line of it (or, for something missing, the field). Never a panic.
@@ -38,11 +39,13 @@ pub fn config(data: &[u8]) {
     }
 }
 
-/// Records read from a capture: `(timestamp, bytes)`.
-type Records = Vec<(u64, Vec<u8>)>;
+/// Records read from a capture: `(link type, timestamp, bytes)`.
+type Records = Vec<(LinkType, u64, Vec<u8>)>;
 
-fn read_all(data: &[u8]) -> Option<(io::pcap::LinkType, bool, Records, bool)> {
-    let mut r = PcapReader::new(Cursor::new(data)).ok()?;
+/// A capture read as `quicknat translate` reads it: (format, the pcap file's link type,
+/// nanosecond timestamps, records, read to a clean end).
+fn read_all(data: &[u8]) -> Option<(Format, Option<LinkType>, bool, Records, bool)> {
+    let mut r = CaptureReader::new(Cursor::new(data)).ok()?;
     let mut recs = Vec::new();
     let mut clean = true;
     for _ in 0..10_000 {
@@ -52,36 +55,49 @@ fn read_all(data: &[u8]) -> Option<(io::pcap::LinkType, bool, Records, bool)> {
                     rec.data.len() <= data.len(),
                     "a record longer than the file"
                 );
-                recs.push((rec.ts_nanos, rec.data.to_vec()));
+                recs.push((rec.link_type, rec.ts_nanos, rec.data.to_vec()));
             }
             Ok(None) => break,
-            Err(_) => {
+            Err(e) => {
+                // A malformed pcapng block names where it starts, inside the file.
+                if let io::pcap::PcapError::Malformed { offset, .. } = e {
+                    assert!(
+                        offset <= data.len() as u64,
+                        "error offset {offset} past the end"
+                    );
+                }
                 clean = false;
                 break;
             }
         }
     }
-    Some((r.link_type(), r.is_nanosecond(), recs, clean))
+    Some((r.format(), r.link_type(), r.is_nanosecond(), recs, clean))
 }
 
-/// Arbitrary bytes as a pcap file: read to the end or to an error, never a panic; what
-/// was read, written back with the writer, reads back the same.
+/// Arbitrary bytes as a capture, pcap or pcapng: read to the end or to an error, never a
+/// panic; what was read, written back in the same format, reads back the same.
 pub fn pcap(data: &[u8]) {
-    let Some((link, nanos, recs, _)) = read_all(data) else {
+    let Some((format, link, nanos, recs, _)) = read_all(data) else {
         return;
     };
-    let mut w = PcapWriter::new(Vec::new(), link, nanos).expect("writing to memory");
+    let file_link = link.unwrap_or(LinkType::Raw);
+    let mut w =
+        CaptureWriter::new(Vec::new(), format, file_link, nanos).expect("writing to memory");
     let mut written = Vec::new();
-    for (ts, bytes) in &recs {
-        // A timestamp past 2106 cannot be written in the format: refused, not mangled.
-        if w.write(*ts, bytes).is_ok() {
-            written.push((*ts, bytes.clone()));
+    for (l, ts, bytes) in &recs {
+        // A timestamp past 2106 cannot be written in pcap (nor a link type past 16 bits
+        // in pcapng): refused, not mangled.
+        if w.write(*l, *ts, bytes).is_ok() {
+            written.push((*l, *ts, bytes.clone()));
         }
     }
     let file = w.into_inner().expect("writing to memory");
-    let (link2, nanos2, again, clean) = read_all(&file).expect("our own file reads");
+    let (format2, link2, nanos2, again, clean) = read_all(&file).expect("our own file reads");
     assert!(clean, "a file the writer wrote does not read to its end");
-    assert_eq!((link2, nanos2), (link, nanos));
+    assert_eq!((format2, link2), (format, link));
+    if format == Format::Pcap {
+        assert_eq!(nanos2, nanos);
+    }
     assert_eq!(again, written, "records written then read back differ");
 }
 

@@ -25,11 +25,13 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod capture;
 pub mod csum;
 pub mod host;
 pub mod mem;
 pub mod netlink;
 pub mod pcap;
+pub mod pcapng;
 pub mod port;
 pub mod privs;
 pub mod rawip;

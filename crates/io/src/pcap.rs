@@ -1,6 +1,6 @@
 //! Classic libpcap capture files: a streaming reader and a writer.
 //!
-//! The format is the original `tcpdump` one (not pcapng): a 24-byte global
+//! The format is the original `tcpdump` one (pcapng: [`crate::pcapng`]; either: [`crate::capture`]): a 24-byte global
 //! header followed by records, each a 16-byte record header and the captured
 //! bytes. The reader accepts both byte orders and both magics (microsecond
 //! `0xa1b2c3d4`, nanosecond `0xa1b23c4d`); the writer always writes
@@ -114,8 +114,16 @@ pub enum PcapError {
     #[error("pcap: I/O error: {0}")]
     Io(#[from] io::Error),
     /// The file does not start with a classic pcap magic number.
-    #[error("pcap: global header at byte offset 0: bad magic number {0:#010x} (not a classic pcap file; pcapng is not supported)")]
+    #[error("pcap: header at byte offset 0: bad magic number {0:#010x} (neither a classic pcap nor a pcapng file)")]
     BadMagic(u32),
+    /// A pcapng block is malformed (see [`crate::pcapng`]).
+    #[error("pcapng: at byte offset {offset}: {message}")]
+    Malformed {
+        /// Byte offset in the file where the block starts.
+        offset: u64,
+        /// What is wrong, naming the block.
+        message: String,
+    },
     /// A record header or body ends before its declared length.
     #[error(
         "pcap: record {record} starting at byte offset {offset} is truncated (file ends inside it)"
@@ -172,7 +180,7 @@ impl Endian {
 }
 
 /// Reads `buf.len()` bytes unless the stream ends first; returns how many were read.
-fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match r.read(&mut buf[filled..]) {
@@ -208,9 +216,17 @@ pub struct PcapReader<R: Read> {
 
 impl<R: Read> PcapReader<R> {
     /// Reads the global header; accepts both byte orders and both magics.
-    pub fn new(mut inner: R) -> Result<Self, PcapError> {
+    pub fn new(inner: R) -> Result<Self, PcapError> {
+        Self::after_prefix(&[], inner)
+    }
+
+    /// Reads the global header whose first bytes, `prefix`, were already taken from
+    /// `inner` (to tell pcap from pcapng, [`crate::capture`]).
+    pub fn after_prefix(prefix: &[u8], mut inner: R) -> Result<Self, PcapError> {
         let mut hdr = [0u8; GLOBAL_HEADER_LEN];
-        let got = read_full(&mut inner, &mut hdr)?;
+        let n = prefix.len().min(GLOBAL_HEADER_LEN);
+        hdr[..n].copy_from_slice(&prefix[..n]);
+        let got = n + read_full(&mut inner, &mut hdr[n..])?;
         if got < GLOBAL_HEADER_LEN {
             return Err(PcapError::Io(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

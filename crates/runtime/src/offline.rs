@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use conntrack::Timestamp;
 use engine::config::ConfigError;
 use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
+use engine::DropReason;
 use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
-use io::pcap::{LinkType, PcapError, PcapReader, PcapWriter};
+use io::capture::{CaptureReader, CaptureWriter};
+use io::pcap::{LinkType, PcapError};
 
 use crate::link::l3_offset;
 use crate::live::clamp_translator_mtus;
@@ -94,15 +96,96 @@ pub struct TranslateReport {
     pub outbound: u64,
     /// Packets judged inbound.
     pub inbound: u64,
+    /// What became of the packets from the inside (judged outbound).
+    pub from_inside: DirectionTally,
+    /// What became of the packets from the outside (judged inbound): the replies
+    /// translated back, and the unsolicited dropped.
+    pub from_outside: DirectionTally,
     /// Sessions still live at the end of the capture.
     pub sessions_live: usize,
     /// The engine's counters (workers and reaper).
     pub counters: Counters,
 }
 
+/// What became of the packets of one direction.
+#[derive(Clone, Debug)]
+pub struct DirectionTally {
+    /// Packets translated and sent on (fragmented ones and hairpinned ones count once).
+    pub translated: u64,
+    /// ICMP errors sent back to the sender in place of a packet.
+    pub replied: u64,
+    /// Packets dropped, per [`DropReason`] (index: position in [`DropReason::ALL`]).
+    pub dropped: [u64; DropReason::COUNT],
+}
+
+impl Default for DirectionTally {
+    fn default() -> Self {
+        Self {
+            translated: 0,
+            replied: 0,
+            dropped: [0; DropReason::COUNT],
+        }
+    }
+}
+
+impl DirectionTally {
+    /// Counts what the engine decided for one packet.
+    fn count(&mut self, e: &Emit) {
+        match e {
+            Emit::Forward { .. } | Emit::Hairpin { .. } | Emit::Fragments => self.translated += 1,
+            Emit::Reply(r) => {
+                self.replied += 1;
+                self.drop(*r);
+            }
+            Emit::Drop(r) => self.drop(*r),
+        }
+    }
+
+    fn drop(&mut self, r: DropReason) {
+        if let Some(i) = DropReason::ALL.iter().position(|x| *x == r) {
+            self.dropped[i] += 1;
+        }
+    }
+
+    /// Packets dropped, all reasons.
+    pub fn total_dropped(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+
+    /// `N dropped (reason n, ...)`, or `0 dropped`.
+    fn dropped_summary(&self) -> String {
+        let reasons: Vec<String> = DropReason::ALL
+            .iter()
+            .zip(self.dropped)
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{} {n}", r.as_str()))
+            .collect();
+        if reasons.is_empty() {
+            "0 dropped".into()
+        } else {
+            format!("{} dropped ({})", self.total_dropped(), reasons.join(", "))
+        }
+    }
+}
+
 impl fmt::Display for TranslateReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.counters;
+        let (i, o) = (&self.from_inside, &self.from_outside);
+        writeln!(
+            f,
+            "inside→outside    {} translated, {}{}",
+            i.translated,
+            i.dropped_summary(),
+            replies(i.replied)
+        )?;
+        writeln!(
+            f,
+            "outside→inside    {} translated back, {}{}",
+            o.translated,
+            o.dropped_summary(),
+            replies(o.replied)
+        )?;
         writeln!(f, "frames read       {}", self.frames_in)?;
         writeln!(f, "frames written    {}", self.frames_out)?;
         writeln!(f, "  outbound        {}", self.outbound)?;
@@ -128,6 +211,15 @@ impl fmt::Display for TranslateReport {
         writeln!(f, "icmp errors xlat  {}", c.icmp_errors_translated)?;
         writeln!(f, "fragments xlat    {}", c.fragments_translated)?;
         write!(f, "hairpinned        {}", c.hairpinned)
+    }
+}
+
+/// `, N ICMP errors sent back`, or nothing.
+fn replies(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} answered with an ICMP error")
     }
 }
 
@@ -192,22 +284,24 @@ impl ModeVisitor for Replay<'_> {
         } = self;
         let mut worker = mode.worker(0);
         let mut reaper = mode.reaper();
-        let (mut reader, link, input_id) = open_input(input)?;
+        let (mut reader, input_id) = open_input(input)?;
         if same_file(input_id, output) {
             return Err(OfflineError::SameFile {
                 input: input.into(),
                 output: output.into(),
             });
         }
-        let out_link = match link {
-            LinkType::Ipv4 | LinkType::Ipv6 => LinkType::Raw,
-            l => l,
-        };
         // Written to a temporary file beside the output, renamed over it on success only:
         // a failed replay leaves an existing output as it was.
         let (mut pending, file) = PendingOutput::create(output)?;
-        let mut writer = PcapWriter::new(BufWriter::new(file), out_link, reader.is_nanosecond())
-            .map_err(pcap_err(output))?;
+        // The output's format is the input's: pcapng keeps one interface per link type.
+        let mut writer = CaptureWriter::new(
+            BufWriter::new(file),
+            reader.format(),
+            out_link(reader.link_type().unwrap_or(LinkType::Raw)),
+            reader.is_nanosecond(),
+        )
+        .map_err(pcap_err(output))?;
         let mut report = TranslateReport::default();
         let mut buf = vec![0u8; HEADROOM + 65_536 + 64];
         let mut out = Output::new();
@@ -216,6 +310,7 @@ impl ModeVisitor for Replay<'_> {
         // sends with no packet arriving (answers to held SYNs, which go back out of the
         // outside) are written behind, Ethernet addresses swapped.
         let mut outside_hdr: Vec<u8> = Vec::with_capacity(64);
+        let mut outside_link = reader.link_type().unwrap_or(LinkType::Raw);
         while let Some(rec) = reader.next_record().map_err(pcap_err(input))? {
             report.frames_in += 1;
             let now = Timestamp::from_nanos(rec.ts_nanos);
@@ -230,11 +325,14 @@ impl ModeVisitor for Replay<'_> {
                 &mut worker,
                 Some(now),
                 egress,
-                (link, &outside_hdr),
+                (outside_link, &outside_hdr),
                 &mut out,
                 (&mut writer, output),
             )?;
-            let Some(l3) = l3_offset(link, rec.data) else {
+            // pcap: the file's link type; pcapng: the interface's (an unsupported one
+            // carries no IP the NAT could find).
+            let link = rec.link_type;
+            let Some(l3) = l3_offset(link, rec.data).filter(|_| supported(link)) else {
                 report.not_ip += 1;
                 continue;
             };
@@ -252,12 +350,17 @@ impl ModeVisitor for Replay<'_> {
                     report.inbound += 1;
                     outside_hdr.clear();
                     outside_hdr.extend_from_slice(&rec.data[..l3]);
+                    outside_link = link;
                 }
             }
             let mut f = Frame::new(&mut buf, HEADROOM, len, &mut out);
             f.link_group = crate::link::link_group(link, rec.data);
             let e = worker.process(now, dir, &mut f, egress);
             worker.quiescent();
+            match dir {
+                Direction::Outbound => report.from_inside.count(&e),
+                Direction::Inbound => report.from_outside.count(&e),
+            }
             let link_hdr = &rec.data[..l3];
             let mut write = |pkt: &[u8], back: bool| -> Result<(), OfflineError> {
                 frame.clear();
@@ -265,7 +368,9 @@ impl ModeVisitor for Replay<'_> {
                 relabel(link, &mut frame, l3, pkt, back);
                 frame.extend_from_slice(pkt);
                 report.frames_out += 1;
-                writer.write(rec.ts_nanos, &frame).map_err(pcap_err(output))
+                writer
+                    .write(out_link(link), rec.ts_nanos, &frame)
+                    .map_err(pcap_err(output))
             };
             match e {
                 Emit::Forward { start, len } | Emit::Hairpin { start, len } => {
@@ -289,7 +394,7 @@ impl ModeVisitor for Replay<'_> {
             &mut worker,
             None,
             egress,
-            (link, &outside_hdr),
+            (outside_link, &outside_hdr),
             &mut out,
             (&mut writer, output),
         )?;
@@ -320,7 +425,7 @@ fn write_polled<W: ModeWorker, O: std::io::Write>(
     egress: &Egress,
     (link, hdr): (LinkType, &[u8]),
     out: &mut Output,
-    (writer, path): (&mut PcapWriter<O>, &Path),
+    (writer, path): (&mut CaptureWriter<O>, &Path),
 ) -> Result<u64, OfflineError> {
     let mut written = 0;
     while let Some(t) = worker
@@ -334,7 +439,9 @@ fn write_polled<W: ModeWorker, O: std::io::Write>(
             let mut f = hdr.to_vec();
             relabel(link, &mut f, hdr.len(), p, true);
             f.extend_from_slice(p);
-            writer.write(t.as_nanos(), &f).map_err(pcap_err(path))?;
+            writer
+                .write(out_link(link), t.as_nanos(), &f)
+                .map_err(pcap_err(path))?;
             written += 1;
         }
     }
@@ -360,13 +467,25 @@ fn relabel(link: LinkType, hdr: &mut [u8], l3: usize, pkt: &[u8], back: bool) {
     }
 }
 
+/// The link type a frame of `link` is written with: DLT_IPV4/DLT_IPV6 become raw IP
+/// (a translated packet may change family).
+fn out_link(link: LinkType) -> LinkType {
+    match link {
+        LinkType::Ipv4 | LinkType::Ipv6 => LinkType::Raw,
+        l => l,
+    }
+}
+
+/// Whether frames of `link` carry IP the replay can find.
+fn supported(link: LinkType) -> bool {
+    !matches!(link, LinkType::Other(_))
+}
+
 /// The identity of a file: device and inode, which every name of it shares (symlinks
 /// followed, hard links alike).
 type FileId = (u64, u64);
 
-fn open_input(
-    input: &Path,
-) -> Result<(PcapReader<BufReader<File>>, LinkType, FileId), OfflineError> {
+fn open_input(input: &Path) -> Result<(CaptureReader<BufReader<File>>, FileId), OfflineError> {
     use std::os::unix::fs::MetadataExt;
     let open_err = |source| OfflineError::OpenInput {
         path: input.into(),
@@ -375,15 +494,16 @@ fn open_input(
     let file = File::open(input).map_err(open_err)?;
     let meta = file.metadata().map_err(open_err)?;
     let id = (meta.dev(), meta.ino());
-    let reader = PcapReader::new(BufReader::new(file)).map_err(pcap_err(input))?;
-    let link = reader.link_type();
-    if matches!(link, LinkType::Other(_)) {
+    let reader = CaptureReader::new(BufReader::new(file)).map_err(pcap_err(input))?;
+    // A pcap file has one link type: refused whole if unsupported. A pcapng file's
+    // interfaces each have theirs: frames of an unsupported one are skipped (not IP).
+    if let Some(link) = reader.link_type().filter(|l| !supported(*l)) {
         return Err(OfflineError::LinkType {
             path: input.into(),
             link,
         });
     }
-    Ok((reader, link, id))
+    Ok((reader, id))
 }
 
 /// Whether `output` already names the file `input` (through any symlink or hard link).
@@ -471,6 +591,7 @@ impl Drop for PendingOutput {
 mod tests {
     use super::*;
     use engine::nat44::{DynamicRule, Nat44Config};
+    use io::pcap::{PcapReader, PcapWriter};
 
     /// A TCP segment over IPv4 (checksums filled).
     fn tcp4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
@@ -702,6 +823,42 @@ mod tests {
             names(&dir),
             ["bad.pcap", "good.pcap", "link.pcap", "out.pcap"]
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A pcapng capture whose interfaces differ in link type — raw IPv4, Ethernet, and
+    /// one (USB) that carries no IP — is replayed frame by frame with each frame's own
+    /// link type, the USB frame skipped as not IP, and written as pcapng with one
+    /// interface per link type.
+    #[test]
+    fn pcapng_interfaces_of_different_link_types() {
+        use io::capture::{CaptureReader, Format};
+        use io::pcapng::PcapngWriter;
+        let dir = std::env::temp_dir().join(format!("quicknat-ng-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (input, output) = (dir.join("in.pcapng"), dir.join("out.pcapng"));
+        let mut w = PcapngWriter::new(File::create(&input).unwrap()).unwrap();
+        let syn = tcp4([10, 0, 0, 2], 6000, [198, 51, 100, 2], 80, 0x02);
+        let mut eth = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        eth.extend_from_slice(&tcp4([10, 0, 0, 3], 6001, [198, 51, 100, 2], 80, 0x02));
+        w.write(LinkType::Ipv4, 1_000, &syn).unwrap();
+        w.write(LinkType::Other(189), 2_000, &[0; 48]).unwrap();
+        w.write(LinkType::Ethernet, 3_000, &eth).unwrap();
+        w.into_inner().unwrap();
+        let cfg = nat44_and_capture(&dir.join("unused.pcap"), 0);
+        let report = translate_pcap(&cfg, &Egress::default(), &input, &output).unwrap();
+        assert_eq!((report.frames_in, report.not_ip), (3, 1));
+        assert_eq!(report.from_inside.translated, 2);
+        let mut r = CaptureReader::new(File::open(&output).unwrap()).unwrap();
+        assert_eq!(r.format(), Format::Pcapng);
+        let a = r.next_record().unwrap().unwrap();
+        assert_eq!((a.link_type, a.ts_nanos), (LinkType::Raw, 1_000));
+        assert_eq!(&a.data[12..16], &[203, 0, 113, 1]);
+        let b = r.next_record().unwrap().unwrap();
+        assert_eq!((b.link_type, b.ts_nanos), (LinkType::Ethernet, 3_000));
+        assert_eq!(&b.data[..14], &eth[..14]);
+        assert_eq!(&b.data[14 + 12..14 + 16], &[203, 0, 113, 1]);
+        assert!(r.next_record().unwrap().is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -151,3 +151,34 @@ pub(crate) fn attach(
         native,
     })
 }
+
+#[cfg(test)]
+mod build_tests {
+    use super::XDP_STEER_OBJ;
+
+    /// The newcomer's path: a first build without clang leaves an empty object; once
+    /// clang is on the PATH (scripts/test.sh installs it) build.rs must run again and
+    /// compile the program, never keep the stale empty object. Whenever the clang
+    /// build.rs would use answers now, the object this test was built with is an ELF
+    /// BPF object.
+    #[test]
+    fn the_xdp_object_is_compiled_whenever_clang_is_there() {
+        let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
+        let have = std::process::Command::new(&clang)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !have {
+            eprintln!("no {clang}: nothing to check");
+            return;
+        }
+        assert!(
+            XDP_STEER_OBJ.starts_with(b"\x7fELF"),
+            "{clang} is there but the AF_XDP object is {} bytes and no ELF: build.rs kept \
+             the object of a build without clang",
+            XDP_STEER_OBJ.len()
+        );
+        // EM_BPF (247) in the ELF header's e_machine field (little-endian object).
+        assert_eq!(XDP_STEER_OBJ.get(18..20), Some(&[247u8, 0][..]));
+    }
+}
