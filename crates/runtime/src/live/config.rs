@@ -51,6 +51,9 @@ pub struct GatewayConfig {
     /// Per link: an MTU below the interface's to hold packets to (and the only MTU a
     /// capture replay knows).
     pub mtu: [Option<u32>; 2],
+    /// NAT event logging (`[logging]`: RFC 8158 over IPFIX, RFC 5424 syslog); off by
+    /// default.
+    pub natlog: crate::natlog::NatLogConfig,
 }
 
 impl GatewayConfig {
@@ -71,6 +74,7 @@ impl GatewayConfig {
             gso: true,
             addresses: [Vec::new(), Vec::new()],
             mtu: [None, None],
+            natlog: crate::natlog::NatLogConfig::default(),
         }
     }
 

@@ -193,6 +193,8 @@ pub fn run(
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
     let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    // NAT event logging (RFC 8158): the rings are attached before any worker starts.
+    let natlog = natlog_exporter(&shared, gw, clock(), log)?;
     let setup = |id: usize| WorkerSetup {
         families: fams,
         in_place: mode_in_place(&shared),
@@ -231,6 +233,22 @@ pub fn run(
                     let busy = r.drain(now);
                     std::thread::sleep(Duration::from_millis(if busy { 1 } else { 10 }));
                 }
+            });
+        }
+        // NAT event exporter: drains the workers' and the reaper's event rings.
+        if let Some((exporter, counters)) = natlog {
+            let (stop, interval) = (&stop, gw.stats_interval);
+            s.spawn(move || exporter.run(stop));
+            s.spawn(move || {
+                let mut last = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if last.elapsed() >= interval {
+                        last = Instant::now();
+                        log(counters.line());
+                    }
+                }
+                log(counters.line());
             });
         }
         // Workers: the one place the backend is chosen; generic from here on.
@@ -366,4 +384,48 @@ fn supervise(
             }
         }
     }
+}
+
+/// The NAT event exporter for `gw.natlog`, with its event log attached to the mode's
+/// tables (`None`: logging off, or a mode with nothing to log).
+fn natlog_exporter(
+    shared: &AnyMode,
+    gw: &GatewayConfig,
+    now: Timestamp,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Option<(crate::natlog::Exporter, Arc<crate::natlog::ExportCounters>)>, LiveError> {
+    let cfg = &gw.natlog;
+    if !cfg.enabled() {
+        return Ok(None);
+    }
+    let Some(events) = shared.attach_event_log(cfg.events, gw.workers, cfg.queue) else {
+        log(format!(
+            "warning: [logging] ignored: {} keeps no NAT state to log",
+            shared.name()
+        ));
+        return Ok(None);
+    };
+    let counters = Arc::new(crate::natlog::ExportCounters::default());
+    let exporter = crate::natlog::Exporter::new(
+        cfg.clone(),
+        events,
+        crate::natlog::WallClock::at(now),
+        Arc::clone(&counters),
+    )
+    .map_err(|source| LiveError::Io {
+        what: "NAT event log socket",
+        source,
+    })?;
+    let classes: Vec<&str> = engine::events::EventClass::ALL
+        .into_iter()
+        .filter(|c| cfg.events.has(*c))
+        .map(|c| c.as_str())
+        .collect();
+    log(format!(
+        "natlog: events {} to{}{}",
+        classes.join(","),
+        cfg.ipfix.map_or(String::new(), |a| format!(" ipfix {a}")),
+        cfg.syslog.map_or(String::new(), |a| format!(" syslog {a}"))
+    ));
+    Ok(Some((exporter, counters)))
 }
