@@ -10,6 +10,7 @@ pub mod ila;
 mod limits;
 mod locate;
 mod modes;
+mod natlog;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -46,6 +47,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// The most memory the mode's tables hold when full (issue 14, finding 9).
     pub memory: engine::config::MemoryEstimate,
+    /// NAT event logging (`[logging]`); off by default.
+    pub natlog: runtime::natlog::NatLogConfig,
 }
 
 // -- the machine a configuration must fit (issue 14, finding 9) --
@@ -182,11 +185,23 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
             Ok(None) => {}
         }
     }
+    // NAT event logging (issue 12, natlog): `[logging]`, carried by the gateway too.
+    let natlog = file
+        .logging
+        .as_ref()
+        .map(|l| natlog::convert(&src, l.get_ref()))
+        .transpose()?
+        .unwrap_or_default();
+    let mut gateway = gateway;
+    if let Some(g) = &mut gateway {
+        g.natlog = natlog.clone();
+    }
     Ok(Config {
         mode,
         gateway,
         warnings,
         memory,
+        natlog,
     })
 }
 
@@ -340,6 +355,8 @@ fn convert_gateway(
             link_mtu(src, &g.inside_mtu, "gateway.inside_mtu")?,
             link_mtu(src, &g.outside_mtu, "gateway.outside_mtu")?,
         ],
+        // Set from `[logging]` by `load_str_on`.
+        natlog: runtime::natlog::NatLogConfig::default(),
     })
 }
 
