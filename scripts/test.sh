@@ -21,6 +21,11 @@ need=()
 for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+# NAT event logging (tests/e2e/test_natlog.py): tshark decodes the IPFIX, pmacct's nfacctd
+# collects it (tshark's debconf question is answered by DEBIAN_FRONTEND=noninteractive).
+for tool in tshark:tshark nfacctd:pmacct; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true

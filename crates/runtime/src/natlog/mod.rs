@@ -185,8 +185,9 @@ impl Exporter {
         for r in self.log.rings() {
             r.drain(|e| buf.push((e, clock.ms(e.time))));
         }
-        // Rings are per producer: order the batch by time for the collector.
-        self.buf.sort_by_key(|(_, t)| *t);
+        // Rings are per producer: one data set per template, each in time order.
+        self.buf
+            .sort_by_key(|(e, t)| (ipfix::template_of(e).id, *t));
         let n = self.buf.len();
         let now = WallClock::now_ms();
         if let Some(to) = self.cfg.ipfix {
