@@ -127,7 +127,11 @@ RFC5424 = re.compile(
     r"\[(?P<sdid>[^ =\]\"]+)(?P<params>( [^ =\]\"]+=\"[^\"]*\")*)\](?: (?P<msg>.*))?$"
 )
 
-KIND = {1: "session-create", 2: "session-delete", 6: "bib-create", 7: "bib-delete"}
+# RFC 8158 Table 2 (IANA natEvent registry) values of the NAT44 events.
+KIND = {4: "session-create", 5: "session-delete", 8: "bib-create", 9: "bib-delete"}
+# How tshark (its own copy of the IANA registry) names them.
+TSHARK_NAMES = ["NAT44 session create (4)", "NAT44 session delete (5)", "NAT44 BIB create (8)",
+                "NAT44 BIB delete (9)"]
 
 
 class NatLog(Scenario):
@@ -293,6 +297,11 @@ def test_every_event_reaches_the_ipfix_collector_and_syslog(quicknat, backend, s
                         r.get("cflow.dstaddr"), int(r.get("cflow.dstport", 0)), flows, seen)
     assert seen == expected(flows), sorted(set(expected(flows)) ^ set(seen))
     assert sequence == total
+    # tshark's own decode names the events as RFC 8158 does.
+    text = subprocess.run(["tshark", "-n", "-r", s.pcap, "-d", "udp.port==4739,cflow", "-V"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    for name in TSHARK_NAMES:
+        assert f"Nat Event: {name}" in text, name
     if not with_syslog:
         return
     # The same events as RFC 5424 syslog lines.
@@ -342,11 +351,10 @@ def test_nfacctd_receives_every_event(quicknat, backend, scenario):
     with open(s.nfacctd_out) as f:
         header = f.readline().strip().split(",")
     seen = {}
-    names = {"1": "session-create", "2": "session-delete", "6": "bib-create", "7": "bib-delete"}
     for row in rows():
         r = dict(zip(header, row.split(",")))
         proto = {"udp": 17, "tcp": 6}.get(r["PROTOCOL"].lower(), r["PROTOCOL"])
-        check_event(names[r["NAT_EVENT"]], int(proto), r["SRC_IP"], int(r["SRC_PORT"]),
+        check_event(KIND[int(r["NAT_EVENT"])], int(proto), r["SRC_IP"], int(r["SRC_PORT"]),
                     r["POST_NAT_SRC_IP"], int(r["POST_NAT_SRC_PORT"]), r["DST_IP"],
                     int(r["DST_PORT"]), flows, seen)
     assert seen == expected(flows)

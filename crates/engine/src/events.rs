@@ -16,36 +16,38 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use conntrack::{Proto, Timestamp};
 
-/// RFC 8158 §4 Table 2: the natEvent values.
+/// RFC 8158 §4 Table 2 (the IANA natEvent registry): the natEvent values. 1 and 2 are
+/// RFC 5102's historic "NAT translation create/delete"; 14/15 (address binding) and 18
+/// (threshold reached) are not produced here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum EventKind {
-    /// NAT44 session create (1).
-    Nat44SessionCreate = 1,
-    /// NAT44 session delete (2).
-    Nat44SessionDelete = 2,
+    /// NAT44 session create (4).
+    Nat44SessionCreate = 4,
+    /// NAT44 session delete (5).
+    Nat44SessionDelete = 5,
     /// NAT addresses exhausted (3).
     AddressesExhausted = 3,
-    /// NAT64 session create (4).
-    Nat64SessionCreate = 4,
-    /// NAT64 session delete (5).
-    Nat64SessionDelete = 5,
-    /// NAT44 BIB create (6).
-    Nat44BibCreate = 6,
-    /// NAT44 BIB delete (7).
-    Nat44BibDelete = 7,
-    /// NAT64 BIB create (8).
-    Nat64BibCreate = 8,
-    /// NAT64 BIB delete (9).
-    Nat64BibDelete = 9,
-    /// NAT ports exhausted (10).
-    PortsExhausted = 10,
-    /// Quota exceeded (11): a per-subscriber limit refused a session or a port.
-    QuotaExceeded = 11,
-    /// Port block allocation (14).
-    PortBlockAllocate = 14,
-    /// Port block de-allocation (15).
-    PortBlockRelease = 15,
+    /// NAT64 session create (6).
+    Nat64SessionCreate = 6,
+    /// NAT64 session delete (7).
+    Nat64SessionDelete = 7,
+    /// NAT44 BIB create (8).
+    Nat44BibCreate = 8,
+    /// NAT44 BIB delete (9).
+    Nat44BibDelete = 9,
+    /// NAT64 BIB create (10).
+    Nat64BibCreate = 10,
+    /// NAT64 BIB delete (11).
+    Nat64BibDelete = 11,
+    /// NAT ports exhausted (12).
+    PortsExhausted = 12,
+    /// Quota exceeded (13): a per-subscriber limit refused a session or a port.
+    QuotaExceeded = 13,
+    /// Port block allocation (16).
+    PortBlockAllocate = 16,
+    /// Port block de-allocation (17).
+    PortBlockRelease = 17,
 }
 
 impl EventKind {

@@ -34,7 +34,7 @@ fn a_nat44_session_record_byte_by_byte() {
         out,
         [
             1, 2, 3, 4, 5, 6, 7, 8,  // observationTimeMilliseconds (323), 8 bytes
-            1,  // natEvent (230): NAT44 session create
+            4,  // natEvent (230): NAT44 session create
             17, // protocolIdentifier (4): UDP
             10, 0, 0, 2, // sourceIPv4Address (8)
             0x13, 0x88, // sourceTransportPort (7): 5000

@@ -232,7 +232,7 @@ mod tests {
         let line = format(&header(), &e, 951_827_696_789);
         assert_eq!(
             line,
-            "<134>1 2000-02-29T12:34:56.789Z gw1 quicknat 42 nat44-session-create [nat@32473 natEvent=\"1\" protocolIdentifier=\"17\" sourceIPv4Address=\"10.0.0.2\" sourceTransportPort=\"5000\" postNATSourceIPv4Address=\"203.0.113.1\" postNAPTSourceTransportPort=\"40000\" destinationIPv4Address=\"198.51.100.2\" destinationTransportPort=\"53\"] nat44-session-create UDP 10.0.0.2:5000 -> 203.0.113.1:40000 to 198.51.100.2:53"
+            "<134>1 2000-02-29T12:34:56.789Z gw1 quicknat 42 nat44-session-create [nat@32473 natEvent=\"4\" protocolIdentifier=\"17\" sourceIPv4Address=\"10.0.0.2\" sourceTransportPort=\"5000\" postNATSourceIPv4Address=\"203.0.113.1\" postNAPTSourceTransportPort=\"40000\" destinationIPv4Address=\"198.51.100.2\" destinationTransportPort=\"53\"] nat44-session-create UDP 10.0.0.2:5000 -> 203.0.113.1:40000 to 198.51.100.2:53"
         );
         let (pri, h, params, _) = parse(&line);
         assert_eq!(pri, 16 * 8 + 6);
