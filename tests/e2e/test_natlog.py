@@ -358,3 +358,97 @@ def test_nfacctd_receives_every_event(quicknat, backend, scenario):
                     r["POST_NAT_SRC_IP"], int(r["POST_NAT_SRC_PORT"]), r["DST_IP"],
                     int(r["DST_PORT"]), flows, seen)
     assert seen == expected(flows)
+
+
+# ---- NAT64: the events name the IPv6 host ----
+
+CONFIG64 = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+stats_interval = 1
+
+[nat64]
+pref64 = "2001:db8:64::/96"
+pool4 = ["203.0.113.1/32"]
+[nat64.timeouts]
+udp = 2
+
+[logging]
+events = ["binding", "session"]
+ipfix = "{server}:4739"
+syslog = "{server}:5514"
+"""
+
+HOST6 = "2001:db8:1::2"
+SERVER6 = "2001:db8:64::c633:6402"  # 198.51.100.2 in the pref64
+
+# argv: server, port, n: one UDP flow from each source port 30000+i; "udp SPORT PUBLIC".
+CLIENT6 = r"""
+import socket, sys
+srv, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.settimeout(3)
+    s.bind((sys.argv[4], 30000 + i)); s.connect((srv, port)); s.send(b"hi")
+    print("udp", 30000 + i, s.recv(100).decode().split("=")[1], flush=True); s.close()
+"""
+
+
+class NatLog64(NatLog):
+    def setup64(self, quicknat, backend):
+        self.make_namespaces()
+        self.link("cli", "c0", "gw", "g-in")
+        self.link("srv", "s0", "gw", "g-out")
+        self.nsx("cli", "ip", "-6", "addr", "add", f"{HOST6}/64", "dev", "c0", "nodad")
+        self.nsx("cli", "ip", "-6", "route", "add", "2001:db8:64::/96", "via", "2001:db8:1::1")
+        self.nsx("gw", "ip", "-6", "addr", "add", "2001:db8:1::1/64", "dev", "g-in", "nodad")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        self.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        self.popen("srv", "python3", "-c", UDP_SERVER, SERVER, "5353")
+        assert self.wait_udp_bound("srv", SERVER, 5353)
+        self.syslog_file = f"{self.tmp}/syslog.txt"
+        open(self.syslog_file, "w").close()
+        self.popen("srv", "python3", "-c", SYSLOG_RECEIVER, SERVER, "5514", self.syslog_file)
+        assert self.wait_udp_bound("srv", SERVER, 5514)
+        self.qn = self.quicknat(quicknat, "gw", CONFIG64.format(backend=backend, server=SERVER),
+                                f"natlog64-{backend}")
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+
+@pytest.mark.only(backend="af_packet")
+def test_nat64_events_name_the_ipv6_host(quicknat, backend):
+    s = NatLog64()
+    try:
+        s.setup64(quicknat, backend)
+        n = 10
+        r = s.nsx("cli", "python3", "-c", CLIENT6, SERVER6, "5353", str(n), HOST6, timeout=60)
+        flows = {}
+        for line in r.stdout.splitlines():
+            _, sport, public = line.split()
+            addr, port = public.split(":")
+            flows[int(sport)] = (addr, int(port))
+        assert len(flows) == n, r.stdout + r.stderr
+        assert wait_for(lambda: s.sessions() == 0, 30), s.qn.stats()
+        assert wait_for(lambda: len(s.syslog_lines()) >= 4 * n, 15), s.syslog_lines()
+        seen = set()
+        for line in s.syslog_lines():
+            m = RFC5424.match(line)
+            assert m, line
+            p = dict(re.findall(r' ([^ =]+)="([^"]*)"', m["params"]))
+            # RFC 8158: NAT64 session create/delete 6/7, BIB create/delete 10/11.
+            kind = {6: "session-create", 7: "session-delete", 10: "bib-create",
+                    11: "bib-delete"}[int(p["natEvent"])]
+            assert m["msgid"] == "nat64-" + kind
+            assert p["sourceIPv6Address"] == HOST6, line
+            sport = int(p["sourceTransportPort"])
+            pub = (p["postNATSourceIPv4Address"], int(p["postNAPTSourceTransportPort"]))
+            assert pub == flows[sport], line
+            if kind.startswith("session"):
+                assert p["destinationIPv4Address"] == SERVER, line
+            assert (kind, sport) not in seen, line
+            seen.add((kind, sport))
+        assert len(seen) == 4 * n
+    finally:
+        assert not s.close()
