@@ -371,6 +371,20 @@ pub const RING_CAPACITY: usize = 2048;
 pub struct EventLog {
     mask: EventMask,
     rings: Box<[EventRing]>,
+    /// Per pool-wide event kind ([`Throttled`]): engine time (ns + 1) of the last one
+    /// recorded, 0 for never.
+    throttle: [AtomicU64; 2],
+}
+
+/// Pool-wide events recorded at most once a second (every refused packet would repeat
+/// them while the pool or table stays exhausted, crowding out the events that name
+/// someone); quota events naming a subscriber are not throttled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Throttled {
+    /// Addresses or ports exhausted.
+    PoolExhausted = 0,
+    /// Session table full.
+    TableFull = 1,
 }
 
 impl EventLog {
@@ -382,7 +396,21 @@ impl EventLog {
             rings: (0..workers.max(1) + 1)
                 .map(|_| EventRing::new(capacity))
                 .collect(),
+            throttle: Default::default(),
         }
+    }
+
+    /// Whether a `what` event at `now` is the first in a second (any producer); false:
+    /// leave it out.
+    pub fn first_in_second(&self, what: Throttled, now: Timestamp) -> bool {
+        let a = &self.throttle[what as usize];
+        let t = now.as_nanos().saturating_add(1);
+        let last = a.load(Ordering::Relaxed);
+        if last != 0 && t.saturating_sub(last) < 1_000_000_000 {
+            return false;
+        }
+        a.compare_exchange(last, t, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// What is recorded.

@@ -12,7 +12,7 @@ use conntrack::session::FROM_INSIDE;
 use conntrack::{Endpoint, Proto, Timestamp, Tuple};
 
 use super::Nat44Shared;
-use crate::events::{proto_number, Event, EventClass, EventKind, EventLog, Quota};
+use crate::events::{proto_number, Event, EventClass, EventKind, EventLog, Quota, Throttled};
 use crate::verdict::DropReason;
 
 /// Who records an event and when: a worker's id (or [`crate::events::REAPER`]) and the
@@ -120,6 +120,14 @@ impl Nat44Shared {
         let Some(log) = self.log_for(EventClass::Limits) else {
             return;
         };
+        let throttled = match why {
+            DropReason::PoolExhausted => Some(Throttled::PoolExhausted),
+            DropReason::TableFull => Some(Throttled::TableFull),
+            _ => None,
+        };
+        if throttled.is_some_and(|t| !log.first_in_second(t, at.now)) {
+            return;
+        }
         let mut e = match why {
             DropReason::PoolExhausted => {
                 // Ports exhausted when the rule's pool has one address (its ports are

@@ -140,6 +140,15 @@ fn an_exhausted_single_address_pool_is_a_ports_exhausted_event() {
         .collect();
     assert_eq!(ex.len(), 1, "{ev:?}");
     assert_eq!(ex[0].public.0, PUB);
+    // While the pool stays exhausted: once a second, not once a packet.
+    for p in 10..20 {
+        assert!(send(&mut n, 1, IN_A, p).is_none());
+    }
+    assert!(drain(&log).is_empty());
+    assert!(send(&mut n, 2, IN_A, 30).is_none());
+    let again = drain(&log);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].kind, EventKind::PortsExhausted);
 }
 
 #[test]
