@@ -33,6 +33,11 @@ done
 for tool in systemd-analyze:systemd; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+# NAT event logging (tests/e2e/test_natlog.py): tshark decodes the IPFIX, pmacct's nfacctd
+# collects it (tshark's debconf question is answered by DEBIAN_FRONTEND=noninteractive).
+for tool in tshark:tshark nfacctd:pmacct; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true

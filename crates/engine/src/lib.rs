@@ -6,6 +6,7 @@
 //! run under a pcap replay, a live worker and a deterministic test.
 
 pub mod config;
+pub mod events;
 pub mod ila;
 pub mod mode;
 pub mod nat44;

@@ -458,6 +458,8 @@ fn run_gateway(
         (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
         _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
     };
+    // NAT event logging: `[logging]` applies with interfaces named on the command line too.
+    gw.natlog = cfg.natlog.clone();
     if let Some(w) = workers {
         anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
         gw.workers = w;

@@ -7,6 +7,7 @@ pub mod control;
 pub mod link;
 pub mod live;
 pub mod metrics;
+pub mod natlog;
 pub mod offline;
 
 pub use link::l3_offset;

@@ -218,3 +218,27 @@ impl AnyMode {
         }
     }
 }
+
+// -- NAT event logging (RFC 8158; issue 12, natlog) --
+impl AnyMode {
+    /// A fresh event log for this mode's `workers` workers and its reaper, attached to
+    /// its tables: `None` for the stateless modes and ILA (nothing to log) or when `mask`
+    /// is empty (logging off costs nothing).
+    pub fn attach_event_log(
+        &self,
+        mask: crate::events::EventMask,
+        workers: usize,
+        capacity: usize,
+    ) -> Option<Arc<crate::events::EventLog>> {
+        if mask == crate::events::EventMask::NONE {
+            return None;
+        }
+        let nat = match self {
+            AnyMode::Nat44(n) => n,
+            AnyMode::Nat64(n) => n.nat44(),
+            AnyMode::Siit(_) | AnyMode::Ila(_) => return None,
+        };
+        let log = Arc::new(crate::events::EventLog::new(mask, workers, capacity));
+        nat.attach_events(Arc::clone(&log)).then_some(log)
+    }
+}

@@ -21,6 +21,7 @@ pub mod config;
 pub mod frag;
 pub(crate) mod held;
 mod limits;
+mod natlog;
 mod parse;
 mod reaper;
 pub mod rules;
@@ -36,6 +37,8 @@ mod tests_hairpin;
 mod tests_limits;
 #[cfg(test)]
 mod tests_mt;
+#[cfg(test)]
+mod tests_natlog;
 #[cfg(test)]
 mod tests_tcp;
 mod worker;
@@ -99,6 +102,8 @@ pub struct Nat44Shared {
     subscribers: Option<conntrack::Subscribers>,
     /// Unsolicited inbound SYNs held for a simultaneous open (`held`).
     held: held::HeldSyns,
+    /// RFC 8158 events, when logging is on (`natlog`; attached once, before traffic).
+    events: std::sync::OnceLock<Arc<crate::events::EventLog>>,
 }
 
 /// Inside "addresses" that stand for something larger, such as the 32-bit ids NAT64 gives
@@ -109,6 +114,11 @@ pub trait InsideHosts: Send + Sync + std::fmt::Debug {
     fn acquire(&self, inside: Ipv4Addr) -> bool;
     /// A binding for `inside` was not made after all, or has been removed.
     fn release(&self, inside: Ipv4Addr, now: Timestamp);
+    /// The IPv6 host id `inside` stands for (NAT64), for event logs; `None`: a plain
+    /// IPv4 host.
+    fn ipv6(&self, _inside: Ipv4Addr) -> Option<std::net::Ipv6Addr> {
+        None
+    }
 }
 
 /// Packs a protocol and endpoint into a binding key.
@@ -206,6 +216,7 @@ impl Nat44Shared {
             } else {
                 cfg.max_simultaneous_opens
             }),
+            events: std::sync::OnceLock::new(),
             cfg,
         };
         let mut shared = shared;

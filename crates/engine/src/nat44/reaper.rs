@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use conntrack::{Proto, Room, SessionId, SessionView, Timestamp};
 
+use super::natlog::Origin;
 use super::worker::release_session;
 use super::{key_ep, key_proto, Nat44Shared, SWEEP_INTERVAL};
 use crate::stats::Counters;
@@ -137,20 +138,37 @@ impl Nat44Reaper {
         let taken = sh.sessions.live_count();
         if taken >= early_drop_threshold(cap) {
             let target = taken - early_drop_target(cap);
-            early_drop(&sh, &mut self.counters, usize::MAX, target);
+            let at = Origin {
+                ring: crate::events::REAPER,
+                now,
+            };
+            early_drop(&sh, &mut self.counters, at, usize::MAX, target);
         }
         let mut unlinked = Vec::new();
         sh.sessions.reap(
             |v| v.last_seen() + sh.timeout(v.initial.proto, v.tcp) <= now,
             |id, v, marked_here| {
                 if marked_here {
-                    release_session(&sh, &v);
+                    release_session(
+                        &sh,
+                        &v,
+                        Origin {
+                            ring: crate::events::REAPER,
+                            now,
+                        },
+                    );
                     self.counters.sessions_expired += 1;
                 }
                 unlinked.push(Slot::Session(id.0));
             },
         );
         sh.bindings.reap(|id, b| {
+            let at = Origin {
+                ring: crate::events::REAPER,
+                now,
+            };
+            let proto = key_proto(b.key_a);
+            sh.log_binding(at, false, proto, key_ep(b.key_a), key_ep(b.key_b));
             if let Some(h) = &sh.inside_hosts {
                 h.release(key_ep(b.key_a).addr, now);
             }
@@ -219,9 +237,15 @@ pub(super) fn is_victim(v: &SessionView) -> bool {
 /// Marks dead up to `max` victims (see [`is_victim`]) among `scan` slots and queues them
 /// for [`Nat44Reaper::drain`], releasing what each held and counting it in
 /// `sessions_early_dropped`. Any thread.
-pub(super) fn evict(sh: &Nat44Shared, counters: &mut Counters, scan: usize, max: usize) {
+pub(super) fn evict(
+    sh: &Nat44Shared,
+    counters: &mut Counters,
+    at: Origin,
+    scan: usize,
+    max: usize,
+) {
     sh.sessions.evict(scan, max, is_victim, |_, v| {
-        release_session(sh, &v);
+        release_session(sh, &v, at);
         counters.sessions_early_dropped += 1;
     });
 }
@@ -234,9 +258,15 @@ pub(super) const EARLY_DROP_MAX: usize = 4;
 /// Marks dead up to `max` unconfirmed TCP sessions (handshake never completed; never an
 /// established one) among `scan` slots, releasing what each held and counting it in
 /// `sessions_early_dropped`. Any thread; the reaper's walk unlinks and frees them.
-pub(super) fn early_drop(sh: &Nat44Shared, counters: &mut Counters, scan: usize, max: usize) {
+pub(super) fn early_drop(
+    sh: &Nat44Shared,
+    counters: &mut Counters,
+    at: Origin,
+    scan: usize,
+    max: usize,
+) {
     sh.sessions.early_drop(scan, max, is_victim, |_, v| {
-        release_session(sh, &v);
+        release_session(sh, &v, at);
         counters.sessions_early_dropped += 1;
     });
 }

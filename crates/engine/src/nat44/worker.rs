@@ -12,6 +12,7 @@ use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite
 
 use super::frag::{rewrite_fragment, FragKey, FragRewrite};
 use super::held::Hold;
+use super::natlog::Origin;
 use super::parse::{parse_with, Flow, Fragment, IcmpError, Parsed};
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
@@ -263,7 +264,8 @@ impl Nat44Worker {
         if seen + sh.timeout(proto, tcp) > now {
             return Some(h.r);
         }
-        expire(sh, &mut self.counters, h.r.session);
+        let at = Origin { ring: self.id, now };
+        expire(sh, &mut self.counters, h.r.session, at);
         None
     }
 
@@ -284,7 +286,8 @@ impl Nat44Worker {
                 if seen + sh.timeout(proto, tcp) > now {
                     return forward(sh, h, dir, leg, &f, now, pkt);
                 }
-                expire(sh, &mut self.counters, h.r.session);
+                let at = Origin { ring: self.id, now };
+                expire(sh, &mut self.counters, h.r.session, at);
             }
         }
         let r = match dir {
@@ -411,11 +414,20 @@ impl Nat44Worker {
         }
         // RFC 6888 REQ-4: the session is counted before anything is made for it, and
         // given back unless this call installed it (another worker's copy is theirs).
-        self.shared.acquire_host(Counted::Sessions, t.src.addr)?;
+        let at = Origin { ring: self.id, now };
+        if let Err(e) = self.shared.acquire_host(Counted::Sessions, t.src.addr) {
+            let limit = self.shared.cfg.max_sessions_per_host;
+            self.shared.log_refusal(at, e, t.proto, t.src, limit);
+            return Err(e);
+        }
         let created = self.counters.sessions_created;
         let r = self.new_outbound_counted(now, t, hairpin);
         if r.is_err() || self.counters.sessions_created == created {
             self.shared.release_host(Counted::Sessions, t.src.addr);
+        }
+        if let Err(e) = r {
+            let limit = self.shared.cfg.max_ports_per_host;
+            self.shared.log_refusal(at, e, t.proto, t.src, limit);
         }
         r
     }
@@ -579,6 +591,7 @@ impl Nat44Worker {
             match inserted {
                 Ok(b) => {
                     self.counters.bindings_created += 1;
+                    sh.log_binding(Origin { ring: self.id, now }, true, proto, inside, public);
                     return Ok(b);
                 }
                 Err(RefInsertError::ExistsA(_)) => {
@@ -657,13 +670,15 @@ impl Nat44Worker {
             super::reaper::EARLY_DROP_SCAN,
             super::reaper::is_victim,
             |_, v| {
-                release_session(&sh, &v);
+                release_session(&sh, &v, Origin { ring: self.id, now });
                 counters.sessions_early_dropped += 1;
             },
         );
         match inserted {
             Ok(id) => {
                 self.counters.sessions_created += 1;
+                let at = Origin { ring: self.id, now };
+                sh.log_session(at, true, flags, &initial, &revised);
                 Ok(RecordRef {
                     session: id,
                     side: Side::Original,
@@ -684,6 +699,7 @@ impl Nat44Worker {
                     super::reaper::evict(
                         &sh,
                         &mut self.counters,
+                        Origin { ring: self.id, now },
                         super::reaper::EARLY_DROP_SCAN,
                         super::reaper::EARLY_DROP_MAX,
                     );
@@ -759,10 +775,10 @@ fn observe_tcp(
 }
 
 /// Marks a session dead and, if this call did, releases what it held.
-fn expire(sh: &Nat44Shared, counters: &mut Counters, id: SessionId) {
+fn expire(sh: &Nat44Shared, counters: &mut Counters, id: SessionId, at: Origin) {
     if let Some(v) = sh.sessions.view(id) {
         if sh.sessions.mark_dead(id) {
-            release_session(sh, &v);
+            release_session(sh, &v, at);
             counters.sessions_expired += 1;
         }
     }
@@ -770,7 +786,8 @@ fn expire(sh: &Nat44Shared, counters: &mut Counters, id: SessionId) {
 
 /// Releases what a dead session held: its binding reference and its filtering permit.
 /// Called exactly once per session, by whoever marked it dead.
-pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView) {
+pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView, at: Origin) {
+    sh.log_session(at, false, v.flags, &v.initial, &v.revised);
     sh.bindings.unref(v.binding);
     if v.flags & FROM_INSIDE != 0 {
         sh.release_host(Counted::Sessions, v.initial.src.addr);

@@ -79,6 +79,9 @@ impl InsideHosts for Hosts {
     fn release(&self, inside: Ipv4Addr, now: Timestamp) {
         self.0.unref(inside, now);
     }
+    fn ipv6(&self, inside: Ipv4Addr) -> Option<std::net::Ipv6Addr> {
+        self.0.addr(inside)
+    }
 }
 
 /// Everything the threads of one NAT64 instance share.
@@ -161,6 +164,12 @@ impl Nat64Shared {
     /// Live sessions (a walk).
     pub fn session_count(&self) -> usize {
         self.nat.session_count()
+    }
+
+    /// The NAT44 tables underneath (bindings and sessions keyed by host id), e.g. to
+    /// attach an event log ([`Nat44Shared::attach_events`]).
+    pub fn nat44(&self) -> &Arc<Nat44Shared> {
+        &self.nat
     }
 
     /// Live IPv6 hosts (a walk).

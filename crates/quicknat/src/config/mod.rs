@@ -9,9 +9,10 @@
 pub mod ila;
 mod limits;
 mod locate;
-mod metrics;
 mod logcfg;
+mod metrics;
 mod modes;
+mod natlog;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -50,6 +51,8 @@ pub struct Config {
     pub memory: engine::config::MemoryEstimate,
     /// logsvc (issue 12): `[gateway] log_level` and `log_format` (defaults without them).
     pub logging: crate::logging::LogSettings,
+    /// NAT event logging (`[logging]`); off by default.
+    pub natlog: runtime::natlog::NatLogConfig,
 }
 
 // -- the machine a configuration must fit (issue 14, finding 9) --
@@ -187,12 +190,24 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
             Ok(None) => {}
         }
     }
+    // NAT event logging (issue 12, natlog): `[logging]`, carried by the gateway too.
+    let natlog = file
+        .logging
+        .as_ref()
+        .map(|l| natlog::convert(&src, l.get_ref()))
+        .transpose()?
+        .unwrap_or_default();
+    let mut gateway = gateway;
+    if let Some(g) = &mut gateway {
+        g.natlog = natlog.clone();
+    }
     Ok(Config {
         mode,
         gateway,
         warnings,
         memory,
         logging,
+        natlog,
     })
 }
 
@@ -348,6 +363,8 @@ fn convert_gateway(
         ],
         // -- metrics (issue 12) --
         metrics: metrics::listen_addr(src, &g.metrics)?,
+        // Set from `[logging]` by `load_str_on`.
+        natlog: runtime::natlog::NatLogConfig::default(),
     })
 }
 

@@ -25,6 +25,8 @@ pub(super) struct RawFile {
     pub nat64: Option<Spanned<super::modes::RawNat64>>,
     /// The `[ila]` table (read by `super::ila`).
     pub ila: Option<Spanned<super::ila::RawIla>>,
+    /// The `[logging]` table (NAT event logging, read by `super::natlog`).
+    pub logging: Option<Spanned<super::natlog::RawLogging>>,
 }
 
 /// The `[gateway]` table: which interfaces a live gateway uses, and how.

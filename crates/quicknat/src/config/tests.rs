@@ -1281,3 +1281,57 @@ fn gateway_log_level_and_format() {
     let text = format!("{BASE}{gw}log_level = \"info,[{{{{\"\n");
     expect_err(&text, "log_level", "gateway.log_level", "not a level");
 }
+
+// -- [logging] (NAT event logging, issue 12 natlog) --
+
+#[test]
+fn logging_is_off_by_default_and_read_when_written() {
+    let c = load_str(BASE, "t.toml").unwrap();
+    assert!(!c.natlog.enabled());
+    let text = format!(
+        "{BASE}\n[gateway]\ninside = \"a\"\noutside = \"b\"\n\n[logging]\nevents = [\"binding\", \"session\", \"limits\"]\nipfix = \"192.0.2.9:4739\"\nsyslog = \"[2001:db8::9]:514\"\ntemplate_refresh = 30\ntemplate_refresh_messages = 50\nobservation_domain = 9\nmax_message = 1200\nsyslog_facility = 23\nsyslog_severity = 5\nqueue = 4096\n"
+    );
+    let c = load_str(&text, "t.toml").unwrap();
+    let n = &c.natlog;
+    use engine::events::EventClass::*;
+    assert!(n.events.has(Binding) && n.events.has(Session) && n.events.has(Limits));
+    assert!(!n.events.has(Block));
+    assert_eq!(n.ipfix, Some("192.0.2.9:4739".parse().unwrap()));
+    assert_eq!(n.syslog, Some("[2001:db8::9]:514".parse().unwrap()));
+    assert_eq!(n.template_refresh, Duration::from_secs(30));
+    assert_eq!(
+        (
+            n.template_refresh_messages,
+            n.observation_domain,
+            n.max_message
+        ),
+        (50, 9, 1200)
+    );
+    assert_eq!(
+        (n.syslog_facility, n.syslog_severity, n.queue),
+        (23, 5, 4096)
+    );
+    assert_eq!(c.gateway.unwrap().natlog, *n);
+}
+
+#[test]
+fn logging_mistakes_name_the_line_and_field() {
+    let with = |body: &str| format!("{BASE}\n[logging]\n{body}\n");
+    let t = with("events = [\"binding\", \"sessions\"]\nipfix = \"192.0.2.9:4739\"");
+    expect_err(&t, "sessions", "logging.events", "\"sessions\": expected");
+    let t = with("events = [\"binding\"]\nipfix = \"192.0.2.9\"");
+    expect_err(&t, "ipfix =", "logging.ipfix", "expected address:port");
+    let t = with("events = [\"binding\"]");
+    expect_err(&t, "events =", "logging.events", "sent nowhere");
+    let t = with("events = [\"binding\"]\nsyslog = \"192.0.2.9:514\"\nsyslog_severity = 8");
+    expect_err(
+        &t,
+        "syslog_severity",
+        "logging.syslog_severity",
+        "between 0 and 7",
+    );
+    let t = with("events = [\"binding\"]\nipfix = \"192.0.2.9:4739\"\nmax_message = 100");
+    expect_err(&t, "max_message", "logging.max_message", "between 512");
+    let t = with("event = [\"binding\"]");
+    expect_err(&t, "event =", "logging.event", "unknown field");
+}

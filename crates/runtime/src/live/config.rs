@@ -54,6 +54,9 @@ pub struct GatewayConfig {
     // -- metrics (issue 12) --
     /// Where the Prometheus metrics listener serves `GET /metrics`; `None`: off.
     pub metrics: Option<std::net::SocketAddr>,
+    /// NAT event logging (`[logging]`: RFC 8158 over IPFIX, RFC 5424 syslog); off by
+    /// default.
+    pub natlog: crate::natlog::NatLogConfig,
 }
 
 impl GatewayConfig {
@@ -75,6 +78,7 @@ impl GatewayConfig {
             addresses: [Vec::new(), Vec::new()],
             mtu: [None, None],
             metrics: None,
+            natlog: crate::natlog::NatLogConfig::default(),
         }
     }
 

@@ -184,8 +184,6 @@ pub fn run(
         _ => None,
     };
     // -- metrics (issue 12) --
-    // The NAT event logger counts what it sent and dropped here (exported on /metrics).
-    let log_events = crate::metrics::EventCounters::default();
     let build_info = crate::metrics::BuildInfo::now(
         match opened {
             Opened::Xdp(_) => "af_xdp",
@@ -230,6 +228,10 @@ pub fn run(
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
     let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    // NAT event logging (RFC 8158): the rings are attached before any worker starts.
+    let natlog = natlog_exporter(&shared, gw, clock(), log)?;
+    // What the exporter sent and dropped, exported on /metrics.
+    let natlog_counters = natlog.as_ref().map(|(_, c)| Arc::clone(c));
     let setup = |id: usize| WorkerSetup {
         families: fams,
         in_place: mode_in_place(&shared),
@@ -282,11 +284,27 @@ pub fn run(
                 mode: &shared,
                 reaper_lag: Some(&reaper_lag),
                 reaper_counters: Some(&reaper_counters),
-                events: &log_events,
+                events: natlog_counters.as_deref(),
                 build: &build_info,
             };
             let stop = &stop;
             s.spawn(move || l.serve(stop, &|| crate::metrics::render(&sources.sample())));
+        }
+        // NAT event exporter: drains the workers' and the reaper's event rings.
+        if let Some((exporter, counters)) = natlog {
+            let (stop, interval) = (&stop, gw.stats_interval);
+            s.spawn(move || exporter.run(stop));
+            s.spawn(move || {
+                let mut last = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if last.elapsed() >= interval {
+                        last = Instant::now();
+                        log(counters.line());
+                    }
+                }
+                log(counters.line());
+            });
         }
         // Workers: the one place the backend is chosen; generic from here on.
         match opened {
@@ -428,4 +446,48 @@ fn supervise(
         }
     }
     crate::sdnotify::stopping();
+}
+
+/// The NAT event exporter for `gw.natlog`, with its event log attached to the mode's
+/// tables (`None`: logging off, or a mode with nothing to log).
+fn natlog_exporter(
+    shared: &AnyMode,
+    gw: &GatewayConfig,
+    now: Timestamp,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Option<(crate::natlog::Exporter, Arc<crate::natlog::ExportCounters>)>, LiveError> {
+    let cfg = &gw.natlog;
+    if !cfg.enabled() {
+        return Ok(None);
+    }
+    let Some(events) = shared.attach_event_log(cfg.events, gw.workers, cfg.queue) else {
+        log(format!(
+            "warning: [logging] ignored: {} keeps no NAT state to log",
+            shared.name()
+        ));
+        return Ok(None);
+    };
+    let counters = Arc::new(crate::natlog::ExportCounters::default());
+    let exporter = crate::natlog::Exporter::new(
+        cfg.clone(),
+        events,
+        crate::natlog::WallClock::at(now),
+        Arc::clone(&counters),
+    )
+    .map_err(|source| LiveError::Io {
+        what: "NAT event log socket",
+        source,
+    })?;
+    let classes: Vec<&str> = engine::events::EventClass::ALL
+        .into_iter()
+        .filter(|c| cfg.events.has(*c))
+        .map(|c| c.as_str())
+        .collect();
+    log(format!(
+        "natlog: events {} to{}{}",
+        classes.join(","),
+        cfg.ipfix.map_or(String::new(), |a| format!(" ipfix {a}")),
+        cfg.syslog.map_or(String::new(), |a| format!(" syslog {a}"))
+    ));
+    Ok(Some((exporter, counters)))
 }

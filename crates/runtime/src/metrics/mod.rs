@@ -24,7 +24,6 @@ mod http;
 mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine::mode::any::{AnyMode, TableOccupancy};
@@ -34,27 +33,6 @@ use crate::live::IoCounters;
 
 pub use collect::{collect, render};
 pub use http::{MetricsListener, CONTENT_TYPE, IO_TIMEOUT, MAX_REQUEST};
-
-/// Counters of NAT event logging (records sent to collectors, records dropped because
-/// the bounded queue was full): the event logger increments them, `/metrics` exports
-/// them as `quicknat_log_events_sent_total` and `quicknat_log_events_dropped_total`.
-#[derive(Clone, Debug, Default)]
-pub struct EventCounters {
-    /// Events sent to a collector.
-    pub sent: Arc<AtomicU64>,
-    /// Events dropped (queue full, collector unreachable).
-    pub dropped: Arc<AtomicU64>,
-}
-
-impl EventCounters {
-    /// The two values now.
-    pub fn load(&self) -> (u64, u64) {
-        (
-            self.sent.load(Ordering::Relaxed),
-            self.dropped.load(Ordering::Relaxed),
-        )
-    }
-}
 
 /// How late the reaper's full passes run against their schedule, written by the reaper
 /// thread and read by a scrape.
@@ -157,7 +135,8 @@ pub(crate) struct Sources<'a> {
     pub mode: &'a AnyMode,
     pub reaper_lag: Option<&'a ReaperLag>,
     pub reaper_counters: Option<&'a std::sync::Mutex<Counters>>,
-    pub events: &'a EventCounters,
+    /// The NAT event exporter's counters (`None`: event logging off).
+    pub events: Option<&'a crate::natlog::ExportCounters>,
     pub build: &'a BuildInfo,
 }
 
@@ -185,7 +164,12 @@ impl Sources<'_> {
                 .reaper_lag
                 .map(ReaperLag::load)
                 .filter(|(_, _, passes)| *passes > 0),
-            events: self.events.load(),
+            events: self.events.map_or((0, 0), |c| {
+                (
+                    c.events_sent.load(Ordering::Relaxed),
+                    c.events_dropped.load(Ordering::Relaxed),
+                )
+            }),
             build: Some(self.build.clone()),
         }
     }
