@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use super::cpu::CpuSample;
 use super::*;
 use crate::probe::{now_ms, Arrivals};
 
@@ -180,57 +181,74 @@ pub(super) fn greedy_cell(
     Ok((others, g))
 }
 
-/// CPU ns per forwarded packet while `tuples` are replayed at the fixed rate.
-fn collision_run(lab: &Lab, o: &AttackOptions, tuples: &Path) -> Result<(f64, f64)> {
-    // The soaker's idle rate right before each run: the machine's other load drifts.
-    let idle = soak_rate(soak_on(GW_CORE, 1)?);
-    anyhow::ensure!(idle > 0.0, "the CPU soaker did not run");
+/// One collision run: (gateway CPU ns per forwarded packet, forwarded pps) while `tuples`
+/// are replayed at the fixed rate. The CPU is the gateway's own ([`CpuSample`]): quicknat's
+/// threads (`pid`) plus its core's softirq time, over the generator's run.
+fn collision_run(
+    lab: &Lab,
+    o: &AttackOptions,
+    tuples: &Path,
+    pid: Option<u32>,
+) -> Result<(f64, f64)> {
     let secs = o.collision_seconds();
     let gout = mac(lab, lab.gw(), "g-out")?;
-    let before = lab.counter(lab.gw(), "g-in", "tx_packets");
-    let soaker = soak_on(GW_CORE, secs)?;
-    let t0 = Instant::now();
-    let f: FloodReport = json_of(
-        spawn_flood(
-            lab,
-            lab.srv(),
-            "s0",
-            &gout,
-            &[
-                "--pattern",
-                "tuples",
-                "--dst",
-                FORWARD,
-                "--tuples",
-                &tuples.to_string_lossy(),
-                "--pps",
-                &o.collision_pps.to_string(),
-                "--seconds",
-                &secs.to_string(),
-            ],
-        )?,
-        "the collision generator",
+    let gen = spawn_flood(
+        lab,
+        lab.srv(),
+        "s0",
+        &gout,
+        &[
+            "--pattern",
+            "tuples",
+            "--dst",
+            FORWARD,
+            "--tuples",
+            &tuples.to_string_lossy(),
+            "--pps",
+            &o.collision_pps.to_string(),
+            "--seconds",
+            &secs.to_string(),
+        ],
     )?;
-    let elapsed = t0.elapsed().as_secs_f64().max(f.seconds);
+    // Sampled from the generator's start to its end (its own set-up is not the gateway's).
+    let before = lab.counter(lab.gw(), "g-in", "tx_packets");
+    let cpu0 = CpuSample::take(pid, GW_CORE);
+    let t0 = Instant::now();
+    let f: FloodReport = json_of(gen, "the collision generator")?;
+    let elapsed = t0.elapsed().as_secs_f64().max(1e-3);
+    let cpu1 = CpuSample::take(pid, GW_CORE);
     let fwd = lab
         .counter(lab.gw(), "g-in", "tx_packets")
-        .saturating_sub(before) as f64
-        / elapsed;
-    let busy = (1.0 - soak_rate(soaker) / idle).clamp(0.0, 1.0);
-    Ok((if fwd > 0.0 { busy * 1e9 / fwd } else { 0.0 }, fwd))
+        .saturating_sub(before);
+    anyhow::ensure!(f.sent > 0, "the collision generator sent nothing");
+    let (threads_ns, irq_ns) = cpu0.until(&cpu1);
+    let ns = (threads_ns + irq_ns) as f64;
+    Ok((
+        if fwd > 0 { ns / fwd as f64 } else { 0.0 },
+        fwd as f64 / elapsed,
+    ))
 }
 
-/// The collision cell: random tuples first (their sessions spread over the table and
-/// barely touch the crafted bucket), then the crafted ones.
+/// The collision cell: random and crafted tuples alternating (`o.collision_pairs()` pairs,
+/// random first: its sessions spread over the table and barely touch the crafted bucket),
+/// the median of each. `pid`: quicknat's process (`None` for the kernel's NAT).
 pub(super) fn collision_cell(
     lab: &Lab,
     o: &AttackOptions,
     files: &Tuples,
+    pid: Option<u32>,
     r: &mut ArmRound,
 ) -> Result<()> {
     inside_counter(lab, true)?;
-    (r.random_ns, r.random_fwd_pps) = collision_run(lab, o, &files.random)?;
-    (r.crafted_ns, r.crafted_fwd_pps) = collision_run(lab, o, &files.crafted)?;
+    let (mut random, mut crafted) = (Vec::new(), Vec::new());
+    for _ in 0..o.collision_pairs() {
+        random.push(collision_run(lab, o, &files.random, pid)?);
+        crafted.push(collision_run(lab, o, &files.crafted, pid)?);
+    }
+    r.random_ns = med(&random, |x| x.0);
+    r.random_fwd_pps = med(&random, |x| x.1);
+    r.crafted_ns = med(&crafted, |x| x.0);
+    r.crafted_fwd_pps = med(&crafted, |x| x.1);
     Ok(())
 }
 

@@ -18,8 +18,9 @@
 //! - **Hash collisions vs random tuples**: SYNs to the forward from N sources that all fall
 //!   in one bucket of main's *unkeyed* session hash (the attacker's model,
 //!   [`crate::flood::old_key_hash`]), against N random sources, replayed at the same fixed
-//!   rate; the gateway core's CPU per packet (a SCHED_IDLE soaker, as in the nat44 topology)
-//!   and the ratio. The inside server's ingress drops them so only the gateway costs.
+//!   rate, alternating, several pairs; the gateway's own CPU time per forwarded packet
+//!   (quicknat's threads from `/proc/<pid>/task/*/schedstat` plus the gateway core's softirq
+//!   time, see `cpu.rs`), medians and the ratio. The inside server's ingress drops them so only the gateway costs.
 //! - **Link flap and SIGKILL + restart**: a 1 kHz UDP probe stream with sequence numbers,
 //!   inside -> outside; the gateway's outside link goes down and up, then (quicknat only)
 //!   quicknat is killed with SIGKILL and started again at once. Reported: time from the
@@ -45,13 +46,13 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::{
-    chrono_like_date, exe, med, require, run, soak_on, soak_rate, stop_child, stop_flag, temp_path,
-    Lab, GW_CORE,
+    chrono_like_date, exe, med, require, run, stop_child, stop_flag, temp_path, Lab, GW_CORE,
 };
 use crate::flood::{find_collisions, random_tuples, FloodReport};
 use crate::probe::{ConnectReport, Outage};
 
 mod cells;
+mod cpu;
 mod report;
 
 use cells::{collision_cell, flood_cell, greedy_cell, recovery_cell, Tuples};
@@ -103,6 +104,14 @@ impl AttackOptions {
             1.0
         } else {
             (self.seconds as f64).clamp(1.0, 10.0)
+        }
+    }
+    /// Random/crafted pairs of collision runs, alternating (medians reported).
+    fn collision_pairs(&self) -> usize {
+        if self.short {
+            2
+        } else {
+            3
         }
     }
     fn collision_seconds(&self) -> u64 {
@@ -367,7 +376,11 @@ fn arm_round(
     {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
-        let res = collision_cell(&lab, o, files, &mut r);
+        let pid = match &m {
+            Mode::Quicknat(c) => Some(c.id()),
+            Mode::Kernel => None,
+        };
+        let res = collision_cell(&lab, o, files, pid, &mut r);
         r.quicknat_stats.push(stop_mode(m));
         res?;
     }
