@@ -85,7 +85,7 @@ pub struct Nat44Shared {
     /// The addresses the NAT answers for from outside besides its pools' (statics,
     /// forwards); pools answer for theirs ([`PortPool::contains_addr`]).
     public_hosts: FxSet<Ipv4Addr>,
-    sessions: SessionTable,
+    pub(crate) sessions: SessionTable,
     /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1.
     bindings: RefTable,
     /// Address-dependent filtering permits: key A: binding id << 32 | remote address.

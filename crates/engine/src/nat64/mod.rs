@@ -40,6 +40,8 @@ pub mod config;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_evict;
+#[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
 mod tests_tcp;
@@ -854,6 +856,10 @@ impl crate::mode::Reaper for Nat64Reaper {
         Nat64Reaper::handle_timeout(self, now);
     }
 
+    fn drain(&mut self, now: Timestamp) -> bool {
+        Nat64Reaper::drain(self, now)
+    }
+
     fn counters(&self) -> &Counters {
         Nat64Reaper::counters(self)
     }
@@ -868,6 +874,13 @@ impl Nat64Reaper {
     /// When the next pass is due.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.nat.poll_timeout()
+    }
+
+    /// Between passes: NAT44's drain, which unlinks and frees the sessions the workers
+    /// evicted at a full table (without it their slots wait for the next full pass, and a
+    /// SYN flood fills the table with dead sessions). True while anything still waits.
+    pub fn drain(&mut self, now: Timestamp) -> bool {
+        self.nat.drain(now)
     }
 
     /// One pass: NAT44's (sessions, bindings, ports), then idle hosts.
@@ -959,5 +972,11 @@ impl Nat64 {
     /// Runs the reaper now.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.reaper.handle_timeout(now);
+    }
+
+    /// Runs the reaper's drain now (what a live reaper does every millisecond or so while
+    /// evicted sessions wait): true while anything is still waiting.
+    pub fn drain(&mut self, now: Timestamp) -> bool {
+        self.reaper.drain(now)
     }
 }
