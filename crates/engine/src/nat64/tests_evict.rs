@@ -94,8 +94,17 @@ impl Flood {
     fn syn(&mut self, n: &mut Nat64, c: &mut Clock) -> Result<(), DropReason> {
         self.0 += 1;
         let src = Ipv4Addr::from(0xc612_0000 + (self.0 & 0x1_ffff));
-        run(n, c, Direction::Inbound, &v4(src, POOL, &seg(1024, 80, SYN, self.0, 0)))?;
-        let synack = v6(WEB, pref64().embed(src), &seg(80, 1024, SYNACK, 9, self.0 + 1));
+        run(
+            n,
+            c,
+            Direction::Inbound,
+            &v4(src, POOL, &seg(1024, 80, SYN, self.0, 0)),
+        )?;
+        let synack = v6(
+            WEB,
+            pref64().embed(src),
+            &seg(80, 1024, SYNACK, 9, self.0 + 1),
+        );
         run(n, c, Direction::Outbound, &synack).map(|_| ())
     }
 }
@@ -115,21 +124,51 @@ fn outside_handshake(
         }
     };
     let client6 = pref64().embed(CLIENT);
-    run(n, c, Direction::Inbound, &v4(CLIENT, POOL, &seg(cport, 80, SYN, 100, 0)))?;
+    run(
+        n,
+        c,
+        Direction::Inbound,
+        &v4(CLIENT, POOL, &seg(cport, 80, SYN, 100, 0)),
+    )?;
     between(n, c);
-    run(n, c, Direction::Outbound, &v6(WEB, client6, &seg(80, cport, SYNACK, 5000, 101)))?;
+    run(
+        n,
+        c,
+        Direction::Outbound,
+        &v6(WEB, client6, &seg(80, cport, SYNACK, 5000, 101)),
+    )?;
     between(n, c);
-    run(n, c, Direction::Inbound, &v4(CLIENT, POOL, &seg(cport, 80, ACK, 101, 5001)))?;
+    run(
+        n,
+        c,
+        Direction::Inbound,
+        &v4(CLIENT, POOL, &seg(cport, 80, ACK, 101, 5001)),
+    )?;
     Ok(())
 }
 
 /// The IPv6 user's handshake to SRV4:443.
 fn inside_handshake(n: &mut Nat64, c: &mut Clock, sport: u16) -> Result<(), DropReason> {
     let srv6 = pref64().embed(SRV4);
-    let o = run(n, c, Direction::Outbound, &v6(USER, srv6, &seg(sport, 443, SYN, 100, 0)))?;
+    let o = run(
+        n,
+        c,
+        Direction::Outbound,
+        &v6(USER, srv6, &seg(sport, 443, SYN, 100, 0)),
+    )?;
     let public = ports(&o).0;
-    run(n, c, Direction::Inbound, &v4(SRV4, POOL, &seg(443, public, SYNACK, 5000, 101)))?;
-    run(n, c, Direction::Outbound, &v6(USER, srv6, &seg(sport, 443, ACK, 101, 5001)))?;
+    run(
+        n,
+        c,
+        Direction::Inbound,
+        &v4(SRV4, POOL, &seg(443, public, SYNACK, 5000, 101)),
+    )?;
+    run(
+        n,
+        c,
+        Direction::Outbound,
+        &v6(USER, srv6, &seg(sport, 443, ACK, 101, 5001)),
+    )?;
     Ok(())
 }
 
@@ -182,13 +221,26 @@ fn flood_and_connect(n: &mut Nat64, drain: bool) -> (usize, usize) {
 fn legitimate_clients_connect_through_a_spoofed_syn_flood() {
     let mut n = Nat64::new(config()).unwrap();
     let (legit, inside) = flood_and_connect(&mut n, true);
-    assert_eq!(legit, 200, "every legitimate connection got through: {:?}", n.counters());
+    assert_eq!(
+        legit,
+        200,
+        "every legitimate connection got through: {:?}",
+        n.counters()
+    );
     assert_eq!(inside, 20, "inside users still get sessions");
     for i in 0..200u16 {
-        assert_eq!(client_state(&n, 10_000 + i), Some(ConnState::Established), "{i}");
+        assert_eq!(
+            client_state(&n, 10_000 + i),
+            Some(ConnState::Established),
+            "{i}"
+        );
     }
     let k = n.counters();
-    assert_eq!(k.dropped(DropReason::TableFull), 0, "every SYN found a victim");
+    assert_eq!(
+        k.dropped(DropReason::TableFull),
+        0,
+        "every SYN found a victim"
+    );
     assert!(k.sessions_early_dropped >= 200 * 50, "{k:?}");
     assert_eq!(k.sessions_expired, 0);
     assert_eq!(
