@@ -124,6 +124,7 @@ impl fmt::Display for TranslateReport {
         writeln!(f, "fragmented        {}", c.fragmented)?;
         writeln!(f, "sessions created  {}", c.sessions_created)?;
         writeln!(f, "sessions expired  {}", c.sessions_expired)?;
+        writeln!(f, "sessions early-dropped {}", c.sessions_early_dropped)?;
         writeln!(f, "sessions live     {}", self.sessions_live)?;
         writeln!(f, "icmp errors xlat  {}", c.icmp_errors_translated)?;
         writeln!(f, "fragments xlat    {}", c.fragments_translated)?;
@@ -703,5 +704,22 @@ mod tests {
             ["bad.pcap", "good.pcap", "link.pcap", "out.pcap"]
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The summary says how many half-open sessions were evicted for new ones.
+    #[test]
+    fn summary_names_the_early_dropped_sessions() {
+        let r = TranslateReport {
+            counters: Counters {
+                sessions_early_dropped: 31,
+                ..Counters::default()
+            },
+            ..TranslateReport::default()
+        };
+        let text = r.to_string();
+        assert!(
+            text.lines().any(|l| l == "sessions early-dropped 31"),
+            "{text}"
+        );
     }
 }
