@@ -11,7 +11,12 @@ use super::*;
 use crate::probe::{now_ms, Arrivals};
 
 /// The SYN flood cell.
-pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Result<()> {
+pub(super) fn flood_cell(
+    lab: &Lab,
+    o: &AttackOptions,
+    pid: Option<u32>,
+    r: &mut ArmRound,
+) -> Result<()> {
     let exe = exe()?;
     let s = o.seconds;
     let _echo = lab.spawn(
@@ -64,6 +69,10 @@ pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Resu
     if let Some(pps) = &pps {
         args.extend(["--pps", pps]);
     }
+    let rx0 = lab.counter(lab.gw(), "g-out", "rx_packets");
+    let tx0 = lab.counter(lab.gw(), "g-in", "tx_packets");
+    let cpu0 = CpuSample::take(pid, GW_CORE);
+    let t0 = Instant::now();
     let flood = spawn_flood(lab, lab.srv(), "s0", &gout, &args)?;
     let legit = lab.spawn(
         lab.srv(),
@@ -80,6 +89,15 @@ pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Resu
         ],
     )?;
     r.flood = json_of(flood, "the SYN flood generator")?;
+    let secs = t0.elapsed().as_secs_f64().max(1e-3);
+    let (threads_ns, irq_ns) = cpu0.until(&CpuSample::take(pid, GW_CORE));
+    let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
+    r.flood_cpu = FloodCpu {
+        threads_pct: threads_ns as f64 / secs / 1e7,
+        softirq_pct: irq_ns as f64 / secs / 1e7,
+        outside_rx_pps: rate(lab.counter(lab.gw(), "g-out", "rx_packets"), rx0),
+        inside_tx_pps: rate(lab.counter(lab.gw(), "g-in", "tx_packets"), tx0),
+    };
     let reaching = inside_count(lab);
     r.legit = json_of(legit, "the legitimate client")?;
     r.flood_reaching_pps =

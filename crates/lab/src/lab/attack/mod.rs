@@ -57,7 +57,7 @@ mod report;
 
 use cells::{collision_cell, flood_cell, greedy_cell, recovery_cell, Tuples};
 use report::rows;
-pub use report::{ArmRound, AttackReport};
+pub use report::{ArmRound, AttackReport, FloodCpu};
 
 const PUBLIC: &str = "203.0.113.1";
 const FORWARD: &str = "203.0.113.1:8080";
@@ -96,9 +96,15 @@ pub struct AttackOptions {
     pub flood_pps: Option<u64>,
     /// The short form (CI): shorter cells, no `ct count` run.
     pub short: bool,
+    /// Cells to run (`flood`, `greedy`, `collisions`, `recovery`); empty: all.
+    pub cells: Vec<String>,
 }
 
 impl AttackOptions {
+    /// Whether the cell `name` runs.
+    fn runs(&self, name: &str) -> bool {
+        self.cells.is_empty() || self.cells.iter().any(|c| c == name)
+    }
     fn greedy_fill(&self) -> f64 {
         if self.short {
             1.0
@@ -276,6 +282,14 @@ fn start(lab: &Lab, bin: &Path, cfg: Option<&Path>) -> Result<Mode> {
     }
 }
 
+/// quicknat's process id (`None`: the kernel's NAT).
+fn pid_of(m: &Mode) -> Option<u32> {
+    match m {
+        Mode::Quicknat(c) => Some(c.id()),
+        Mode::Kernel => None,
+    }
+}
+
 /// Stops the arm; quicknat's closing counter line.
 fn stop_mode(m: Mode) -> String {
     match m {
@@ -352,45 +366,53 @@ fn arm_round(
 ) -> Result<ArmRound> {
     let mut r = ArmRound::default();
     let bin = o.quicknat.as_path();
-    {
+    if o.runs("flood") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
-        let res = flood_cell(&lab, o, &mut r);
+        let pid = pid_of(&m);
+        let res = flood_cell(&lab, o, pid, &mut r);
         r.quicknat_stats.push(stop_mode(m));
+        r.quicknat_stats_cells.push("flood".into());
         res?;
     }
-    {
+    if o.runs("greedy") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
         let res = greedy_cell(&lab, o, None);
         r.quicknat_stats.push(stop_mode(m));
+        r.quicknat_stats_cells.push("greedy".into());
         (r.greedy_others, r.greedy) = res?;
     }
-    if cfg.is_none() && o.host_limit > 0 && !o.short {
+    if cfg.is_none() && o.host_limit > 0 && !o.short && o.runs("greedy") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
         let res = greedy_cell(&lab, o, Some(o.host_limit));
         stop_mode(m);
         r.greedy_others_ct_count = Some(res?.0);
     }
-    {
+    if o.runs("collisions") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
-        let pid = match &m {
-            Mode::Quicknat(c) => Some(c.id()),
-            Mode::Kernel => None,
-        };
+        let pid = pid_of(&m);
         let res = collision_cell(&lab, o, files, pid, &mut r);
         r.quicknat_stats.push(stop_mode(m));
+        r.quicknat_stats_cells.push("collisions".into());
         res?;
     }
-    {
+    if o.runs("recovery") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
         let m = recovery_cell(&lab, o, m, bin, cfg, &mut r)?;
         stop_mode(m);
     }
-    r.quicknat_stats.retain(|s| !s.is_empty());
+    // The kernel's arm has no counter lines.
+    let cells = std::mem::take(&mut r.quicknat_stats_cells);
+    let (stats, cells): (Vec<String>, Vec<String>) = std::mem::take(&mut r.quicknat_stats)
+        .into_iter()
+        .zip(cells)
+        .filter(|(s, _)| !s.is_empty())
+        .unzip();
+    (r.quicknat_stats, r.quicknat_stats_cells) = (stats, cells);
     Ok(r)
 }
 
