@@ -363,6 +363,7 @@ mod tests {
             host_limit: 1000,
             flood_pps: None,
             short: false,
+            cells: Vec::new(),
         }
     }
 
