@@ -109,6 +109,12 @@ pub trait InsideHosts: Send + Sync + std::fmt::Debug {
     fn acquire(&self, inside: Ipv4Addr) -> bool;
     /// A binding for `inside` was not made after all, or has been removed.
     fn release(&self, inside: Ipv4Addr, now: Timestamp);
+    /// The subscriber `inside` belongs to, as the per-subscriber limits count it (default:
+    /// `inside` itself; NAT64: the IPv6 prefix behind the host id). Called when a session
+    /// or port is counted and when it is released: must give the same key both times.
+    fn subscriber(&self, inside: Ipv4Addr) -> u64 {
+        u64::from(u32::from(inside))
+    }
 }
 
 /// Packs a protocol and endpoint into a binding key.

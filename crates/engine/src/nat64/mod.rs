@@ -70,9 +70,10 @@ use crate::{Counters, Direction, DropReason, Emit};
 /// connection a moment later keeps its id).
 pub const HOST_GRACE: Duration = Duration::from_secs(10);
 
-/// The host table as NAT44 sees it: bindings hold references on host ids.
+/// The host table as NAT44 sees it: bindings hold references on host ids. The second
+/// field: the subscriber prefix length (1-64, or 128: each address its own subscriber).
 #[derive(Debug)]
-struct Hosts(HostTable);
+struct Hosts(HostTable, u8);
 
 impl InsideHosts for Hosts {
     fn acquire(&self, inside: Ipv4Addr) -> bool {
@@ -80,6 +81,18 @@ impl InsideHosts for Hosts {
     }
     fn release(&self, inside: Ipv4Addr, now: Timestamp) {
         self.0.unref(inside, now);
+    }
+    /// The upper `self.1` bits of the host's IPv6 address (its /64 by default), or the
+    /// host id itself for /128. A host id keeps its address while any binding (hence any
+    /// counted session or port) uses it, so the key is the same at release.
+    fn subscriber(&self, inside: Ipv4Addr) -> u64 {
+        match (self.1, self.0.addr(inside)) {
+            (len @ 1..=64, Some(a)) => {
+                let upper = (u128::from(a) >> 64) as u64;
+                upper & (u64::MAX << (64 - u32::from(len)))
+            }
+            _ => u64::from(u32::from(inside)),
+        }
     }
 }
 
@@ -105,7 +118,10 @@ impl Nat64Shared {
     /// Validates `cfg` and builds the shared state for `workers` threads.
     pub fn new(cfg: Nat64Config, workers: usize) -> Result<Arc<Self>, ConfigError> {
         cfg.validate()?;
-        let hosts = Arc::new(Hosts(HostTable::new(cfg.max_sessions.max(1))));
+        let hosts = Arc::new(Hosts(
+            HostTable::new(cfg.max_sessions.max(1)),
+            cfg.subscriber_prefix_len,
+        ));
         let mut ids = Vec::with_capacity(cfg.static_bindings.len());
         for (i, s) in cfg.static_bindings.iter().enumerate() {
             let id = hosts.0.pin(*s.inside.ip(), Timestamp::ZERO).map_err(|_| {
