@@ -248,14 +248,17 @@ impl ModeVisitor for One<'_> {
         // ILA's no-action mode leaves the transport checksum as it was, by design.
         let ila_no_action = matches!(&self.setup.mode, ModeConfig::Ila(s)
             if s.config.csum == engine::ila::CsumMode::NoAction);
-        // Finding left open (reported, not fixed): in neutral-map mode a packet from the ILA
-        // network whose identifier lacks the C bit (checksum-neutral mapping, draft-herbert-intarea-ila) is
-        // translated to its SIR address without the neutral adjustment, so its transport
-        // checksum no longer verifies (Linux WARNs on such a packet). Not held to valid
-        // checksums until the mode decides what to do with it.
+        // ILA -> SIR in neutral-map mode with the C bit clear (draft-herbert-intarea-ila
+        // §5.6, checksum-neutral mapping; Linux `ila_update_ipv6_locator`: "ILA to SIR
+        // translation and C-bit isn't set so we're good"): the C bit says whether the
+        // sender's side made the address checksum-neutral; clear, it did not, so the
+        // transport checksum was computed over the SIR address and the translation back
+        // must leave it alone. A fuzz input's checksum is valid over the ILA address as
+        // given, which no conforming peer sends, so the oracle here is not "the checksum
+        // verifies" but "only the locator changed": checked below.
         let ila_no_c_bit = self.dir == Direction::Inbound
             && matches!(&self.setup.mode, ModeConfig::Ila(s)
-                if matches!(s.config.csum, engine::ila::CsumMode::NeutralMap | engine::ila::CsumMode::NeutralMapAuto))
+                if s.config.csum == engine::ila::CsumMode::NeutralMap)
             && self.input.get(32).is_some_and(|b| b & 0x10 == 0);
         let origin = Origin {
             input: self.input,
@@ -272,6 +275,9 @@ impl ModeVisitor for One<'_> {
             origin,
         );
         let Emit::Forward { .. } = e else { return };
+        if ila_no_c_bit {
+            ila_only_locator_changed(self.input, &sent[0]);
+        }
         if !self.valid || self.dir != Direction::Outbound || !reversible(self.input) {
             return;
         }
@@ -372,4 +378,21 @@ fn normalize(pkt: &[u8]) -> Vec<u8> {
         b.fill(0);
     }
     p
+}
+
+/// ILA forwards `input` as `out`: the same bytes but the Hop Limit (decremented) and the
+/// destination's upper 64 bits (the locator); transport header and checksum untouched.
+fn ila_only_locator_changed(input: &[u8], out: &[u8]) {
+    assert_eq!(out.len(), input.len(), "ILA keeps the packet's length");
+    let same = |r: std::ops::Range<usize>| {
+        assert_eq!(
+            out.get(r.clone()),
+            input.get(r.clone()),
+            "bytes {r:?} changed"
+        );
+    };
+    same(0..7);
+    same(8..24);
+    same(32..input.len());
+    assert_eq!(out[7], input[7].saturating_sub(1), "hop limit");
 }

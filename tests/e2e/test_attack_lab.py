@@ -144,3 +144,29 @@ def test_namespaces_and_temporary_files_removed(lab):
     assert f"-{pid}" not in left, left
     files = glob.glob(f"/tmp/quicknat-lab-{pid}-*")
     assert not files, files
+
+
+def test_gateway_cpu_is_measured_for_every_arm(lab):
+    """The collision cell's CPU per packet comes from the gateway's own CPU time (quicknat's
+    threads by schedstat + its core's softirq), so it is never 0 where packets went through,
+    whatever else the machine runs (the SCHED_IDLE soaker it replaced read 0 under load);
+    the flood cell says where the gateway's CPU went."""
+    _, _, report, err = lab
+    assert report is not None, err[-3000:]
+    for arm, rounds in report["raw"]:
+        (r,) = rounds
+        for kind in ("random", "crafted"):
+            assert r[f"{kind}_fwd_pps"] > 0, (arm, r)
+            assert r[f"{kind}_ns"] > 0, (arm, kind, r[f"{kind}_ns"])
+        c = r["flood_cpu"]
+        assert c["outside_rx_pps"] > 0 and c["threads_pct"] >= 0 and c["softirq_pct"] >= 0, c
+        if arm.startswith("quicknat"):
+            assert c["threads_pct"] > 0, (arm, c)
+        else:
+            assert c["threads_pct"] == 0, (arm, c)
+    # The lab's own stats lines name each cell (and carry the early-drop count).
+    for arm, rounds in report["raw"]:
+        (r,) = rounds
+        if arm.startswith("quicknat"):
+            assert r["quicknat_stats_cells"] == ["flood", "greedy", "collisions"], r
+            assert all("early_dropped=" in s for s in r["quicknat_stats"]), r

@@ -99,6 +99,10 @@ enum Command {
         /// kernel face the same load (default: as fast as the generator goes).
         #[arg(long, value_name = "PPS")]
         flood_pps: Option<u64>,
+        /// attack: run only these cells (comma-separated: flood, greedy, collisions,
+        /// recovery; default all). Rows of cells not run read 0.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        cells: Vec<String>,
     },
     /// Write raw Ethernet frames on an interface (attack lab): a spoofed SYN flood, replayed
     /// SYN tuples, or one host's new flows. Prints a JSON report.
@@ -218,6 +222,7 @@ fn main() -> ExitCode {
             collision_pps,
             host_limit,
             flood_pps,
+            cells,
         } => run_lab(
             topology,
             LabArgs {
@@ -237,6 +242,7 @@ fn main() -> ExitCode {
                     collision_pps,
                     host_limit,
                     flood_pps,
+                    cells,
                 },
             },
             backends
@@ -367,6 +373,7 @@ struct AttackArgs {
     collision_pps: u64,
     host_limit: u32,
     flood_pps: Option<u64>,
+    cells: Vec<String>,
 }
 
 /// `quicknat-lab flood`: prints the generator's JSON report.
@@ -548,6 +555,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 host_limit: attack.host_limit,
                 flood_pps: attack.flood_pps,
                 short: attack.short,
+                cells: attack.cells,
             })?,
             json,
         ),

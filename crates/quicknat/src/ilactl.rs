@@ -139,6 +139,7 @@ mod tests {
             },
             capacity: 8,
             mappings: vec![],
+            icmp_rate: Default::default(),
         }
         .router()
         .unwrap();

@@ -207,6 +207,7 @@ impl fmt::Display for TranslateReport {
         writeln!(f, "fragmented        {}", c.fragmented)?;
         writeln!(f, "sessions created  {}", c.sessions_created)?;
         writeln!(f, "sessions expired  {}", c.sessions_expired)?;
+        writeln!(f, "sessions early-dropped {}", c.sessions_early_dropped)?;
         writeln!(f, "sessions live     {}", self.sessions_live)?;
         writeln!(f, "icmp errors xlat  {}", c.icmp_errors_translated)?;
         writeln!(f, "fragments xlat    {}", c.fragments_translated)?;
@@ -860,5 +861,22 @@ mod tests {
         assert_eq!(&b.data[14 + 12..14 + 16], &[203, 0, 113, 1]);
         assert!(r.next_record().unwrap().is_none());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The summary says how many half-open sessions were evicted for new ones.
+    #[test]
+    fn summary_names_the_early_dropped_sessions() {
+        let r = TranslateReport {
+            counters: Counters {
+                sessions_early_dropped: 31,
+                ..Counters::default()
+            },
+            ..TranslateReport::default()
+        };
+        let text = r.to_string();
+        assert!(
+            text.lines().any(|l| l == "sessions early-dropped 31"),
+            "{text}"
+        );
     }
 }

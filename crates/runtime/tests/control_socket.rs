@@ -32,6 +32,7 @@ fn router(mappings: Vec<(u64, u64)>) -> Arc<IlaRouter> {
         config: CONFIG,
         capacity: 64,
         mappings,
+        icmp_rate: Default::default(),
     }
     .router()
     .unwrap()
@@ -87,6 +88,7 @@ fn mappings_change_over_the_socket_while_lookups_run() {
             config: CONFIG,
             capacity: 64,
             mappings: vec![(IDENT, LOC_C), (7, LOC_A)],
+            icmp_rate: Default::default(),
         })
     });
     let qsbr = Qsbr::new(1);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use conntrack::ila_table::IlaTableError;
 
 use super::{CsumMode, IdentFormat, IlaConfig, IlaConfigError, IlaRouter};
-use crate::config::{ConfigError, ConfigItem};
+use crate::config::{ConfigError, ConfigItem, IcmpRate};
 
 /// A 64-bit identifier or locator written as four 16-bit hex groups (`0:0:1:2`), as
 /// iproute2's `get_addr64` reads it: exactly four groups, no `::` shorthand.
@@ -81,6 +81,8 @@ pub struct IlaSettings {
     pub capacity: usize,
     /// `(identifier, locator)` pairs, identifiers distinct.
     pub mappings: Vec<(u64, u64)>,
+    /// ICMP errors (Time Exceeded, Packet Too Big) a worker sends at most (issue 14).
+    pub icmp_rate: IcmpRate,
 }
 
 /// Why [`IlaSettings::router`] failed.
@@ -133,7 +135,7 @@ impl IlaSettings {
 
     /// A router with these settings and every mapping inserted.
     pub fn router(&self) -> Result<Arc<IlaRouter>, IlaSettingsError> {
-        let router = IlaRouter::new(self.config, self.capacity)?;
+        let router = IlaRouter::with_icmp_rate(self.config, self.capacity, self.icmp_rate)?;
         for &(identifier, locator) in &self.mappings {
             router.table().insert(identifier, locator)?;
         }
@@ -192,9 +194,14 @@ mod tests {
             },
             capacity: 4,
             mappings: vec![(1, 10), (2, 20)],
+            icmp_rate: IcmpRate {
+                global: 9,
+                per_source: 3,
+            },
         };
         let r = s.router().unwrap();
         assert_eq!(r.table().lookup(2), Some(20));
+        assert_eq!(r.icmp_rate(), s.icmp_rate);
         let dup = IlaSettings {
             mappings: vec![(1, 10), (1, 11)],
             ..s

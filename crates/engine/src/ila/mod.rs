@@ -28,6 +28,7 @@ use conntrack::{Qsbr, QsbrHandle, Timestamp};
 use wire::ipv6::field;
 use xlat::ila::{ila_to_sir, sir_to_ila, IlaError, IlaMapping, Locator, SirPrefix};
 
+use crate::config::IcmpRate;
 use crate::mode::reply::{fits, owed, Responder};
 use crate::mode::{Egress, Emit, Family, Frame, Mode, ModeWorker};
 use crate::{Counters, Direction, DropReason};
@@ -196,6 +197,8 @@ pub enum IlaOutcome {
 pub struct IlaRouter {
     table: IlaTable,
     config: IlaConfig,
+    /// The ICMP errors (Time Exceeded, Packet Too Big) each worker sends at most.
+    icmp_rate: IcmpRate,
 }
 
 impl IlaRouter {
@@ -204,10 +207,29 @@ impl IlaRouter {
         if config.csum == CsumMode::NeutralMap && config.format != IdentFormat::UseFormat {
             return Err(IlaConfigError::NeutralMapNeedsFormat);
         }
+        Self::with_icmp_rate(config, capacity, IcmpRate::default())
+    }
+
+    /// A router as [`new`](Self::new) whose workers send at most `icmp_rate` ICMP errors
+    /// (in all and to one sender, per worker, as NAT44's and NAT64's; issue 14, finding 11).
+    pub fn with_icmp_rate(
+        config: IlaConfig,
+        capacity: usize,
+        icmp_rate: IcmpRate,
+    ) -> Result<Arc<Self>, IlaConfigError> {
+        if config.csum == CsumMode::NeutralMap && config.format != IdentFormat::UseFormat {
+            return Err(IlaConfigError::NeutralMapNeedsFormat);
+        }
         Ok(Arc::new(Self {
             table: IlaTable::new(capacity),
             config,
+            icmp_rate,
         }))
+    }
+
+    /// The ICMP error budget of each worker.
+    pub fn icmp_rate(&self) -> IcmpRate {
+        self.icmp_rate
     }
 
     /// The identifier -> locator table (control side: insert, set_locator, remove,
@@ -230,7 +252,7 @@ impl IlaRouter {
             counters: IlaCounters::default(),
             engine: Counters::default(),
             qsbr: None,
-            responder: Responder::default(),
+            responder: Responder::new(self.icmp_rate),
         }
     }
 

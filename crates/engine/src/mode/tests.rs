@@ -675,3 +675,44 @@ fn nat64_packet_too_big_survives_a_hop_limit_flood() {
         assert_eq!(out[0][40], 2, "{host}: ICMPv6 Packet Too Big");
     }
 }
+
+/// ILA's Time Exceeded / Packet Too Big follow the router's ICMP error budget
+/// (`[ila] icmp_error_rate_per_source`, issue 14 finding 11): one sender past its budget
+/// gets no more errors that second, each refusal counted, and another sender still does.
+#[test]
+fn ila_icmp_errors_follow_the_configured_budget() {
+    let router = IlaRouter::with_icmp_rate(
+        IlaConfig {
+            sir_prefix: 0x2001_0db8_0001_0000,
+            csum: CsumMode::AdjustTransport,
+            format: IdentFormat::Luid,
+            unmapped: UnmappedAction::Forward,
+        },
+        16,
+        crate::config::IcmpRate {
+            global: 100,
+            per_source: 2,
+        },
+    )
+    .unwrap();
+    let m = crate::ila::IlaMode {
+        router,
+        qsbr: conntrack::Qsbr::new(1),
+    };
+    let mut w = m.worker(0);
+    let eg = egress(None, None);
+    let pkt = udp6(GW6_OUT, HOST6, 1, 100);
+    let replies = (0..5)
+        .filter(|_| {
+            let (e, _, _) = run(&mut w, t(2), Direction::Outbound, &pkt, &eg);
+            e == Emit::Reply(DropReason::TtlExpired)
+        })
+        .count();
+    assert_eq!(replies, 2, "two errors a second to one sender");
+    let c = ModeWorker::counters(&w);
+    assert_eq!(c.icmp_errors_limited_source, 3);
+    assert_eq!(c.dropped(DropReason::TtlExpired), 5, "every packet counted");
+    let other = udp6(GW6_IN, HOST6, 1, 100);
+    let (e, _, _) = run(&mut w, t(2), Direction::Inbound, &other, &eg);
+    assert_eq!(e, Emit::Reply(DropReason::TtlExpired), "another sender");
+}

@@ -2,7 +2,9 @@
 //! external ports (or, equivalently, "identifiers" for ICMP) that are assigned per
 //! subscriber"; REQ-4: "A CGN SHOULD support limiting the number of sessions ... per
 //! subscriber"). The subscriber is the inside IPv4 address; behind NAT64 it is the IPv6
-//! host (/128), whose 32-bit host id stands in for its address here.
+//! prefix of `subscriber_prefix_len` bits (a /64 by default: RFC 6888 §3 and RFC 7857 count
+//! a subscriber, and an IPv6 subscriber gets a prefix, not an address) that the host id's
+//! address falls in ([`super::InsideHosts::subscriber`]).
 //!
 //! A session is counted when a flow from the inside makes one and released exactly once,
 //! by whoever marks it dead (`release_session`); a port when a dynamic binding takes one
@@ -17,6 +19,15 @@ use super::Nat44Shared;
 use crate::verdict::DropReason;
 
 impl Nat44Shared {
+    /// The key `host` is counted under: its subscriber (see [`super::InsideHosts::subscriber`]).
+    #[inline]
+    fn subscriber_of(&self, host: Ipv4Addr) -> u64 {
+        match &self.inside_hosts {
+            Some(h) => h.subscriber(host),
+            None => u64::from(u32::from(host)),
+        }
+    }
+
     /// Counts one more `what` for inside host `host`, or says why not.
     #[inline]
     pub(super) fn acquire_host(&self, what: Counted, host: Ipv4Addr) -> Result<(), DropReason> {
@@ -27,7 +38,7 @@ impl Nat44Shared {
             Counted::Sessions => self.cfg.max_sessions_per_host,
             Counted::Ports(_) => self.cfg.max_ports_per_host,
         };
-        s.acquire(what, u64::from(u32::from(host)), limit)
+        s.acquire(what, self.subscriber_of(host), limit)
             .map_err(|e| match e {
                 Refused::Limit => DropReason::SubscriberLimit,
                 // The counters are sized like the session table: it is as good as full.
@@ -39,7 +50,7 @@ impl Nat44Shared {
     #[inline]
     pub(super) fn release_host(&self, what: Counted, host: Ipv4Addr) {
         if let Some(s) = &self.subscribers {
-            s.release(what, u64::from(u32::from(host)));
+            s.release(what, self.subscriber_of(host));
         }
     }
 
@@ -47,7 +58,7 @@ impl Nat44Shared {
     pub fn host_count(&self, what: Counted, host: Ipv4Addr) -> u32 {
         self.subscribers
             .as_ref()
-            .map_or(0, |s| s.count(what, u64::from(u32::from(host))))
+            .map_or(0, |s| s.count(what, self.subscriber_of(host)))
     }
 
     /// The sum of every host's count of `what`: zero once every session and binding is

@@ -88,7 +88,7 @@ pub struct Nat44Shared {
     /// The addresses the NAT answers for from outside besides its pools' (statics,
     /// forwards); pools answer for theirs ([`PortPool::contains_addr`]).
     public_hosts: FxSet<Ipv4Addr>,
-    sessions: SessionTable,
+    pub(crate) sessions: SessionTable,
     /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1.
     bindings: RefTable,
     /// Address-dependent filtering permits: key A: binding id << 32 | remote address.
@@ -118,6 +118,12 @@ pub trait InsideHosts: Send + Sync + std::fmt::Debug {
     /// IPv4 host.
     fn ipv6(&self, _inside: Ipv4Addr) -> Option<std::net::Ipv6Addr> {
         None
+    }
+    /// The subscriber `inside` belongs to, as the per-subscriber limits count it (default:
+    /// `inside` itself; NAT64: the IPv6 prefix behind the host id). Called when a session
+    /// or port is counted and when it is released: must give the same key both times.
+    fn subscriber(&self, inside: Ipv4Addr) -> u64 {
+        u64::from(u32::from(inside))
     }
 }
 

@@ -76,6 +76,10 @@ pub struct Nat64Config {
     /// Keep the IPv6 host's source port when it is free in pool4's range (else RFC 6056
     /// randomised).
     pub port_preservation: bool,
+    // -- per-subscriber limits by prefix (issue 14) --
+    /// The per-host limits count IPv6 sources by this prefix length: 64 (default: an IPv6
+    /// subscriber is given a /64, RFC 6888 §3, RFC 7857), 1-64, or 128 (each address).
+    pub subscriber_prefix_len: u8,
 }
 
 impl Default for Nat64Config {
@@ -102,6 +106,7 @@ impl Default for Nat64Config {
             max_sessions_per_host: n.max_sessions_per_host,
             max_ports_per_host: n.max_ports_per_host,
             port_preservation: n.port_preservation,
+            subscriber_prefix_len: 64,
         }
     }
 }
@@ -152,6 +157,15 @@ impl Nat64Config {
     /// repeated, timeouts) without building any table. Returns warnings (timeouts below
     /// RFC 6146's minimums) on success.
     pub fn validate(&self) -> Result<Vec<ConfigWarning>, ConfigError> {
+        if !matches!(self.subscriber_prefix_len, 1..=64 | 128) {
+            return Err(ConfigError::new(
+                ConfigItem::Field("subscriber_prefix_len"),
+                format!(
+                    "{}: must be 1 to 64 (a subscriber's prefix) or 128 (each address)",
+                    self.subscriber_prefix_len
+                ),
+            ));
+        }
         if self.pool4.is_empty() {
             return Err(ConfigError::new(
                 ConfigItem::Field("pool4"),

@@ -40,6 +40,8 @@ pub mod config;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_evict;
+#[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
 mod tests_tcp;
@@ -68,9 +70,10 @@ use crate::{Counters, Direction, DropReason, Emit};
 /// connection a moment later keeps its id).
 pub const HOST_GRACE: Duration = Duration::from_secs(10);
 
-/// The host table as NAT44 sees it: bindings hold references on host ids.
+/// The host table as NAT44 sees it: bindings hold references on host ids. The second
+/// field: the subscriber prefix length (1-64, or 128: each address its own subscriber).
 #[derive(Debug)]
-struct Hosts(HostTable);
+struct Hosts(HostTable, u8);
 
 impl InsideHosts for Hosts {
     fn acquire(&self, inside: Ipv4Addr) -> bool {
@@ -81,6 +84,18 @@ impl InsideHosts for Hosts {
     }
     fn ipv6(&self, inside: Ipv4Addr) -> Option<std::net::Ipv6Addr> {
         self.0.addr(inside)
+    }
+    /// The upper `self.1` bits of the host's IPv6 address (its /64 by default), or the
+    /// host id itself for /128. A host id keeps its address while any binding (hence any
+    /// counted session or port) uses it, so the key is the same at release.
+    fn subscriber(&self, inside: Ipv4Addr) -> u64 {
+        match (self.1, self.0.addr(inside)) {
+            (len @ 1..=64, Some(a)) => {
+                let upper = (u128::from(a) >> 64) as u64;
+                upper & (u64::MAX << (64 - u32::from(len)))
+            }
+            _ => u64::from(u32::from(inside)),
+        }
     }
 }
 
@@ -106,7 +121,10 @@ impl Nat64Shared {
     /// Validates `cfg` and builds the shared state for `workers` threads.
     pub fn new(cfg: Nat64Config, workers: usize) -> Result<Arc<Self>, ConfigError> {
         cfg.validate()?;
-        let hosts = Arc::new(Hosts(HostTable::new(cfg.max_sessions.max(1))));
+        let hosts = Arc::new(Hosts(
+            HostTable::new(cfg.max_sessions.max(1)),
+            cfg.subscriber_prefix_len,
+        ));
         let mut ids = Vec::with_capacity(cfg.static_bindings.len());
         for (i, s) in cfg.static_bindings.iter().enumerate() {
             let id = hosts.0.pin(*s.inside.ip(), Timestamp::ZERO).map_err(|_| {
@@ -863,6 +881,10 @@ impl crate::mode::Reaper for Nat64Reaper {
         Nat64Reaper::handle_timeout(self, now);
     }
 
+    fn drain(&mut self, now: Timestamp) -> bool {
+        Nat64Reaper::drain(self, now)
+    }
+
     fn counters(&self) -> &Counters {
         Nat64Reaper::counters(self)
     }
@@ -877,6 +899,13 @@ impl Nat64Reaper {
     /// When the next pass is due.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.nat.poll_timeout()
+    }
+
+    /// Between passes: NAT44's drain, which unlinks and frees the sessions the workers
+    /// evicted at a full table (without it their slots wait for the next full pass, and a
+    /// SYN flood fills the table with dead sessions). True while anything still waits.
+    pub fn drain(&mut self, now: Timestamp) -> bool {
+        self.nat.drain(now)
     }
 
     /// One pass: NAT44's (sessions, bindings, ports), then idle hosts.
@@ -968,6 +997,12 @@ impl Nat64 {
     /// Runs the reaper now.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.reaper.handle_timeout(now);
+    }
+
+    /// Runs the reaper's drain now (what a live reaper does every millisecond or so while
+    /// evicted sessions wait): true while anything is still waiting.
+    pub fn drain(&mut self, now: Timestamp) -> bool {
+        self.reaper.drain(now)
     }
 }
 

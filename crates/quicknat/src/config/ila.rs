@@ -37,6 +37,11 @@ pub(super) struct RawIla {
     /// `[[ila.mapping]]` tables.
     #[serde(default)]
     mapping: Vec<Spanned<RawMapping>>,
+    // -- ICMP error budget (issue 14, finding 11), as NAT44's and NAT64's --
+    /// Time Exceeded / Packet Too Big per second a worker sends at most, in all.
+    icmp_error_rate: Option<Spanned<u64>>,
+    /// ... and to one sender.
+    icmp_error_rate_per_source: Option<Spanned<u64>>,
 }
 
 /// One `[[ila.mapping]]` table.
@@ -199,10 +204,17 @@ pub(super) fn convert(
             ),
         ));
     }
+    let icmp_rate = super::icmp_rate(
+        src,
+        &r.icmp_error_rate,
+        &r.icmp_error_rate_per_source,
+        "ila",
+    )?;
     Ok(IlaSettings {
         config,
         capacity: capacity as usize,
         mappings,
+        icmp_rate,
     })
 }
 
@@ -403,5 +415,33 @@ locator = "2001:0:88:0"
         expect_err(&t, "max_mappings", "ila.max_mappings", "between 1 and");
         let t = BASE.replace("unmapped = \"drop\"", "unmaped = \"drop\"");
         expect_err(&t, "unmaped", "ila.unmaped", "unknown field");
+    }
+
+    /// `[ila] icmp_error_rate` / `icmp_error_rate_per_source`: read, defaulted and bounded
+    /// as NAT44's and NAT64's (issue 14, finding 11).
+    #[test]
+    fn icmp_error_rates_are_read_and_bounded() {
+        use engine::config::IcmpRate;
+        let ila = load_str(BASE, "gw.toml").unwrap().ila().cloned().unwrap();
+        assert_eq!(ila.icmp_rate, IcmpRate::default());
+        let t = BASE.replace(
+            "max_mappings = 16",
+            "max_mappings = 16\nicmp_error_rate = 50\nicmp_error_rate_per_source = 0",
+        );
+        let ila = load_str(&t, "gw.toml").unwrap().ila().cloned().unwrap();
+        assert_eq!(
+            ila.icmp_rate,
+            IcmpRate {
+                global: 50,
+                per_source: 0
+            }
+        );
+        assert_eq!(ila.router().unwrap().icmp_rate(), ila.icmp_rate);
+        expect_err(
+            &t.replace("= 50", "= 1000001"),
+            "icmp_error_rate =",
+            "ila.icmp_error_rate",
+            "between 0 (none) and 1000000",
+        );
     }
 }

@@ -352,6 +352,8 @@ pub(super) struct RawNat64 {
     pub max_ports_per_host: Option<Spanned<u64>>,
     /// Keep the IPv6 host's source port when free (else RFC 6056 randomised).
     pub port_preservation: Option<bool>,
+    /// The prefix length the per-host limits count IPv6 sources by (64; 1-64 or 128).
+    pub subscriber_prefix_len: Option<Spanned<u64>>,
 }
 
 /// One `[[nat64.static]]` table.
@@ -479,6 +481,22 @@ pub(super) fn convert_nat64(
     c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
     c.port_preservation = r.port_preservation.unwrap_or(c.port_preservation);
+    // Per-subscriber limits count an IPv6 subscriber's prefix, not one address.
+    if let Some(v) = &r.subscriber_prefix_len {
+        c.subscriber_prefix_len = u8::try_from(*v.get_ref())
+            .ok()
+            .filter(|l| matches!(l, 1..=64 | 128))
+            .ok_or_else(|| {
+                src.error(
+                    Some(v.span()),
+                    "nat64.subscriber_prefix_len",
+                    format!(
+                        "{}: must be 1 to 64 (a subscriber's prefix) or 128 (each address)",
+                        v.get_ref()
+                    ),
+                )
+            })?;
+    }
     // The engine's own checks (pool sizes, static bindings in the pool, timeouts).
     let warnings = c
         .validate()

@@ -1335,3 +1335,30 @@ fn logging_mistakes_name_the_line_and_field() {
     let t = with("event = [\"binding\"]");
     expect_err(&t, "event =", "logging.event", "unknown field");
 }
+
+// -- NAT64 subscribers by prefix (issue 14) --
+
+#[test]
+fn nat64_subscriber_prefix_len_is_read_and_bounded() {
+    let base = "[nat64]\npool4 = [\"203.0.113.1/32\"]\n";
+    let nat64 = |text: &str| match load_str(text, "t.toml")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .mode
+    {
+        engine::mode::any::ModeConfig::Nat64(n) => n,
+        _ => panic!("expected nat64"),
+    };
+    assert_eq!(nat64(base).subscriber_prefix_len, 64, "a /64 by default");
+    let text = format!("{base}subscriber_prefix_len = 56\n");
+    assert_eq!(nat64(&text).subscriber_prefix_len, 56);
+    let text = format!("{base}subscriber_prefix_len = 128\n");
+    assert_eq!(nat64(&text).subscriber_prefix_len, 128);
+    for bad in ["0", "65", "127", "300"] {
+        expect_err(
+            &format!("{base}subscriber_prefix_len = {bad}\n"),
+            "subscriber_prefix_len",
+            "nat64.subscriber_prefix_len",
+            "must be 1 to 64",
+        );
+    }
+}

@@ -15,6 +15,7 @@ fn router(capacity: usize, mappings: &[(u64, u64)]) -> Arc<IlaRouter> {
         config: CONFIG,
         capacity,
         mappings: mappings.to_vec(),
+        icmp_rate: Default::default(),
     }
     .router()
     .unwrap()
@@ -175,6 +176,7 @@ fn reload_applies_the_difference_or_refuses_new_settings() {
         config: CONFIG,
         capacity: 8,
         mappings: vec![(1, 11), (3, 30)],
+        icmp_rate: Default::default(),
     }));
     let source = Arc::clone(&next);
     let reload: ReloadFn = Box::new(move || Ok(source.lock().unwrap().clone()));

@@ -101,7 +101,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!(
-        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} probe_skipped={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}]",
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} probe_skipped={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}] early_dropped={}",
         io.rx[0],
         io.rx[1],
         io.tx[0],
@@ -119,6 +119,27 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         e.fragmented,
         io.csum_completed,
         io.tx_dropped,
-        drops.join(" ")
+        drops.join(" "),
+        // Half-open TCP sessions evicted for new ones at a full table (issue 14).
+        e.sessions_early_dropped
     )
+}
+
+#[cfg(test)]
+mod tests_early_drop {
+    use super::*;
+
+    /// The early-drop count closes the stats line (appended last so the fields before it
+    /// keep their places for whoever parses them).
+    #[test]
+    fn stats_line_ends_with_the_early_dropped_sessions() {
+        let e = Counters {
+            sessions_early_dropped: 4242,
+            ..Counters::default()
+        };
+        let line = stats_line(&e, &IoCounters::default(), 7);
+        assert!(line.ends_with(" early_dropped=4242"), "{line}");
+        let c = Counters::default();
+        assert!(stats_line(&c, &IoCounters::default(), 0).ends_with(" early_dropped=0"));
+    }
 }

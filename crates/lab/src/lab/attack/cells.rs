@@ -6,11 +6,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use super::cpu::CpuSample;
 use super::*;
 use crate::probe::{now_ms, Arrivals};
 
 /// The SYN flood cell.
-pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Result<()> {
+pub(super) fn flood_cell(
+    lab: &Lab,
+    o: &AttackOptions,
+    pid: Option<u32>,
+    r: &mut ArmRound,
+) -> Result<()> {
     let exe = exe()?;
     let s = o.seconds;
     let _echo = lab.spawn(
@@ -63,6 +69,10 @@ pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Resu
     if let Some(pps) = &pps {
         args.extend(["--pps", pps]);
     }
+    let rx0 = lab.counter(lab.gw(), "g-out", "rx_packets");
+    let tx0 = lab.counter(lab.gw(), "g-in", "tx_packets");
+    let cpu0 = CpuSample::take(pid, GW_CORE);
+    let t0 = Instant::now();
     let flood = spawn_flood(lab, lab.srv(), "s0", &gout, &args)?;
     let legit = lab.spawn(
         lab.srv(),
@@ -79,6 +89,15 @@ pub(super) fn flood_cell(lab: &Lab, o: &AttackOptions, r: &mut ArmRound) -> Resu
         ],
     )?;
     r.flood = json_of(flood, "the SYN flood generator")?;
+    let secs = t0.elapsed().as_secs_f64().max(1e-3);
+    let (threads_ns, irq_ns) = cpu0.until(&CpuSample::take(pid, GW_CORE));
+    let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
+    r.flood_cpu = FloodCpu {
+        threads_pct: threads_ns as f64 / secs / 1e7,
+        softirq_pct: irq_ns as f64 / secs / 1e7,
+        outside_rx_pps: rate(lab.counter(lab.gw(), "g-out", "rx_packets"), rx0),
+        inside_tx_pps: rate(lab.counter(lab.gw(), "g-in", "tx_packets"), tx0),
+    };
     let reaching = inside_count(lab);
     r.legit = json_of(legit, "the legitimate client")?;
     r.flood_reaching_pps =
@@ -180,57 +199,74 @@ pub(super) fn greedy_cell(
     Ok((others, g))
 }
 
-/// CPU ns per forwarded packet while `tuples` are replayed at the fixed rate.
-fn collision_run(lab: &Lab, o: &AttackOptions, tuples: &Path) -> Result<(f64, f64)> {
-    // The soaker's idle rate right before each run: the machine's other load drifts.
-    let idle = soak_rate(soak_on(GW_CORE, 1)?);
-    anyhow::ensure!(idle > 0.0, "the CPU soaker did not run");
+/// One collision run: (gateway CPU ns per forwarded packet, forwarded pps) while `tuples`
+/// are replayed at the fixed rate. The CPU is the gateway's own ([`CpuSample`]): quicknat's
+/// threads (`pid`) plus its core's softirq time, over the generator's run.
+fn collision_run(
+    lab: &Lab,
+    o: &AttackOptions,
+    tuples: &Path,
+    pid: Option<u32>,
+) -> Result<(f64, f64)> {
     let secs = o.collision_seconds();
     let gout = mac(lab, lab.gw(), "g-out")?;
-    let before = lab.counter(lab.gw(), "g-in", "tx_packets");
-    let soaker = soak_on(GW_CORE, secs)?;
-    let t0 = Instant::now();
-    let f: FloodReport = json_of(
-        spawn_flood(
-            lab,
-            lab.srv(),
-            "s0",
-            &gout,
-            &[
-                "--pattern",
-                "tuples",
-                "--dst",
-                FORWARD,
-                "--tuples",
-                &tuples.to_string_lossy(),
-                "--pps",
-                &o.collision_pps.to_string(),
-                "--seconds",
-                &secs.to_string(),
-            ],
-        )?,
-        "the collision generator",
+    let gen = spawn_flood(
+        lab,
+        lab.srv(),
+        "s0",
+        &gout,
+        &[
+            "--pattern",
+            "tuples",
+            "--dst",
+            FORWARD,
+            "--tuples",
+            &tuples.to_string_lossy(),
+            "--pps",
+            &o.collision_pps.to_string(),
+            "--seconds",
+            &secs.to_string(),
+        ],
     )?;
-    let elapsed = t0.elapsed().as_secs_f64().max(f.seconds);
+    // Sampled from the generator's start to its end (its own set-up is not the gateway's).
+    let before = lab.counter(lab.gw(), "g-in", "tx_packets");
+    let cpu0 = CpuSample::take(pid, GW_CORE);
+    let t0 = Instant::now();
+    let f: FloodReport = json_of(gen, "the collision generator")?;
+    let elapsed = t0.elapsed().as_secs_f64().max(1e-3);
+    let cpu1 = CpuSample::take(pid, GW_CORE);
     let fwd = lab
         .counter(lab.gw(), "g-in", "tx_packets")
-        .saturating_sub(before) as f64
-        / elapsed;
-    let busy = (1.0 - soak_rate(soaker) / idle).clamp(0.0, 1.0);
-    Ok((if fwd > 0.0 { busy * 1e9 / fwd } else { 0.0 }, fwd))
+        .saturating_sub(before);
+    anyhow::ensure!(f.sent > 0, "the collision generator sent nothing");
+    let (threads_ns, irq_ns) = cpu0.until(&cpu1);
+    let ns = (threads_ns + irq_ns) as f64;
+    Ok((
+        if fwd > 0 { ns / fwd as f64 } else { 0.0 },
+        fwd as f64 / elapsed,
+    ))
 }
 
-/// The collision cell: random tuples first (their sessions spread over the table and
-/// barely touch the crafted bucket), then the crafted ones.
+/// The collision cell: random and crafted tuples alternating (`o.collision_pairs()` pairs,
+/// random first: its sessions spread over the table and barely touch the crafted bucket),
+/// the median of each. `pid`: quicknat's process (`None` for the kernel's NAT).
 pub(super) fn collision_cell(
     lab: &Lab,
     o: &AttackOptions,
     files: &Tuples,
+    pid: Option<u32>,
     r: &mut ArmRound,
 ) -> Result<()> {
     inside_counter(lab, true)?;
-    (r.random_ns, r.random_fwd_pps) = collision_run(lab, o, &files.random)?;
-    (r.crafted_ns, r.crafted_fwd_pps) = collision_run(lab, o, &files.crafted)?;
+    let (mut random, mut crafted) = (Vec::new(), Vec::new());
+    for _ in 0..o.collision_pairs() {
+        random.push(collision_run(lab, o, &files.random, pid)?);
+        crafted.push(collision_run(lab, o, &files.crafted, pid)?);
+    }
+    r.random_ns = med(&random, |x| x.0);
+    r.random_fwd_pps = med(&random, |x| x.1);
+    r.crafted_ns = med(&crafted, |x| x.0);
+    r.crafted_fwd_pps = med(&crafted, |x| x.1);
     Ok(())
 }
 

@@ -18,8 +18,9 @@
 //! - **Hash collisions vs random tuples**: SYNs to the forward from N sources that all fall
 //!   in one bucket of main's *unkeyed* session hash (the attacker's model,
 //!   [`crate::flood::old_key_hash`]), against N random sources, replayed at the same fixed
-//!   rate; the gateway core's CPU per packet (a SCHED_IDLE soaker, as in the nat44 topology)
-//!   and the ratio. The inside server's ingress drops them so only the gateway costs.
+//!   rate, alternating, several pairs; the gateway's own CPU time per forwarded packet
+//!   (quicknat's threads from `/proc/<pid>/task/*/schedstat` plus the gateway core's softirq
+//!   time, see `cpu.rs`), medians and the ratio. The inside server's ingress drops them so only the gateway costs.
 //! - **Link flap and SIGKILL + restart**: a 1 kHz UDP probe stream with sequence numbers,
 //!   inside -> outside; the gateway's outside link goes down and up, then (quicknat only)
 //!   quicknat is killed with SIGKILL and started again at once. Reported: time from the
@@ -45,18 +46,18 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::{
-    chrono_like_date, exe, med, require, run, soak_on, soak_rate, stop_child, stop_flag, temp_path,
-    Lab, GW_CORE,
+    chrono_like_date, exe, med, require, run, stop_child, stop_flag, temp_path, Lab, GW_CORE,
 };
 use crate::flood::{find_collisions, random_tuples, FloodReport};
 use crate::probe::{ConnectReport, Outage};
 
 mod cells;
+mod cpu;
 mod report;
 
 use cells::{collision_cell, flood_cell, greedy_cell, recovery_cell, Tuples};
 use report::rows;
-pub use report::{ArmRound, AttackReport};
+pub use report::{ArmRound, AttackReport, FloodCpu};
 
 const PUBLIC: &str = "203.0.113.1";
 const FORWARD: &str = "203.0.113.1:8080";
@@ -95,14 +96,28 @@ pub struct AttackOptions {
     pub flood_pps: Option<u64>,
     /// The short form (CI): shorter cells, no `ct count` run.
     pub short: bool,
+    /// Cells to run (`flood`, `greedy`, `collisions`, `recovery`); empty: all.
+    pub cells: Vec<String>,
 }
 
 impl AttackOptions {
+    /// Whether the cell `name` runs.
+    fn runs(&self, name: &str) -> bool {
+        self.cells.is_empty() || self.cells.iter().any(|c| c == name)
+    }
     fn greedy_fill(&self) -> f64 {
         if self.short {
             1.0
         } else {
             (self.seconds as f64).clamp(1.0, 10.0)
+        }
+    }
+    /// Random/crafted pairs of collision runs, alternating (medians reported).
+    fn collision_pairs(&self) -> usize {
+        if self.short {
+            2
+        } else {
+            3
         }
     }
     fn collision_seconds(&self) -> u64 {
@@ -267,6 +282,14 @@ fn start(lab: &Lab, bin: &Path, cfg: Option<&Path>) -> Result<Mode> {
     }
 }
 
+/// quicknat's process id (`None`: the kernel's NAT).
+fn pid_of(m: &Mode) -> Option<u32> {
+    match m {
+        Mode::Quicknat(c) => Some(c.id()),
+        Mode::Kernel => None,
+    }
+}
+
 /// Stops the arm; quicknat's closing counter line.
 fn stop_mode(m: Mode) -> String {
     match m {
@@ -343,41 +366,53 @@ fn arm_round(
 ) -> Result<ArmRound> {
     let mut r = ArmRound::default();
     let bin = o.quicknat.as_path();
-    {
+    if o.runs("flood") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
-        let res = flood_cell(&lab, o, &mut r);
+        let pid = pid_of(&m);
+        let res = flood_cell(&lab, o, pid, &mut r);
         r.quicknat_stats.push(stop_mode(m));
+        r.quicknat_stats_cells.push("flood".into());
         res?;
     }
-    {
+    if o.runs("greedy") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
         let res = greedy_cell(&lab, o, None);
         r.quicknat_stats.push(stop_mode(m));
+        r.quicknat_stats_cells.push("greedy".into());
         (r.greedy_others, r.greedy) = res?;
     }
-    if cfg.is_none() && o.host_limit > 0 && !o.short {
+    if cfg.is_none() && o.host_limit > 0 && !o.short && o.runs("greedy") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
         let res = greedy_cell(&lab, o, Some(o.host_limit));
         stop_mode(m);
         r.greedy_others_ct_count = Some(res?.0);
     }
-    {
+    if o.runs("collisions") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
-        let res = collision_cell(&lab, o, files, &mut r);
+        let pid = pid_of(&m);
+        let res = collision_cell(&lab, o, files, pid, &mut r);
         r.quicknat_stats.push(stop_mode(m));
+        r.quicknat_stats_cells.push("collisions".into());
         res?;
     }
-    {
+    if o.runs("recovery") {
         let lab = build(stop)?;
         let m = start(&lab, bin, cfg)?;
         let m = recovery_cell(&lab, o, m, bin, cfg, &mut r)?;
         stop_mode(m);
     }
-    r.quicknat_stats.retain(|s| !s.is_empty());
+    // The kernel's arm has no counter lines.
+    let cells = std::mem::take(&mut r.quicknat_stats_cells);
+    let (stats, cells): (Vec<String>, Vec<String>) = std::mem::take(&mut r.quicknat_stats)
+        .into_iter()
+        .zip(cells)
+        .filter(|(s, _)| !s.is_empty())
+        .unzip();
+    (r.quicknat_stats, r.quicknat_stats_cells) = (stats, cells);
     Ok(r)
 }
 

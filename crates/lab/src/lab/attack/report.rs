@@ -37,6 +37,25 @@ pub struct ArmRound {
     pub restart_note: String,
     /// quicknat's closing counter line per cell (flood, greedy, collisions).
     pub quicknat_stats: Vec<String>,
+    /// The cell of each `quicknat_stats` line.
+    pub quicknat_stats_cells: Vec<String>,
+    /// Where the gateway's CPU went during the SYN flood (see [`FloodCpu`]).
+    pub flood_cpu: FloodCpu,
+}
+
+/// The gateway during the SYN flood, from the flood's start to its end: its CPU (share of
+/// one core) by where it ran, and the frames its outside link took.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FloodCpu {
+    /// quicknat's threads (user and system time; 0 for the kernel's NAT), % of a core.
+    pub threads_pct: f64,
+    /// The gateway core's softirq + irq time (the kernel's receive path up to the packet
+    /// socket or XDP, its NAT, forwarding), % of a core.
+    pub softirq_pct: f64,
+    /// Frames the gateway's outside veth received per second (flood and legitimate).
+    pub outside_rx_pps: f64,
+    /// Frames the gateway sent on towards the inside per second (`g-in` tx).
+    pub inside_tx_pps: f64,
 }
 
 /// One row of the report: a measure, the issue's goal, a value per arm.
@@ -150,13 +169,26 @@ impl std::fmt::Display for AttackReport {
                 if !r.restart_note.is_empty() {
                     writeln!(f, "{arm}, round {}: {}", i + 1, r.restart_note)?;
                 }
-                let cells = ["flood", "greedy", "collisions"];
                 let counters: Vec<String> = r
                     .quicknat_stats
                     .iter()
-                    .zip(cells)
+                    .zip(&r.quicknat_stats_cells)
                     .map(|(line, cell)| format!("{cell}: {}", counters(line)))
                     .collect();
+                let c = &r.flood_cpu;
+                if c.outside_rx_pps > 0.0 {
+                    writeln!(
+                        f,
+                        "{arm}, round {}: SYN flood: gateway CPU {:.0}% of a core in its \
+                         threads + {:.0}% in softirq; outside link took {:.1} kpps, \
+                         {:.1} kpps went on to the inside",
+                        i + 1,
+                        c.threads_pct,
+                        c.softirq_pct,
+                        c.outside_rx_pps / 1e3,
+                        c.inside_tx_pps / 1e3
+                    )?;
+                }
                 if !counters.is_empty() {
                     writeln!(f, "{arm}, round {}: {}", i + 1, counters.join("; "))?;
                 }
@@ -331,6 +363,7 @@ mod tests {
             host_limit: 1000,
             flood_pps: None,
             short: false,
+            cells: Vec::new(),
         }
     }
 
