@@ -30,6 +30,10 @@ pub struct Nat44Worker {
     counters: Counters,
     /// The ICMP errors this worker sends (TTL exhausted, too big for the next hop).
     responder: Responder,
+    /// Where reloads publish the policy (the first generation's cell) and the
+    /// generation `shared` is.
+    cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
+    generation: u64,
 }
 
 /// The direction packets matching `side` of a session with `flags` legitimately travel.
@@ -74,13 +78,40 @@ impl Nat44Worker {
     pub(super) fn new(shared: Arc<Nat44Shared>, id: usize) -> Self {
         let qsbr = shared.qsbr.handle(id);
         let responder = Responder::new(shared.cfg.icmp_rate);
-        Self {
+        let cell = Arc::clone(shared.cell());
+        let mut w = Self {
             shared,
             qsbr,
             id,
             counters: Counters::default(),
             responder,
+            cell,
+            generation: 0,
+        };
+        w.refresh();
+        w
+    }
+
+    /// Picks up the policy generation a reload published (see `crate::reload`); without
+    /// waiting: if the cell is busy this instant, the next packet looks again.
+    #[cold]
+    #[inline(never)]
+    fn refresh(&mut self) {
+        if let Some((g, latest)) = self.cell.try_latest() {
+            if let Some(next) = latest {
+                if next.cfg.icmp_rate != self.shared.cfg.icmp_rate {
+                    self.responder = Responder::new(next.cfg.icmp_rate);
+                }
+                self.shared = next;
+            }
+            self.generation = g;
         }
+    }
+
+    /// Whether a reload published a generation this worker has not picked up.
+    #[inline(always)]
+    fn stale(&self) -> bool {
+        self.cell.generation() != self.generation
     }
 
     /// The shared state.
@@ -141,6 +172,9 @@ impl Nat44Worker {
         offload: Offload,
         mtu: Option<u32>,
     ) -> Result<(), DropReason> {
+        if self.stale() {
+            self.refresh();
+        }
         let parsed = parse_with(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
             Parsed::Flow(f) | Parsed::FirstFragment(f, _) => f.ttl,
@@ -775,7 +809,8 @@ pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView) {
     if v.flags & FROM_INSIDE != 0 {
         sh.release_host(Counted::Sessions, v.initial.src.addr);
     }
-    if sh.cfg.filtering == Filtering::AddressDependent {
+    // Whatever the filtering in force now: the session may predate a reload.
+    if sh.permits_on {
         let remote = if v.flags & FROM_INSIDE != 0 {
             v.revised.dst.addr
         } else {
