@@ -155,3 +155,42 @@ mod tests {
         assert!(refuse_restart_only(&[("max_sessions", false)]).is_ok());
     }
 }
+
+// -- every mode behind one call --
+use crate::mode::any::{AnyMode, ModeConfig};
+
+impl AnyMode {
+    /// Applies `new` live over `old` (the configuration this instance runs), or refuses
+    /// with the reason, keeping `old` in force. NAT44 and NAT64 change their policy live
+    /// (see `nat44::reload`, `nat64::reload`); SIIT/CLAT and ILA's settings other than
+    /// its mappings (which the runtime's control state reloads) need a restart.
+    pub fn reload(&self, old: &ModeConfig, new: &ModeConfig) -> Result<ReloadReport, ConfigError> {
+        match (self, old, new) {
+            (AnyMode::Nat44(s), ModeConfig::Nat44(_), ModeConfig::Nat44(n)) => s.reload(n.clone()),
+            (AnyMode::Nat64(s), ModeConfig::Nat64(o), ModeConfig::Nat64(n)) => s.reload(o, n),
+            (_, o, n) if o.name() != n.name() => Err(ConfigError::new(
+                ConfigItem::Field("mode"),
+                format!(
+                    "cannot change live from {} to {} (restart needed); the configuration in force is kept",
+                    o.name(),
+                    n.name()
+                ),
+            )),
+            (AnyMode::Ila(_), ModeConfig::Ila(o), ModeConfig::Ila(n)) => {
+                refuse_restart_only(&[
+                    ("max_mappings", o.capacity != n.capacity),
+                    ("ila settings other than the mappings", o.config != n.config),
+                ])?;
+                Ok(ReloadReport::default())
+            }
+            (_, o, n) if o == n => Ok(ReloadReport::default()),
+            (_, o, _) => Err(ConfigError::new(
+                ConfigItem::Field(o.name()),
+                format!(
+                    "{} settings cannot change live (restart needed); the configuration in force is kept",
+                    o.name()
+                ),
+            )),
+        }
+    }
+}

@@ -423,22 +423,7 @@ fn run_gateway(
     tag: &str,
 ) -> anyhow::Result<()> {
     let cfg = load_config(path)?;
-    let mut gw = match (cfg.gateway, inside, outside) {
-        (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
-        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
-        _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
-    };
-    if let Some(w) = workers {
-        anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
-        gw.workers = w;
-    }
-    anyhow::ensure!(
-        gw.inside != gw.outside,
-        "the inside and outside interfaces must differ"
-    );
-    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
-        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
-    }
+    let gw = gateway_of(&cfg, inside.clone(), outside.clone(), workers)?;
     // `quicknat ila reload` re-reads the file the gateway was started with.
     let reload: Option<runtime::control::ReloadFn> = path.map(|p| {
         let p = p.to_path_buf();
@@ -457,13 +442,61 @@ fn run_gateway(
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing the SIGHUP handler")?;
     let log = |line: String| eprintln!("{} {tag}{line}", unix_time());
-    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log)
+    let loader = path.map(|p| reload_loader(p, inside, outside, workers));
+    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log, loader)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
         "stopped. {}",
         runtime::live::stats_line(&summary.engine, &summary.io, summary.sessions)
     ));
     Ok(())
+}
+
+/// The gateway settings of `cfg` with the command line's overrides.
+fn gateway_of(
+    cfg: &Config,
+    inside: Option<String>,
+    outside: Option<String>,
+    workers: Option<usize>,
+) -> anyhow::Result<runtime::live::GatewayConfig> {
+    let mut gw = match (cfg.gateway.clone(), inside, outside) {
+        (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
+        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
+        _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
+    };
+    if let Some(w) = workers {
+        anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
+        gw.workers = w;
+    }
+    anyhow::ensure!(
+        gw.inside != gw.outside,
+        "the inside and outside interfaces must differ"
+    );
+    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
+        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
+    }
+    Ok(gw)
+}
+
+/// Reload (issue 12): re-reads `path` as `check-config` does (memory estimate included)
+/// with the same command-line overrides as at start.
+fn reload_loader(
+    path: &Path,
+    inside: Option<String>,
+    outside: Option<String>,
+    workers: Option<usize>,
+) -> runtime::reload::Loader {
+    let path = path.to_path_buf();
+    std::sync::Arc::new(move || {
+        let cfg = config::load_file_on(&path, &machine()).map_err(|e| e.to_string())?;
+        let gateway = gateway_of(&cfg, inside.clone(), outside.clone(), workers)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(runtime::reload::Loaded {
+            mode: cfg.mode,
+            gateway,
+            warnings: cfg.warnings,
+        })
+    })
 }
 
 /// Seconds since the epoch with milliseconds, for log lines.

@@ -7,5 +7,6 @@ pub mod control;
 pub mod link;
 pub mod live;
 pub mod offline;
+pub mod reload;
 
 pub use link::l3_offset;

@@ -37,6 +37,7 @@
 //! Never reads a clock, never does I/O, never panics on packet bytes.
 
 pub mod config;
+mod reload;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
