@@ -457,6 +457,7 @@ impl Nat44 {
 
     /// Translates one IPv4 packet in place (see [`Nat44Worker::process_packet`]).
     pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Emit {
+        self.worker.refresh_if_stale();
         let v = self.worker.process_packet(now, dir, pkt);
         self.worker.quiescent();
         v

@@ -292,6 +292,7 @@ fn workers_never_see_a_torn_policy_while_it_swaps() {
                     let inside = Ipv4Addr::new(10, 0, id as u8, (k % 250) as u8 + 1);
                     let port = 1024 + (k / 250) as u16;
                     let mut p = udp(inside, port, SRV, 53);
+                    w.refresh_if_stale(); // a batch of one
                     let v = w.process_packet(t(1), Direction::Outbound, &mut p);
                     assert_eq!(v.drop_reason(), None, "worker {id} flow {k}");
                     let public = src(&p);

@@ -114,6 +114,15 @@ impl Nat44Worker {
         self.cell.generation() != self.generation
     }
 
+    /// Picks up a newer policy generation if a reload published one (one atomic load):
+    /// call at the start of each batch ([`ModeWorker::begin_batch`]).
+    #[inline(always)]
+    pub fn refresh_if_stale(&mut self) {
+        if self.stale() {
+            self.refresh();
+        }
+    }
+
     /// The shared state.
     pub fn shared(&self) -> &Arc<Nat44Shared> {
         &self.shared
@@ -172,9 +181,6 @@ impl Nat44Worker {
         offload: Offload,
         mtu: Option<u32>,
     ) -> Result<(), DropReason> {
-        if self.stale() {
-            self.refresh();
-        }
         let parsed = parse_with(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
             Parsed::Flow(f) | Parsed::FirstFragment(f, _) => f.ttl,
@@ -888,6 +894,10 @@ impl ModeWorker for Nat44Worker {
 
     fn offline(&self) {
         Nat44Worker::offline(self);
+    }
+
+    fn begin_batch(&mut self) {
+        self.refresh_if_stale();
     }
 }
 
