@@ -126,7 +126,7 @@ pub fn refuse_restart_only(fields: &[(&'static str, bool)]) -> Result<(), Config
         Some(first) => Err(ConfigError::new(
             ConfigItem::Field(first),
             format!(
-                "cannot change live (restart needed): {}; the configuration in force is kept",
+                "cannot change live (restart needed): {}",
                 changed.join(", ")
             ),
         )),
@@ -171,7 +171,7 @@ impl AnyMode {
             (_, o, n) if o.name() != n.name() => Err(ConfigError::new(
                 ConfigItem::Field("mode"),
                 format!(
-                    "cannot change live from {} to {} (restart needed); the configuration in force is kept",
+                    "cannot change live from {} to {} (restart needed)",
                     o.name(),
                     n.name()
                 ),
@@ -186,10 +186,7 @@ impl AnyMode {
             (_, o, n) if o == n => Ok(ReloadReport::default()),
             (_, o, _) => Err(ConfigError::new(
                 ConfigItem::Field(o.name()),
-                format!(
-                    "{} settings cannot change live (restart needed); the configuration in force is kept",
-                    o.name()
-                ),
+                format!("{} settings cannot change live (restart needed)", o.name()),
             )),
         }
     }

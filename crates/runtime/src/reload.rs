@@ -61,7 +61,7 @@ fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
     let changed = gateway_changes(&r.gateway, &loaded.gateway);
     if !changed.is_empty() {
         return Err(format!(
-            "[gateway] {}: cannot change live (restart needed); the configuration in force is kept",
+            "[gateway] {}: cannot change live (restart needed)",
             changed.join(", ")
         ));
     }

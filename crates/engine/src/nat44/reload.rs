@@ -177,22 +177,43 @@ impl Nat44Shared {
                 report.push(format!("pool + {p}"));
             }
         }
-        // Port forwards: added ones become static bindings; removed ones ordinary ones
-        // that live while their sessions do. Their ports stay reserved (returned nowhere).
+        // Port forwards. Checked before anything changes: an added forward whose
+        // endpoints a live binding holds is refused.
+        let added: Vec<_> = next
+            .cfg
+            .port_forwards
+            .iter()
+            .filter(|f| !old.cfg.port_forwards.contains(f))
+            .copied()
+            .collect();
+        for f in &added {
+            let (proto, public, inside) = forward_keys(f);
+            if self.bindings.find_a(ep_key(proto, inside)).is_some()
+                || self.bindings.find_b(ep_key(proto, public)).is_some()
+            {
+                return Err(ConfigError::new(
+                    ConfigItem::Field("forward"),
+                    format!(
+                        "port forward {} -> {}: its public or inside endpoint is in use by a live binding",
+                        f.public, f.inside
+                    ),
+                ));
+            }
+        }
+        // Removed ones become ordinary bindings that live while their sessions do (their
+        // ports stay taken: returned nowhere); added ones static bindings.
         for f in &removed_forwards {
             let (proto, _, inside) = forward_keys(f);
             if let Some(id) = self.bindings.find_a(ep_key(proto, inside)) {
                 self.bindings.unpin(id);
             }
         }
-        for f in &next.cfg.port_forwards {
-            if old.cfg.port_forwards.contains(f) {
-                continue;
-            }
+        for f in &added {
             let (proto, public, inside) = forward_keys(f);
             for pool in &next.pools {
                 pool.reserve(proto, public);
             }
+            // A binding made on these endpoints since the check wins (reported).
             if self
                 .bindings
                 .insert(
@@ -205,12 +226,9 @@ impl Nat44Shared {
                 )
                 .is_err()
             {
-                return Err(ConfigError::new(
-                    ConfigItem::Field("forward"),
-                    format!(
-                        "port forward {} -> {}: its public or inside endpoint is in use by a live binding; the configuration in force is kept",
-                        f.public, f.inside
-                    ),
+                report.push(format!(
+                    "forward {} not in force: its endpoint was taken meanwhile; reload again",
+                    f.public
                 ));
             }
         }

@@ -338,3 +338,47 @@ fn workers_never_see_a_torn_policy_while_it_swaps() {
         publics.len()
     );
 }
+
+#[test]
+fn port_forwards_come_and_go_live() {
+    use super::config::PortForward;
+    use crate::config::L4Proto;
+    let fwd = PortForward {
+        protocol: L4Proto::Udp,
+        public: "203.0.113.1:5353".parse().unwrap(),
+        inside: "10.0.0.20:53".parse().unwrap(),
+    };
+    // Two ports on the pool address, one of them the forward's.
+    let config = |_: &[&str]| Nat44Config {
+        rules: vec![rule("10.0.0.0/24", &[POOL_A], (5353, 5354))],
+        port_preservation: false,
+        ..Nat44Config::default()
+    };
+    let mut n = Nat44::new(config(&[POOL_A])).unwrap();
+    let public = (Ipv4Addr::new(203, 0, 113, 1), 5353);
+    assert!(reply(&mut n, 1, public).is_err(), "no forward yet");
+    let mut with = config(&[POOL_A]);
+    with.port_forwards.push(fwd);
+    let report = n.shared().reload(with).unwrap().to_string();
+    assert!(report.contains("forwards 0 → 1"), "{report}");
+    assert_eq!(
+        reply(&mut n, 2, public),
+        Ok((Ipv4Addr::new(10, 0, 0, 20), 53))
+    );
+    // Removed: the open session goes on until it expires, then nothing gets in.
+    n.shared().reload(config(&[POOL_A])).unwrap();
+    assert_eq!(
+        reply(&mut n, 3, public),
+        Ok((Ipv4Addr::new(10, 0, 0, 20), 53))
+    );
+    n.handle_timeout(t(1000));
+    assert_eq!(n.session_count(), 0);
+    n.handle_timeout(t(1001));
+    assert!(reply(&mut n, 1002, public).is_err(), "forward removed");
+    // Its port stays taken (returned nowhere): one port left for outbound flows.
+    assert_eq!(out(&mut n, 1003, IN_A, 6000), Ok((public.0, 5354)));
+    assert_eq!(
+        out(&mut n, 1003, IN_A, 6001),
+        Err(DropReason::PoolExhausted)
+    );
+}
