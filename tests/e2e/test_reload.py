@@ -101,6 +101,7 @@ class Reload(Scenario):
         lines = lambda: [l for l in self.qn.text().splitlines() if "reload (SIGHUP)" in l]
         assert wait_for(lambda: len(lines()) > before, 10), self.qn.text()[-2000:]
         line = lines()[before]
+        print(line)  # the operator's view, shown with -s
         assert expect in line, line
         return line
 

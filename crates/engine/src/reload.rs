@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::{ConfigError, ConfigItem};
+use crate::mode::any::{AnyMode, ModeConfig};
 
 /// The generations of one instance's policy: a counter the workers poll and the latest
 /// generation (`None` until the first reload: the instance's own first one is in force).
@@ -133,32 +134,7 @@ pub fn refuse_restart_only(fields: &[(&'static str, bool)]) -> Result<(), Config
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_publish_is_seen_with_its_generation() {
-        let c: PolicyCell<u32> = PolicyCell::default();
-        assert_eq!(c.generation(), 0);
-        assert!(c.latest().is_none());
-        assert_eq!(c.publish(Arc::new(7)), 1);
-        let (g, v) = c.try_latest().unwrap();
-        assert_eq!((g, v.map(|v| *v)), (1, Some(7)));
-    }
-
-    #[test]
-    fn refusal_names_every_restart_only_field() {
-        let e = refuse_restart_only(&[("max_sessions", true), ("x", false), ("workers", true)])
-            .unwrap_err();
-        assert!(e.to_string().contains("max_sessions, workers"), "{e}");
-        assert!(refuse_restart_only(&[("max_sessions", false)]).is_ok());
-    }
-}
-
 // -- every mode behind one call --
-use crate::mode::any::{AnyMode, ModeConfig};
-
 impl AnyMode {
     /// Applies `new` live over `old` (the configuration this instance runs), or refuses
     /// with the reason, keeping `old` in force. NAT44 and NAT64 change their policy live
@@ -189,5 +165,28 @@ impl AnyMode {
                 format!("{} settings cannot change live (restart needed)", o.name()),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_publish_is_seen_with_its_generation() {
+        let c: PolicyCell<u32> = PolicyCell::default();
+        assert_eq!(c.generation(), 0);
+        assert!(c.latest().is_none());
+        assert_eq!(c.publish(Arc::new(7)), 1);
+        let (g, v) = c.try_latest().unwrap();
+        assert_eq!((g, v.map(|v| *v)), (1, Some(7)));
+    }
+
+    #[test]
+    fn refusal_names_every_restart_only_field() {
+        let e = refuse_restart_only(&[("max_sessions", true), ("x", false), ("workers", true)])
+            .unwrap_err();
+        assert!(e.to_string().contains("max_sessions, workers"), "{e}");
+        assert!(refuse_restart_only(&[("max_sessions", false)]).is_ok());
     }
 }
