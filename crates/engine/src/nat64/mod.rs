@@ -43,6 +43,8 @@ mod tests;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
+mod tests_reload;
+#[cfg(test)]
 mod tests_tcp;
 
 pub use config::{Nat64Config, Nat64Static};
