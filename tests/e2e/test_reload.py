@@ -16,6 +16,9 @@ configuration file is rewritten to add a rule 10.0.1.0/24 -> the new pool
     SIGHUP with the reason (file, line, field; the setting named) and the configuration
     in force keeps serving both inside hosts.
 
+NAT64 (below): a download from an IPv4 server to an IPv6 client survives a reload that
+adds to pool4 and changes the UDP timeout; a pref64 change is refused.
+
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_reload.py [--quicknat PATH]
 """
@@ -169,3 +172,91 @@ def test_a_restart_only_change_is_refused_naming_it(gw):
     # The same file as in force: applied, nothing changed.
     gw.rewrite(config(gw.backend, tcp_established=3600, new_pool="203.0.113.8/30"))
     gw.hup("nat44: no change")
+
+
+# --- NAT64: the same across a pool4 + timeout reload ---
+#
+#     cli (2001:db8:1::2) == gw (g-in 2001:db8:1::1 | g-out 198.51.100.1) == srv (198.51.100.2)
+#
+# A rate-limited download from the IPv4 server at [2001:db8:64::c633:6402] (about 4 s);
+# midway pool4 gains 203.0.113.8/30 and udp goes 300 -> 120 s: the download completes
+# with every byte and the log reports the change; a pref64 change is refused.
+
+NAT64 = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+stats_interval = 1
+
+[nat64]
+pref64 = "{pref64}"
+pool4 = [{pool4}]
+port_preservation = false
+[nat64.timeouts]
+udp = {udp}
+"""
+
+SERVER6 = "2001:db8:64::c633:6402"
+SIZE64 = 8_000_000
+
+
+def nat64_config(backend, pool4=("203.0.113.1/32",), udp=300, pref64="2001:db8:64::/96"):
+    return NAT64.format(backend=backend, pref64=pref64, udp=udp,
+                        pool4=", ".join(f'"{p}"' for p in pool4))
+
+
+class Reload64(Reload):
+    def __init__(self):
+        Scenario.__init__(self, "qr6", ("cli", "gw", "srv"))
+
+    def setup(self, quicknat, backend):
+        self.backend = backend
+        self.make_namespaces()
+        self.link("cli", "c0", "gw", "g-in")
+        self.link("srv", "s0", "gw", "g-out")
+        self.nsx("cli", "ip", "-6", "addr", "add", "2001:db8:1::2/64", "dev", "c0", "nodad")
+        self.nsx("cli", "ip", "-6", "route", "add", "2001:db8:64::/96", "via", "2001:db8:1::1")
+        self.nsx("gw", "ip", "-6", "addr", "add", "2001:db8:1::1/64", "dev", "g-in", "nodad")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        self.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        self.popen("srv", sys.executable, "-c", HTTP_SERVER, SERVER, "80")
+        self.wait_listening("srv", SERVER, 80)
+        self.qn = self.quicknat(quicknat, "gw", nat64_config(backend), f"reload64-{backend}")
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+
+@pytest.fixture(scope="module")
+def gw64(quicknat, backend):
+    g = Reload64()
+    try:
+        g.setup(quicknat, backend)
+        yield g
+    finally:
+        assert not g.close()
+
+
+def test_nat64_a_download_survives_a_pool4_and_timeout_reload(gw64):
+    dl = gw64.popen("cli", "curl", "-s", "-o", "/dev/null", "--limit-rate", RATE,
+                    "-w", "%{size_download} %{num_connects}",
+                    f"http://[{SERVER6}]/big?n={SIZE64}", stdout=subprocess.PIPE, text=True)
+    assert gw64.qn.wait_counter("sessions", 1, timeout=5), gw64.qn.stats()
+    assert dl.poll() is None, "the download ended before the reload"
+    gw64.rewrite(nat64_config(gw64.backend, pool4=("203.0.113.1/32", "203.0.113.8/30"), udp=120))
+    line = gw64.hup("nat64: ")
+    assert "pool4 + 203.0.113.8/30" in line and "udp 300 s → 120 s" in line, line
+    assert dl.poll() is None, "the reload must land while the download runs"
+    out, _ = dl.communicate(timeout=30)
+    assert dl.returncode == 0, gw64.qn.text()[-2000:]
+    assert out.split() == [str(SIZE64), "1"], out
+    # A translator setting needs a restart: refused, and the gateway still translates.
+    gw64.rewrite(nat64_config(gw64.backend, pool4=("203.0.113.1/32", "203.0.113.8/30"),
+                              udp=120, pref64="64:ff9b::/96"))
+    line = gw64.hup("refused")
+    assert "pref64" in line and "restart" in line, line
+    r = gw64.nsx("cli", "curl", "-s", "--max-time", "3", f"http://[{SERVER6}]/",
+                 check=False, timeout=10)
+    # A new flow: from the pool4 in force (the new addresses included).
+    peer = r.stdout.strip()
+    assert re.fullmatch(r"peer=203\.0\.113\.(1|8|9|10|11)", peer), peer + r.stderr
