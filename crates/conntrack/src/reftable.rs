@@ -374,6 +374,31 @@ impl RefTable {
     }
 }
 
+// -- live reload (issue 12, reload) --
+impl RefTable {
+    /// Snapshots of the live entries with their ids (a walk; for a reload, reports and
+    /// tests, not the packet path).
+    pub fn live_entries(&self) -> impl Iterator<Item = (u32, EntryView)> + '_ {
+        (0..self.slab.high_water()).filter_map(move |id| {
+            let e = self.slab.get(id)?;
+            if e.meta.load(Ordering::Acquire) == 0 || !e.is_live() {
+                return None;
+            }
+            self.get(id).map(|v| (id, v))
+        })
+    }
+
+    /// Makes static entry `id` an ordinary one (a port forward removed by a reload): it
+    /// lives on while references are held and the reaper collects it when the last goes.
+    /// Returns whether it was static.
+    pub fn unpin(&self, id: u32) -> bool {
+        let Some(e) = self.slab.get(id) else {
+            return false;
+        };
+        e.meta.fetch_and(!STATIC, Ordering::AcqRel) & STATIC != 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

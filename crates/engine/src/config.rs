@@ -383,3 +383,18 @@ impl fmt::Display for ConfigWarning {
         write!(f, "{} {}", self.item, self.message)
     }
 }
+
+// -- live reload (issue 12, reload) --
+
+/// What a reload does with the sessions on a public address it removed (the address left
+/// every pool, static mapping and port forward). Either way the address is never handed
+/// out again and the ports its bindings free return nowhere.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReloadDrain {
+    /// Kept until they expire by their timeouts (traffic on them keeps flowing); no new
+    /// session is made on the address. Conntrack's and Jool's behaviour.
+    #[default]
+    Expire,
+    /// Ended by the reaper's next pass (within a second): the address is gone at once.
+    Immediate,
+}

@@ -11,6 +11,7 @@ pub mod ila;
 pub mod mode;
 pub mod nat44;
 pub mod nat64;
+pub mod reload;
 pub mod siit;
 mod stats;
 #[cfg(test)]

@@ -453,24 +453,7 @@ fn run_gateway(
     tag: &str,
 ) -> anyhow::Result<()> {
     let cfg = load_config(path)?;
-    let mut gw = match (cfg.gateway, inside, outside) {
-        (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
-        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
-        _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
-    };
-    // NAT event logging: `[logging]` applies with interfaces named on the command line too.
-    gw.natlog = cfg.natlog.clone();
-    if let Some(w) = workers {
-        anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
-        gw.workers = w;
-    }
-    anyhow::ensure!(
-        gw.inside != gw.outside,
-        "the inside and outside interfaces must differ"
-    );
-    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
-        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
-    }
+    let gw = gateway_of(&cfg, inside.clone(), outside.clone(), workers)?;
     // `quicknat ila reload` re-reads the file the gateway was started with.
     let reload: Option<runtime::control::ReloadFn> = path.map(|p| {
         let p = p.to_path_buf();
@@ -501,7 +484,8 @@ fn run_gateway(
             runtime::sdnotify::status(&format!("{tag}{line}"));
         }
     };
-    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log)
+    let loader = path.map(|p| reload_loader(p, inside, outside, workers));
+    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log, loader)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
         "stopped. {}",
@@ -535,4 +519,53 @@ fn require_config(paths: &[PathBuf]) -> anyhow::Result<()> {
         "run needs --config FILE: the built-in example's pool 203.0.113.0/28 is a documentation prefix no network routes back; copy examples/nat44.toml, set your pool and [gateway], and pass it (quicknat run --config FILE)"
     );
     Ok(())
+}
+
+/// The gateway settings of `cfg` with the command line's overrides.
+fn gateway_of(
+    cfg: &Config,
+    inside: Option<String>,
+    outside: Option<String>,
+    workers: Option<usize>,
+) -> anyhow::Result<runtime::live::GatewayConfig> {
+    let mut gw = match (cfg.gateway.clone(), inside, outside) {
+        (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
+        (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
+        _ => anyhow::bail!("no [gateway] table in the configuration: name the interfaces there (inside = \"IF\", outside = \"IF\") or with --inside and --outside"),
+    };
+    // NAT event logging: `[logging]` applies with interfaces named on the command line too.
+    gw.natlog = cfg.natlog.clone();
+    if let Some(w) = workers {
+        anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
+        gw.workers = w;
+    }
+    anyhow::ensure!(
+        gw.inside != gw.outside,
+        "the inside and outside interfaces must differ"
+    );
+    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
+        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
+    }
+    Ok(gw)
+}
+
+/// Reload (issue 12): re-reads `path` as `check-config` does (memory estimate included)
+/// with the same command-line overrides as at start.
+fn reload_loader(
+    path: &Path,
+    inside: Option<String>,
+    outside: Option<String>,
+    workers: Option<usize>,
+) -> runtime::reload::Loader {
+    let path = path.to_path_buf();
+    std::sync::Arc::new(move || {
+        let cfg = config::load_file_on(&path, &machine()).map_err(|e| e.to_string())?;
+        let gateway = gateway_of(&cfg, inside.clone(), outside.clone(), workers)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(runtime::reload::Loaded {
+            mode: cfg.mode,
+            gateway,
+            warnings: cfg.warnings,
+        })
+    })
 }

@@ -9,6 +9,7 @@ pub mod live;
 pub mod metrics;
 pub mod natlog;
 pub mod offline;
+pub mod reload;
 
 pub use link::l3_offset;
 // logsvc (issue 12)

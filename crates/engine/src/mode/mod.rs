@@ -283,6 +283,10 @@ pub trait ModeWorker: Send + 'static {
 
     /// Idle: holds no references into shared tables (before sleeping).
     fn offline(&self) {}
+
+    /// The start of a batch: a mode whose policy reloads live picks up the generation
+    /// in force here (one atomic load; see `crate::reload`).
+    fn begin_batch(&mut self) {}
 }
 
 /// Expiry work a stateful mode needs done beside its workers (one thread).

@@ -93,6 +93,10 @@ pub struct Nat44Config {
     /// Public ports (dynamic bindings) an inside host may hold per protocol (0:
     /// unlimited).
     pub max_ports_per_host: u32,
+
+    // -- live reload (issue 12, reload) --
+    /// What a reload does with sessions on a public address it removed.
+    pub reload_drain: crate::config::ReloadDrain,
 }
 
 /// Default of [`Nat44Config::max_sessions_per_host`]: VPP's `max_translations_per_user`
@@ -123,6 +127,7 @@ impl Default for Nat44Config {
             icmp_rate: IcmpRate::default(),
             max_sessions_per_host: MAX_SESSIONS_PER_HOST,
             max_ports_per_host: MAX_PORTS_PER_HOST,
+            reload_drain: crate::config::ReloadDrain::Expire,
         }
     }
 }

@@ -24,6 +24,7 @@ mod limits;
 mod natlog;
 mod parse;
 mod reaper;
+mod reload;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,8 @@ mod tests_limits;
 mod tests_mt;
 #[cfg(test)]
 mod tests_natlog;
+#[cfg(test)]
+mod tests_reload;
 #[cfg(test)]
 mod tests_tcp;
 mod worker;
@@ -78,32 +81,45 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Everything the threads of one NAT44 instance share.
 #[derive(Debug)]
+///
+/// One value per policy generation (see `reload`): the configuration, rules, pools and
+/// mappings are this generation's; the tables behind `Arc`s are shared by every
+/// generation, so a reload swaps the policy and keeps every session and binding.
 pub struct Nat44Shared {
     cfg: Nat44Config,
     rules: RuleTable,
-    pools: Vec<PortPool>,
+    pools: Vec<Arc<PortPool>>,
     static_by_inside: FxMap<Ipv4Addr, Ipv4Addr>,
     static_by_public: FxMap<Ipv4Addr, Ipv4Addr>,
     forward_inside: FxSet<Ipv4Addr>,
     /// The addresses the NAT answers for from outside besides its pools' (statics,
     /// forwards); pools answer for theirs ([`PortPool::contains_addr`]).
     public_hosts: FxSet<Ipv4Addr>,
-    pub(crate) sessions: SessionTable,
-    /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1.
-    bindings: RefTable,
+    pub(crate) sessions: Arc<SessionTable>,
+    /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1
+    /// (the rule of the generation that made it: see [`Nat44Shared::pool_of`]).
+    bindings: Arc<RefTable>,
     /// Address-dependent filtering permits: key A: binding id << 32 | remote address.
-    permits: RefTable,
+    permits: Arc<RefTable>,
+    /// Whether `permits` was sized for address-dependent filtering (at start).
+    permits_on: bool,
     qsbr: Arc<Qsbr>,
     /// Told when a binding starts or stops using an inside address (NAT64 host ids).
     inside_hosts: Option<Arc<dyn InsideHosts>>,
     /// First fragments' rewrites, for the fragments that follow (`frag`).
-    frags: frag::FragTable,
+    frags: Arc<frag::FragTable>,
     /// Sessions and ports per inside host (None when both limits are 0).
-    subscribers: Option<conntrack::Subscribers>,
+    subscribers: Option<Arc<conntrack::Subscribers>>,
     /// Unsolicited inbound SYNs held for a simultaneous open (`held`).
-    held: held::HeldSyns,
-    /// RFC 8158 events, when logging is on (`natlog`; attached once, before traffic).
-    events: std::sync::OnceLock<Arc<crate::events::EventLog>>,
+    held: Arc<held::HeldSyns>,
+    /// RFC 8158 events, when logging is on (`natlog`; attached once, before traffic),
+    /// shared by every policy generation.
+    events: Arc<std::sync::OnceLock<Arc<crate::events::EventLog>>>,
+    /// Where the generations of this instance's policy are published (`reload`).
+    cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
+    /// Public address ranges a reload removed, whose sessions the reaper ends at once
+    /// under [`ReloadDrain::Immediate`](crate::config::ReloadDrain) (empty otherwise).
+    drained: Vec<(Ipv4Addr, Ipv4Addr)>,
 }
 
 /// Inside "addresses" that stand for something larger, such as the 32-bit ids NAT64 gives
@@ -166,7 +182,7 @@ impl Nat44Shared {
         let workers = workers.max(1);
         let rules = RuleTable::new(cfg.rules.iter().map(|r| &r.inside));
         let public_hosts = FxSet::default();
-        let pools: Vec<PortPool> = cfg
+        let pools: Vec<Arc<PortPool>> = cfg
             .rules
             .iter()
             .map(|r| {
@@ -176,13 +192,13 @@ impl Nat44Shared {
                     .iter()
                     .map(|p| (p.nth(0), p.nth(p.size() - 1)))
                     .collect();
-                PortPool::from_ranges(
+                Arc::new(PortPool::from_ranges(
                     ranges,
                     r.ports.first,
                     r.ports.last,
                     cfg.port_reuse_hold,
                     workers,
-                )
+                ))
             })
             .collect();
         let cap = cfg.max_sessions;
@@ -201,28 +217,35 @@ impl Nat44Shared {
                 .collect(),
             forward_inside: cfg.port_forwards.iter().map(|f| *f.inside.ip()).collect(),
             public_hosts,
-            sessions: SessionTable::new(cap),
-            // Every session holds at most one binding and one permit; forwards are extra.
-            bindings: RefTable::new(cap + cfg.port_forwards.len()),
-            permits: RefTable::new(
+            sessions: Arc::new(SessionTable::new(cap)),
+            // Every session holds at most one binding and one permit; forwards are extra
+            // (room for as many again as configured at start, for forwards added live).
+            bindings: Arc::new(RefTable::new(cap + 2 * cfg.port_forwards.len() + 64)),
+            permits: Arc::new(RefTable::new(
                 if cfg.filtering == crate::config::Filtering::AddressDependent {
                     cap
                 } else {
                     1
                 },
-            ),
+            )),
+            permits_on: cfg.filtering == crate::config::Filtering::AddressDependent,
             qsbr: Qsbr::new(workers),
             inside_hosts: hosts,
-            frags: frag::FragTable::new(cfg.max_fragment_records, cfg.fragment_timeout),
+            frags: Arc::new(frag::FragTable::new(
+                cfg.max_fragment_records,
+                cfg.fragment_timeout,
+            )),
             // Every counted host holds a session: room for as many hosts as sessions.
             subscribers: (cfg.max_sessions_per_host != 0 || cfg.max_ports_per_host != 0)
-                .then(|| conntrack::Subscribers::new(cap)),
-            held: held::HeldSyns::new(if cfg.drop_externally_initiated_tcp {
+                .then(|| Arc::new(conntrack::Subscribers::new(cap))),
+            held: Arc::new(held::HeldSyns::new(if cfg.drop_externally_initiated_tcp {
                 0
             } else {
                 cfg.max_simultaneous_opens
-            }),
-            events: std::sync::OnceLock::new(),
+            })),
+            events: Arc::default(),
+            cell: Arc::default(),
+            drained: Vec::new(),
             cfg,
         };
         let mut shared = shared;
@@ -374,7 +397,10 @@ impl Mode for Arc<Nat44Shared> {
     /// anything else (other families included: they are dropped either way) the outside.
     fn classify(&self, pkt: &[u8]) -> Direction {
         match pkt.get(12..16) {
-            Some(s) if pkt[0] >> 4 == 4 && self.is_inside([s[0], s[1], s[2], s[3]].into()) => {
+            Some(s)
+                if pkt[0] >> 4 == 4
+                    && self.current().is_inside([s[0], s[1], s[2], s[3]].into()) =>
+            {
                 Direction::Outbound
             }
             _ => Direction::Inbound,
@@ -449,6 +475,7 @@ impl Nat44 {
 
     /// Translates one IPv4 packet in place (see [`Nat44Worker::process_packet`]).
     pub fn process(&mut self, now: Timestamp, dir: Direction, pkt: &mut [u8]) -> Emit {
+        self.worker.refresh_if_stale();
         let v = self.worker.process_packet(now, dir, pkt);
         self.worker.quiescent();
         v

@@ -57,7 +57,7 @@ impl Nat44Reaper {
         if !self.shared.sessions.has_queued() && self.drained == 0 {
             return false;
         }
-        let sh = Arc::clone(&self.shared);
+        let sh = self.shared.current();
         self.unlink_evicted(&sh);
         self.free_safe(&sh);
         sh.sessions.has_queued() || self.drained > 0
@@ -129,7 +129,9 @@ impl Nat44Reaper {
     /// idle sessions, drop unused bindings and permits, release ports whose hold has
     /// passed, reclaim slots no worker can reach.
     pub fn handle_timeout(&mut self, now: Timestamp) {
-        let sh = Arc::clone(&self.shared);
+        // The policy in force (a reload may have published a newer one): its timeouts,
+        // its pools for the ports freed, its drained addresses.
+        let sh = self.shared.current();
         // What the workers evicted first, so the walk sees only the rest.
         self.unlink_evicted(&sh);
         // Early drop, before the walk so that the walk unlinks what it marks. Dead
@@ -146,7 +148,7 @@ impl Nat44Reaper {
         }
         let mut unlinked = Vec::new();
         sh.sessions.reap(
-            |v| v.last_seen() + sh.timeout(v.initial.proto, v.tcp) <= now,
+            |v| v.last_seen() + sh.timeout(v.initial.proto, v.tcp) <= now || sh.drained(v),
             |id, v, marked_here| {
                 if marked_here {
                     release_session(
@@ -173,7 +175,7 @@ impl Nat44Reaper {
                 h.release(key_ep(b.key_a).addr, now);
             }
             if !b.is_static && b.user > 0 {
-                if let Some(pool) = sh.pools.get(b.user as usize - 1) {
+                if let Some(pool) = sh.pool_of(b.user, key_ep(b.key_b).addr) {
                     pool.release(key_proto(b.key_a), key_ep(b.key_b), now);
                 }
                 // Counted when its port was taken (`outbound_binding`).

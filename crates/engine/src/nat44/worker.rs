@@ -31,6 +31,10 @@ pub struct Nat44Worker {
     counters: Counters,
     /// The ICMP errors this worker sends (TTL exhausted, too big for the next hop).
     responder: Responder,
+    /// Where reloads publish the policy (the first generation's cell) and the
+    /// generation `shared` is.
+    cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
+    generation: u64,
 }
 
 /// The direction packets matching `side` of a session with `flags` legitimately travel.
@@ -75,12 +79,48 @@ impl Nat44Worker {
     pub(super) fn new(shared: Arc<Nat44Shared>, id: usize) -> Self {
         let qsbr = shared.qsbr.handle(id);
         let responder = Responder::new(shared.cfg.icmp_rate);
-        Self {
+        let cell = Arc::clone(shared.cell());
+        let mut w = Self {
             shared,
             qsbr,
             id,
             counters: Counters::default(),
             responder,
+            cell,
+            generation: 0,
+        };
+        w.refresh();
+        w
+    }
+
+    /// Picks up the policy generation a reload published (see `crate::reload`); without
+    /// waiting: if the cell is busy this instant, the next packet looks again.
+    #[cold]
+    #[inline(never)]
+    fn refresh(&mut self) {
+        if let Some((g, latest)) = self.cell.try_latest() {
+            if let Some(next) = latest {
+                if next.cfg.icmp_rate != self.shared.cfg.icmp_rate {
+                    self.responder = Responder::new(next.cfg.icmp_rate);
+                }
+                self.shared = next;
+            }
+            self.generation = g;
+        }
+    }
+
+    /// Whether a reload published a generation this worker has not picked up.
+    #[inline(always)]
+    fn stale(&self) -> bool {
+        self.cell.generation() != self.generation
+    }
+
+    /// Picks up a newer policy generation if a reload published one (one atomic load):
+    /// call at the start of each batch ([`ModeWorker::begin_batch`]).
+    #[inline(always)]
+    pub fn refresh_if_stale(&mut self) {
+        if self.stale() {
+            self.refresh();
         }
     }
 
@@ -792,7 +832,8 @@ pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView, at: 
     if v.flags & FROM_INSIDE != 0 {
         sh.release_host(Counted::Sessions, v.initial.src.addr);
     }
-    if sh.cfg.filtering == Filtering::AddressDependent {
+    // Whatever the filtering in force now: the session may predate a reload.
+    if sh.permits_on {
         let remote = if v.flags & FROM_INSIDE != 0 {
             v.revised.dst.addr
         } else {
@@ -870,6 +911,10 @@ impl ModeWorker for Nat44Worker {
 
     fn offline(&self) {
         Nat44Worker::offline(self);
+    }
+
+    fn begin_batch(&mut self) {
+        self.refresh_if_stale();
     }
 }
 

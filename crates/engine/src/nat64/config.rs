@@ -150,6 +150,8 @@ impl Nat64Config {
             icmp_rate: self.icmp_rate,
             max_sessions_per_host: self.max_sessions_per_host,
             max_ports_per_host: self.max_ports_per_host,
+            // Live reload: sessions on a pool4 address a reload removed expire.
+            reload_drain: crate::config::ReloadDrain::Expire,
         }
     }
 

@@ -37,12 +37,15 @@
 //! Never reads a clock, never does I/O, never panics on packet bytes.
 
 pub mod config;
+mod reload;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_evict;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_reload;
 #[cfg(test)]
 mod tests_tcp;
 
@@ -517,8 +520,10 @@ impl Nat64Worker {
             Endpoint::new(host, sport),
             Endpoint::new(dst4, dport),
         );
-        let to = sh
+        // The NAT44 core's policy generation in force (live reload: timeouts).
+        let to = self
             .nat
+            .shared()
             .fast_hit(now, Direction::Outbound, &t, seg.as_ref())?;
         let no_quote = |_: Ipv6Addr, _: Ipv6Addr| None;
         let v = ipv6_to_ipv4(
@@ -586,7 +591,10 @@ impl Nat64Worker {
             Endpoint::new(src4, sport),
             Endpoint::new(dst4, dport),
         );
-        let to = sh.nat.fast_hit(now, Direction::Inbound, &t, seg.as_ref())?;
+        let to = self
+            .nat
+            .shared()
+            .fast_hit(now, Direction::Inbound, &t, seg.as_ref())?;
         let dst6 = sh.hosts.0.addr(to.dst.addr)?;
         let src6 = sh.v4_to_inside(src4)?;
         set_port(buf, start + 20, proto, 2, dport, to.dst.port);
@@ -762,6 +770,10 @@ impl ModeWorker for Nat64Worker {
 
     fn counters(&self) -> &Counters {
         self.nat.counters()
+    }
+
+    fn begin_batch(&mut self) {
+        self.nat.refresh_if_stale();
     }
 
     fn quiescent(&self) {
@@ -973,6 +985,7 @@ impl Nat64 {
         start: usize,
         len: usize,
     ) -> Emit {
+        self.worker.nat.refresh_if_stale();
         let e = self.worker.process_packet(now, dir, buf, start, len);
         self.worker.quiescent();
         e

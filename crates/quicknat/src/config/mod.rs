@@ -14,6 +14,7 @@ mod metrics;
 mod modes;
 mod natlog;
 mod raw;
+mod reload;
 #[cfg(test)]
 mod tests;
 
@@ -700,6 +701,8 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     )?;
     c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
+    // Live reload (issue 12).
+    c.reload_drain = reload::reload_drain(src, &raw.reload_drain)?;
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();
         let field = |f: &str| format!("nat44.rule[{}].{f}", i + 1);

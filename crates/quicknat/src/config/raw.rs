@@ -117,6 +117,9 @@ pub(super) struct RawNat44 {
     pub max_sessions_per_host: Option<Spanned<u64>>,
     /// Public ports one inside host may hold per protocol (0: unlimited).
     pub max_ports_per_host: Option<Spanned<u64>>,
+    // -- live reload (issue 12, reload) --
+    /// Sessions on a public address a reload removed: "expire" or "immediate".
+    pub reload_drain: Option<Spanned<String>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.

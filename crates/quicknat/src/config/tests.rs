@@ -1362,3 +1362,57 @@ fn nat64_subscriber_prefix_len_is_read_and_bounded() {
         );
     }
 }
+
+// --- live reload (issue 12, reload) ---
+
+#[test]
+fn reload_drain_is_read_and_checked() {
+    let d = load_str(BASE, "t.toml").unwrap().nat44().cloned().unwrap();
+    assert_eq!(d.reload_drain, engine::config::ReloadDrain::Expire);
+    let text = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nreload_drain = \"immediate\"\n",
+    );
+    let c = load_str(&text, "t.toml").unwrap().nat44().cloned().unwrap();
+    assert_eq!(c.reload_drain, engine::config::ReloadDrain::Immediate);
+    let text = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nreload_drain = \"now\"\n",
+    );
+    expect_err(
+        &text,
+        "reload_drain",
+        "nat44.reload_drain",
+        "must be \"expire\"",
+    );
+}
+
+/// Files as an operator edits them, reloaded over a running instance: what may change
+/// live is applied and reported; what needs a restart is refused, named, and the
+/// configuration in force stays.
+#[test]
+fn reload_of_edited_files_reports_or_refuses_naming_the_setting() {
+    use engine::mode::any::AnyMode;
+    let start = load_str(BASE, "t.toml").unwrap().mode;
+    let running = AnyMode::new(&start, 1).unwrap();
+    let edited = BASE.replace(
+        "203.0.113.0/28\"]",
+        "203.0.113.0/28\", \"198.51.100.0/30\"]",
+    ) + "\n[nat44.timeouts]\nudp = 120\n";
+    let next = load_str(&edited, "t.toml").unwrap().mode;
+    let report = running.reload(&start, &next).unwrap().to_string();
+    assert!(report.contains("pool + 198.51.100.0/30"), "{report}");
+    assert!(report.contains("udp 300 s → 120 s"), "{report}");
+    let resized = edited.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nmax_sessions = 4096\nfragment_timeout = 9\n",
+    );
+    let next2 = load_str(&resized, "t.toml").unwrap().mode;
+    let e = running.reload(&next, &next2).unwrap_err();
+    assert_eq!(e.item.to_string(), "max_sessions");
+    assert!(e.message.contains("max_sessions, fragment_timeout"), "{e}");
+    assert!(e.message.contains("restart needed"), "{e}");
+    let other = load_str("[nat64]\npool4 = [\"192.0.2.0/30\"]\n", "t.toml").unwrap();
+    let e = running.reload(&next, &other.mode).unwrap_err();
+    assert!(e.message.contains("from nat44 to nat64"), "{e}");
+}

@@ -104,6 +104,7 @@ pub fn run(
     reload: Option<crate::control::ReloadFn>,
     reload_signal: Option<Arc<AtomicBool>>,
     log: &(dyn Fn(String) + Sync),
+    loader: Option<crate::reload::Loader>,
 ) -> Result<Summary, LiveError> {
     let links = [Link::lookup(&gw.inside)?, Link::lookup(&gw.outside)?];
     let fams = mode.families().map(Family::version);
@@ -114,7 +115,7 @@ pub fn run(
     });
     let mut mode = mode;
     clamp_translator_mtus(&mut mode, mtus.map(Some));
-    let shared = AnyMode::new(&mode, gw.workers)?;
+    let shared = Arc::new(AnyMode::new(&mode, gw.workers)?);
     // -- metrics (issue 12) --
     // Bound first: an address in use is a start-up error before the host is touched, and
     // a port below 1024 still binds before privileges go.
@@ -153,7 +154,7 @@ pub fn run(
         probe_tx,
     ));
     // ILA: mappings change at run time, from the control socket and on SIGHUP.
-    let control_state = match &shared {
+    let control_state = match &*shared {
         AnyMode::Ila(ila) => Some(Arc::new(crate::control::ControlState::new(
             Arc::clone(&ila.router),
             reload,
@@ -161,6 +162,17 @@ pub fn run(
         ))),
         _ => None,
     };
+    // Reload (issue 12): `quicknat reload` and SIGHUP, every mode, through one hook.
+    let reload_hook: Option<crate::reload::ReloadHook> = loader.map(|load| {
+        let running = crate::reload::Running {
+            mode: Arc::clone(&shared),
+            config: mode.clone(),
+            gateway: gw.clone(),
+            mtus,
+            ila: control_state.clone(),
+        };
+        crate::reload::hook(running, load)
+    });
     // The control socket is bound (and given its group) while the process may still
     // chown; it is served once privileges are dropped.
     let control_socket = match (&control_state, &gw.control_socket) {
@@ -318,6 +330,7 @@ pub fn run(
             &shared,
             &control_state,
             &reload_signal,
+            &reload_hook,
             &events_rx,
             &stop,
             log,
@@ -401,7 +414,8 @@ fn mode_in_place(mode: &AnyMode) -> bool {
     mode.visit(InPlace)
 }
 
-/// Periodic counters until stopped; SIGHUP re-reads the ILA mappings.
+/// Periodic counters until stopped; SIGHUP reloads the configuration (ILA: its mappings
+/// only, when the gateway has no configuration file to re-read).
 #[allow(clippy::too_many_arguments)]
 fn supervise(
     gw: &GatewayConfig,
@@ -410,6 +424,7 @@ fn supervise(
     shared: &AnyMode,
     control_state: &Option<Arc<crate::control::ControlState>>,
     reload_signal: &Option<Arc<AtomicBool>>,
+    reload_hook: &Option<crate::reload::ReloadHook>,
     events: &mpsc::Receiver<String>,
     stop: &AtomicBool,
     log: &(dyn Fn(String) + Sync),
@@ -424,6 +439,19 @@ fn supervise(
         std::thread::sleep(Duration::from_millis(100));
         for line in events.try_iter() {
             log(line);
+        }
+        // SIGHUP (issue 12): the whole configuration, every mode (ILA's mappings too).
+        if let (Some(hook), Some(hup)) = (reload_hook, reload_signal) {
+            if hup.swap(false, Ordering::Relaxed) {
+                crate::sdnotify::reloading();
+                match hook() {
+                    Ok(report) => log(format!("reload (SIGHUP): {report}")),
+                    Err(e) => log(format!(
+                        "warning: reload (SIGHUP) refused, the configuration in force is kept: {e}"
+                    )),
+                }
+                crate::sdnotify::reloaded();
+            }
         }
         if let (Some(state), Some(hup)) = (control_state, reload_signal) {
             if hup.swap(false, Ordering::Relaxed) {

@@ -122,6 +122,8 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 view = published.current();
                 egress = self.egress(&view);
             }
+            // Reload (issue 12): the mode's policy generation in force, once per batch.
+            self.mode.begin_batch();
             let seen = self.step(clock(), &view, &egress);
             self.mode.quiescent();
             if last_snapshot.elapsed() > Duration::from_millis(500) {

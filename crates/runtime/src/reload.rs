@@ -1,0 +1,188 @@
+//! Reloading a running gateway's configuration, for every mode: `quicknat reload` (the
+//! control API calls the [`ReloadHook`]) and SIGHUP (the supervisor calls the same one).
+//!
+//! The hook re-reads the file through the binary's loader (every check `check-config`
+//! makes, the memory estimate included), refuses what only a restart can change (the
+//! `[gateway]` settings, table sizes, the mode), then applies the rest atomically through
+//! [`engine::mode::any::AnyMode::reload`]. On any error nothing changes and the error
+//! (file, line, field) is the answer. On success the answer says what changed.
+
+use std::sync::{Arc, Mutex};
+
+use engine::mode::any::{AnyMode, ModeConfig};
+
+use crate::control::ControlState;
+use crate::live::GatewayConfig;
+
+/// What `quicknat reload` and SIGHUP call: `Ok` is the report of what changed, `Err` why
+/// the reload was refused (the configuration in force is kept).
+pub type ReloadHook = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+/// Re-reads and fully validates the configuration file the gateway was started with.
+pub type Loader = Arc<dyn Fn() -> Result<Loaded, String> + Send + Sync>;
+
+/// A configuration as the loader read it.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The mode's settings.
+    pub mode: ModeConfig,
+    /// The gateway's settings, with the command line's overrides applied as at start.
+    pub gateway: GatewayConfig,
+    /// Warnings the loader found (timeouts below RFC minimums, memory), for the log.
+    pub warnings: Vec<String>,
+}
+
+/// What a running gateway hands [`hook`].
+pub struct Running {
+    /// The mode's shared state.
+    pub mode: Arc<AnyMode>,
+    /// The mode's configuration in force (after the links' MTUs clamped it).
+    pub config: ModeConfig,
+    /// The gateway's settings in force.
+    pub gateway: GatewayConfig,
+    /// The links' MTUs (inside, outside), to clamp a new translator configuration alike.
+    pub mtus: [u32; 2],
+    /// ILA's control state (its mappings reload through it).
+    pub ila: Option<Arc<ControlState>>,
+}
+
+/// Builds the reload hook of a running gateway.
+pub fn hook(running: Running, load: Loader) -> ReloadHook {
+    let state = Mutex::new(running);
+    Arc::new(move || {
+        // One reload at a time; the data path never takes this lock.
+        let mut r = state.lock().unwrap_or_else(|e| e.into_inner());
+        reload(&mut r, &load)
+    })
+}
+
+fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
+    let loaded = load()?;
+    let changed = gateway_changes(&r.gateway, &loaded.gateway);
+    if !changed.is_empty() {
+        return Err(format!(
+            "[gateway] {}: cannot change live (restart needed)",
+            changed.join(", ")
+        ));
+    }
+    let mut mode = loaded.mode;
+    crate::live::clamp_translator_mtus(&mut mode, r.mtus.map(Some));
+    let report = r
+        .mode
+        .reload(&r.config, &mode)
+        .map_err(|e| format!("{e}"))?;
+    r.config = mode;
+    let mut line = format!("{}: {report}", r.config.name());
+    if let Some(ila) = &r.ila {
+        match ila.reload() {
+            Ok(s) => line.push_str(&format!("; ILA mappings {s}")),
+            Err(e) => return Err(format!("ILA mappings: {e}")),
+        }
+    }
+    for w in loaded.warnings {
+        line.push_str(&format!("; warning: {w}"));
+    }
+    Ok(line)
+}
+
+/// The `[gateway]` settings that differ (none of them changes live).
+fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
+    let mut named: Vec<&'static str> = [
+        ("inside", o.inside != n.inside),
+        ("outside", o.outside != n.outside),
+        ("backend", o.backend != n.backend),
+        ("workers", o.workers != n.workers),
+        ("busy_poll", o.busy_poll != n.busy_poll),
+        ("stats_interval", o.stats_interval != n.stats_interval),
+        ("kernel_bypass", o.kernel_bypass != n.kernel_bypass),
+        ("offloads_off", o.offloads_off != n.offloads_off),
+        ("control_socket", o.control_socket != n.control_socket),
+        ("control_group", o.control_group != n.control_group),
+        ("gso", o.gso != n.gso),
+        ("addresses", o.addresses != n.addresses),
+        ("mtu", o.mtu != n.mtu),
+        ("metrics", o.metrics != n.metrics),
+        ("[logging]", o.natlog != n.natlog),
+    ]
+    .into_iter()
+    .filter(|c| c.1)
+    .map(|c| c.0)
+    .collect();
+    // A field added to `[gateway]` later and not named above.
+    if named.is_empty() && o != n {
+        named.push("other settings");
+    }
+    named
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::nat44::{DynamicRule, Nat44Config};
+
+    fn nat44(pool: &str, tcp_est: u64) -> ModeConfig {
+        let mut c = Nat44Config {
+            rules: vec![DynamicRule {
+                inside: "10.0.0.0/24".parse().unwrap(),
+                pool: vec![pool.parse().unwrap()],
+                ports: engine::config::PortRange::new(1024, 65535).unwrap(),
+            }],
+            ..Nat44Config::default()
+        };
+        c.timeouts.tcp_established = std::time::Duration::from_secs(tcp_est);
+        ModeConfig::Nat44(c)
+    }
+
+    fn running(cfg: &ModeConfig) -> Running {
+        Running {
+            mode: Arc::new(AnyMode::new(cfg, 1).unwrap()),
+            config: cfg.clone(),
+            gateway: GatewayConfig::new("in0".into(), "out0".into()),
+            mtus: [1500, 1500],
+            ila: None,
+        }
+    }
+
+    fn loader(next: Arc<Mutex<Result<Loaded, String>>>) -> Loader {
+        Arc::new(move || next.lock().unwrap().clone())
+    }
+
+    #[test]
+    fn the_hook_reports_changes_and_keeps_the_config_on_refusal() {
+        let start = nat44("203.0.113.1/32", 7440);
+        let r = running(&start);
+        let gw = r.gateway.clone();
+        let next = Arc::new(Mutex::new(Ok(Loaded {
+            mode: nat44("198.51.100.0/30", 3600),
+            gateway: gw.clone(),
+            warnings: vec![],
+        })));
+        let h = hook(r, loader(Arc::clone(&next)));
+        let ok = h().unwrap();
+        assert!(ok.contains("pool + 198.51.100.0/30"), "{ok}");
+        assert!(ok.contains("tcp_established 7440 s → 3600 s"), "{ok}");
+        // A gateway change is refused, naming the field.
+        let mut moved = gw.clone();
+        moved.workers = 4;
+        moved.outside = "eth9".into();
+        *next.lock().unwrap() = Ok(Loaded {
+            mode: nat44("192.0.2.0/30", 60),
+            gateway: moved,
+            warnings: vec![],
+        });
+        let e = h().unwrap_err();
+        assert!(
+            e.contains("outside, workers") && e.contains("restart"),
+            "{e}"
+        );
+        // The loader's error is the answer; then the same file again: no change.
+        *next.lock().unwrap() = Err("q.toml: line 3: field pool: bad".into());
+        assert_eq!(h().unwrap_err(), "q.toml: line 3: field pool: bad");
+        *next.lock().unwrap() = Ok(Loaded {
+            mode: nat44("198.51.100.0/30", 3600),
+            gateway: gw,
+            warnings: vec![],
+        });
+        assert_eq!(h().unwrap(), "nat44: no change");
+    }
+}

@@ -1,0 +1,262 @@
+"""Reloading a running NAT44 gateway (issue 12) on SIGHUP, under load.
+
+    cli (10.0.0.2, 10.0.1.2) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2,
+                                                                     HTTP server)
+
+The gateway starts with one rule (10.0.0.0/24 -> 203.0.113.1, port preservation off, so
+a session recreated after a reload would get another public port and break the
+connection). A rate-limited download of 12 MB (about 6 s) runs from 10.0.0.2; midway the
+configuration file is rewritten to add a rule 10.0.1.0/24 -> the new pool
+203.0.113.8/30 and change tcp_established, and the gateway gets SIGHUP:
+  * the log reports the change ("nat44 rules 1 → 2; pool + 203.0.113.8/30;
+    tcp_established 7440 s → 3600 s");
+  * the download completes with every byte (one TCP connection through one mapping);
+  * 10.0.1.2, refused before the reload (no_rule), reaches the server from the new pool;
+  * a broken file (bad pool) and a restart-only change (max_sessions) are each refused on
+    SIGHUP with the reason (file, line, field; the setting named) and the configuration
+    in force keeps serving both inside hosts.
+
+NAT64 (below): a download from an IPv4 server to an IPv6 client survives a reload that
+adds to pool4 and changes the UDP timeout; a pref64 change is refused.
+
+Runs once per backend (af_packet, af_xdp); needs root.
+    sudo python3 -m pytest tests/e2e/test_reload.py [--quicknat PATH]
+"""
+
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from netns import HTTP_SERVER, Scenario, wait_for
+
+pytestmark = pytest.mark.needs_root
+
+SERVER = "198.51.100.2"
+SIZE = 12_000_000
+RATE = "2M"  # bytes per second: about 6 s
+
+BASE = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+stats_interval = 1
+
+[nat44]
+port_preservation = false
+max_sessions = 65536
+[nat44.timeouts]
+tcp_established = {tcp_established}
+
+[[nat44.rule]]
+inside = "10.0.0.0/24"
+pool = ["203.0.113.1/32"]
+"""
+
+NEW_RULE = """
+[[nat44.rule]]
+inside = "10.0.1.0/24"
+pool = ["{pool}"]
+"""
+
+
+def config(backend, tcp_established=7440, new_pool=None, max_sessions=65536):
+    text = BASE.format(backend=backend, tcp_established=tcp_established)
+    text = text.replace("max_sessions = 65536", f"max_sessions = {max_sessions}")
+    if new_pool:
+        text += NEW_RULE.format(pool=new_pool)
+    return text
+
+
+class Reload(Scenario):
+    def __init__(self):
+        super().__init__("qrl", ("cli", "gw", "srv"))
+
+    def setup(self, quicknat, backend):
+        self.backend = backend
+        self.make_namespaces()
+        self.link("cli", "c0", "gw", "g-in")
+        self.link("srv", "s0", "gw", "g-out")
+        self.nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
+        self.nsx("cli", "ip", "addr", "add", "10.0.1.2/24", "dev", "c0")
+        self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
+        self.nsx("gw", "ip", "addr", "add", "10.0.1.1/24", "dev", "g-in")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        self.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
+        self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        self.popen("srv", sys.executable, "-c", HTTP_SERVER, SERVER, "80")
+        self.wait_listening("srv", SERVER, 80)
+        self.qn = self.quicknat(quicknat, "gw", config(backend), f"reload-{backend}")
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+    def rewrite(self, text):
+        with open(self.qn.cfg.name, "w") as f:
+            f.write(text)
+
+    def hup(self, expect):
+        """SIGHUP; waits (bounded) for the next reload line and returns it."""
+        before = len(re.findall(r"reload \(SIGHUP\)", self.qn.text()))
+        self.qn.proc.send_signal(signal.SIGHUP)
+        lines = lambda: [l for l in self.qn.text().splitlines() if "reload (SIGHUP)" in l]
+        assert wait_for(lambda: len(lines()) > before, 10), self.qn.text()[-2000:]
+        line = lines()[before]
+        print(line)  # the operator's view, shown with -s
+        assert expect in line, line
+        return line
+
+    def get(self, source):
+        """GET / from `source`: the peer the server saw, or "" if refused/timed out."""
+        r = self.nsx("cli", "curl", "-s", "--max-time", "3", "--interface", source,
+                     f"http://{SERVER}/", check=False, timeout=10)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    def drops(self, reason):
+        m = re.findall(rf"\b{reason}=(\d+)", self.qn.stats())
+        return int(m[-1]) if m else 0
+
+
+@pytest.fixture(scope="module")
+def gw(quicknat, backend):
+    g = Reload()
+    try:
+        g.setup(quicknat, backend)
+        yield g
+    finally:
+        assert not g.close()
+
+
+def test_a_download_survives_a_reload_that_adds_a_pool_and_changes_timeouts(gw):
+    assert gw.get("10.0.1.2") == "", "no rule covers 10.0.1.2 before the reload"
+    assert wait_for(lambda: gw.drops("no_rule") >= 1, 5), gw.qn.stats()
+    dl = gw.popen("cli", "curl", "-s", "-o", "/dev/null", "--interface", "10.0.0.2",
+                  "--limit-rate", RATE, "-w", "%{size_download} %{num_connects}",
+                  f"http://{SERVER}/big?n={SIZE}", stdout=subprocess.PIPE, text=True)
+    # Midway: the download's session is up (the gateway counts it) and still running.
+    assert gw.qn.wait_counter("sessions", 1, timeout=5), gw.qn.stats()
+    assert wait_for(lambda: "forwarded=" in gw.qn.stats()
+                    and int(re.findall(r"forwarded=(\d+)", gw.qn.stats())[-1]) > 1000, 5)
+    assert dl.poll() is None, "the download ended before the reload"
+    gw.rewrite(config(gw.backend, tcp_established=3600, new_pool="203.0.113.8/30"))
+    line = gw.hup("nat44: ")
+    assert "nat44 rules 1 → 2" in line and "pool + 203.0.113.8/30" in line, line
+    assert "tcp_established 7440 s → 3600 s" in line, line
+    assert dl.poll() is None, "the reload must land while the download runs"
+    out, _ = dl.communicate(timeout=30)
+    assert dl.returncode == 0, gw.qn.text()[-2000:]
+    assert out.split() == [str(SIZE), "1"], out
+    # New flows from the new rule's hosts use the new pool.
+    peer = gw.get("10.0.1.2")
+    assert re.fullmatch(r"peer=203\.0\.113\.(8|9|10|11)", peer), peer
+    assert gw.get("10.0.0.2") == "peer=203.0.113.1"
+
+
+def test_a_broken_file_is_refused_and_the_config_in_force_keeps_serving(gw):
+    good = config(gw.backend, tcp_established=3600, new_pool="203.0.113.8/30")
+    gw.rewrite(good.replace("203.0.113.8/30", "203.0.113.300/30"))
+    line = gw.hup("refused")
+    assert re.search(re.escape(gw.qn.cfg.name) + r":\d+: nat44\.rule\[2\]\.pool: ", line), line
+    assert gw.get("10.0.0.2") == "peer=203.0.113.1"
+    assert re.fullmatch(r"peer=203\.0\.113\.(8|9|10|11)", gw.get("10.0.1.2"))
+
+
+def test_a_restart_only_change_is_refused_naming_it(gw):
+    gw.rewrite(config(gw.backend, tcp_established=3600, new_pool="203.0.113.8/30",
+                      max_sessions=4096))
+    line = gw.hup("refused")
+    assert "max_sessions" in line and "restart" in line, line
+    assert gw.get("10.0.0.2") == "peer=203.0.113.1"
+    # The same file as in force: applied, nothing changed.
+    gw.rewrite(config(gw.backend, tcp_established=3600, new_pool="203.0.113.8/30"))
+    gw.hup("nat44: no change")
+
+
+# --- NAT64: the same across a pool4 + timeout reload ---
+#
+#     cli (2001:db8:1::2) == gw (g-in 2001:db8:1::1 | g-out 198.51.100.1) == srv (198.51.100.2)
+#
+# A rate-limited download from the IPv4 server at [2001:db8:64::c633:6402] (about 4 s);
+# midway pool4 gains 203.0.113.8/30 and udp goes 300 -> 120 s: the download completes
+# with every byte and the log reports the change; a pref64 change is refused.
+
+NAT64 = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+stats_interval = 1
+
+[nat64]
+pref64 = "{pref64}"
+pool4 = [{pool4}]
+port_preservation = false
+[nat64.timeouts]
+udp = {udp}
+"""
+
+SERVER6 = "2001:db8:64::c633:6402"
+SIZE64 = 8_000_000
+
+
+def nat64_config(backend, pool4=("203.0.113.1/32",), udp=300, pref64="2001:db8:64::/96"):
+    return NAT64.format(backend=backend, pref64=pref64, udp=udp,
+                        pool4=", ".join(f'"{p}"' for p in pool4))
+
+
+class Reload64(Reload):
+    def __init__(self):
+        Scenario.__init__(self, "qr6", ("cli", "gw", "srv"))
+
+    def setup(self, quicknat, backend):
+        self.backend = backend
+        self.make_namespaces()
+        self.link("cli", "c0", "gw", "g-in")
+        self.link("srv", "s0", "gw", "g-out")
+        self.nsx("cli", "ip", "-6", "addr", "add", "2001:db8:1::2/64", "dev", "c0", "nodad")
+        self.nsx("cli", "ip", "-6", "route", "add", "2001:db8:64::/96", "via", "2001:db8:1::1")
+        self.nsx("gw", "ip", "-6", "addr", "add", "2001:db8:1::1/64", "dev", "g-in", "nodad")
+        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+        self.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
+        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+        self.popen("srv", sys.executable, "-c", HTTP_SERVER, SERVER, "80")
+        self.wait_listening("srv", SERVER, 80)
+        self.qn = self.quicknat(quicknat, "gw", nat64_config(backend), f"reload64-{backend}")
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+
+@pytest.fixture(scope="module")
+def gw64(quicknat, backend):
+    g = Reload64()
+    try:
+        g.setup(quicknat, backend)
+        yield g
+    finally:
+        assert not g.close()
+
+
+def test_nat64_a_download_survives_a_pool4_and_timeout_reload(gw64):
+    dl = gw64.popen("cli", "curl", "-s", "-o", "/dev/null", "--limit-rate", RATE,
+                    "-w", "%{size_download} %{num_connects}",
+                    f"http://[{SERVER6}]/big?n={SIZE64}", stdout=subprocess.PIPE, text=True)
+    assert gw64.qn.wait_counter("sessions", 1, timeout=5), gw64.qn.stats()
+    assert dl.poll() is None, "the download ended before the reload"
+    gw64.rewrite(nat64_config(gw64.backend, pool4=("203.0.113.1/32", "203.0.113.8/30"), udp=120))
+    line = gw64.hup("nat64: ")
+    assert "pool4 + 203.0.113.8/30" in line and "udp 300 s → 120 s" in line, line
+    assert dl.poll() is None, "the reload must land while the download runs"
+    out, _ = dl.communicate(timeout=30)
+    assert dl.returncode == 0, gw64.qn.text()[-2000:]
+    assert out.split() == [str(SIZE64), "1"], out
+    # A translator setting needs a restart: refused, and the gateway still translates.
+    gw64.rewrite(nat64_config(gw64.backend, pool4=("203.0.113.1/32", "203.0.113.8/30"),
+                              udp=120, pref64="64:ff9b::/96"))
+    line = gw64.hup("refused")
+    assert "pref64" in line and "restart" in line, line
+    r = gw64.nsx("cli", "curl", "-s", "--max-time", "3", f"http://[{SERVER6}]/",
+                 check=False, timeout=10)
+    # A new flow: from the pool4 in force (the new addresses included).
+    peer = r.stdout.strip()
+    assert re.fullmatch(r"peer=203\.0\.113\.(1|8|9|10|11)", peer), peer + r.stderr
