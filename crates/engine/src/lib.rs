@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod ila;
+pub mod introspect;
 pub mod mode;
 pub mod nat44;
 pub mod nat64;
