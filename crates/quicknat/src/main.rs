@@ -5,6 +5,7 @@
 //! binary of their own, `quicknat-lab` (crates/lab), and so is the in-memory benchmark,
 //! `quicknat-bench` (crates/bench).
 
+mod ctl;
 mod ilactl;
 
 use std::path::{Path, PathBuf};
@@ -66,6 +67,44 @@ enum Command {
     },
     /// List or change the ILA mappings of a running gateway through its control socket.
     Ila(ilactl::IlaArgs),
+    // -- the control API's verbs (ctl.rs) --
+    /// List the live sessions of a running gateway (filters narrow the list).
+    Sessions {
+        #[command(flatten)]
+        filter: ctl::SessionArgs,
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// List the bindings (public mappings) of a running gateway; ILA: its mappings.
+    Bindings {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show the use of each public pool address: ports taken, bindings, subscribers.
+    Pool {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show the session table's census: sessions by protocol and TCP state, capacity.
+    Census {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show every counter and drop reason (with its meaning), total and per worker.
+    Stats {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show what a running gateway is: mode, interfaces, backend, workers, uptime, config.
+    Status {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Ask a running gateway to reload its configuration; prints its answer.
+    Reload {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
 }
 
 fn main() -> ExitCode {
@@ -78,6 +117,13 @@ fn main() -> ExitCode {
         } => run_translate(config.as_deref(), &input, &output),
         Command::CheckConfig { config } => run_check_config(config.as_deref()),
         Command::Ila(args) => ilactl::run(&args),
+        Command::Sessions { filter, opts } => ctl::run(&ctl::Verb::Sessions(filter), &opts),
+        Command::Bindings { opts } => ctl::run(&ctl::Verb::Bindings, &opts),
+        Command::Pool { opts } => ctl::run(&ctl::Verb::Pool, &opts),
+        Command::Census { opts } => ctl::run(&ctl::Verb::Census, &opts),
+        Command::Stats { opts } => ctl::run(&ctl::Verb::Stats, &opts),
+        Command::Status { opts } => ctl::run(&ctl::Verb::Status, &opts),
+        Command::Reload { opts } => ctl::run(&ctl::Verb::Reload, &opts),
         Command::Run {
             config,
             inside,
@@ -369,6 +415,7 @@ fn run_gateways(
             workers,
             stop,
             "",
+            false,
         );
     }
     anyhow::ensure!(
@@ -376,8 +423,20 @@ fn run_gateways(
         "--inside/--outside name one interface pair; with several --config files, name the interfaces in each file's [gateway]"
     );
     // Every configuration is checked before any gateway starts.
+    let mut sockets: Vec<(PathBuf, &PathBuf)> = Vec::new();
     for p in paths {
-        load_config(Some(p))?;
+        let cfg = load_config(Some(p))?;
+        // Each gateway its own control socket: configured, or derived from the file's name.
+        let sock = control_socket_path(cfg.gateway.as_ref(), Some(p), true).0;
+        if let Some((_, other)) = sockets.iter().find(|(s, _)| *s == sock) {
+            anyhow::bail!(
+                "{} and {} would both serve the control socket {}: give each [gateway] its own control_socket",
+                other.display(),
+                p.display(),
+                sock.display()
+            );
+        }
+        sockets.push((sock, p));
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = paths
@@ -386,7 +445,7 @@ fn run_gateways(
                 let stop = Arc::clone(&stop);
                 let tag = format!("{}: ", p.display());
                 s.spawn(move || {
-                    let r = run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag);
+                    let r = run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag, true);
                     // One gateway failing stops the others: the process is one service.
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     r
@@ -421,8 +480,10 @@ fn run_gateway(
     workers: Option<usize>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tag: &str,
+    several: bool,
 ) -> anyhow::Result<()> {
     let cfg = load_config(path)?;
+    let (socket, default_socket) = control_socket_path(cfg.gateway.as_ref(), path, several);
     let mut gw = match (cfg.gateway, inside, outside) {
         (Some(g), i, o) => runtime::live::GatewayConfig { inside: i.unwrap_or(g.inside), outside: o.unwrap_or(g.outside), ..g },
         (None, Some(inside), Some(outside)) => runtime::live::GatewayConfig::new(inside, outside),
@@ -436,9 +497,13 @@ fn run_gateway(
         gw.inside != gw.outside,
         "the inside and outside interfaces must differ"
     );
-    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
-        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
-    }
+    // Every mode serves the control API (control.rs; ILA its mapping verbs too).
+    gw.control_socket = Some(socket);
+    let api = runtime::control::api::ApiOptions {
+        config: path.map(config_source).transpose()?,
+        reload: None,
+        default_socket,
+    };
     // `quicknat ila reload` re-reads the file the gateway was started with.
     let reload: Option<runtime::control::ReloadFn> = path.map(|p| {
         let p = p.to_path_buf();
@@ -457,7 +522,7 @@ fn run_gateway(
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing the SIGHUP handler")?;
     let log = |line: String| eprintln!("{} {tag}{line}", unix_time());
-    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log)
+    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log, api)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
         "stopped. {}",
@@ -472,4 +537,42 @@ fn unix_time() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format!("[{}.{:03}]", d.as_secs(), d.subsec_millis())
+}
+
+// -- control API: socket paths and the config's identity (ctl.rs) --
+
+/// The control socket of a gateway: `[gateway] control_socket`, else the default
+/// (`/run/quicknat.sock`), or with several `--config` files one derived from the file's
+/// name (`/run/quicknat-NAME.sock`), so each gateway has its own. Also whether it is a
+/// default (not configured).
+fn control_socket_path(
+    gw: Option<&runtime::live::GatewayConfig>,
+    file: Option<&Path>,
+    several: bool,
+) -> (PathBuf, bool) {
+    if let Some(p) = gw.and_then(|g| g.control_socket.clone()) {
+        return (p, false);
+    }
+    let stem = file
+        .and_then(Path::file_stem)
+        .map(|s| s.to_string_lossy().into_owned());
+    match stem {
+        Some(stem) if several => (PathBuf::from(format!("/run/quicknat-{stem}.sock")), true),
+        _ => (PathBuf::from(runtime::control::DEFAULT_SOCKET), true),
+    }
+}
+
+/// The configuration file's path and the SHA-256 of its bytes (as `sha256sum` prints it).
+fn config_source(path: &Path) -> anyhow::Result<runtime::control::api::ConfigSource> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut hex = String::with_capacity(64);
+    for b in Sha256::digest(&bytes) {
+        let _ = write!(hex, "{b:02x}");
+    }
+    Ok(runtime::control::api::ConfigSource {
+        path: path.to_owned(),
+        sha256: hex,
+    })
 }
