@@ -186,3 +186,7 @@ pub(crate) trait Introspect {
     /// Counts over the tables.
     fn census(&self) -> Census;
 }
+
+#[cfg(test)]
+#[path = "introspect_tests.rs"]
+mod tests;
