@@ -128,7 +128,7 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
 
 fn ask(st: &ApiState, line: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    st.handle(line, &mut out, &AtomicBool::new(false)).unwrap();
+    let _ = st.handle(line, &mut out, &AtomicBool::new(false)).unwrap();
     String::from_utf8(out)
         .unwrap()
         .lines()
