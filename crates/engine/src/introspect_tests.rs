@@ -72,18 +72,33 @@ fn nat44_sessions_bindings_pool_and_census_match_the_traffic() {
     let mut public = Vec::new();
     for (h, port) in [(h2, 40001), (h2, 40002), (h3, 40003)] {
         let mut p = udp4(h, port, SERVER, 7);
-        assert_eq!(nat.process(t0, Direction::Outbound, &mut p).drop_reason(), None);
+        assert_eq!(
+            nat.process(t0, Direction::Outbound, &mut p).drop_reason(),
+            None
+        );
         public.push(src_of(&p));
     }
     // TCP: SYN out, SYN-ACK in, ACK out: established.
     let mut syn = tcp_segment(h3, 5555, SERVER, 80, SYN, 1000, 0, 0);
-    assert_eq!(nat.process(t0, Direction::Outbound, &mut syn).drop_reason(), None);
+    assert_eq!(
+        nat.process(t0, Direction::Outbound, &mut syn).drop_reason(),
+        None
+    );
     let tpub = src_of(&syn);
-    let IpAddr::V4(tpub_ip) = tpub.ip() else { unreachable!() };
+    let IpAddr::V4(tpub_ip) = tpub.ip() else {
+        unreachable!()
+    };
     let mut synack = tcp_segment(SERVER, 80, tpub_ip, tpub.port(), SYN | ACK, 5000, 1001, 0);
-    assert_eq!(nat.process(t0, Direction::Inbound, &mut synack).drop_reason(), None);
+    assert_eq!(
+        nat.process(t0, Direction::Inbound, &mut synack)
+            .drop_reason(),
+        None
+    );
     let mut ack = tcp_segment(h3, 5555, SERVER, 80, ACK, 1001, 5001, 0);
-    assert_eq!(nat.process(t0, Direction::Outbound, &mut ack).drop_reason(), None);
+    assert_eq!(
+        nat.process(t0, Direction::Outbound, &mut ack).drop_reason(),
+        None
+    );
 
     let m = AnyMode::Nat44(Arc::clone(nat.shared()));
     let now = t0 + Duration::from_secs(10);
@@ -92,19 +107,46 @@ fn nat44_sessions_bindings_pool_and_census_match_the_traffic() {
     let tcp = &all[0];
     assert_eq!(
         (tcp.proto, tcp.inside, tcp.public, tcp.remote, tcp.tcp),
-        (Proto::Tcp, sa("10.0.0.3:5555"), tpub, sa("198.51.100.7:80"), Some(ConnState::Established))
+        (
+            Proto::Tcp,
+            sa("10.0.0.3:5555"),
+            tpub,
+            sa("198.51.100.7:80"),
+            Some(ConnState::Established)
+        )
     );
     assert!(tcp.from_inside);
     assert_eq!(tcp.idle, Duration::from_secs(10));
     let established = nat.config().timeouts.tcp_established;
     assert_eq!(tcp.expires_in, established - Duration::from_secs(10));
-    let udps: Vec<_> = all[1..].iter().map(|s| (s.proto, s.inside, s.public, s.remote, s.tcp)).collect();
+    let udps: Vec<_> = all[1..]
+        .iter()
+        .map(|s| (s.proto, s.inside, s.public, s.remote, s.tcp))
+        .collect();
     assert_eq!(
         udps,
         vec![
-            (Proto::Udp, sa("10.0.0.2:40001"), public[0], sa("198.51.100.7:7"), None),
-            (Proto::Udp, sa("10.0.0.2:40002"), public[1], sa("198.51.100.7:7"), None),
-            (Proto::Udp, sa("10.0.0.3:40003"), public[2], sa("198.51.100.7:7"), None),
+            (
+                Proto::Udp,
+                sa("10.0.0.2:40001"),
+                public[0],
+                sa("198.51.100.7:7"),
+                None
+            ),
+            (
+                Proto::Udp,
+                sa("10.0.0.2:40002"),
+                public[1],
+                sa("198.51.100.7:7"),
+                None
+            ),
+            (
+                Proto::Udp,
+                sa("10.0.0.3:40003"),
+                public[2],
+                sa("198.51.100.7:7"),
+                None
+            ),
         ]
     );
     assert_eq!(all[1].remote_inside, all[1].remote);
@@ -112,24 +154,67 @@ fn nat44_sessions_bindings_pool_and_census_match_the_traffic() {
     assert_eq!(all[1].expires_in, udp_t - Duration::from_secs(10));
 
     // Filters narrow, and every field combines.
-    let only = |f: SessionFilter| list(&m, now, f).iter().map(|s| s.inside).collect::<Vec<_>>();
-    assert_eq!(only(SessionFilter { proto: Some(Proto::Tcp), ..Default::default() }), vec![sa("10.0.0.3:5555")]);
+    let only = |f: SessionFilter| {
+        list(&m, now, f)
+            .iter()
+            .map(|s| s.inside)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
-        only(SessionFilter { inside: Some(h2.into()), ..Default::default() }),
+        only(SessionFilter {
+            proto: Some(Proto::Tcp),
+            ..Default::default()
+        }),
+        vec![sa("10.0.0.3:5555")]
+    );
+    assert_eq!(
+        only(SessionFilter {
+            inside: Some(h2.into()),
+            ..Default::default()
+        }),
         vec![sa("10.0.0.2:40001"), sa("10.0.0.2:40002")]
     );
     assert_eq!(
-        only(SessionFilter { inside: Some(h2.into()), inside_port: Some(40002), ..Default::default() }),
+        only(SessionFilter {
+            inside: Some(h2.into()),
+            inside_port: Some(40002),
+            ..Default::default()
+        }),
         vec![sa("10.0.0.2:40002")]
     );
     assert_eq!(
-        only(SessionFilter { public: Some(public[2].ip()), public_port: Some(public[2].port()), ..Default::default() }),
+        only(SessionFilter {
+            public: Some(public[2].ip()),
+            public_port: Some(public[2].port()),
+            ..Default::default()
+        }),
         vec![sa("10.0.0.3:40003")]
     );
-    assert_eq!(only(SessionFilter { remote_port: Some(80), ..Default::default() }), vec![sa("10.0.0.3:5555")]);
-    assert_eq!(only(SessionFilter { remote: Some(SERVER.into()), ..Default::default() }).len(), 4);
-    assert!(only(SessionFilter { remote: Some(Ipv4Addr::new(1, 1, 1, 1).into()), ..Default::default() }).is_empty());
-    assert!(only(SessionFilter { proto: Some(Proto::Icmp), ..Default::default() }).is_empty());
+    assert_eq!(
+        only(SessionFilter {
+            remote_port: Some(80),
+            ..Default::default()
+        }),
+        vec![sa("10.0.0.3:5555")]
+    );
+    assert_eq!(
+        only(SessionFilter {
+            remote: Some(SERVER.into()),
+            ..Default::default()
+        })
+        .len(),
+        4
+    );
+    assert!(only(SessionFilter {
+        remote: Some(Ipv4Addr::new(1, 1, 1, 1).into()),
+        ..Default::default()
+    })
+    .is_empty());
+    assert!(only(SessionFilter {
+        proto: Some(Proto::Icmp),
+        ..Default::default()
+    })
+    .is_empty());
     // A visitor that says stop gets no more.
     let mut seen = 0;
     m.sessions(now, &SessionFilter::default(), &mut |_| {
@@ -179,8 +264,15 @@ fn nat44_sessions_bindings_pool_and_census_match_the_traffic() {
 
     // Expired sessions leave the listing once the reaper ran.
     nat.handle_timeout(t0 + udp_t + Duration::from_secs(1));
-    let left = list(&m, t0 + udp_t + Duration::from_secs(1), SessionFilter::default());
-    assert_eq!(left.iter().map(|s| s.proto).collect::<Vec<_>>(), vec![Proto::Tcp]);
+    let left = list(
+        &m,
+        t0 + udp_t + Duration::from_secs(1),
+        SessionFilter::default(),
+    );
+    assert_eq!(
+        left.iter().map(|s| s.proto).collect::<Vec<_>>(),
+        vec![Proto::Tcp]
+    );
 }
 
 /// NAT64: the inside is the IPv6 host, the remote shown both ways; SIIT has nothing.
@@ -199,7 +291,8 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
     fill_l4_csum(&mut p);
     let mut b = with_room(&p, HEADROOM);
     let t0 = Timestamp::from_secs(5);
-    let Emit::Forward { start, .. } = n.process(t0, Direction::Outbound, &mut b, HEADROOM, p.len()) else {
+    let Emit::Forward { start, .. } = n.process(t0, Direction::Outbound, &mut b, HEADROOM, p.len())
+    else {
         panic!("not forwarded")
     };
     let public = src_of(&b[start..]);
@@ -208,7 +301,11 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
     let mut p = ipv6(58, host, pref.embed(SERVER), 64, &u);
     fill_l4_csum(&mut p);
     let mut b = with_room(&p, HEADROOM);
-    assert_eq!(n.process(t0, Direction::Outbound, &mut b, HEADROOM, p.len()).drop_reason(), None);
+    assert_eq!(
+        n.process(t0, Direction::Outbound, &mut b, HEADROOM, p.len())
+            .drop_reason(),
+        None
+    );
 
     let m = AnyMode::Nat64(Arc::clone(n.shared()));
     let all = list(&m, t0, SessionFilter::default());
@@ -217,13 +314,23 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
     assert_eq!(s.inside, SocketAddr::new(host.into(), 3333));
     assert_eq!(s.public, public);
     assert_eq!(s.remote, sa("198.51.100.7:53"));
-    assert_eq!(s.remote_inside, SocketAddr::new(pref.embed(SERVER).into(), 53));
+    assert_eq!(
+        s.remote_inside,
+        SocketAddr::new(pref.embed(SERVER).into(), 53)
+    );
     let i = all.iter().find(|s| s.proto == Proto::Icmp).unwrap();
     assert_eq!(i.inside, SocketAddr::new(host.into(), 77));
     // Filters take the IPv6 host and either form of the remote.
-    let f = SessionFilter { inside: Some(host.into()), proto: Some(Proto::Udp), ..Default::default() };
+    let f = SessionFilter {
+        inside: Some(host.into()),
+        proto: Some(Proto::Udp),
+        ..Default::default()
+    };
     assert_eq!(list(&m, t0, f).len(), 1);
-    let f = SessionFilter { remote: Some(pref.embed(SERVER).into()), ..Default::default() };
+    let f = SessionFilter {
+        remote: Some(pref.embed(SERVER).into()),
+        ..Default::default()
+    };
     assert_eq!(list(&m, t0, f).len(), 2);
     let mut b = Vec::new();
     m.bindings(&mut |x| {
@@ -231,12 +338,21 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
         true
     });
     b.sort();
-    assert_eq!(b, vec![SocketAddr::new(host.into(), 77), SocketAddr::new(host.into(), 3333)]);
+    assert_eq!(
+        b,
+        vec![
+            SocketAddr::new(host.into(), 77),
+            SocketAddr::new(host.into(), 3333)
+        ]
+    );
     let c = m.census();
     assert_eq!((c.live, c.by_proto), (2, [0, 1, 1]));
     let pool = m.pool_usage();
     assert_eq!(pool.len(), 1);
-    assert_eq!((pool[0].taken[Proto::Udp.index()], pool[0].subscribers), (1, 1));
+    assert_eq!(
+        (pool[0].taken[Proto::Udp.index()], pool[0].subscribers),
+        (1, 1)
+    );
 
     let siit = AnyMode::new(
         &crate::mode::any::ModeConfig::Siit(crate::siit::SiitConfig {
@@ -246,7 +362,10 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
         1,
     )
     .unwrap();
-    assert_eq!(siit.sessions(t0, &SessionFilter::default(), &mut |_| true), 0);
+    assert_eq!(
+        siit.sessions(t0, &SessionFilter::default(), &mut |_| true),
+        0
+    );
     assert_eq!(siit.census(), Census::default());
     assert!(siit.pool_usage().is_empty());
     let _ = ICMP;
@@ -277,7 +396,10 @@ fn a_listing_beside_churn_never_sees_torn_sessions_and_terminates() {
                 let host = 2 + (i % 200) as u8;
                 let port = 1024 + (i % 50_000) as u16;
                 let mut p = udp4(Ipv4Addr::new(10, 0, 0, host), port, SERVER, tie(host, port));
-                if w.process_packet(now, Direction::Outbound, &mut p).drop_reason().is_none() {
+                if w.process_packet(now, Direction::Outbound, &mut p)
+                    .drop_reason()
+                    .is_none()
+                {
                     created += 1;
                 }
                 if i % 64 == 0 {
@@ -308,7 +430,11 @@ fn a_listing_beside_churn_never_sees_torn_sessions_and_terminates() {
                 panic!("not IPv4: {s:?}")
             };
             assert_eq!(h.octets()[..3], [10, 0, 0], "{s:?}");
-            assert_eq!(s.remote.port(), tie(h.octets()[3], s.inside.port()), "torn: {s:?}");
+            assert_eq!(
+                s.remote.port(),
+                tie(h.octets()[3], s.inside.port()),
+                "torn: {s:?}"
+            );
             assert_eq!(s.remote.ip(), IpAddr::V4(SERVER), "{s:?}");
             n += 1;
             true

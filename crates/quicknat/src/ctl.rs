@@ -179,7 +179,13 @@ fn s(v: &Value) -> String {
 fn columns(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
-        .map(|i| rows.iter().filter_map(|r| r.get(i)).map(String::len).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -199,11 +205,11 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
     let count = last["count"].as_u64().unwrap_or(items.len() as u64);
     match verb {
         Verb::Sessions(_) => {
-            let mut rows = vec![
-                ["PROTO", "INSIDE", "PUBLIC", "REMOTE", "ORIGIN", "STATE", "IDLE", "EXPIRES"]
-                    .map(String::from)
-                    .to_vec(),
-            ];
+            let mut rows = vec![[
+                "PROTO", "INSIDE", "PUBLIC", "REMOTE", "ORIGIN", "STATE", "IDLE", "EXPIRES",
+            ]
+            .map(String::from)
+            .to_vec()];
             for i in items {
                 rows.push(vec![
                     s(&i["proto"]),
@@ -224,7 +230,11 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
         }
         Verb::Bindings if items.first().is_some_and(|i| i.get("identifier").is_some()) => {
             let mut rows = vec![vec!["IDENTIFIER".to_owned(), "LOCATOR".to_owned()]];
-            rows.extend(items.iter().map(|i| vec![s(&i["identifier"]), s(&i["locator"])]));
+            rows.extend(
+                items
+                    .iter()
+                    .map(|i| vec![s(&i["identifier"]), s(&i["locator"])]),
+            );
             format!("{}{count} mappings\n", columns(&rows))
         }
         Verb::Bindings => {
@@ -237,15 +247,28 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     s(&i["inside"]),
                     s(&i["public"]),
                     s(&i["sessions"]),
-                    if i["static"] == Value::Bool(true) { "yes" } else { "no" }.into(),
+                    if i["static"] == Value::Bool(true) {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                    .into(),
                 ]
             }));
             format!("{}{count} bindings\n", columns(&rows))
         }
         Verb::Pool => {
-            let mut rows = vec![["ADDRESS", "TCP", "UDP", "ICMP", "PORTS/PROTO", "BINDINGS", "SUBSCRIBERS"]
-                .map(String::from)
-                .to_vec()];
+            let mut rows = vec![[
+                "ADDRESS",
+                "TCP",
+                "UDP",
+                "ICMP",
+                "PORTS/PROTO",
+                "BINDINGS",
+                "SUBSCRIBERS",
+            ]
+            .map(String::from)
+            .to_vec()];
             rows.extend(items.iter().map(|i| {
                 vec![
                     s(&i["addr"]),
@@ -262,7 +285,8 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
         Verb::Stats => stats_table(&last["stats"]),
         Verb::Status => {
             let st = &last["status"];
-            let link = |l: &Value| format!("{} (index {}, mtu {})", s(&l["name"]), l["index"], l["mtu"]);
+            let link =
+                |l: &Value| format!("{} (index {}, mtu {})", s(&l["name"]), l["index"], l["mtu"]);
             let config = match &st["config"] {
                 Value::Null => "none (built-in example)".to_owned(),
                 c => format!("{} (sha256 {})", s(&c["path"]), s(&c["sha256"])),
@@ -271,7 +295,10 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 vec!["mode".into(), s(&st["mode"])],
                 vec!["inside".into(), link(&st["inside"])],
                 vec!["outside".into(), link(&st["outside"])],
-                vec!["backend".into(), format!("{} ({})", s(&st["backend"]), s(&st["backend_why"]))],
+                vec![
+                    "backend".into(),
+                    format!("{} ({})", s(&st["backend"]), s(&st["backend_why"])),
+                ],
                 vec!["workers".into(), s(&st["workers"])],
                 vec!["uptime".into(), format!("{} s", st["uptime_s"])],
                 vec!["sessions".into(), s(&st["sessions"])],
@@ -292,7 +319,11 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 rows.extend(p.iter().map(|(k, v)| vec![k.clone(), s(v)]));
             }
             if let Some(t) = c["tcp"].as_object() {
-                rows.extend(t.iter().filter(|(_, v)| v.as_u64() != Some(0)).map(|(k, v)| vec![format!("tcp {k}"), s(v)]));
+                rows.extend(
+                    t.iter()
+                        .filter(|(_, v)| v.as_u64() != Some(0))
+                        .map(|(k, v)| vec![format!("tcp {k}"), s(v)]),
+                );
             }
             columns(&rows)
         }
@@ -301,8 +332,10 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
 }
 
 fn secs(ms: &Value) -> String {
-    ms.as_u64()
-        .map_or_else(|| "-".into(), |m| format!("{}.{:01}s", m / 1000, (m % 1000) / 100))
+    ms.as_u64().map_or_else(
+        || "-".into(),
+        |m| format!("{}.{:01}s", m / 1000, (m % 1000) / 100),
+    )
 }
 
 /// `stats`: every counter, total then per worker; drops with their explanation.

@@ -25,9 +25,11 @@ fn requests_carry_the_version_and_only_the_filters_given() {
 
 #[test]
 fn tables_line_up_and_count() {
-    let items = vec![json!({"proto":"tcp","inside":"10.0.0.2:42000","public":"203.0.113.1:1024",
+    let items = vec![
+        json!({"proto":"tcp","inside":"10.0.0.2:42000","public":"203.0.113.1:1024",
         "remote":"198.51.100.2:8080","remote_inside":"198.51.100.2:8080","origin":"inside",
-        "state":"established","idle_ms":1500,"expires_in_ms":7438500})];
+        "state":"established","idle_ms":1500,"expires_in_ms":7438500}),
+    ];
     let t = table(
         &Verb::Sessions(SessionArgs::default()),
         &items,
@@ -35,7 +37,10 @@ fn tables_line_up_and_count() {
     );
     let lines: Vec<&str> = t.lines().collect();
     assert!(lines[0].starts_with("PROTO  INSIDE"), "{t}");
-    assert!(lines[1].contains("established") && lines[1].contains("1.5s"), "{t}");
+    assert!(
+        lines[1].contains("established") && lines[1].contains("1.5s"),
+        "{t}"
+    );
     assert_eq!(lines[2], "1 sessions");
     // The columns line up: the public endpoint starts where its header does.
     assert_eq!(lines[0].find("PUBLIC"), lines[1].find("203.0.113.1"));

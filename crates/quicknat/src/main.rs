@@ -445,7 +445,8 @@ fn run_gateways(
                 let stop = Arc::clone(&stop);
                 let tag = format!("{}: ", p.display());
                 s.spawn(move || {
-                    let r = run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag, true);
+                    let r =
+                        run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag, true);
                     // One gateway failing stops the others: the process is one service.
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     r

@@ -679,7 +679,9 @@ fn serve_json(
         first: Vec::new(),
     };
     let handled = api.handle(text, &mut recorder, stop)?;
-    let first = String::from_utf8_lossy(&recorder.first).trim_end().to_owned();
+    let first = String::from_utf8_lossy(&recorder.first)
+        .trim_end()
+        .to_owned();
     out.flush()?;
     if matches!(handled, Ok(api::ApiRequest::Reload)) {
         let _ = log.send(format!(
@@ -699,7 +701,10 @@ struct Recorder<'a, W: Write> {
 impl<W: Write> Write for Recorder<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if !self.first.ends_with(b"\n") && self.first.len() < MAX_LINE {
-            let take = buf.iter().position(|b| *b == b'\n').map_or(buf.len(), |i| i + 1);
+            let take = buf
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(buf.len(), |i| i + 1);
             self.first.extend_from_slice(&buf[..take.min(MAX_LINE)]);
         }
         self.out.write_all(buf)?;

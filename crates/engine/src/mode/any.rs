@@ -10,8 +10,10 @@ use conntrack::Qsbr;
 
 use super::{Family, Mode};
 use crate::config::{ConfigError, ConfigItem};
-use crate::introspect::{BindingInfo, Census, Introspect, PoolAddrUsage, SessionFilter, SessionInfo};
 use crate::ila::{IlaMode, IlaSettings};
+use crate::introspect::{
+    BindingInfo, Census, Introspect, PoolAddrUsage, SessionFilter, SessionInfo,
+};
 use crate::nat44::Nat44Config;
 use crate::nat44::Nat44Shared;
 use crate::nat64::{Nat64Config, Nat64Shared};

@@ -283,7 +283,11 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
                 "stats" => ApiRequest::Stats,
                 "status" => ApiRequest::Status,
                 "reload" => ApiRequest::Reload,
-                _ => return Err(format!("unknown cmd \"{other}\"; expected one of: {COMMANDS}")),
+                _ => {
+                    return Err(format!(
+                        "unknown cmd \"{other}\"; expected one of: {COMMANDS}"
+                    ))
+                }
             }
         }
     };
@@ -447,7 +451,12 @@ impl ApiState {
     }
 
     /// Answers a parsed request on `out`.
-    pub fn answer(&self, req: &ApiRequest, out: &mut dyn Write, stop: &AtomicBool) -> io::Result<()> {
+    pub fn answer(
+        &self,
+        req: &ApiRequest,
+        out: &mut dyn Write,
+        stop: &AtomicBool,
+    ) -> io::Result<()> {
         match req {
             ApiRequest::Sessions { filter, limit } => {
                 let now = (self.clock)();

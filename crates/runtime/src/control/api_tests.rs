@@ -22,7 +22,10 @@ use crate::live::IoCounters;
 #[test]
 fn requests_parse_and_bad_ones_say_why() {
     assert_eq!(parse(r#"{"v":1,"cmd":"status"}"#), Ok(ApiRequest::Status));
-    assert_eq!(parse(" {\"v\":1,\"cmd\":\"stats\"}\n"), Ok(ApiRequest::Stats));
+    assert_eq!(
+        parse(" {\"v\":1,\"cmd\":\"stats\"}\n"),
+        Ok(ApiRequest::Stats)
+    );
     assert_eq!(parse(r#"{"cmd":"pool","v":1}"#), Ok(ApiRequest::Pool));
     assert_eq!(parse(r#"{"v":1,"cmd":"census"}"#), Ok(ApiRequest::Census));
     assert_eq!(parse(r#"{"v":1,"cmd":"reload"}"#), Ok(ApiRequest::Reload));
@@ -31,7 +34,9 @@ fn requests_parse_and_bad_ones_say_why() {
         Ok(ApiRequest::Bindings { limit: Some(3) })
     );
     assert_eq!(
-        parse(r#"{"v":1,"cmd":"sessions","filter":{"proto":"TCP","inside":"10.0.0.2","inside_port":80,"public":"203.0.113.1","public_port":1,"remote":"2001:db8::1","remote_port":443},"limit":10}"#),
+        parse(
+            r#"{"v":1,"cmd":"sessions","filter":{"proto":"TCP","inside":"10.0.0.2","inside_port":80,"public":"203.0.113.1","public_port":1,"remote":"2001:db8::1","remote_port":443},"limit":10}"#
+        ),
         Ok(ApiRequest::Sessions {
             filter: SessionFilter {
                 proto: Some(Proto::Tcp),
@@ -46,17 +51,26 @@ fn requests_parse_and_bad_ones_say_why() {
         })
     );
     let err = |l: &str| parse(l).unwrap_err();
-    assert!(err(r#"{"v":2,"cmd":"status"}"#).contains("unsupported version 2; this gateway speaks v1"));
+    assert!(
+        err(r#"{"v":2,"cmd":"status"}"#).contains("unsupported version 2; this gateway speaks v1")
+    );
     assert!(err(r#"{"v":"1","cmd":"status"}"#).contains("unsupported version"));
     assert!(err(r#"{"cmd":"status"}"#).contains("missing field `v`"));
     assert!(err(r#"{"v":1}"#).contains("missing field `cmd`"));
-    assert!(err(r#"{"v":1,"cmd":"nope"}"#).starts_with("unknown cmd \"nope\"; expected one of: sessions"));
+    assert!(err(r#"{"v":1,"cmd":"nope"}"#)
+        .starts_with("unknown cmd \"nope\"; expected one of: sessions"));
     assert!(err(r#"{"v":1,"cmd":"status","extra":1}"#).contains("unknown field `extra`"));
     assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"port":1}}"#).contains("unknown field `port`"));
-    assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"proto":"sctp"}}"#).contains("unknown proto \"sctp\""));
-    assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"inside":"10.0.0.300"}}"#).contains("invalid"));
-    assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"inside_port":70000}}"#).contains("bad request"));
-    assert!(err(r#"{"v":1,"cmd":"pool","limit":1}"#).contains("\"limit\" applies to sessions and bindings"));
+    assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"proto":"sctp"}}"#)
+        .contains("unknown proto \"sctp\""));
+    assert!(
+        err(r#"{"v":1,"cmd":"sessions","filter":{"inside":"10.0.0.300"}}"#).contains("invalid")
+    );
+    assert!(
+        err(r#"{"v":1,"cmd":"sessions","filter":{"inside_port":70000}}"#).contains("bad request")
+    );
+    assert!(err(r#"{"v":1,"cmd":"pool","limit":1}"#)
+        .contains("\"limit\" applies to sessions and bindings"));
     assert!(err(r#"{"v":1,"cmd":"stats","filter":{}}"#).contains("\"filter\" applies to sessions"));
     assert!(err("{not json").starts_with("bad request"));
     let e: Value = serde_json::from_str(&error_line("x \"y\"")).unwrap();
@@ -86,10 +100,17 @@ fn nat44_with(flows: u16) -> Arc<AnyMode> {
         ..Nat44Config::default()
     });
     let mode = Arc::new(AnyMode::new(&cfg, 1).unwrap());
-    let AnyMode::Nat44(sh) = &*mode else { unreachable!() };
+    let AnyMode::Nat44(sh) = &*mode else {
+        unreachable!()
+    };
     let mut w = sh.worker(0);
     for i in 0..flows {
-        let mut p = udp4(Ipv4Addr::new(10, 0, 0, 2), 40000 + i, Ipv4Addr::new(198, 51, 100, 7), 7);
+        let mut p = udp4(
+            Ipv4Addr::new(10, 0, 0, 2),
+            40000 + i,
+            Ipv4Addr::new(198, 51, 100, 7),
+            7,
+        );
         let e = w.process_packet(Timestamp::from_secs(10), Direction::Outbound, &mut p);
         assert_eq!(e.drop_reason(), None);
     }
@@ -113,14 +134,25 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
         facts: GatewayFacts {
             mode: "nat44",
             links: [
-                LinkFacts { name: "in0".into(), index: 2, mtu: 1500 },
-                LinkFacts { name: "out0".into(), index: 3, mtu: 1500 },
+                LinkFacts {
+                    name: "in0".into(),
+                    index: 2,
+                    mtu: 1500,
+                },
+                LinkFacts {
+                    name: "out0".into(),
+                    index: 3,
+                    mtu: 1500,
+                },
             ],
             backend: "AF_PACKET TPACKET_V3".into(),
             backend_why: "[gateway] backend = AfPacket".into(),
             workers: 2,
             started: Instant::now(),
-            config: Some(ConfigSource { path: "/etc/q.toml".into(), sha256: "ab".repeat(32) }),
+            config: Some(ConfigSource {
+                path: "/etc/q.toml".into(),
+                sha256: "ab".repeat(32),
+            }),
         },
         reload,
     }
@@ -141,10 +173,19 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     let st = state(nat44_with(3), None);
     let s = ask(&st, r#"{"v":1,"cmd":"sessions"}"#);
     assert_eq!(s.len(), 4);
-    assert_eq!(s[3], serde_json::json!({"v":1,"ok":true,"end":"sessions","count":3}));
-    let mut inside: Vec<_> = s[..3].iter().map(|x| x["inside"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        s[3],
+        serde_json::json!({"v":1,"ok":true,"end":"sessions","count":3})
+    );
+    let mut inside: Vec<_> = s[..3]
+        .iter()
+        .map(|x| x["inside"].as_str().unwrap().to_owned())
+        .collect();
     inside.sort();
-    assert_eq!(inside, ["10.0.0.2:40000", "10.0.0.2:40001", "10.0.0.2:40002"]);
+    assert_eq!(
+        inside,
+        ["10.0.0.2:40000", "10.0.0.2:40001", "10.0.0.2:40002"]
+    );
     for x in &s[..3] {
         assert_eq!(x["proto"], "udp");
         assert_eq!(x["remote"], "198.51.100.7:7");
@@ -152,9 +193,15 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
         assert_eq!(x["state"], Value::Null);
         assert_eq!(x["idle_ms"], 2000);
         assert!(x["public"].as_str().unwrap().starts_with("203.0.113.1:"));
-        assert!(x.get("v").is_none(), "items carry no version: the end line does");
+        assert!(
+            x.get("v").is_none(),
+            "items carry no version: the end line does"
+        );
     }
-    let s = ask(&st, r#"{"v":1,"cmd":"sessions","filter":{"inside_port":40001}}"#);
+    let s = ask(
+        &st,
+        r#"{"v":1,"cmd":"sessions","filter":{"inside_port":40001}}"#,
+    );
     assert_eq!((s.len(), &s[1]["count"]), (2, &Value::from(1)));
     let s = ask(&st, r#"{"v":1,"cmd":"sessions","limit":2}"#);
     assert_eq!(s.last().unwrap()["count"], 2);
@@ -181,7 +228,11 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     assert_eq!(stats["total"]["io"]["rx_outside"], 8);
     assert_eq!(stats["workers"][1]["engine"]["forwarded"], 7);
     for r in DropReason::ALL {
-        assert_eq!(stats["total"]["engine"]["drops"][r.as_str()].is_u64(), true, "{r:?}");
+        assert_eq!(
+            stats["total"]["engine"]["drops"][r.as_str()].is_u64(),
+            true,
+            "{r:?}"
+        );
         assert_eq!(stats["drop_reasons"][r.as_str()], r.explain());
     }
 
@@ -194,13 +245,22 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
 
     let r = ask(&st, r#"{"v":1,"cmd":"reload"}"#);
-    assert_eq!(r[0], serde_json::json!({"v":1,"ok":false,"error":"reload not supported"}));
+    assert_eq!(
+        r[0],
+        serde_json::json!({"v":1,"ok":false,"error":"reload not supported"})
+    );
     let hook: ReloadHook = Arc::new(|| Ok("reloaded 2 things".into()));
     let st = state(nat44_with(0), Some(hook));
-    assert_eq!(ask(&st, r#"{"v":1,"cmd":"reload"}"#)[0]["reload"], "reloaded 2 things");
+    assert_eq!(
+        ask(&st, r#"{"v":1,"cmd":"reload"}"#)[0]["reload"],
+        "reloaded 2 things"
+    );
     let hook: ReloadHook = Arc::new(|| Err("bad file".into()));
     let st = state(nat44_with(0), Some(hook));
-    assert_eq!(ask(&st, r#"{"v":1,"cmd":"reload"}"#)[0]["error"], "reload: bad file");
+    assert_eq!(
+        ask(&st, r#"{"v":1,"cmd":"reload"}"#)[0]["error"],
+        "reload: bad file"
+    );
     let e = ask(&st, r#"{"v":9,"cmd":"reload"}"#);
     assert_eq!(e[0]["ok"], false);
 }
@@ -209,7 +269,10 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
 fn every_drop_reason_is_explained_on_one_line() {
     for r in DropReason::ALL {
         let e = r.explain();
-        assert!(!e.is_empty() && !e.contains('\n') && e.len() < 100, "{r:?}: {e:?}");
+        assert!(
+            !e.is_empty() && !e.contains('\n') && e.len() < 100,
+            "{r:?}: {e:?}"
+        );
     }
 }
 
@@ -229,7 +292,8 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
     };
     let server = sock.serve(control, Arc::clone(&stop), log).unwrap();
     let s = UnixStream::connect(&path).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     let mut line = || {
@@ -239,8 +303,14 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
     };
     writeln!(w, r#"{{"v":1,"cmd":"sessions"}}"#).unwrap();
     let (a, b, end) = (line(), line(), line());
-    assert!(a.starts_with(r#"{"proto":"udp""#) && b.starts_with(r#"{"proto":"udp""#), "{a}{b}");
-    assert_eq!(end, "{\"count\":2,\"end\":\"sessions\",\"ok\":true,\"v\":1}\n");
+    assert!(
+        a.starts_with(r#"{"proto":"udp""#) && b.starts_with(r#"{"proto":"udp""#),
+        "{a}{b}"
+    );
+    assert_eq!(
+        end,
+        "{\"count\":2,\"end\":\"sessions\",\"ok\":true,\"v\":1}\n"
+    );
     writeln!(w, "ila list").unwrap();
     assert!(line().starts_with("error ila requests need an ILA gateway"));
     writeln!(w, r#"{{"v":1,"cmd":"bogus"}}"#).unwrap();
@@ -248,9 +318,15 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
     writeln!(w, r#"{{"v":1,"cmd":"status"}}"#).unwrap();
     assert!(line().contains(r#""mode":"nat44""#));
     // An over-long line ends the connection with an error.
-    let long = format!("{{\"v\":1,\"cmd\":\"status\",\"x\":\"{}\"}}", "a".repeat(MAX_LINE));
+    let long = format!(
+        "{{\"v\":1,\"cmd\":\"status\",\"x\":\"{}\"}}",
+        "a".repeat(MAX_LINE)
+    );
     writeln!(w, "{long}").unwrap();
-    assert_eq!(line(), format!("error request longer than {MAX_LINE} bytes\n"));
+    assert_eq!(
+        line(),
+        format!("error request longer than {MAX_LINE} bytes\n")
+    );
     assert_eq!(line(), "", "closed after the over-long line");
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();

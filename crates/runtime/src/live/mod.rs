@@ -121,19 +121,12 @@ pub fn run(
     let mut host = open::host_prepare(&links, log)?;
     // The reason for a fallback to AF_PACKET, for `quicknat status`.
     let fallback = std::sync::Mutex::new(None::<String>);
-    let opened = open::open_ports(
-        gw,
-        &links,
-        fams,
-        local,
-        want_gso,
-        &|line: String| {
-            if line.contains("AF_XDP unavailable") {
-                *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
-            }
-            log(line)
-        },
-    )?;
+    let opened = open::open_ports(gw, &links, fams, local, want_gso, &|line: String| {
+        if line.contains("AF_XDP unavailable") {
+            *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
+        }
+        log(line)
+    })?;
     let gso = want_gso && matches!(opened, Opened::Packet(_));
     open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
     let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
@@ -211,7 +204,17 @@ pub fn run(
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .unwrap_or_else(|| format!("[gateway] backend = {:?}", gw.backend));
-            let api = control_api(api, &shared, &control_state, &links, opened.describe(), why, gw.workers, &snapshots, clock);
+            let api = control_api(
+                api,
+                &shared,
+                &control_state,
+                &links,
+                opened.describe(),
+                why,
+                gw.workers,
+                &snapshots,
+                clock,
+            );
             let control = crate::control::Control {
                 ila: control_state.clone(),
                 api: Some(Arc::new(api)),
