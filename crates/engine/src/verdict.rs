@@ -168,22 +168,6 @@ impl std::fmt::Display for DropReason {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn all_is_in_discriminant_order_and_labels_unique() {
-        for (i, r) in DropReason::ALL.iter().enumerate() {
-            assert_eq!(*r as usize, i);
-        }
-        let mut labels: Vec<_> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
-        labels.sort();
-        labels.dedup();
-        assert_eq!(labels.len(), DropReason::ALL.len());
-    }
-}
-
 // -- one-line explanations for `quicknat stats` (control API) --
 impl DropReason {
     /// What the drop means, in one line, for an operator reading `quicknat stats`.
@@ -228,5 +212,21 @@ impl DropReason {
             D::Icmpv6InfoFiltered => "ICMPv6 informational message dropped (drop_icmpv6_info)",
             D::TcpRstOutOfWindow => "TCP RST outside the window seen (off-path guess)",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_is_in_discriminant_order_and_labels_unique() {
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+        }
+        let mut labels: Vec<_> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), DropReason::ALL.len());
     }
 }

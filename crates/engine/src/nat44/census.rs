@@ -24,7 +24,7 @@ pub(crate) trait Addressing {
     /// Remote IPv4 `a` as the inside host addresses it (NAT64: Pref64-embedded).
     fn remote(&self, a: Ipv4Addr) -> IpAddr;
     /// Whether the inside host opened session `v`.
-    fn from_inside(&self, v: &SessionView) -> bool {
+    fn opened_inside(&self, v: &SessionView) -> bool {
         v.flags & FROM_INSIDE != 0
     }
 }
@@ -57,7 +57,7 @@ impl Nat44Shared {
         now: Timestamp,
         addr: &dyn Addressing,
     ) -> Option<SessionInfo> {
-        let from_inside = addr.from_inside(v);
+        let from_inside = addr.opened_inside(v);
         let (inside, public, remote, remote_inside) = if from_inside {
             (v.initial.src, v.revised.src, v.revised.dst, v.initial.dst)
         } else {

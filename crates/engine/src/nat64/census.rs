@@ -24,7 +24,7 @@ impl Addressing for Nat64Shared {
     fn remote(&self, a: Ipv4Addr) -> IpAddr {
         IpAddr::V6(self.v4_to_inside(a).unwrap_or_else(|| self.pref64.embed(a)))
     }
-    fn from_inside(&self, v: &SessionView) -> bool {
+    fn opened_inside(&self, v: &SessionView) -> bool {
         HostTable::is_host_id(v.initial.src.addr)
     }
 }

@@ -122,13 +122,19 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
         mode,
         clock: Box::new(|| Timestamp::from_secs(12)),
         counters: Box::new(|| {
-            let mut a = Counters::default();
-            a.forwarded = 5;
+            let mut a = Counters {
+                forwarded: 5,
+                ..Counters::default()
+            };
             a.drop(DropReason::NoMapping);
-            let mut b = Counters::default();
-            b.forwarded = 7;
-            let mut io = IoCounters::default();
-            io.rx = [3, 4];
+            let b = Counters {
+                forwarded: 7,
+                ..Counters::default()
+            };
+            let io = IoCounters {
+                rx: [3, 4],
+                ..IoCounters::default()
+            };
             vec![(a, io.clone()), (b, io)]
         }),
         facts: GatewayFacts {
@@ -228,9 +234,8 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     assert_eq!(stats["total"]["io"]["rx_outside"], 8);
     assert_eq!(stats["workers"][1]["engine"]["forwarded"], 7);
     for r in DropReason::ALL {
-        assert_eq!(
+        assert!(
             stats["total"]["engine"]["drops"][r.as_str()].is_u64(),
-            true,
             "{r:?}"
         );
         assert_eq!(stats["drop_reasons"][r.as_str()], r.explain());
