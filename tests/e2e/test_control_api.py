@@ -279,3 +279,34 @@ def test_an_unauthorised_peer_is_refused(gw, backend):
     assert f"warning: control: refused uid {NOBODY} gid {NOBODY}" in text, text
     # Root still gets its answer.
     assert gw.json("status")[1]["status"]["mode"] == gw.mode
+
+
+@pytest.mark.only(backend="af_packet")
+def test_ila_lists_its_mappings_and_reloads_through_the_api(quicknat, backend):
+    from test_hostops import IlaGateway  # an ILA gateway on one veth pair, its own socket
+    g = IlaGateway(quicknat, None)
+    try:
+        def api(*args, check=True):
+            r = sh(quicknat, *args, "--socket", g.sock, check=False)
+            assert (r.returncode == 0) == check, r.stdout + r.stderr
+            return r.stdout
+        assert api("ila", "add", "0:0:0:7", "2001:db8:7:0").startswith("added")
+        lines = [json.loads(l) for l in api("bindings", "--json").splitlines()]
+        assert lines == [{"identifier": "0:0:0:7", "locator": "2001:db8:7:0"},
+                         {"v": 1, "ok": True, "end": "bindings", "count": 1}], lines
+        status = json.loads(api("status", "--json"))["status"]
+        assert (status["mode"], status["reload"]) == ("ila", True), status
+        assert json.loads(api("census", "--json"))["census"]["live"] == 1
+        assert api("sessions", "--json").strip() == '{"count":0,"end":"sessions","ok":true,"v":1}'
+        # `quicknat reload` is today's ILA reload: the file has no mappings, so it goes.
+        assert api("reload").strip() == "ILA mappings 0 added, 0 changed, 1 removed, 0 unchanged"
+        assert "0:0:0:7" not in api("ila", "list")
+        text = wait_for(lambda: (lambda t: t if "reload ->" in t else "")(g.text()), 3)
+        assert re_search(r"control: uid 0 pid \d+: reload -> .*1 removed", text), text
+    finally:
+        g.close()
+
+
+def re_search(pattern, text):
+    import re
+    return re.search(pattern, text)
