@@ -20,6 +20,7 @@ Needs root.
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,7 +162,9 @@ def gw(request, quicknat, backend):
         g.setup(quicknat, backend)
         yield g
     finally:
-        assert not g.close()
+        left = g.close()
+        shutil.rmtree(g.dir, ignore_errors=True)
+        assert not left
 
 
 def ep(addr, port):
