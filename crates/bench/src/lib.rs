@@ -22,6 +22,7 @@ pub mod balance;
 mod extra;
 /// Hash flooding: SYNs crafted against the old unkeyed session hash vs random ones.
 pub mod hashflood;
+pub mod listing;
 pub mod nat64;
 mod report;
 pub mod rss;

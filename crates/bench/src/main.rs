@@ -2,6 +2,7 @@
 //! `quicknat bench`). Prints tables or JSON; fails when a sampled output does not verify.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
@@ -25,6 +26,10 @@ struct Cli {
     /// Repetitions of the cores table; medians are reported (default 3, quick 1).
     #[arg(long, value_name = "N")]
     rounds: Option<usize>,
+    /// Only the control-API measurement: a worker forwarding beside a lister streaming
+    /// this many sessions as JSON lines (alternating windows; e.g. 1000000).
+    #[arg(long, value_name = "SESSIONS")]
+    listing: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -54,6 +59,18 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     if let Some(r) = cli.rounds {
         anyhow::ensure!((1..=100).contains(&r), "--rounds must be between 1 and 100");
         opts.rounds = r;
+    }
+    if let Some(n) = cli.listing {
+        anyhow::ensure!(
+            (1..=16_000_000).contains(&n),
+            "--listing must be between 1 and 16000000"
+        );
+        let window = Duration::from_secs_f64(cli.seconds.unwrap_or(2.0));
+        print!(
+            "{}",
+            bench::listing::run(n, cli.rounds.unwrap_or(5), window)
+        );
+        return Ok(());
     }
     let report = bench::run_all(&opts);
     if cli.json {

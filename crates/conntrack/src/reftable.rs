@@ -361,6 +361,33 @@ impl RefTable {
     }
 }
 
+// -- read-only walk for the control socket (see `session_walk.rs` for the reasoning) --
+impl RefTable {
+    /// Hands every live entry to `visit` as a consistent snapshot (read twice, live before
+    /// and after, both reads equal; a slot reused meanwhile is skipped), until it returns
+    /// `false`. Never writes: runs beside the workers and the reaper.
+    pub fn walk_live(&self, mut visit: impl FnMut(u32, &EntryView) -> bool) -> usize {
+        let mut n = 0;
+        for id in 0..self.slab.high_water() {
+            let Some(e) = self.slab.get(id) else { continue };
+            if e.meta.load(Ordering::Acquire) == 0 || !e.is_live() {
+                continue;
+            }
+            let (Some(a), Some(b)) = (self.get(id), self.get(id)) else {
+                continue;
+            };
+            if a.key_a != b.key_a || a.key_b != b.key_b || !e.is_live() {
+                continue;
+            }
+            n += 1;
+            if !visit(id, &b) {
+                break;
+            }
+        }
+        n
+    }
+}
+
 // -- capacity bound and memory estimate (issue 14, finding 9) --
 impl RefTable {
     /// The most entries a table can index: its index nodes are `slot * 2 + key`, stored

@@ -822,6 +822,10 @@ impl SessionTable {
 #[path = "session_evict.rs"]
 mod evict;
 
+// -- read-only walks for the control socket --
+#[path = "session_walk.rs"]
+mod walk;
+
 #[cfg(test)]
 #[path = "session_tests.rs"]
 mod tests;

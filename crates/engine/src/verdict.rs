@@ -168,6 +168,53 @@ impl std::fmt::Display for DropReason {
     }
 }
 
+// -- one-line explanations for `quicknat stats` (control API) --
+impl DropReason {
+    /// What the drop means, in one line, for an operator reading `quicknat stats`.
+    pub fn explain(self) -> &'static str {
+        use DropReason as D;
+        match self {
+            D::Truncated => "packet shorter than its headers say",
+            D::Malformed => "invalid header field (IP version, IHL, length fields)",
+            D::BadIpChecksum => "wrong IPv4 header checksum",
+            D::NotIpv4 => "not IPv4 where IPv4 is expected",
+            D::Fragment => "IPv4 fragment that cannot be tracked (protocol, ICMP error, or tiny first fragment)",
+            D::FragmentOutOfOrder => "later fragment arrived before its first fragment (no buffering)",
+            D::FragmentTableFull => "fragment table full: a new fragmented datagram refused",
+            D::UnsupportedProtocol => "transport protocol without ports or identifiers",
+            D::UnsupportedIcmp => "ICMP type neither a tracked query nor a translated error",
+            D::TtlExpired => "TTL / hop limit would reach zero at this hop",
+            D::NoRule => "outbound from an address no rule covers",
+            D::NoMapping => "inbound to a public address and port with no mapping",
+            D::Filtered => "a mapping exists but the filtering behaviour refuses this remote",
+            D::PoolExhausted => "no free public port for this inside host's paired address",
+            D::TableFull => "session table full: new flows refused, existing ones continue",
+            D::SubscriberLimit => "inside host at max_sessions_per_host or max_ports_per_host",
+            D::IcmpErrorNoSession => "ICMP error quoting a packet of no session",
+            D::IcmpErrorMalformed => "ICMP error whose quoted packet cannot be parsed",
+            D::WrongDirection => "matched a session from the wrong side (spoofed inside address)",
+            D::HairpinDisabled => "inside host addressed a public address while hairpinning is off",
+            D::NotIpv6 => "not IPv6 where IPv6 is expected",
+            D::NoAddressMapping => "address with no translation (outside Pref64/EAM, or non-global under the WKP)",
+            D::FragmentNeeded => "IPv4 with DF too big once translated: answered Fragmentation Needed",
+            D::PacketTooBig => "too big for the next hop as IPv6: answered Packet Too Big",
+            D::NeedsFragmentation => "IPv4 without DF too big for the IPv6 MTU and not fragmentable",
+            D::FragmentedIcmp => "fragmented ICMP message (not translated, RFC 7915)",
+            D::UdpZeroChecksum => "IPv4 UDP with checksum zero that may not be completed",
+            D::Ipv6UdpZeroChecksum => "IPv6 UDP with checksum zero, not computed",
+            D::SourceRouted => "IPv4 source route or IPv6 Routing header with segments left",
+            D::IcmpErrorAboutError => "ICMP error quoting an ICMP error",
+            D::NoHeadroom => "buffer too small for the translated headers (a runtime defect)",
+            D::LocatorMismatch => "ILA destination locator differs from its identifier's mapping",
+            D::TooBig => "IPv4 without DF too big for the next hop in a mode that does not fragment",
+            D::SynHeld => "unsolicited inbound TCP SYN held for a simultaneous open",
+            D::SynHoldFull => "unsolicited inbound TCP SYN beyond max_simultaneous_opens",
+            D::Icmpv6InfoFiltered => "ICMPv6 informational message dropped (drop_icmpv6_info)",
+            D::TcpRstOutOfWindow => "TCP RST outside the window seen (off-path guess)",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! binary of their own, `quicknat-lab` (crates/lab), and so is the in-memory benchmark,
 //! `quicknat-bench` (crates/bench).
 
+mod ctl;
 mod ilactl;
 // logsvc (issue 12): completions, man page and the long version.
 mod docs;
@@ -73,6 +74,44 @@ enum Command {
     Completions(docs::CompletionsArgs),
     /// Print the quicknat(1) man page (roff) to stdout.
     Man,
+    // -- the control API's verbs (ctl.rs) --
+    /// List the live sessions of a running gateway (filters narrow the list).
+    Sessions {
+        #[command(flatten)]
+        filter: ctl::SessionArgs,
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// List the bindings (public mappings) of a running gateway; ILA: its mappings.
+    Bindings {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show the use of each public pool address: ports taken, bindings, subscribers.
+    Pool {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show the session table's census: sessions by protocol and TCP state, capacity.
+    Census {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show every counter and drop reason (with its meaning), total and per worker.
+    Stats {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Show what a running gateway is: mode, interfaces, backend, workers, uptime, config.
+    Status {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+    /// Ask a running gateway to reload its configuration; prints its answer.
+    Reload {
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
 }
 
 fn main() -> ExitCode {
@@ -94,6 +133,13 @@ fn main() -> ExitCode {
         } => run_translate(config.as_deref(), &input, &output),
         Command::CheckConfig { config } => run_check_config(config.as_deref()),
         Command::Ila(args) => ilactl::run(&args),
+        Command::Sessions { filter, opts } => ctl::run(&ctl::Verb::Sessions(filter), &opts),
+        Command::Bindings { opts } => ctl::run(&ctl::Verb::Bindings, &opts),
+        Command::Pool { opts } => ctl::run(&ctl::Verb::Pool, &opts),
+        Command::Census { opts } => ctl::run(&ctl::Verb::Census, &opts),
+        Command::Stats { opts } => ctl::run(&ctl::Verb::Stats, &opts),
+        Command::Status { opts } => ctl::run(&ctl::Verb::Status, &opts),
+        Command::Reload { opts } => ctl::run(&ctl::Verb::Reload, &opts),
         Command::Run {
             config,
             inside,
@@ -396,6 +442,7 @@ fn run_gateways(
             workers,
             stop,
             "",
+            false,
         );
     }
     anyhow::ensure!(
@@ -403,8 +450,20 @@ fn run_gateways(
         "--inside/--outside name one interface pair; with several --config files, name the interfaces in each file's [gateway]"
     );
     // Every configuration is checked before any gateway starts.
+    let mut sockets: Vec<(PathBuf, &PathBuf)> = Vec::new();
     for p in paths {
-        load_config(Some(p))?;
+        let cfg = load_config(Some(p))?;
+        // Each gateway its own control socket: configured, or derived from the file's name.
+        let sock = control_socket_path(cfg.gateway.as_ref(), Some(p), true).0;
+        if let Some((_, other)) = sockets.iter().find(|(s, _)| *s == sock) {
+            anyhow::bail!(
+                "{} and {} would both serve the control socket {}: give each [gateway] its own control_socket",
+                other.display(),
+                p.display(),
+                sock.display()
+            );
+        }
+        sockets.push((sock, p));
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = paths
@@ -413,7 +472,8 @@ fn run_gateways(
                 let stop = Arc::clone(&stop);
                 let tag = format!("{}: ", p.display());
                 s.spawn(move || {
-                    let r = run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag);
+                    let r =
+                        run_gateway(Some(p), None, None, workers, Arc::clone(&stop), &tag, true);
                     // One gateway failing stops the others: the process is one service.
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     r
@@ -451,9 +511,24 @@ fn run_gateway(
     workers: Option<usize>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tag: &str,
+    several: bool,
 ) -> anyhow::Result<()> {
     let cfg = load_config(path)?;
-    let gw = gateway_of(&cfg, inside.clone(), outside.clone(), workers)?;
+    let (_, default_socket) = control_socket_path(cfg.gateway.as_ref(), path, several);
+    let gw = gateway_of(
+        &cfg,
+        path,
+        several,
+        inside.clone(),
+        outside.clone(),
+        workers,
+    )?;
+    let api = runtime::control::api::ApiOptions {
+        config: path.map(config_source).transpose()?,
+        // The reload hook is built by `run` from `loader` (SIGHUP runs the same).
+        reload: None,
+        default_socket,
+    };
     // `quicknat ila reload` re-reads the file the gateway was started with.
     let reload: Option<runtime::control::ReloadFn> = path.map(|p| {
         let p = p.to_path_buf();
@@ -484,8 +559,8 @@ fn run_gateway(
             runtime::sdnotify::status(&format!("{tag}{line}"));
         }
     };
-    let loader = path.map(|p| reload_loader(p, inside, outside, workers));
-    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log, loader)
+    let loader = path.map(|p| reload_loader(p, several, inside, outside, workers));
+    let summary = runtime::live::run(cfg.mode, &gw, stop, reload, Some(hup), &log, loader, api)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     log(format!(
         "stopped. {}",
@@ -524,6 +599,8 @@ fn require_config(paths: &[PathBuf]) -> anyhow::Result<()> {
 /// The gateway settings of `cfg` with the command line's overrides.
 fn gateway_of(
     cfg: &Config,
+    file: Option<&Path>,
+    several: bool,
     inside: Option<String>,
     outside: Option<String>,
     workers: Option<usize>,
@@ -543,9 +620,8 @@ fn gateway_of(
         gw.inside != gw.outside,
         "the inside and outside interfaces must differ"
     );
-    if matches!(cfg.mode, engine::mode::any::ModeConfig::Ila(_)) && gw.control_socket.is_none() {
-        gw.control_socket = Some(runtime::control::DEFAULT_SOCKET.into());
-    }
+    // Every mode serves the control API (control.rs; ILA its mapping verbs too).
+    gw.control_socket = Some(control_socket_path(cfg.gateway.as_ref(), file, several).0);
     Ok(gw)
 }
 
@@ -553,6 +629,7 @@ fn gateway_of(
 /// with the same command-line overrides as at start.
 fn reload_loader(
     path: &Path,
+    several: bool,
     inside: Option<String>,
     outside: Option<String>,
     workers: Option<usize>,
@@ -560,12 +637,57 @@ fn reload_loader(
     let path = path.to_path_buf();
     std::sync::Arc::new(move || {
         let cfg = config::load_file_on(&path, &machine()).map_err(|e| e.to_string())?;
-        let gateway = gateway_of(&cfg, inside.clone(), outside.clone(), workers)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let gateway = gateway_of(
+            &cfg,
+            Some(&path),
+            several,
+            inside.clone(),
+            outside.clone(),
+            workers,
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(runtime::reload::Loaded {
             mode: cfg.mode,
             gateway,
             warnings: cfg.warnings,
         })
+    })
+}
+
+// -- control API: socket paths and the config's identity (ctl.rs) --
+
+/// The control socket of a gateway: `[gateway] control_socket`, else the default
+/// (`/run/quicknat.sock`), or with several `--config` files one derived from the file's
+/// name (`/run/quicknat-NAME.sock`), so each gateway has its own. Also whether it is a
+/// default (not configured).
+fn control_socket_path(
+    gw: Option<&runtime::live::GatewayConfig>,
+    file: Option<&Path>,
+    several: bool,
+) -> (PathBuf, bool) {
+    if let Some(p) = gw.and_then(|g| g.control_socket.clone()) {
+        return (p, false);
+    }
+    let stem = file
+        .and_then(Path::file_stem)
+        .map(|s| s.to_string_lossy().into_owned());
+    match stem {
+        Some(stem) if several => (PathBuf::from(format!("/run/quicknat-{stem}.sock")), true),
+        _ => (PathBuf::from(runtime::control::DEFAULT_SOCKET), true),
+    }
+}
+
+/// The configuration file's path and the SHA-256 of its bytes (as `sha256sum` prints it).
+fn config_source(path: &Path) -> anyhow::Result<runtime::control::api::ConfigSource> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut hex = String::with_capacity(64);
+    for b in Sha256::digest(&bytes) {
+        let _ = write!(hex, "{b:02x}");
+    }
+    Ok(runtime::control::api::ConfigSource {
+        path: path.to_owned(),
+        sha256: hex,
     })
 }

@@ -31,6 +31,10 @@
 //! gets `error permission denied ...` and a log line; every change is logged with the
 //! peer's uid and pid.
 //!
+//! Every mode also answers the JSON-lines control API ([`api`]): a line starting with `{`
+//! is a JSON request (`{"v":1,"cmd":"sessions"}`), any other line an ILA verb above. The
+//! socket is served for every mode ([`Control`] holds what each part acts on).
+//!
 //! [`IlaTable`]: conntrack::ila_table::IlaTable
 
 use std::collections::HashMap;
@@ -47,6 +51,8 @@ use std::time::Duration;
 
 use conntrack::qsbr::Qsbr;
 use engine::ila::{Addr64, IlaRouter, IlaSettings};
+
+pub mod api;
 
 /// Where the control socket lives unless configured otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/quicknat.sock";
@@ -343,6 +349,36 @@ impl ControlState {
     }
 }
 
+/// What the control server answers with: the ILA text verbs (ILA mode only) and the JSON
+/// API (every mode). Built from an `Arc<ControlState>` alone for an ILA-only server.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// The ILA verbs' state.
+    pub ila: Option<Arc<ControlState>>,
+    /// The JSON API's state.
+    pub api: Option<Arc<api::ApiState>>,
+}
+
+impl From<Arc<ControlState>> for Control {
+    fn from(ila: Arc<ControlState>) -> Self {
+        Control {
+            ila: Some(ila),
+            api: None,
+        }
+    }
+}
+
+impl Control {
+    /// Answers one text (non-JSON) line.
+    fn handle_text(&self, line: &str) -> String {
+        match &self.ila {
+            Some(ila) => ila.handle(line),
+            None if line.trim().is_empty() => format!("error {}\n", RequestError::Empty),
+            None => "error ila requests need an ILA gateway; JSON requests start with { (e.g. {\"v\":1,\"cmd\":\"status\"})\n".to_owned(),
+        }
+    }
+}
+
 /// Who may use the control socket: root, and the members of one group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Access {
@@ -446,10 +482,11 @@ impl ControlSocket {
     /// refusals never stalls the server).
     pub fn serve(
         self,
-        state: Arc<ControlState>,
+        state: impl Into<Control>,
         stop: Arc<AtomicBool>,
         log: SyncSender<String>,
     ) -> io::Result<JoinHandle<()>> {
+        let state = Arc::new(state.into());
         std::thread::Builder::new()
             .name("qn-control".into())
             .spawn(move || accept_loop(&self, &state, &stop, &log))
@@ -460,7 +497,7 @@ impl ControlSocket {
 /// [`bind`] and [`ControlSocket::serve`]).
 pub fn serve(
     path: &Path,
-    state: Arc<ControlState>,
+    state: impl Into<Control>,
     stop: Arc<AtomicBool>,
     log: SyncSender<String>,
 ) -> io::Result<JoinHandle<()>> {
@@ -469,7 +506,7 @@ pub fn serve(
 
 fn accept_loop(
     sock: &ControlSocket,
-    state: &Arc<ControlState>,
+    state: &Arc<Control>,
     stop: &Arc<AtomicBool>,
     log: &SyncSender<String>,
 ) {
@@ -559,13 +596,14 @@ fn refuse(stream: &mut UnixStream, answer: &str) {
 /// line, or `stop` is set; logs every request that changes mappings, with its answer.
 fn serve_client(
     stream: UnixStream,
-    state: &ControlState,
+    state: &Control,
     stop: &AtomicBool,
     peer: ::io::privs::PeerCred,
     log: &SyncSender<String>,
 ) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(POLL))?;
+    stream.set_write_timeout(Some(api::WRITE_TIMEOUT))?;
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
@@ -583,8 +621,12 @@ fn serve_client(
                 // Without a newline the client has finished sending: answer, then stop.
                 let last = !line.ends_with(b"\n");
                 let answer = match std::str::from_utf8(&line) {
+                    Ok(text) if text.trim_start().starts_with('{') => {
+                        serve_json(state, text, &mut writer, stop, peer, log)?;
+                        String::new()
+                    }
                     Ok(text) => {
-                        let answer = state.handle(text);
+                        let answer = state.handle_text(text);
                         if matches!(parse_request(text), Ok(r) if r != Request::List) {
                             // Waits for room: every change is logged, at the log's pace.
                             let _ = log.send(format!(
@@ -599,7 +641,9 @@ fn serve_client(
                     }
                     Err(_) => "error request is not UTF-8\n".to_owned(),
                 };
-                writer.write_all(answer.as_bytes())?;
+                if !answer.is_empty() {
+                    writer.write_all(answer.as_bytes())?;
+                }
                 line.clear();
                 if last {
                     return Ok(());
@@ -614,6 +658,61 @@ fn serve_client(
         }
     }
     Ok(())
+}
+
+/// Answers one JSON request line on `writer` (buffered: a listing goes out in large
+/// writes); logs what changes the gateway (`reload`), with the peer and the answer.
+fn serve_json(
+    state: &Control,
+    text: &str,
+    writer: &mut UnixStream,
+    stop: &AtomicBool,
+    peer: ::io::privs::PeerCred,
+    log: &SyncSender<String>,
+) -> io::Result<()> {
+    let Some(api) = &state.api else {
+        return writer.write_all(api::error_line("this socket serves no JSON API").as_bytes());
+    };
+    let mut out = io::BufWriter::with_capacity(64 * 1024, &*writer);
+    let mut recorder = Recorder {
+        out: &mut out,
+        first: Vec::new(),
+    };
+    let handled = api.handle(text, &mut recorder, stop)?;
+    let first = String::from_utf8_lossy(&recorder.first)
+        .trim_end()
+        .to_owned();
+    out.flush()?;
+    if matches!(handled, Ok(api::ApiRequest::Reload)) {
+        let _ = log.send(format!(
+            "control: uid {} pid {}: reload -> {first}",
+            peer.uid, peer.pid
+        ));
+    }
+    Ok(())
+}
+
+/// Passes writes on, keeping the first line's bytes (for the log).
+struct Recorder<'a, W: Write> {
+    out: &'a mut W,
+    first: Vec<u8>,
+}
+
+impl<W: Write> Write for Recorder<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.first.ends_with(b"\n") && self.first.len() < MAX_LINE {
+            let take = buf
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(buf.len(), |i| i + 1);
+            self.first.extend_from_slice(&buf[..take.min(MAX_LINE)]);
+        }
+        self.out.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 #[cfg(test)]

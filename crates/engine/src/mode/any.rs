@@ -11,6 +11,9 @@ use conntrack::Qsbr;
 use super::{Family, Mode};
 use crate::config::{ConfigError, ConfigItem};
 use crate::ila::{IlaMode, IlaSettings};
+use crate::introspect::{
+    BindingInfo, Census, Introspect, PoolAddrUsage, SessionFilter, SessionInfo,
+};
 use crate::nat44::Nat44Config;
 use crate::nat44::Nat44Shared;
 use crate::nat64::{Nat64Config, Nat64Shared};
@@ -240,5 +243,78 @@ impl AnyMode {
         };
         let log = Arc::new(crate::events::EventLog::new(mask, workers, capacity));
         nat.attach_events(Arc::clone(&log)).then_some(log)
+    }
+}
+
+// -- introspection for the control socket (see `crate::introspect`) --
+impl AnyMode {
+    /// Live sessions passing `filter`, each handed to `visit` until it returns `false`;
+    /// returns how many were handed over. Reads the tables without writing or locking
+    /// (the workers go on). SIIT/CLAT and ILA have none.
+    pub fn sessions(
+        &self,
+        now: conntrack::Timestamp,
+        filter: &SessionFilter,
+        visit: &mut dyn FnMut(&SessionInfo) -> bool,
+    ) -> usize {
+        match self {
+            AnyMode::Nat44(m) => m.sessions(now, filter, visit),
+            AnyMode::Nat64(m) => m.sessions(now, filter, visit),
+            AnyMode::Siit(_) | AnyMode::Ila(_) => 0,
+        }
+    }
+
+    /// Live bindings, each handed to `visit` until it returns `false`. SIIT/CLAT and ILA
+    /// have none (ILA: [`ila_mappings`](Self::ila_mappings)).
+    pub fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize {
+        match self {
+            AnyMode::Nat44(m) => m.bindings(visit),
+            AnyMode::Nat64(m) => m.bindings(visit),
+            AnyMode::Siit(_) | AnyMode::Ila(_) => 0,
+        }
+    }
+
+    /// The ILA mappings `(identifier, locator)`, sorted by identifier (empty for the
+    /// other modes).
+    pub fn ila_mappings(&self) -> Vec<(u64, u64)> {
+        match self {
+            AnyMode::Ila(m) => {
+                let mut v: Vec<_> = m
+                    .router
+                    .table()
+                    .iter()
+                    .map(|e| (e.identifier, e.locator))
+                    .collect();
+                v.sort_unstable();
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Use of each public pool address (NAT44, NAT64; empty otherwise).
+    pub fn pool_usage(&self) -> Vec<PoolAddrUsage> {
+        match self {
+            AnyMode::Nat44(m) => m.pool_usage(),
+            AnyMode::Nat64(m) => m.pool_usage(),
+            AnyMode::Siit(_) | AnyMode::Ila(_) => Vec::new(),
+        }
+    }
+
+    /// Counts over the tables (ILA: the mappings as `live`, the table's capacity).
+    pub fn census(&self) -> Census {
+        match self {
+            AnyMode::Nat44(m) => m.census(),
+            AnyMode::Nat64(m) => m.census(),
+            AnyMode::Siit(_) => Census::default(),
+            AnyMode::Ila(m) => {
+                let t = m.router.table();
+                Census {
+                    capacity: t.capacity() as u64,
+                    live: t.len() as u64,
+                    ..Census::default()
+                }
+            }
+        }
     }
 }

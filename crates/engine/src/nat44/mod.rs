@@ -17,6 +17,7 @@
 //!
 //! Never reads a clock, never does I/O: time comes in as a [`Timestamp`].
 
+pub(crate) mod census;
 pub mod config;
 pub mod frag;
 pub(crate) mod held;

@@ -36,6 +36,7 @@
 //!
 //! Never reads a clock, never does I/O, never panics on packet bytes.
 
+mod census;
 pub mod config;
 mod reload;
 #[cfg(test)]

@@ -105,6 +105,7 @@ pub fn run(
     reload_signal: Option<Arc<AtomicBool>>,
     log: &(dyn Fn(String) + Sync),
     loader: Option<crate::reload::Loader>,
+    api: crate::control::api::ApiOptions,
 ) -> Result<Summary, LiveError> {
     let links = [Link::lookup(&gw.inside)?, Link::lookup(&gw.outside)?];
     let fams = mode.families().map(Family::version);
@@ -144,7 +145,14 @@ pub fn run(
     // stays valid after translation and the kernel segments it on transmit.
     let want_gso = gw.gso && matches!(mode, ModeConfig::Nat44(_));
     let mut host = open::host_prepare(&links, log)?;
-    let opened = open::open_ports(gw, &links, fams, local, want_gso, log)?;
+    // The reason for a fallback to AF_PACKET, for `quicknat status`.
+    let fallback = std::sync::Mutex::new(None::<String>);
+    let opened = open::open_ports(gw, &links, fams, local, want_gso, &|line: String| {
+        if line.contains("AF_XDP unavailable") {
+            *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
+        }
+        log(line)
+    })?;
     let gso = want_gso && matches!(opened, Opened::Packet(_));
     open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
     let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
@@ -175,8 +183,8 @@ pub fn run(
     });
     // The control socket is bound (and given its group) while the process may still
     // chown; it is served once privileges are dropped.
-    let control_socket = match (&control_state, &gw.control_socket) {
-        (Some(_), Some(path)) => {
+    let control_socket = match &gw.control_socket {
+        Some(path) => {
             let gid = gw
                 .control_group
                 .as_deref()
@@ -184,16 +192,35 @@ pub fn run(
                 .transpose()
                 .map_err(io_err("control socket group"))?;
             let access = crate::control::Access { gid };
-            let sock = crate::control::bind(path, access).map_err(io_err("control socket"))?;
-            log(format!(
-                "control: ILA mappings on {} for {} (quicknat ila list|add|set|del|reload --socket {})",
-                path.display(),
-                access.describe(),
-                path.display()
-            ));
-            Some(sock)
+            match crate::control::bind(path, access) {
+                Ok(sock) => {
+                    if control_state.is_some() {
+                        log(format!(
+                            "control: ILA mappings on {} for {} (quicknat ila list|add|set|del|reload --socket {})",
+                            path.display(),
+                            access.describe(),
+                            path.display()
+                        ));
+                    }
+                    log(format!(
+                        "control: JSON API v{} on {} for {} (quicknat sessions|bindings|pool|stats|status|reload --socket {})",
+                        crate::control::api::VERSION,
+                        path.display(),
+                        access.describe(),
+                        path.display()
+                    ));
+                    Some(sock)
+                }
+                // Only ILA needs its socket to work; elsewhere a socket that cannot be
+                // had (another gateway on the default path) costs inspection, not traffic.
+                Err(e) if control_state.is_none() && api.default_socket => {
+                    log(format!("warning: control socket {}: {e}; running without the control API (set [gateway] control_socket)", path.display()));
+                    None
+                }
+                Err(e) => return Err(io_err("control socket")(e)),
+            }
         }
-        _ => None,
+        None => None,
     };
     // -- metrics (issue 12) --
     let build_info = crate::metrics::BuildInfo::now(
@@ -214,12 +241,42 @@ pub fn run(
         )),
     }
     let (events_tx, events_rx) = mpsc::sync_channel::<String>(256);
-    let control = match (control_socket, &control_state) {
-        (Some(sock), Some(state)) => Some(
-            sock.serve(Arc::clone(state), Arc::clone(&stop), events_tx)
-                .map_err(io_err("control socket"))?,
-        ),
-        _ => None,
+    let base = Instant::now();
+    let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
+    let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    let control = match control_socket {
+        Some(sock) => {
+            let why = fallback
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .unwrap_or_else(|| format!("[gateway] backend = {:?}", gw.backend));
+            // `quicknat reload` runs what SIGHUP runs.
+            let api = crate::control::api::ApiOptions {
+                reload: api.reload.or_else(|| reload_hook.clone()),
+                ..api
+            };
+            let api = control_api(
+                api,
+                &shared,
+                &control_state,
+                &links,
+                opened.describe(),
+                why,
+                gw.workers,
+                &snapshots,
+                clock,
+            );
+            let control = crate::control::Control {
+                ila: control_state.clone(),
+                api: Some(Arc::new(api)),
+            };
+            Some(
+                sock.serve(control, Arc::clone(&stop), events_tx)
+                    .map_err(io_err("control socket"))?,
+            )
+        }
+        None => None,
     };
     let [inside, outside] = &links;
     log(format!(
@@ -237,9 +294,6 @@ pub fn run(
         opened.describe(),
         if gw.busy_poll { ", busy polling" } else { "" }
     ));
-    let base = Instant::now();
-    let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
-    let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
     // NAT event logging (RFC 8158): the rings are attached before any worker starts.
     let natlog = natlog_exporter(&shared, gw, clock(), log)?;
     // What the exporter sent and dropped, exported on /metrics.
@@ -518,4 +572,55 @@ fn natlog_exporter(
         cfg.syslog.map_or(String::new(), |a| format!(" syslog {a}"))
     ));
     Ok(Some((exporter, counters)))
+}
+
+/// The JSON control API's state: the mode's tables, the workers' clock and counters, what
+/// `status` tells; the reload hook is the caller's, or (ILA) today's mapping reload.
+#[allow(clippy::too_many_arguments)]
+fn control_api(
+    opts: crate::control::api::ApiOptions,
+    shared: &Arc<AnyMode>,
+    ila: &Option<Arc<crate::control::ControlState>>,
+    links: &[Link; 2],
+    backend: &str,
+    backend_why: String,
+    workers: usize,
+    snapshots: &[Snapshot],
+    clock: impl Fn() -> Timestamp + Send + Sync + 'static,
+) -> crate::control::api::ApiState {
+    use crate::control::api::{ApiState, GatewayFacts, LinkFacts, ReloadHook};
+    let reload = opts.reload.or_else(|| {
+        let ila = Arc::clone(ila.as_ref()?);
+        let hook: ReloadHook = Arc::new(move || {
+            ila.reload()
+                .map(|s| format!("ILA mappings {s}"))
+                .map_err(|e| e.to_string())
+        });
+        Some(hook)
+    });
+    let snaps = snapshots.to_vec();
+    ApiState {
+        mode: Arc::clone(shared),
+        clock: Box::new(clock),
+        counters: Box::new(move || {
+            snaps
+                .iter()
+                .map(|s| s.lock().map(|g| g.clone()).unwrap_or_default())
+                .collect()
+        }),
+        facts: GatewayFacts {
+            mode: shared.name(),
+            links: [0, 1].map(|i| LinkFacts {
+                name: links[i].name.clone(),
+                index: links[i].index,
+                mtu: links[i].mtu as u32,
+            }),
+            backend: backend.to_owned(),
+            backend_why,
+            workers,
+            started: Instant::now(),
+            config: opts.config,
+        },
+        reload,
+    }
 }

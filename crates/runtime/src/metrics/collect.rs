@@ -89,6 +89,7 @@ pub fn collect(s: &Sample) -> Registry {
     traffic(&mut reg, s);
     table(&mut reg, s);
     per_worker(&mut reg, s);
+    census(&mut reg, s);
     reg
 }
 
@@ -356,5 +357,78 @@ fn per_worker(reg: &mut Registry, s: &Sample) {
         "worker_dropped_packets",
         "Packets dropped per worker, all reasons",
         each(&|e, _| e.total_dropped()),
+    );
+}
+
+/// Sessions by protocol and TCP state, bindings, and each pool address's use (from the
+/// control API's census: one read-only walk of the tables per scrape).
+fn census(reg: &mut Registry, s: &Sample) {
+    use conntrack::Proto;
+    use engine::introspect::{tcp_state_name, TCP_STATES};
+    if let Some(c) = &s.census {
+        gauges(
+            reg,
+            "sessions_by_protocol",
+            "Live sessions per protocol (counted by a walk of the table)",
+            [Proto::Tcp, Proto::Udp, Proto::Icmp]
+                .map(|p| (label("protocol", p.as_str()), c.by_proto[p.index()])),
+        );
+        gauges(
+            reg,
+            "tcp_sessions",
+            "Live TCP sessions per state (syn_sent and syn_recv: handshakes not completed)",
+            TCP_STATES
+                .iter()
+                .zip(c.tcp)
+                .map(|(st, n)| (label("state", tcp_state_name(*st)), n)),
+        );
+        gauge(
+            reg,
+            "bindings",
+            "Live bindings (public address and port mappings)",
+            c.bindings,
+        );
+    }
+    if s.pool.is_empty() {
+        return;
+    }
+    let per_addr = |f: &dyn Fn(&engine::introspect::PoolAddrUsage) -> u64| {
+        s.pool
+            .iter()
+            .map(|u| (label("address", u.addr.to_string()), f(u)))
+            .collect::<Vec<_>>()
+    };
+    gauges(
+        reg,
+        "pool_ports",
+        "Ports per protocol each public pool address hands out",
+        per_addr(&|u| u64::from(u.ports_per_proto)),
+    );
+    let taken: Vec<(Labels, u64)> = s
+        .pool
+        .iter()
+        .flat_map(|u| {
+            [Proto::Tcp, Proto::Udp, Proto::Icmp].map(|p| {
+                (
+                    vec![
+                        ("address", u.addr.to_string()),
+                        ("protocol", p.as_str().to_string()),
+                    ],
+                    u64::from(u.taken[p.index()]),
+                )
+            })
+        })
+        .collect();
+    gauges(
+        reg,
+        "pool_ports_taken",
+        "Ports taken per public pool address and protocol (in use or held back after use): divide by quicknat_pool_ports for utilisation",
+        taken,
+    );
+    gauges(
+        reg,
+        "pool_subscribers",
+        "Inside hosts with a binding on each public pool address",
+        per_addr(&|u| u64::from(u.subscribers)),
     );
 }

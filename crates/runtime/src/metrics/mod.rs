@@ -114,6 +114,11 @@ pub struct Sample {
     pub events: (u64, u64),
     /// Version, backend, mode, start time.
     pub build: Option<BuildInfo>,
+    /// Sessions by protocol and TCP state, and bindings (stateful modes; one walk of the
+    /// table per scrape, read-only: see `engine::introspect`).
+    pub census: Option<engine::introspect::Census>,
+    /// Use of each public pool address (NAT44, NAT64).
+    pub pool: Vec<engine::introspect::PoolAddrUsage>,
 }
 
 impl Sample {
@@ -171,6 +176,8 @@ impl Sources<'_> {
                 )
             }),
             build: Some(self.build.clone()),
+            census: occupancy.map(|_| self.mode.census()),
+            pool: self.mode.pool_usage(),
         }
     }
 }

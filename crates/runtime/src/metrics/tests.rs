@@ -110,6 +110,21 @@ fn sample(scale: u64) -> Sample {
             mode: "nat44",
             start_time: 1_700_000_000.5,
         }),
+        census: Some(engine::introspect::Census {
+            capacity: 65536,
+            live: 42,
+            dead_pending: 3,
+            by_proto: [5, 30, 7],
+            tcp: [0, 1, 0, 4, 0, 0, 0, 0],
+            bindings: 33,
+        }),
+        pool: vec![engine::introspect::PoolAddrUsage {
+            addr: "203.0.113.1".parse().unwrap(),
+            ports_per_proto: 64512,
+            taken: [5, 30, 7],
+            bindings: 33,
+            subscribers: 4,
+        }],
     }
 }
 
@@ -186,6 +201,20 @@ fn the_exposition_parses_and_says_what_the_counters_say() {
     assert_eq!(v("quicknat_sessions{}"), 42.0);
     assert_eq!(v("quicknat_session_table_capacity{}"), 65536.0);
     assert_eq!(v(r#"quicknat_session_table_slots{state="live"}"#), 42.0);
+    // The census (sessions by protocol and TCP state) and the pool's use per address.
+    assert_eq!(v(r#"quicknat_sessions_by_protocol{protocol="udp"}"#), 30.0);
+    assert_eq!(v(r#"quicknat_tcp_sessions{state="established"}"#), 4.0);
+    assert_eq!(v(r#"quicknat_tcp_sessions{state="syn_sent"}"#), 1.0);
+    assert_eq!(v("quicknat_bindings{}"), 33.0);
+    assert_eq!(v(r#"quicknat_pool_ports{address="203.0.113.1"}"#), 64512.0);
+    assert_eq!(
+        v(r#"quicknat_pool_subscribers{address="203.0.113.1"}"#),
+        4.0
+    );
+    assert_eq!(
+        v(r#"quicknat_pool_ports_taken{address="203.0.113.1",protocol="icmp"}"#),
+        7.0
+    );
     assert_eq!(
         v(r#"quicknat_session_table_slots{state="dead_pending"}"#),
         3.0

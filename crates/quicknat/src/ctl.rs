@@ -1,0 +1,373 @@
+//! `quicknat sessions|bindings|pool|stats|status|reload`: the client of the control
+//! API (`runtime::control::api`, JSON lines on the control socket). Sends one request,
+//! prints the answer as a table, or with `--json` the raw JSON lines (for `jq`). An
+//! error answer (or a refusal) becomes a failed exit with the gateway's message.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::IpAddr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::{json, Value};
+
+/// Options every control verb takes.
+#[derive(Debug, Args)]
+pub struct CtlOpts {
+    /// The running gateway's control socket.
+    #[arg(long, value_name = "PATH", default_value = runtime::control::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the raw JSON lines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Filters of `quicknat sessions`.
+#[derive(Debug, Args, Default)]
+pub struct SessionArgs {
+    /// Only this protocol (tcp, udp, icmp).
+    #[arg(long)]
+    pub proto: Option<String>,
+    /// Only sessions of this inside host (NAT64: its IPv6 address).
+    #[arg(long, value_name = "ADDR")]
+    pub inside: Option<IpAddr>,
+    /// Only this inside port (or ICMP identifier).
+    #[arg(long, value_name = "PORT")]
+    pub inside_port: Option<u16>,
+    /// Only this public address.
+    #[arg(long, value_name = "ADDR")]
+    pub public: Option<IpAddr>,
+    /// Only this public port.
+    #[arg(long, value_name = "PORT")]
+    pub public_port: Option<u16>,
+    /// Only this remote address (IPv4, or NAT64's Pref64 form).
+    #[arg(long, value_name = "ADDR")]
+    pub remote: Option<IpAddr>,
+    /// Only this remote port.
+    #[arg(long, value_name = "PORT")]
+    pub remote_port: Option<u16>,
+    /// At most this many sessions.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+}
+
+/// Which verb.
+#[derive(Debug)]
+pub enum Verb {
+    /// `sessions`
+    Sessions(SessionArgs),
+    /// `bindings`
+    Bindings,
+    /// `pool`
+    Pool,
+    /// `stats`
+    Stats,
+    /// `status`
+    Status,
+    /// `reload`
+    Reload,
+    /// `census`
+    Census,
+}
+
+/// The request line of `verb`.
+pub fn request_of(verb: &Verb) -> Value {
+    match verb {
+        Verb::Sessions(a) => {
+            let mut filter = serde_json::Map::new();
+            let mut put = |k: &str, v: Option<Value>| {
+                if let Some(v) = v {
+                    filter.insert(k.to_owned(), v);
+                }
+            };
+            put("proto", a.proto.clone().map(Value::from));
+            put("inside", a.inside.map(|x| x.to_string().into()));
+            put("inside_port", a.inside_port.map(Value::from));
+            put("public", a.public.map(|x| x.to_string().into()));
+            put("public_port", a.public_port.map(Value::from));
+            put("remote", a.remote.map(|x| x.to_string().into()));
+            put("remote_port", a.remote_port.map(Value::from));
+            let mut r = json!({"v": 1, "cmd": "sessions"});
+            if !filter.is_empty() {
+                r["filter"] = Value::Object(filter);
+            }
+            if let Some(l) = a.limit {
+                r["limit"] = l.into();
+            }
+            r
+        }
+        Verb::Bindings => json!({"v": 1, "cmd": "bindings"}),
+        Verb::Pool => json!({"v": 1, "cmd": "pool"}),
+        Verb::Stats => json!({"v": 1, "cmd": "stats"}),
+        Verb::Status => json!({"v": 1, "cmd": "status"}),
+        Verb::Reload => json!({"v": 1, "cmd": "reload"}),
+        Verb::Census => json!({"v": 1, "cmd": "census"}),
+    }
+}
+
+/// Sends `req` to the socket at `path`; returns the answer's lines: the items of a
+/// streaming answer, then the final line (the one with `"v"`). A refusal or error is an
+/// `Err` with the gateway's message.
+pub fn request(path: &Path, req: &Value) -> anyhow::Result<(Vec<String>, Value)> {
+    let stream = UnixStream::connect(path).with_context(|| {
+        format!(
+            "cannot reach the control socket {} (is quicknat running? --socket PATH)",
+            path.display()
+        )
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut writer = stream.try_clone()?;
+    writer.write_all(format!("{req}\n").as_bytes())?;
+    let mut reader = BufReader::new(stream);
+    let mut items = Vec::new();
+    loop {
+        let mut l = String::new();
+        if reader.read_line(&mut l)? == 0 {
+            bail!("the gateway closed the control connection without finishing its answer");
+        }
+        let line = l.trim_end();
+        // A refusal is answered before any request is read, in the text protocol.
+        if let Some(e) = line.strip_prefix("error ") {
+            bail!("{e}");
+        }
+        let v: Value = serde_json::from_str(line)
+            .with_context(|| format!("the gateway answered a line that is not JSON: {line:?}"))?;
+        if v.get("v").is_some() {
+            if v["ok"] != Value::Bool(true) {
+                bail!("{}", v["error"].as_str().unwrap_or("error"));
+            }
+            return Ok((items, v));
+        }
+        items.push(line.to_owned());
+    }
+}
+
+/// Runs `verb`: asks, prints.
+pub fn run(verb: &Verb, opts: &CtlOpts) -> anyhow::Result<()> {
+    let (items, last) = request(&opts.socket, &request_of(verb))?;
+    let out = if opts.json {
+        let mut s = String::new();
+        for i in &items {
+            s.push_str(i);
+            s.push('\n');
+        }
+        s.push_str(&last.to_string());
+        s.push('\n');
+        s
+    } else {
+        let items: Vec<Value> = items
+            .iter()
+            .map(|l| serde_json::from_str(l))
+            .collect::<Result<_, _>>()?;
+        table(verb, &items, &last)
+    };
+    std::io::stdout().write_all(out.as_bytes())?;
+    Ok(())
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        v => v.to_string(),
+    }
+}
+
+/// Columns padded to their widest cell.
+fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The readable form of an answer.
+pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
+    let count = last["count"].as_u64().unwrap_or(items.len() as u64);
+    match verb {
+        Verb::Sessions(_) => {
+            let mut rows = vec![[
+                "PROTO", "INSIDE", "PUBLIC", "REMOTE", "ORIGIN", "STATE", "IDLE", "EXPIRES",
+            ]
+            .map(String::from)
+            .to_vec()];
+            for i in items {
+                rows.push(vec![
+                    s(&i["proto"]),
+                    s(&i["inside"]),
+                    s(&i["public"]),
+                    if i["remote_inside"] != i["remote"] {
+                        format!("{} ({})", s(&i["remote"]), s(&i["remote_inside"]))
+                    } else {
+                        s(&i["remote"])
+                    },
+                    s(&i["origin"]),
+                    s(&i["state"]),
+                    secs(&i["idle_ms"]),
+                    secs(&i["expires_in_ms"]),
+                ]);
+            }
+            format!("{}{count} sessions\n", columns(&rows))
+        }
+        Verb::Bindings if items.first().is_some_and(|i| i.get("identifier").is_some()) => {
+            let mut rows = vec![vec!["IDENTIFIER".to_owned(), "LOCATOR".to_owned()]];
+            rows.extend(
+                items
+                    .iter()
+                    .map(|i| vec![s(&i["identifier"]), s(&i["locator"])]),
+            );
+            format!("{}{count} mappings\n", columns(&rows))
+        }
+        Verb::Bindings => {
+            let mut rows = vec![["PROTO", "INSIDE", "PUBLIC", "SESSIONS", "STATIC"]
+                .map(String::from)
+                .to_vec()];
+            rows.extend(items.iter().map(|i| {
+                vec![
+                    s(&i["proto"]),
+                    s(&i["inside"]),
+                    s(&i["public"]),
+                    s(&i["sessions"]),
+                    if i["static"] == Value::Bool(true) {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                    .into(),
+                ]
+            }));
+            format!("{}{count} bindings\n", columns(&rows))
+        }
+        Verb::Pool => {
+            let mut rows = vec![[
+                "ADDRESS",
+                "TCP",
+                "UDP",
+                "ICMP",
+                "PORTS/PROTO",
+                "BINDINGS",
+                "SUBSCRIBERS",
+            ]
+            .map(String::from)
+            .to_vec()];
+            rows.extend(items.iter().map(|i| {
+                vec![
+                    s(&i["addr"]),
+                    s(&i["taken"]["tcp"]),
+                    s(&i["taken"]["udp"]),
+                    s(&i["taken"]["icmp"]),
+                    s(&i["ports_per_proto"]),
+                    s(&i["bindings"]),
+                    s(&i["subscribers"]),
+                ]
+            }));
+            format!("{}{count} addresses\n", columns(&rows))
+        }
+        Verb::Stats => stats_table(&last["stats"]),
+        Verb::Status => {
+            let st = &last["status"];
+            let link =
+                |l: &Value| format!("{} (index {}, mtu {})", s(&l["name"]), l["index"], l["mtu"]);
+            let config = match &st["config"] {
+                Value::Null => "none (built-in example)".to_owned(),
+                c => format!("{} (sha256 {})", s(&c["path"]), s(&c["sha256"])),
+            };
+            columns(&[
+                vec!["mode".into(), s(&st["mode"])],
+                vec!["inside".into(), link(&st["inside"])],
+                vec!["outside".into(), link(&st["outside"])],
+                vec![
+                    "backend".into(),
+                    format!("{} ({})", s(&st["backend"]), s(&st["backend_why"])),
+                ],
+                vec!["workers".into(), s(&st["workers"])],
+                vec!["uptime".into(), format!("{} s", st["uptime_s"])],
+                vec!["sessions".into(), s(&st["sessions"])],
+                vec!["config".into(), config],
+                vec!["version".into(), s(&st["version"])],
+                vec!["pid".into(), s(&st["pid"])],
+            ])
+        }
+        Verb::Census => {
+            let c = &last["census"];
+            let mut rows = vec![
+                vec!["capacity".into(), s(&c["capacity"])],
+                vec!["live".into(), s(&c["live"])],
+                vec!["dead_pending".into(), s(&c["dead_pending"])],
+                vec!["bindings".into(), s(&c["bindings"])],
+            ];
+            if let Some(p) = c["by_proto"].as_object() {
+                rows.extend(p.iter().map(|(k, v)| vec![k.clone(), s(v)]));
+            }
+            if let Some(t) = c["tcp"].as_object() {
+                rows.extend(
+                    t.iter()
+                        .filter(|(_, v)| v.as_u64() != Some(0))
+                        .map(|(k, v)| vec![format!("tcp {k}"), s(v)]),
+                );
+            }
+            columns(&rows)
+        }
+        Verb::Reload => format!("{}\n", s(&last["reload"])),
+    }
+}
+
+fn secs(ms: &Value) -> String {
+    ms.as_u64().map_or_else(
+        || "-".into(),
+        |m| format!("{}.{:01}s", m / 1000, (m % 1000) / 100),
+    )
+}
+
+/// `stats`: every counter, total then per worker; drops with their explanation.
+fn stats_table(st: &Value) -> String {
+    let workers = st["workers"].as_array().cloned().unwrap_or_default();
+    let mut head = vec!["COUNTER".to_owned(), "TOTAL".to_owned()];
+    head.extend((0..workers.len()).map(|i| format!("W{i}")));
+    let mut rows = vec![head];
+    for part in ["engine", "io"] {
+        if let Some(m) = st["total"][part].as_object() {
+            for (k, v) in m.iter().filter(|(k, _)| *k != "drops") {
+                let mut r = vec![format!("{part}.{k}"), s(v)];
+                r.extend(workers.iter().map(|w| s(&w[part][k])));
+                rows.push(r);
+            }
+        }
+    }
+    let mut out = columns(&rows);
+    out.push_str("\ndrops:\n");
+    let mut rows = vec![];
+    if let Some(m) = st["total"]["engine"]["drops"].as_object() {
+        for (k, v) in m {
+            let mut r = vec![k.clone(), s(v)];
+            r.extend(workers.iter().map(|w| s(&w["engine"]["drops"][k])));
+            r.push(s(&st["drop_reasons"][k]));
+            rows.push(r);
+        }
+    }
+    out.push_str(&columns(&rows));
+    out
+}
+
+#[cfg(test)]
+#[path = "ctl_tests.rs"]
+mod tests;

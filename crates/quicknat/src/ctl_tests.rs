@@ -1,0 +1,47 @@
+//! The client's requests and tables (the server side is tested in runtime's api_tests
+//! and end to end in tests/e2e/test_control_api.py).
+
+use super::*;
+
+#[test]
+fn requests_carry_the_version_and_only_the_filters_given() {
+    let a = SessionArgs {
+        proto: Some("tcp".into()),
+        inside: Some("10.0.0.2".parse().unwrap()),
+        remote_port: Some(80),
+        limit: Some(5),
+        ..SessionArgs::default()
+    };
+    assert_eq!(
+        request_of(&Verb::Sessions(a)),
+        json!({"v":1,"cmd":"sessions","filter":{"proto":"tcp","inside":"10.0.0.2","remote_port":80},"limit":5})
+    );
+    assert_eq!(
+        request_of(&Verb::Sessions(SessionArgs::default())),
+        json!({"v":1,"cmd":"sessions"})
+    );
+    assert_eq!(request_of(&Verb::Reload), json!({"v":1,"cmd":"reload"}));
+}
+
+#[test]
+fn tables_line_up_and_count() {
+    let items = vec![
+        json!({"proto":"tcp","inside":"10.0.0.2:42000","public":"203.0.113.1:1024",
+        "remote":"198.51.100.2:8080","remote_inside":"198.51.100.2:8080","origin":"inside",
+        "state":"established","idle_ms":1500,"expires_in_ms":7438500}),
+    ];
+    let t = table(
+        &Verb::Sessions(SessionArgs::default()),
+        &items,
+        &json!({"v":1,"ok":true,"end":"sessions","count":1}),
+    );
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].starts_with("PROTO  INSIDE"), "{t}");
+    assert!(
+        lines[1].contains("established") && lines[1].contains("1.5s"),
+        "{t}"
+    );
+    assert_eq!(lines[2], "1 sessions");
+    // The columns line up: the public endpoint starts where its header does.
+    assert_eq!(lines[0].find("PUBLIC"), lines[1].find("203.0.113.1"));
+}
