@@ -74,10 +74,13 @@ fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
     r.config = mode;
     let mut line = format!("{}: {report}", r.config.name());
     if let Some(ila) = &r.ila {
-        match ila.reload() {
-            Ok(s) => line.push_str(&format!("; ILA mappings {s}")),
-            Err(e) => return Err(format!("ILA mappings: {e}")),
-        }
+        let mappings = ila.reload().map_err(|e| format!("ILA mappings: {e}"))?;
+        // ILA's settings rarely change; its mappings do (the line `ila reload` gives).
+        line = if report.to_string() == "no change" {
+            format!("ILA mappings {mappings}")
+        } else {
+            format!("{line}; ILA mappings {mappings}")
+        };
     }
     for w in loaded.warnings {
         line.push_str(&format!("; warning: {w}"));
