@@ -15,7 +15,7 @@
 //! and the reaper collects the entry once the holders have let go. A reference is never
 //! wiped.
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::chain::{ChainIndex, Nodes, Refused};
 use crate::key::Key;
@@ -131,6 +131,9 @@ impl Nodes for View<'_> {
 pub struct RefTable {
     slab: Slab<Entry>,
     index: ChainIndex,
+    /// Slots taken (live, unreferenced or claimed, until freed): what
+    /// [`insert_within`](Self::insert_within) bounds.
+    taken: AtomicUsize,
 }
 
 impl RefTable {
@@ -139,6 +142,7 @@ impl RefTable {
         Self {
             slab: Slab::new(capacity),
             index: ChainIndex::new(capacity.saturating_mul(2)),
+            taken: AtomicUsize::new(0),
         }
     }
 
@@ -238,7 +242,29 @@ impl RefTable {
         is_static: bool,
         user: u32,
     ) -> Result<u32, RefInsertError> {
+        self.insert_within(a, b, index_b, refs, is_static, user, usize::MAX)
+    }
+
+    /// [`insert`](Self::insert), refused (`Full`) while `max_taken` slots or more are
+    /// taken (live entries, and unreferenced or claimed ones until they are freed): a
+    /// bound below the capacity keeps the rest for other entries (O(1); may overshoot by
+    /// the inserts racing with it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_within(
+        &self,
+        a: u64,
+        b: u64,
+        index_b: bool,
+        refs: u32,
+        is_static: bool,
+        user: u32,
+        max_taken: usize,
+    ) -> Result<u32, RefInsertError> {
+        if self.taken() >= max_taken {
+            return Err(RefInsertError::Full);
+        }
         let id = self.slab.alloc().ok_or(RefInsertError::Full)?;
+        self.taken.fetch_add(1, Ordering::Relaxed);
         let Some(e) = self.slab.get(id) else {
             return Err(RefInsertError::Full);
         };
@@ -264,7 +290,7 @@ impl RefTable {
                 .compare_exchange(meta, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                self.slab.free(id);
+                self.free(id);
             }
             return Err(match refused {
                 Refused::Exists(m) => RefInsertError::ExistsA(m >> 1),
@@ -349,7 +375,17 @@ impl RefTable {
 
     /// Returns a reaped slot once no worker can reach it.
     pub fn free(&self, id: u32) {
+        if self.slab.get(id).is_none() {
+            return;
+        }
+        self.taken.fetch_sub(1, Ordering::Relaxed);
         self.slab.free(id);
+    }
+
+    /// Slots taken: live entries, and unreferenced or claimed ones until they are freed
+    /// (O(1)).
+    pub fn taken(&self) -> usize {
+        self.taken.load(Ordering::Relaxed)
     }
 
     /// Live entries (a walk; for reports and tests).
@@ -462,6 +498,36 @@ mod tests {
         assert!(!t.try_ref(id), "claimed entries cannot be revived");
         assert_eq!(t.find_a(10), None);
         assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn insert_within_bounds_the_slots_taken() {
+        let t = RefTable::new(4);
+        let a = t.insert_within(1, 101, true, 1, false, 0, 2).unwrap();
+        // A lost race gives its slot back: not counted.
+        assert_eq!(
+            t.insert_within(1, 102, true, 1, false, 0, 2),
+            Err(RefInsertError::ExistsA(a))
+        );
+        assert_eq!(t.taken(), 1);
+        t.insert_within(2, 102, true, 1, false, 0, 2).unwrap();
+        assert_eq!(t.taken(), 2);
+        // Refused at the bound with room left in the table, which others still get.
+        assert_eq!(
+            t.insert_within(3, 103, true, 1, false, 0, 2),
+            Err(RefInsertError::Full)
+        );
+        t.insert(4, 104, true, 0, true, 0).unwrap();
+        assert_eq!(t.taken(), 3);
+        // An unreferenced entry counts until its slot is freed.
+        assert_eq!(t.unref(a), 0);
+        let mut reaped = vec![];
+        t.reap(|i, _| reaped.push(i));
+        assert_eq!(reaped, vec![a]);
+        assert_eq!(t.taken(), 3);
+        t.free(a);
+        assert_eq!(t.taken(), 2);
+        t.insert_within(3, 103, true, 1, false, 0, 3).unwrap();
     }
 
     #[test]

@@ -32,6 +32,8 @@ mod tests;
 #[cfg(test)]
 mod tests_evict;
 #[cfg(test)]
+mod tests_flood;
+#[cfg(test)]
 mod tests_frag;
 #[cfg(test)]
 mod tests_hairpin;
@@ -221,6 +223,7 @@ impl Nat44Shared {
             sessions: Arc::new(SessionTable::new(cap)),
             // Every session holds at most one binding and one permit; forwards are extra
             // (room for as many again as configured at start, for forwards added live).
+            // The session bindings never take that extra room: see `binding_room`.
             bindings: Arc::new(RefTable::new(cap + 2 * cfg.port_forwards.len() + 64)),
             permits: Arc::new(RefTable::new(
                 if cfg.filtering == crate::config::Filtering::AddressDependent {
@@ -518,6 +521,22 @@ fn rewrite_of(t: &Tuple) -> xlat::nat44::Rewrite {
         sport: t.src.port,
         dst: t.dst.addr,
         dport: t.dst.port,
+    }
+}
+
+// -- the bound of the bindings sessions make (fixflood) --
+impl Nat44Shared {
+    /// Slots of `bindings` a new session's binding (dynamic, or static 1:1 on demand) may
+    /// find taken and still be made: the session capacity plus this generation's port
+    /// forwards, as the table was sized before live reload. The table's extra room (for
+    /// forwards added live) is never theirs: otherwise a new flow gets a binding and a
+    /// port while the session table is full, and its refused session then early-drops
+    /// unconfirmed sessions (`install`), established flows still awaiting a reply among
+    /// them, for every flow refused; at this bound it is refused at the binding, with
+    /// nothing taken and nothing evicted.
+    #[inline]
+    pub(super) fn binding_room(&self) -> usize {
+        self.cfg.max_sessions + self.cfg.port_forwards.len()
     }
 }
 

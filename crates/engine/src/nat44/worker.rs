@@ -529,13 +529,14 @@ impl Nat44Worker {
                 if !sh.acquire_inside(inside.addr) {
                     return Err(DropReason::NoMapping);
                 }
-                match sh.bindings.insert(
+                match sh.bindings.insert_within(
                     ep_key(t.proto, inside),
                     ep_key(t.proto, public),
                     true,
                     1,
                     false,
                     0,
+                    sh.binding_room(),
                 ) {
                     Ok(b) => b,
                     Err(e) => {
@@ -617,13 +618,14 @@ impl Nat44Worker {
                 uncount(&sh);
                 return Err(DropReason::NoMapping);
             }
-            let inserted = sh.bindings.insert(
+            let inserted = sh.bindings.insert_within(
                 key,
                 ep_key(proto, public),
                 true,
                 1,
                 false,
                 rule.map_or(0, |r| r + 1),
+                sh.binding_room(),
             );
             if let Err(e) = inserted {
                 sh.release_inside_unless_withdrawn(inside.addr, e, now);
