@@ -19,6 +19,9 @@ configuration file is rewritten to add a rule 10.0.1.0/24 -> the new pool
 NAT64 (below): a download from an IPv4 server to an IPv6 client survives a reload that
 adds to pool4 and changes the UDP timeout; a pref64 change is refused.
 
+SIIT (last): a reload moves an EAM entry to another IPv4 address; pings follow it at
+once, in the same process.
+
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_reload.py [--quicknat PATH]
 """
@@ -260,3 +263,73 @@ def test_nat64_a_download_survives_a_pool4_and_timeout_reload(gw64):
     # A new flow: from the pool4 in force (the new addresses included).
     peer = r.stdout.strip()
     assert re.fullmatch(r"peer=203\.0\.113\.(1|8|9|10|11)", peer), peer + r.stderr
+
+
+# -- SIIT (stateless): the whole translator configuration reloads live --
+
+SIIT = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+stats_interval = 1
+
+[siit]
+pref64 = "2001:db8:64::/96"
+eam = [ {{ ipv4 = "{eam4}/32", ipv6 = "2001:db8:6::2/128" }} ]
+"""
+
+
+def siit_config(backend, eam4):
+    return SIIT.format(backend=backend, eam4=eam4)
+
+
+class ReloadSiit(Reload):
+    """h4 (192.0.2.2) == gw (g-in 192.0.2.1 | g-out 2001:db8:6::1) == h6 (2001:db8:6::2).
+    The IPv4 side sees h6 as its EAM address; h4 is embedded in the Pref64."""
+
+    def __init__(self):
+        Scenario.__init__(self, "qrs", ("h4", "gw", "h6"))
+
+    def setup(self, quicknat, backend):
+        self.backend = backend
+        self.make_namespaces()
+        self.link("h4", "a0", "gw", "g-in")
+        self.link("h6", "b0", "gw", "g-out")
+        self.nsx("h4", "ip", "addr", "add", "192.0.2.2/24", "dev", "a0")
+        self.nsx("h4", "ip", "route", "add", "198.51.100.0/24", "via", "192.0.2.1")
+        self.nsx("gw", "ip", "addr", "add", "192.0.2.1/24", "dev", "g-in")
+        self.nsx("gw", "ip", "-6", "addr", "add", "2001:db8:6::1/64", "dev", "g-out", "nodad")
+        self.nsx("h6", "ip", "-6", "addr", "add", "2001:db8:6::2/64", "dev", "b0", "nodad")
+        self.nsx("h6", "ip", "-6", "route", "add", "2001:db8:64::/96", "via", "2001:db8:6::1")
+        self.qn = self.quicknat(quicknat, "gw", siit_config(backend, "198.51.100.10"),
+                                f"reload-siit-{backend}")
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+    def ping(self, dst):
+        """Whether h4 gets an echo reply from `dst` (h6 behind its EAM address)."""
+        r = self.nsx("h4", "ping", "-c", "1", "-W", "1", dst, check=False, timeout=5)
+        return r.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def gw_siit(quicknat, backend):
+    g = ReloadSiit()
+    try:
+        g.setup(quicknat, backend)
+        yield g
+    finally:
+        assert not g.close()
+
+
+def test_siit_a_reload_moves_an_eam_entry(gw_siit):
+    # Before: h6 answers at 198.51.100.10 (its EAM entry); .20 is only a Pref64 address.
+    assert wait_for(lambda: gw_siit.ping("198.51.100.10"), 5), gw_siit.qn.text()[-2000:]
+    assert not gw_siit.ping("198.51.100.20")
+    gw_siit.rewrite(siit_config(gw_siit.backend, "198.51.100.20"))
+    line = gw_siit.hup("siit: ")
+    assert "eam: 1 → 1 entries" in line, line
+    # After: the entry moved, live, without a restart (the same process answers).
+    assert wait_for(lambda: gw_siit.ping("198.51.100.20"), 5), gw_siit.qn.text()[-2000:]
+    assert not gw_siit.ping("198.51.100.10")
+    assert gw_siit.qn.proc.poll() is None

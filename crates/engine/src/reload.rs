@@ -138,12 +138,15 @@ pub fn refuse_restart_only(fields: &[(&'static str, bool)]) -> Result<(), Config
 impl AnyMode {
     /// Applies `new` live over `old` (the configuration this instance runs), or refuses
     /// with the reason, keeping `old` in force. NAT44 and NAT64 change their policy live
-    /// (see `nat44::reload`, `nat64::reload`); SIIT/CLAT and ILA's settings other than
-    /// its mappings (which the runtime's control state reloads) need a restart.
+    /// (see `nat44::reload`, `nat64::reload`), SIIT/CLAT their whole translator
+    /// configuration ([`crate::siit::Siit::reload`]); ILA's settings other than its
+    /// mappings (which the runtime's control state reloads) need a restart.
     pub fn reload(&self, old: &ModeConfig, new: &ModeConfig) -> Result<ReloadReport, ConfigError> {
         match (self, old, new) {
             (AnyMode::Nat44(s), ModeConfig::Nat44(_), ModeConfig::Nat44(n)) => s.reload(n.clone()),
             (AnyMode::Nat64(s), ModeConfig::Nat64(o), ModeConfig::Nat64(n)) => s.reload(o, n),
+            (AnyMode::Siit(s), ModeConfig::Siit(o), ModeConfig::Siit(n))
+            | (AnyMode::Siit(s), ModeConfig::Clat(o), ModeConfig::Clat(n)) => s.reload(o, n),
             (_, o, n) if o.name() != n.name() => Err(ConfigError::new(
                 ConfigItem::Field("mode"),
                 format!(

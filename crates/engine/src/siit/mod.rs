@@ -33,6 +33,7 @@
 
 use std::cell::Cell;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use conntrack::Timestamp;
 use xlat::icmp_reply::IcmpReason;
@@ -41,6 +42,7 @@ use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitDrop, SiitOptions, SiitVerdict}
 use crate::config::ConfigError;
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Side};
+use crate::reload::{PolicyCell, ReloadReport};
 use crate::{Counters, Direction, DropReason, Emit};
 
 /// Which stateless mode a [`Siit`] is (the same translator, named as configured).
@@ -56,10 +58,15 @@ pub enum SiitKind {
 /// ([`ModeWorker`]; each worker is a copy with its own counters).
 #[derive(Clone, Debug)]
 pub struct Siit {
-    cfg: SiitConfig,
+    /// The configuration in force for this worker (a reload's generation once picked up).
+    cfg: Arc<SiitConfig>,
     kind: SiitKind,
     counters: Counters,
     responder: Responder,
+    /// Where reloads publish new configurations (shared by the instance and its workers),
+    /// and the generation this copy runs.
+    cell: Arc<PolicyCell<SiitConfig>>,
+    generation: u64,
 }
 
 impl Siit {
@@ -68,14 +75,73 @@ impl Siit {
         cfg.validate()?;
         // Longest IPv4 prefix first, so `find` is a longest match. (IPv6 sides do not
         // overlap, and their lengths follow the IPv4 ones.)
-        let mut cfg = cfg;
-        cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
+        let cfg = Self::prepared(cfg);
         Ok(Siit {
             responder: Responder::enabled(cfg.icmp_errors, cfg.icmp_rate),
-            cfg,
+            cfg: Arc::new(cfg),
             kind,
             counters: Counters::default(),
+            cell: Arc::default(),
+            generation: 0,
         })
+    }
+
+    /// `cfg` with its EAM entries longest IPv4 prefix first, so `find` is a longest match.
+    /// (IPv6 sides do not overlap, and their lengths follow the IPv4 ones.)
+    fn prepared(mut cfg: SiitConfig) -> SiitConfig {
+        cfg.eam.sort_by_key(|e| std::cmp::Reverse(e.ipv4.len()));
+        cfg
+    }
+
+    // -- live reload (issue 12): the translator's whole configuration, one generation --
+
+    /// Validates `new` and publishes it for every worker (each takes it at its next
+    /// batch); reports what changed. `old` is the configuration in force. A worker
+    /// translating meanwhile uses one generation or the next for a packet, never a mix.
+    pub fn reload(&self, old: &SiitConfig, new: &SiitConfig) -> Result<ReloadReport, ConfigError> {
+        new.validate()?;
+        let mut report = ReloadReport::default();
+        report.compare("pref64", &old.pref64, &new.pref64);
+        if old.eam != new.eam {
+            report.push(format!(
+                "eam: {} → {} entries",
+                old.eam.len(),
+                new.eam.len()
+            ));
+        }
+        report.compare(
+            "icmp_error_source",
+            &old.icmp_error_source,
+            &new.icmp_error_source,
+        );
+        report.compare("options", &old.options, &new.options);
+        report.compare("icmp_errors", &old.icmp_errors, &new.icmp_errors);
+        report.compare("eam_hairpin", &old.eam_hairpin, &new.eam_hairpin);
+        report.compare("icmp_rate", &old.icmp_rate, &new.icmp_rate);
+        if old != new {
+            let _serial = self.cell.serialise();
+            self.cell.publish(Arc::new(Self::prepared(new.clone())));
+        }
+        Ok(report)
+    }
+
+    /// Picks up the configuration a reload published, if any and the cell is free at once
+    /// (one atomic load when nothing changed).
+    #[inline]
+    fn refresh_if_stale(&mut self) {
+        if self.cell.generation() == self.generation {
+            return;
+        }
+        if let Some((g, latest)) = self.cell.try_latest() {
+            if let Some(next) = latest {
+                if (next.icmp_errors, next.icmp_rate) != (self.cfg.icmp_errors, self.cfg.icmp_rate)
+                {
+                    self.responder = Responder::enabled(next.icmp_errors, next.icmp_rate);
+                }
+                self.cfg = next;
+            }
+            self.generation = g;
+        }
     }
 
     /// The configuration in force.
@@ -201,6 +267,10 @@ struct Done {
 }
 
 impl ModeWorker for Siit {
+    fn begin_batch(&mut self) {
+        self.refresh_if_stale();
+    }
+
     /// Translates the packet in `frame` to the other family. A packet whose TTL / Hop
     /// Limit runs out, or that is too big for the other side with DF set or over IPv6, is
     /// answered with an ICMP error (RFC 7915 §4, §5); an IPv4 packet without DF too big

@@ -221,3 +221,55 @@ proptest! {
         prop_assert_eq!(e.map_v6(e.map_v4(a)), a);
     }
 }
+
+// -- live reload (issue 12) --
+
+/// A reload publishes the new EAM table; a worker takes it at its next batch, translates
+/// with it from then on, and a refused configuration leaves the one in force.
+#[test]
+fn a_reload_changes_the_eam_table_of_running_workers() {
+    let shared = siit();
+    let mut w = shared.worker(0);
+    let to_eam = |w: &mut Siit| {
+        let out = run(
+            w,
+            &v4_udp(
+                Ipv4Addr::new(198, 51, 100, 7),
+                Ipv4Addr::new(192, 168, 255, 10),
+            ),
+        )
+        .unwrap();
+        v6_addrs(&out).1
+    };
+    let before: Ipv6Addr = "2001:db8:1::10".parse().unwrap();
+    assert_eq!(to_eam(&mut w), before);
+    let old = shared.config().clone();
+    let mut new = old.clone();
+    new.eam = vec![Eam::new(
+        "192.168.255.10/32".parse().unwrap(),
+        "2001:db8:2::99/128".parse().unwrap(),
+    )
+    .unwrap()];
+    let report = shared.reload(&old, &new).unwrap();
+    assert_eq!(report.to_string(), "eam: 1 → 1 entries");
+    // Not before the worker's next batch ...
+    assert_eq!(to_eam(&mut w), before);
+    w.begin_batch();
+    // ... and from then on, for it and for a worker made later.
+    let after: Ipv6Addr = "2001:db8:2::99".parse().unwrap();
+    assert_eq!(to_eam(&mut w), after);
+    let mut late = shared.worker(1);
+    late.begin_batch();
+    assert_eq!(to_eam(&mut late), after);
+    // A configuration that does not validate is refused; the one in force stays.
+    let bad = SiitConfig {
+        pref64: None,
+        eam: Vec::new(),
+        ..new.clone()
+    };
+    assert!(shared.reload(&new, &bad).is_err());
+    w.begin_batch();
+    assert_eq!(to_eam(&mut w), after);
+    // The same file again: nothing to report.
+    assert_eq!(shared.reload(&new, &new).unwrap().to_string(), "no change");
+}
