@@ -41,6 +41,8 @@ mod tests_mt;
 #[cfg(test)]
 mod tests_natlog;
 #[cfg(test)]
+mod tests_pba;
+#[cfg(test)]
 mod tests_reload;
 #[cfg(test)]
 mod tests_tcp;
@@ -198,7 +200,8 @@ impl Nat44Shared {
                     r.ports.last,
                     cfg.port_reuse_hold,
                     workers,
-                ))
+                )
+                .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber))
             })
             .collect();
         let cap = cfg.max_sessions;

@@ -74,6 +74,23 @@ impl Nat44Shared {
         log.record(at.ring, &e);
     }
 
+    /// A port block (PBA) was taken or released: one event per block, with its range.
+    pub(super) fn log_block(&self, at: Origin, taken: bool, b: &conntrack::Block) {
+        let Some(log) = self.log_for(EventClass::Block) else {
+            return;
+        };
+        let kind = if taken {
+            EventKind::PortBlockAllocate
+        } else {
+            EventKind::PortBlockRelease
+        };
+        let mut e = self.event(kind, kind, at, Endpoint::new(b.host, 0));
+        e.proto = proto_number(b.proto);
+        e.public = (b.addr, 0);
+        e.block = (b.first, b.len);
+        log.record(at.ring, &e);
+    }
+
     /// A session was installed or is gone.
     #[inline]
     pub(super) fn log_session(

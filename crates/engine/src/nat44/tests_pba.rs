@@ -1,0 +1,114 @@
+//! Port-block allocation through the engine: one RFC 8158 event per block (natEvent
+//! 16/17) whose range holds every port its subscriber's bindings got, released only once
+//! the last binding is gone and its port has waited out the hold; the block limit is a
+//! counted `subscriber_limit` drop; the block settings are restart-only.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use conntrack::Timestamp;
+
+use super::config::Nat44Config;
+use super::tests::{config, IN_A, IN_B, PUB, SRV};
+use super::Nat44;
+use crate::events::{Event, EventClass, EventKind, EventLog, EventMask};
+use crate::testpkt::{ipv4, ports, udp, v4_addrs};
+use crate::verdict::{Direction::*, DropReason};
+use crate::Emit;
+
+fn pba(size: u16, per: u16) -> Nat44Config {
+    Nat44Config {
+        port_block_size: size,
+        blocks_per_subscriber: per,
+        ..config()
+    }
+}
+
+fn blocks_log(n: &Nat44) -> Arc<EventLog> {
+    let log = Arc::new(EventLog::new(EventMask::NONE.with(EventClass::Block), 1, 1024));
+    assert!(n.shared().attach_events(Arc::clone(&log)));
+    log
+}
+
+fn drain(log: &EventLog) -> Vec<Event> {
+    let mut v = Vec::new();
+    for r in log.rings() {
+        r.drain(|e| v.push(e));
+    }
+    v
+}
+
+fn send(n: &mut Nat44, s: u64, src: Ipv4Addr, sport: u16) -> Result<(Ipv4Addr, u16), DropReason> {
+    let mut p = ipv4(17, src, SRV, 64, &udp(sport, 53, b"q"));
+    crate::testpkt::fill_l4_csum(&mut p);
+    let e = n.process(Timestamp::from_secs(s), Outbound, &mut p);
+    match e {
+        Emit::Forward { .. } => Ok((v4_addrs(&p).0, ports(&p).0)),
+        other => Err(other.drop_reason().unwrap_or(DropReason::NoRule)),
+    }
+}
+
+#[test]
+fn one_event_per_block_whose_range_holds_its_subscribers_ports() {
+    let mut n = Nat44::new(pba(16, 4)).unwrap();
+    let log = blocks_log(&n);
+    let mut got = Vec::new();
+    for p in 0..20u16 {
+        got.push((IN_A, send(&mut n, 1, IN_A, 6000 + p).unwrap()));
+    }
+    for p in 0..5u16 {
+        got.push((IN_B, send(&mut n, 1, IN_B, 6000 + p).unwrap()));
+    }
+    let made = drain(&log);
+    assert_eq!(made.len(), 3, "two blocks for 20 ports, one for 5: {made:?}");
+    for e in &made {
+        assert_eq!((e.kind, e.proto, e.public.0, e.block.1), (EventKind::PortBlockAllocate, 17, PUB, 16));
+    }
+    for (host, (addr, port)) in &got {
+        assert_eq!(*addr, PUB);
+        let holds = made
+            .iter()
+            .filter(|e| e.inside.0 == *host && (e.block.0..e.block.0 + e.block.1).contains(port))
+            .count();
+        assert_eq!(holds, 1, "{host}:{port} in {made:?}");
+    }
+    // Sessions expire (UDP 300 s) and their bindings go: the ports wait out the
+    // 120 s hold, and only then the blocks are released.
+    n.handle_timeout(Timestamp::from_secs(1000));
+    n.handle_timeout(Timestamp::from_secs(1001));
+    assert!(drain(&log).is_empty(), "released before the hold");
+    n.handle_timeout(Timestamp::from_secs(1200));
+    let gone = drain(&log);
+    assert_eq!(gone.len(), 3, "{gone:?}");
+    for e in &made {
+        assert!(gone.iter().any(|g| g.kind == EventKind::PortBlockRelease
+            && (g.block, g.public, g.inside.0) == (e.block, e.public, e.inside.0)));
+    }
+    assert_eq!(log.dropped(), 0);
+}
+
+#[test]
+fn a_subscriber_past_its_blocks_is_a_counted_subscriber_limit_drop() {
+    let mut n = Nat44::new(pba(8, 2)).unwrap();
+    for p in 0..16u16 {
+        send(&mut n, 1, IN_A, 100 + p).unwrap();
+    }
+    assert_eq!(send(&mut n, 1, IN_A, 200), Err(DropReason::SubscriberLimit));
+    assert_eq!(n.counters().dropped(DropReason::SubscriberLimit), 1);
+    // Its existing flows and other subscribers go on.
+    send(&mut n, 2, IN_A, 100).unwrap();
+    send(&mut n, 2, IN_B, 100).unwrap();
+}
+
+#[test]
+fn block_settings_are_refused_on_reload_and_bad_values_by_name() {
+    let n = Nat44::new(pba(64, 4)).unwrap();
+    let e = n.shared().reload(pba(128, 4)).unwrap_err().to_string();
+    assert!(e.contains("port_block_size") && e.contains("restart"), "{e}");
+    let e = n.shared().reload(pba(64, 8)).unwrap_err().to_string();
+    assert!(e.contains("blocks_per_subscriber"), "{e}");
+    for (size, per, field) in [(4, 4, "port_block_size"), (64, 0, "blocks_per_subscriber")] {
+        let e = pba(size, per).validate().unwrap_err();
+        assert_eq!(e.item, crate::config::ConfigItem::Field(field));
+    }
+}
