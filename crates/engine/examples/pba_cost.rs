@@ -119,7 +119,11 @@ fn new_flows(n: &mut Nat44) -> u64 {
     for f in 0..20u16 {
         for h in 0..HOSTS {
             let mut p = udp(host(h), 20_000 + f, srv, 53);
-            forwarded += u64::from(n.process(now, Direction::Outbound, &mut p).drop_reason().is_none());
+            forwarded += u64::from(
+                n.process(now, Direction::Outbound, &mut p)
+                    .drop_reason()
+                    .is_none(),
+            );
         }
     }
     forwarded

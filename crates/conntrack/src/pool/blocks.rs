@@ -242,12 +242,14 @@ impl PortPool {
 
     /// Block counters (all zero with PBA off).
     pub fn block_stats(&self) -> BlockStats {
-        self.blocks.as_ref().map_or(BlockStats::default(), |b| BlockStats {
-            taken: b.taken.load(Ordering::Relaxed),
-            released: b.released.load(Ordering::Relaxed),
-            limit_refused: b.limit_refused.load(Ordering::Relaxed),
-            exhausted: b.exhausted.load(Ordering::Relaxed),
-        })
+        self.blocks
+            .as_ref()
+            .map_or(BlockStats::default(), |b| BlockStats {
+                taken: b.taken.load(Ordering::Relaxed),
+                released: b.released.load(Ordering::Relaxed),
+                limit_refused: b.limit_refused.load(Ordering::Relaxed),
+                exhausted: b.exhausted.load(Ordering::Relaxed),
+            })
     }
 
     /// Heap bytes of the block state (0 with PBA off).
@@ -471,7 +473,10 @@ impl PortPool {
         let Some(ai) = self.addrs.index_of(public.addr) else {
             return false;
         };
-        let Some(Ok(mut g)) = bl.sets.get_or_init(ai).map(|s| s.protos[proto.index()].lock())
+        let Some(Ok(mut g)) = bl
+            .sets
+            .get_or_init(ai)
+            .map(|s| s.protos[proto.index()].lock())
         else {
             return false;
         };

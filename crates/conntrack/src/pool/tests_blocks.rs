@@ -17,7 +17,9 @@ const HOLD: Duration = Duration::from_secs(120);
 
 fn pool(addrs: u8, first: u16, last: u16, size: u16, per: u16) -> PortPool {
     PortPool::new(
-        (1..=addrs).map(|i| Ipv4Addr::new(198, 51, 100, i)).collect(),
+        (1..=addrs)
+            .map(|i| Ipv4Addr::new(198, 51, 100, i))
+            .collect(),
         first,
         last,
         HOLD,
@@ -47,7 +49,13 @@ fn ports_lie_in_their_subscribers_disjoint_blocks() {
                 continue; // 10..40 bindings per subscriber
             }
             let a = p
-                .allocate_for(U, Endpoint::new(host(h), 40000 + round as u16), u64::from(h), true, 0)
+                .allocate_for(
+                    U,
+                    Endpoint::new(host(h), 40000 + round as u16),
+                    u64::from(h),
+                    true,
+                    0,
+                )
                 .unwrap();
             events += usize::from(a.block.is_some());
             if let Some(b) = a.block {
@@ -68,7 +76,10 @@ fn ports_lie_in_their_subscribers_disjoint_blocks() {
             assert_eq!((b.0 - 1024) % 64, 0);
         }
         for port in ps {
-            assert!(blocks.iter().any(|b| (b.0..=b.1).contains(port)), "{port} outside {blocks:?}");
+            assert!(
+                blocks.iter().any(|b| (b.0..=b.1).contains(port)),
+                "{port} outside {blocks:?}"
+            );
         }
         // Fewer than 64 bindings: one block.
         assert_eq!(blocks.len(), ps.len().div_ceil(64));
@@ -76,14 +87,19 @@ fn ports_lie_in_their_subscribers_disjoint_blocks() {
     assert_eq!(events, seen.len());
     assert_eq!(p.block_stats().taken as usize, seen.len());
     let all: HashSet<u16> = ports.values().flatten().copied().collect();
-    assert_eq!(all.len(), ports.values().map(Vec::len).sum::<usize>(), "a port handed out twice");
+    assert_eq!(
+        all.len(),
+        ports.values().map(Vec::len).sum::<usize>(),
+        "a port handed out twice"
+    );
 }
 
 #[test]
 fn the_per_subscriber_block_limit_refuses_and_is_counted() {
     let p = pool(1, 1024, 65535, 16, 2);
     for i in 0..32u16 {
-        p.allocate_for(U, Endpoint::new(host(1), i), 1, false, 0).unwrap();
+        p.allocate_for(U, Endpoint::new(host(1), i), 1, false, 0)
+            .unwrap();
     }
     assert_eq!(
         p.allocate_for(U, Endpoint::new(host(1), 99), 1, false, 0),
@@ -91,8 +107,10 @@ fn the_per_subscriber_block_limit_refuses_and_is_counted() {
     );
     assert_eq!(p.block_stats().limit_refused, 1);
     // Another protocol has its own blocks; another subscriber its own.
-    p.allocate_for(Proto::Tcp, Endpoint::new(host(1), 99), 1, false, 0).unwrap();
-    p.allocate_for(U, Endpoint::new(host(2), 99), 2, false, 0).unwrap();
+    p.allocate_for(Proto::Tcp, Endpoint::new(host(1), 99), 1, false, 0)
+        .unwrap();
+    p.allocate_for(U, Endpoint::new(host(2), 99), 2, false, 0)
+        .unwrap();
 }
 
 #[test]
@@ -101,7 +119,9 @@ fn no_free_block_is_exhaustion_and_the_remainder_is_never_used() {
     let p = pool(1, 1024, 1024 + 4 * 64 + 9, 64, 4);
     assert_eq!(p.blocks_per_addr(), 4);
     for h in 0..4 {
-        let a = p.allocate_for(U, Endpoint::new(host(h), 5), u64::from(h), false, 0).unwrap();
+        let a = p
+            .allocate_for(U, Endpoint::new(host(h), 5), u64::from(h), false, 0)
+            .unwrap();
         assert!(a.public.port < 1024 + 256);
     }
     assert_eq!(
@@ -111,7 +131,9 @@ fn no_free_block_is_exhaustion_and_the_remainder_is_never_used() {
     assert_eq!(p.block_stats().exhausted, 1);
     // A subscriber fills its block; its next binding cannot get a second one.
     for i in 1..64 {
-        let a = p.allocate_for(U, Endpoint::new(host(0), i), 0, false, 0).unwrap();
+        let a = p
+            .allocate_for(U, Endpoint::new(host(0), i), 0, false, 0)
+            .unwrap();
         assert!(a.public.port < 1024 + 256);
     }
     assert_eq!(
@@ -123,13 +145,19 @@ fn no_free_block_is_exhaustion_and_the_remainder_is_never_used() {
 #[test]
 fn port_preservation_only_inside_the_subscribers_block() {
     let p = pool(1, 1024, 65535, 64, 4);
-    let a = p.allocate_for(U, Endpoint::new(host(1), 5000), 1, true, 0).unwrap();
+    let a = p
+        .allocate_for(U, Endpoint::new(host(1), 5000), 1, true, 0)
+        .unwrap();
     let b = a.block.unwrap();
     let inside = b.first + 3;
-    let c = p.allocate_for(U, Endpoint::new(host(1), inside), 1, true, 0).unwrap();
+    let c = p
+        .allocate_for(U, Endpoint::new(host(1), inside), 1, true, 0)
+        .unwrap();
     assert_eq!(c.public.port, inside, "preserved inside its block");
     let outside = if b.first >= 2000 { 1500 } else { 60000 };
-    let d = p.allocate_for(U, Endpoint::new(host(1), outside), 1, true, 0).unwrap();
+    let d = p
+        .allocate_for(U, Endpoint::new(host(1), outside), 1, true, 0)
+        .unwrap();
     assert!((b.first..=b.last()).contains(&d.public.port));
 }
 
@@ -138,7 +166,10 @@ fn a_block_is_released_when_empty_and_after_the_hold() {
     let p = pool(1, 1024, 65535, 64, 4);
     let addr = Ipv4Addr::new(198, 51, 100, 1);
     let got: Vec<_> = (0..3)
-        .map(|i| p.allocate_for(U, Endpoint::new(host(1), i), 1, false, 0).unwrap())
+        .map(|i| {
+            p.allocate_for(U, Endpoint::new(host(1), i), 1, false, 0)
+                .unwrap()
+        })
         .collect();
     let block = got[0].block.unwrap();
     assert!(got[1].block.is_none() && got[2].block.is_none());
@@ -158,18 +189,29 @@ fn a_block_is_released_when_empty_and_after_the_hold() {
     let s = p.block_stats();
     assert_eq!((s.taken, s.released), (1, 1));
     // A binding that lost a race gives its port back at once, emptying its block.
-    let a = p.allocate_for(U, Endpoint::new(host(2), 1), 2, false, 0).unwrap();
+    let a = p
+        .allocate_for(U, Endpoint::new(host(2), 1), 2, false, 0)
+        .unwrap();
     assert_eq!(p.give_back_now(U, a.public), a.block);
 }
 
 #[test]
 fn a_reloaded_pool_adopts_live_ports_with_their_blocks() {
     let old = pool(1, 1024, 65535, 64, 4);
-    let a = old.allocate_for(U, Endpoint::new(host(1), 1), 1, false, 0).unwrap();
+    let a = old
+        .allocate_for(U, Endpoint::new(host(1), 1), 1, false, 0)
+        .unwrap();
     let fresh = pool(1, 1024, 65535, 64, 4);
     assert!(fresh.adopt(U, a.public, 1, host(1)));
-    assert!(!fresh.adopt(U, Endpoint::new(a.public.addr, a.public.port ^ 1), 2, host(2)));
-    let b = fresh.allocate_for(U, Endpoint::new(host(1), 2), 1, false, 0).unwrap();
+    assert!(!fresh.adopt(
+        U,
+        Endpoint::new(a.public.addr, a.public.port ^ 1),
+        2,
+        host(2)
+    ));
+    let b = fresh
+        .allocate_for(U, Endpoint::new(host(1), 2), 1, false, 0)
+        .unwrap();
     assert!(b.block.is_none(), "the adopted block serves its subscriber");
     let blk = a.block.unwrap();
     assert!((blk.first..=blk.last()).contains(&b.public.port));
@@ -207,14 +249,15 @@ fn concurrent_workers_leak_no_block() {
                     let sub = (x % 50) as u32;
                     if x & 0x300 != 0 || held.is_empty() {
                         let inside = Endpoint::new(host(sub), (x >> 16) as u16);
-                        if let Ok(a) = p.allocate_for(U, inside, u64::from(sub), false, w as usize) {
+                        if let Ok(a) = p.allocate_for(U, inside, u64::from(sub), false, w as usize)
+                        {
                             held.push(a.public);
                         }
                     } else {
                         let i = (x >> 20) as usize % held.len();
                         p.release(U, held.swap_remove(i), Timestamp::from_nanos(now));
                     }
-                    if w == 0 && now % 64 == 0 {
+                    if w == 0 && now.is_multiple_of(64) {
                         p.handle_timeout(Timestamp::from_nanos(now * 1000));
                     }
                 }

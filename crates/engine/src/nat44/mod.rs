@@ -194,14 +194,16 @@ impl Nat44Shared {
                     .iter()
                     .map(|p| (p.nth(0), p.nth(p.size() - 1)))
                     .collect();
-                Arc::new(PortPool::from_ranges(
-                    ranges,
-                    r.ports.first,
-                    r.ports.last,
-                    cfg.port_reuse_hold,
-                    workers,
+                Arc::new(
+                    PortPool::from_ranges(
+                        ranges,
+                        r.ports.first,
+                        r.ports.last,
+                        cfg.port_reuse_hold,
+                        workers,
+                    )
+                    .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber),
                 )
-                .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber))
             })
             .collect();
         let cap = cfg.max_sessions;

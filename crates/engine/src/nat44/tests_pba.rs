@@ -25,7 +25,11 @@ fn pba(size: u16, per: u16) -> Nat44Config {
 }
 
 fn blocks_log(n: &Nat44) -> Arc<EventLog> {
-    let log = Arc::new(EventLog::new(EventMask::NONE.with(EventClass::Block), 1, 1024));
+    let log = Arc::new(EventLog::new(
+        EventMask::NONE.with(EventClass::Block),
+        1,
+        1024,
+    ));
     assert!(n.shared().attach_events(Arc::clone(&log)));
     log
 }
@@ -60,9 +64,16 @@ fn one_event_per_block_whose_range_holds_its_subscribers_ports() {
         got.push((IN_B, send(&mut n, 1, IN_B, 6000 + p).unwrap()));
     }
     let made = drain(&log);
-    assert_eq!(made.len(), 3, "two blocks for 20 ports, one for 5: {made:?}");
+    assert_eq!(
+        made.len(),
+        3,
+        "two blocks for 20 ports, one for 5: {made:?}"
+    );
     for e in &made {
-        assert_eq!((e.kind, e.proto, e.public.0, e.block.1), (EventKind::PortBlockAllocate, 17, PUB, 16));
+        assert_eq!(
+            (e.kind, e.proto, e.public.0, e.block.1),
+            (EventKind::PortBlockAllocate, 17, PUB, 16)
+        );
     }
     for (host, (addr, port)) in &got {
         assert_eq!(*addr, PUB);
@@ -104,7 +115,10 @@ fn a_subscriber_past_its_blocks_is_a_counted_subscriber_limit_drop() {
 fn block_settings_are_refused_on_reload_and_bad_values_by_name() {
     let n = Nat44::new(pba(64, 4)).unwrap();
     let e = n.shared().reload(pba(128, 4)).unwrap_err().to_string();
-    assert!(e.contains("port_block_size") && e.contains("restart"), "{e}");
+    assert!(
+        e.contains("port_block_size") && e.contains("restart"),
+        "{e}"
+    );
     let e = n.shared().reload(pba(64, 8)).unwrap_err().to_string();
     assert!(e.contains("blocks_per_subscriber"), "{e}");
     for (size, per, field) in [(4, 4, "port_block_size"), (64, 0, "blocks_per_subscriber")] {

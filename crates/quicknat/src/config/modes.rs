@@ -487,12 +487,8 @@ pub(super) fn convert_nat64(
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
     c.port_preservation = r.port_preservation.unwrap_or(c.port_preservation);
     // Port-block allocation (issue 12, pba).
-    let (size, per) = super::blocks::port_blocks(
-        src,
-        &r.port_block_size,
-        &r.blocks_per_subscriber,
-        "nat64",
-    )?;
+    let (size, per) =
+        super::blocks::port_blocks(src, &r.port_block_size, &r.blocks_per_subscriber, "nat64")?;
     c.port_block_size = size.unwrap_or(c.port_block_size);
     c.blocks_per_subscriber = per.unwrap_or(c.blocks_per_subscriber);
     // Per-subscriber limits count an IPv6 subscriber's prefix, not one address.
