@@ -5,6 +5,8 @@
 //!
 //! - A pool address's range `first..=last` is cut into `count = ports / size` blocks;
 //!   the remainder at the top of the range is not handed out while PBA is on.
+//! - A block is the subscriber's in every protocol (TCP, UDP, ICMP ids): RFC 8158's
+//!   port-block record carries no protocol, so a range must name one subscriber.
 //! - A new binding takes a free port inside one of its subscriber's blocks, the search
 //!   starting at a keyed-hash offset within the block (RFC 6056 spirit); the inside
 //!   port is kept only when it lies in one of the subscriber's blocks and is free.
@@ -14,10 +16,10 @@
 //! - A block is released when its last port comes back, that is after the port-reuse
 //!   hold of its last binding ([`PortPool::handle_timeout_blocks`]).
 //!
-//! Locking: one mutex per (address, protocol), taken only when a binding is made or its
+//! Locking: one mutex per address, taken only when a binding is made or its
 //! port comes back, never per packet; the port bits stay the pool's atomic bitmap, so a
-//! port forward reserved inside a block is simply never handed out. Memory per address
-//! and protocol, allocated on its first block: the block states (16 bytes per block)
+//! port forward reserved inside a block is simply never handed out. Memory per address,
+//! allocated on its first block: the block states (21 bytes per block)
 //! and a subscriber map sized for one subscriber per block, so it never grows after.
 
 use std::collections::HashMap;
@@ -40,8 +42,6 @@ pub const MAX_BLOCKS_PER_SUBSCRIBER: u16 = 1024;
 pub struct Block {
     /// The pool address the block is on.
     pub addr: Ipv4Addr,
-    /// Its protocol.
-    pub proto: Proto,
     /// First port of the block.
     pub first: u16,
     /// Ports in the block.
@@ -81,15 +81,15 @@ pub struct BlockStats {
     pub exhausted: u64,
 }
 
-/// One address and protocol's blocks (under its mutex).
+/// One address's blocks (under its mutex).
 #[derive(Debug)]
 struct Map {
     /// Holder of each block (meaningful while `held`).
     owner: Box<[u64]>,
     /// Inside host that opened it.
     host: Box<[u32]>,
-    /// Ports of the block in use or waiting out the hold.
-    used: Box<[u16]>,
+    /// Ports of the block in use or waiting out the hold, all protocols.
+    used: Box<[u32]>,
     held: Box<[bool]>,
     /// Next block of the same holder, or [`NIL`].
     next: Box<[u16]>,
@@ -119,7 +119,7 @@ impl Map {
 
     fn bytes(count: u16) -> usize {
         let n = usize::from(count);
-        n * (8 + 4 + 2 + 1 + 2 + 2) + n * 8 / 7 * (8 + 4 + 1)
+        n * (8 + 4 + 4 + 1 + 2 + 2) + n * 8 / 7 * (8 + 4 + 1)
     }
 
     /// Unlinks block `b` from its holder and frees it.
@@ -156,7 +156,7 @@ impl Map {
 
 #[derive(Debug, Default)]
 struct AddrBlocks {
-    protos: [Mutex<Option<Map>>; Proto::COUNT],
+    map: Mutex<Option<Map>>,
 }
 
 /// The block state of a pool with PBA on.
@@ -257,10 +257,10 @@ impl PortPool {
         self.blocks.as_ref().map_or(0, Blocks::bytes)
     }
 
-    /// The blocks `subscriber` holds on `addr` for `proto`, as `(first, last)` port pairs.
-    pub fn blocks_of(&self, addr: Ipv4Addr, proto: Proto, subscriber: u64) -> Vec<(u16, u16)> {
+    /// The blocks `subscriber` holds on `addr`, as `(first, last)` port pairs.
+    pub fn blocks_of(&self, addr: Ipv4Addr, subscriber: u64) -> Vec<(u16, u16)> {
         let mut out = Vec::new();
-        self.with_map(addr, proto, |m, first, size| {
+        self.with_map(addr, |m, first, size| {
             if let Some(&(mut at, _)) = m.subs.get(&subscriber) {
                 while at != NIL {
                     let lo = first + u32::from(at) * u32::from(size);
@@ -272,10 +272,10 @@ impl PortPool {
         out
     }
 
-    /// Every held block on `addr` for `proto`: `(first port, holder, ports used)`.
-    pub fn held_blocks(&self, addr: Ipv4Addr, proto: Proto) -> Vec<(u16, u64, u16)> {
+    /// Every held block on `addr`: `(first port, holder, ports used in all protocols)`.
+    pub fn held_blocks(&self, addr: Ipv4Addr) -> Vec<(u16, u64, u32)> {
         let mut out = Vec::new();
-        self.with_map(addr, proto, |m, first, size| {
+        self.with_map(addr, |m, first, size| {
             for b in 0..m.held.len() {
                 if m.held[b] {
                     let lo = first + b as u32 * u32::from(size);
@@ -286,12 +286,12 @@ impl PortPool {
         out
     }
 
-    fn with_map(&self, addr: Ipv4Addr, proto: Proto, f: impl FnOnce(&Map, u32, u16)) {
+    fn with_map(&self, addr: Ipv4Addr, f: impl FnOnce(&Map, u32, u16)) {
         let Some(bl) = &self.blocks else { return };
         let Some(set) = self.addrs.index_of(addr).and_then(|i| bl.sets.get(i)) else {
             return;
         };
-        if let Ok(g) = set.protos[proto.index()].lock() {
+        if let Ok(g) = set.map.lock() {
             if let Some(m) = g.as_ref() {
                 f(m, u32::from(self.first), bl.size);
             }
@@ -340,7 +340,7 @@ impl PortPool {
         if bl.count == 0 {
             return Err(PoolError::PairedAddressFull);
         }
-        let Ok(mut guard) = set.protos[proto.index()].lock() else {
+        let Ok(mut guard) = set.map.lock() else {
             return Err(PoolError::PairedAddressFull);
         };
         let m = guard.get_or_insert_with(|| {
@@ -375,17 +375,16 @@ impl PortPool {
             }
             None
         };
-        // The subscriber's blocks first.
+        // The subscriber's blocks first (`used` counts every protocol: only the bitmap
+        // says whether this one has a free port in `proto`).
         let (head, held) = m.subs.get(&subscriber).copied().unwrap_or((NIL, 0));
         let mut at = head;
         while at != NIL {
-            if u32::from(m.used[usize::from(at)]) < size {
-                if let Some(p) = take_in(m, at) {
-                    return Ok(Allocated {
-                        public: Endpoint::new(addr, p),
-                        block: None,
-                    });
-                }
+            if let Some(p) = take_in(m, at) {
+                return Ok(Allocated {
+                    public: Endpoint::new(addr, p),
+                    block: None,
+                });
             }
             at = m.next[usize::from(at)];
         }
@@ -416,15 +415,14 @@ impl PortPool {
         bl.taken.fetch_add(1, Ordering::Relaxed);
         Ok(Allocated {
             public: Endpoint::new(addr, p),
-            block: Some(self.block_at(bl, addr, proto, m, b)),
+            block: Some(self.block_at(bl, addr, m, b)),
         })
     }
 
-    fn block_at(&self, bl: &Blocks, addr: Ipv4Addr, proto: Proto, m: &Map, b: u16) -> Block {
+    fn block_at(&self, bl: &Blocks, addr: Ipv4Addr, m: &Map, b: u16) -> Block {
         let bi = usize::from(b);
         Block {
             addr,
-            proto,
             first: (u32::from(self.first) + u32::from(b) * u32::from(bl.size)) as u16,
             len: bl.size,
             subscriber: m.owner[bi],
@@ -444,7 +442,7 @@ impl PortPool {
         ap.give_back(proto, port);
         let bl = self.blocks.as_ref()?;
         let set = bl.sets.get(ai)?;
-        let mut g = set.protos[proto.index()].lock().ok()?;
+        let mut g = set.map.lock().ok()?;
         let m = g.as_mut()?;
         let b = (u32::from(port).checked_sub(u32::from(self.first))? / u32::from(bl.size)) as u16;
         let bi = usize::from(b);
@@ -455,7 +453,7 @@ impl PortPool {
         if m.used[bi] > 0 {
             return None;
         }
-        let block = self.block_at(bl, self.addrs.nth(ai)?, proto, m, b);
+        let block = self.block_at(bl, self.addrs.nth(ai)?, m, b);
         m.release(b);
         bl.released.fetch_add(1, Ordering::Relaxed);
         Some(block)
@@ -476,7 +474,7 @@ impl PortPool {
         let Some(Ok(mut g)) = bl
             .sets
             .get_or_init(ai)
-            .map(|s| s.protos[proto.index()].lock())
+            .map(|s| s.map.lock())
         else {
             return false;
         };

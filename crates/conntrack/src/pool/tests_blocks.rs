@@ -68,7 +68,7 @@ fn ports_lie_in_their_subscribers_disjoint_blocks() {
     let addr = Ipv4Addr::new(198, 51, 100, 1);
     let mut seen = HashSet::new();
     for (h, ps) in &ports {
-        let blocks = p.blocks_of(addr, U, u64::from(*h));
+        let blocks = p.blocks_of(addr, u64::from(*h));
         assert!(!blocks.is_empty() && blocks.len() <= 4);
         for b in &blocks {
             assert!(seen.insert(b.0), "block {b:?} held twice");
@@ -106,9 +106,21 @@ fn the_per_subscriber_block_limit_refuses_and_is_counted() {
         Err(PoolError::BlockLimit)
     );
     assert_eq!(p.block_stats().limit_refused, 1);
-    // Another protocol has its own blocks; another subscriber its own.
-    p.allocate_for(Proto::Tcp, Endpoint::new(host(1), 99), 1, false, 0)
-        .unwrap();
+    // A block serves every protocol (RFC 8158's block record names none): TCP ports
+    // come from the same two blocks, and no more.
+    let blocks = p.blocks_of(Ipv4Addr::new(198, 51, 100, 1), 1);
+    for i in 0..32u16 {
+        let a = p
+            .allocate_for(Proto::Tcp, Endpoint::new(host(1), i), 1, false, 0)
+            .unwrap();
+        assert!(a.block.is_none());
+        assert!(blocks.iter().any(|b| (b.0..=b.1).contains(&a.public.port)));
+    }
+    assert_eq!(
+        p.allocate_for(Proto::Tcp, Endpoint::new(host(1), 99), 1, false, 0),
+        Err(PoolError::BlockLimit)
+    );
+    // Another subscriber has blocks of its own.
     p.allocate_for(U, Endpoint::new(host(2), 99), 2, false, 0)
         .unwrap();
 }
@@ -178,13 +190,13 @@ fn a_block_is_released_when_empty_and_after_the_hold() {
     let mut freed = Vec::new();
     p.handle_timeout_blocks(t(200), |b| freed.push(b));
     assert!(freed.is_empty(), "one port still in use");
-    assert_eq!(p.blocks_of(addr, U, 1).len(), 1);
+    assert_eq!(p.blocks_of(addr, 1).len(), 1);
     p.release(U, got[2].public, t(300));
     p.handle_timeout_blocks(t(300) + (HOLD - Duration::from_nanos(1)), |b| freed.push(b));
     assert!(freed.is_empty(), "last port still held back");
     p.handle_timeout_blocks(t(300) + HOLD, |b| freed.push(b));
     assert_eq!(freed, vec![block]);
-    assert!(p.blocks_of(addr, U, 1).is_empty());
+    assert!(p.blocks_of(addr, 1).is_empty());
     assert_eq!(p.taken(addr, U), 0);
     let s = p.block_stats();
     assert_eq!((s.taken, s.released), (1, 1));
@@ -278,7 +290,7 @@ fn concurrent_workers_leak_no_block() {
     assert_eq!(s.taken, s.released, "{s:?}");
     for i in 1..=2 {
         let a = Ipv4Addr::new(198, 51, 100, i);
-        assert!(p.held_blocks(a, U).is_empty());
+        assert!(p.held_blocks(a).is_empty());
         assert_eq!(p.taken(a, U), 0);
     }
 }

@@ -85,7 +85,7 @@ impl Nat44Shared {
             EventKind::PortBlockRelease
         };
         let mut e = self.event(kind, kind, at, Endpoint::new(b.host, 0));
-        e.proto = proto_number(b.proto);
+        // A block serves every protocol: no protocolIdentifier (RFC 8158 §4.1.10).
         e.public = (b.addr, 0);
         e.block = (b.first, b.len);
         log.record(at.ring, &e);
