@@ -102,7 +102,7 @@ pub struct Nat44Config {
     /// Ports per block when a subscriber's ports come from blocks (RFC 7422 bulk port
     /// allocation; one NAT event per block); 0: off, ports one by one.
     pub port_block_size: u16,
-    /// Blocks one subscriber may hold per pool address and protocol with PBA on; more
+    /// Blocks one subscriber may hold per pool address with PBA on (a block serves every protocol); more
     /// is a `subscriber_limit` drop.
     pub blocks_per_subscriber: u16,
 }

@@ -357,7 +357,7 @@ pub(super) struct RawNat64 {
     // -- port-block allocation (issue 12, pba) --
     /// Ports per block (0: off).
     pub port_block_size: Option<Spanned<u64>>,
-    /// Blocks one IPv6 subscriber may hold per pool4 address and protocol.
+    /// Blocks one IPv6 subscriber may hold per pool4 address (each serves every protocol).
     pub blocks_per_subscriber: Option<Spanned<u64>>,
 }
 

@@ -123,7 +123,7 @@ pub(super) struct RawNat44 {
     // -- port-block allocation (issue 12, pba) --
     /// Ports per block (0: off).
     pub port_block_size: Option<Spanned<u64>>,
-    /// Blocks one subscriber may hold per pool address and protocol.
+    /// Blocks one subscriber may hold per pool address (each serves every protocol).
     pub blocks_per_subscriber: Option<Spanned<u64>>,
 }
 
