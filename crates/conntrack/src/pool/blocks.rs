@@ -471,11 +471,7 @@ impl PortPool {
         let Some(ai) = self.addrs.index_of(public.addr) else {
             return false;
         };
-        let Some(Ok(mut g)) = bl
-            .sets
-            .get_or_init(ai)
-            .map(|s| s.map.lock())
-        else {
+        let Some(Ok(mut g)) = bl.sets.get_or_init(ai).map(|s| s.map.lock()) else {
             return false;
         };
         let m = g.get_or_insert_with(|| {
