@@ -126,3 +126,66 @@ fn block_settings_are_refused_on_reload_and_bad_values_by_name() {
         assert_eq!(e.item, crate::config::ConfigItem::Field(field));
     }
 }
+
+/// NAT64 runs on the same core: an IPv6 subscriber is its /64, so two hosts of one /64
+/// share its blocks, and the block events name the IPv6 host that opened each block.
+#[test]
+fn nat64_hosts_of_one_prefix_share_their_subscribers_blocks() {
+    use crate::nat64::{Nat64, Nat64Config};
+    use std::net::Ipv6Addr;
+    let cfg = Nat64Config {
+        pref64: "2001:db8:64::/96".parse().unwrap(),
+        pool4: vec!["203.0.113.1/32".parse().unwrap()],
+        port_block_size: 16,
+        ..Nat64Config::default()
+    };
+    let mut n = Nat64::new(cfg).unwrap();
+    let log = Arc::new(EventLog::new(
+        EventMask::NONE.with(EventClass::Block),
+        1,
+        64,
+    ));
+    assert!(n.shared().nat44().attach_events(Arc::clone(&log)));
+    let hosts: [Ipv6Addr; 2] = [
+        "2001:db8::5".parse().unwrap(),
+        "2001:db8::6".parse().unwrap(),
+    ];
+    let srv: Ipv6Addr = "2001:db8:64::c633:6402".parse().unwrap();
+    let mut public = Vec::new();
+    for host in hosts {
+        for sport in 0..10u16 {
+            let mut p = crate::testpkt::ipv6(17, host, srv, 64, &udp(4000 + sport, 53, b"q"));
+            crate::testpkt::fill_l4_csum(&mut p);
+            let mut b = crate::testpkt::with_room(&p, crate::HEADROOM);
+            let len = p.len();
+            let e = n.process(
+                Timestamp::from_secs(1),
+                Outbound,
+                &mut b,
+                crate::HEADROOM,
+                len,
+            );
+            let Emit::Forward { start, len } = e else {
+                panic!("{e:?}");
+            };
+            public.push(ports(&b[start..start + len]).0);
+        }
+    }
+    let ev = drain(&log);
+    assert_eq!(ev.len(), 2, "20 ports of one /64: two blocks of 16: {ev:?}");
+    assert_eq!(ev[0].inside6, Some(hosts[0]));
+    for e in &ev {
+        assert_eq!(
+            (e.kind, e.public.0, e.block.1),
+            (EventKind::PortBlockAllocate, PUB, 16)
+        );
+        assert!(e.inside6.is_some_and(|h| hosts.contains(&h)), "{e:?}");
+    }
+    for port in public {
+        assert!(
+            ev.iter()
+                .any(|e| (e.block.0..e.block.0 + 16).contains(&port)),
+            "{port} outside {ev:?}"
+        );
+    }
+}
