@@ -104,8 +104,19 @@ fn a_subscriber_past_its_blocks_is_a_counted_subscriber_limit_drop() {
     for p in 0..16u16 {
         send(&mut n, 1, IN_A, 100 + p).unwrap();
     }
+    let log = Arc::new(EventLog::new(
+        EventMask::NONE.with(EventClass::Limits),
+        1,
+        64,
+    ));
+    assert!(n.shared().attach_events(Arc::clone(&log)));
     assert_eq!(send(&mut n, 1, IN_A, 200), Err(DropReason::SubscriberLimit));
     assert_eq!(n.counters().dropped(DropReason::SubscriberLimit), 1);
+    // A quota event naming the blocks' ports as the limit (2 x 8).
+    let ev = drain(&log);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].kind, EventKind::QuotaExceeded);
+    assert_eq!(ev[0].quota.map(|q| q.1), Some(16));
     // Its existing flows and other subscribers go on.
     send(&mut n, 2, IN_A, 100).unwrap();
     send(&mut n, 2, IN_B, 100).unwrap();

@@ -466,7 +466,7 @@ impl Nat44Worker {
             self.shared.release_host(Counted::Sessions, t.src.addr);
         }
         if let Err(e) = r {
-            let limit = self.shared.cfg.max_ports_per_host;
+            let limit = self.shared.refused_port_limit(e, t.proto, t.src.addr);
             self.shared.log_refusal(at, e, t.proto, t.src, limit);
         }
         r
