@@ -200,3 +200,50 @@ fn nat64_hosts_of_one_prefix_share_their_subscribers_blocks() {
         );
     }
 }
+
+/// A reload that replaces the pool (203.0.113.1 -> 203.0.113.1 and .9) gives the new pool
+/// the live bindings' ports with their blocks: with 8 blocks per address, other
+/// subscribers fill the 7 others on 203.0.113.1 and are then refused, never given the
+/// live subscriber's block.
+#[test]
+fn a_reloaded_pool_keeps_live_blocks_for_their_subscribers() {
+    let small = || {
+        let mut c = pba(16, 4);
+        c.rules[0].ports = crate::config::PortRange::new(1024, 1024 + 8 * 16 - 1).unwrap();
+        c
+    };
+    let mut n = Nat44::new(small()).unwrap();
+    let a_ports: Vec<_> = (0..5u16)
+        .map(|p| send(&mut n, 1, IN_A, 7000 + p).unwrap())
+        .collect();
+    let block = |port: u16| (port - 1024) / 16;
+    let a_block = block(a_ports[0].1);
+    assert!(a_ports
+        .iter()
+        .all(|(a, p)| *a == PUB && block(*p) == a_block));
+    let mut next = small();
+    next.rules[0].pool.push("203.0.113.9/32".parse().unwrap());
+    n.shared().reload(next).unwrap();
+    // IN_A's flows go on; one flow from each of 200 other hosts.
+    for (i, p) in (0..5u16).enumerate() {
+        assert_eq!(send(&mut n, 2, IN_A, 7000 + p), Ok(a_ports[i]));
+    }
+    let mut on_pub = std::collections::HashSet::new();
+    let mut refused = 0;
+    for h in 3..=202u32 {
+        let host = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + h);
+        match send(&mut n, 2, host, 100) {
+            Ok((addr, port)) if addr == PUB => {
+                assert_ne!(block(port), a_block, "{host} got {port} in IN_A's block");
+                on_pub.insert(block(port));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e, DropReason::PoolExhausted);
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(on_pub.len(), 7, "every other block of 203.0.113.1 taken");
+    assert!(refused > 0);
+}
