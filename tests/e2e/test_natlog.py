@@ -140,7 +140,7 @@ class NatLog(Scenario):
         self.tmp = tempfile.mkdtemp(prefix="qn-natlog-")
         self.defer(lambda: shutil.rmtree(self.tmp, ignore_errors=True))
 
-    def setup(self, quicknat, backend, syslog=True, nfacctd=True):
+    def setup(self, quicknat, backend, syslog=True, nfacctd=True, config=CONFIG):
         self.make_namespaces()
         self.link("cli", "c0", "gw", "g-in")
         self.link("srv", "s0", "gw", "g-out")
@@ -180,7 +180,7 @@ class NatLog(Scenario):
             self.popen("srv", "python3", "-c", SYSLOG_RECEIVER, SERVER, "5514", self.syslog_file)
             assert self.wait_udp_bound("srv", SERVER, 5514)
             syslog_line = f'syslog = "{SERVER}:5514"'
-        self.qn = self.quicknat(quicknat, "gw", CONFIG.format(backend=backend, ipfix=ipfix,
+        self.qn = self.quicknat(quicknat, "gw", config.format(backend=backend, ipfix=ipfix,
                                                               syslog=syslog_line),
                                 f"natlog-{backend}")
         assert self.qn.wait_started(), self.qn.text()[-2000:]
@@ -452,3 +452,69 @@ def test_nat64_events_name_the_ipv6_host(quicknat, backend):
         assert len(seen) == 4 * n
     finally:
         assert not s.close()
+
+
+# --- port-block allocation (issue 12, pba) ---
+
+# Blocks of 16 ports: the 25 flows of one subscriber (UDP and TCP share its blocks) need
+# two; ports come back 1 s after their binding goes, and then the blocks are released.
+PBA_CONFIG = CONFIG.replace(
+    "port_preservation = false\n",
+    "port_preservation = false\nport_block_size = 16\nport_reuse_hold = 1\n",
+).replace('events = ["binding", "session", "limits"]', 'events = ["block"]')
+PBA_BLOCK = 16
+
+
+def check_blocks(events, flows):
+    """events: (natEvent, src, public addr, start, end). Every flow's public port lies in
+    exactly one allocated block, each block is released once, nothing else is logged."""
+    alloc = [e for e in events if e[0] == 16]
+    freed = [e for e in events if e[0] == 17]
+    assert len(events) == len(alloc) + len(freed), events
+    blocks = {(e[3], e[4]) for e in alloc}
+    assert len(blocks) == len(alloc) == -(-len(flows) // PBA_BLOCK), events
+    assert sorted(e[1:] for e in freed) == sorted(e[1:] for e in alloc), events
+    for _, src, pub, start, end in alloc:
+        assert (src, pub) == ("10.0.0.2", "203.0.113.1"), events
+        assert end - start + 1 == PBA_BLOCK and 20000 <= start and end <= 29999, events
+    for key, (pub, port) in flows.items():
+        assert pub == "203.0.113.1", (key, pub)
+        holders = [b for b in blocks if b[0] <= port <= b[1]]
+        assert len(holders) == 1, (key, port, sorted(blocks))
+
+
+def test_port_blocks_reach_the_collectors_with_the_ports_the_servers_saw(
+        quicknat, backend, scenario):
+    s = scenario
+    with_syslog = backend == "af_packet"
+    s.setup(quicknat, backend, syslog=with_syslog, nfacctd=False, config=PBA_CONFIG)
+    flows = s.drive()
+    blocks = -(-len(flows) // PBA_BLOCK)
+    # Every session expires, its binding goes, its port waits out the 1 s hold, and the
+    # blocks are released: one allocation and one release event per block.
+    assert wait_for(lambda: s.sessions() == 0, 30), s.qn.stats()
+    assert wait_for(lambda: s.natlog_counter("events_sent") >= 2 * blocks, 20), \
+        s.qn.text()[-2000:]
+    assert s.natlog_counter("events_dropped") == 0
+    assert wait_for(lambda: s.natlog_counter("ipfix_messages") >= 2, 10)
+    s.tshark.terminate()
+    s.tshark.wait(timeout=10)
+    events = []
+    for _, records in s.ipfix_messages():
+        for r in records:
+            events.append((int(r["cflow.nat_event"]), r["cflow.srcaddr"],
+                           r["cflow.post_natsource_ipv4_address"],
+                           int(r["cflow.port_range_start"]), int(r["cflow.port_range_end"])))
+    check_blocks(events, flows)
+    if not with_syslog:
+        return
+    events = []
+    for line in s.syslog_lines():
+        m = RFC5424.match(line)
+        assert m, line
+        p = dict(re.findall(r' ([^ =]+)="([^"]*)"', m["params"]))
+        ev = int(p["natEvent"])
+        assert m["msgid"] == {16: "port-block-allocate", 17: "port-block-release"}[ev], line
+        events.append((ev, p["sourceIPv4Address"], p["postNATSourceIPv4Address"],
+                       int(p["portRangeStart"]), int(p["portRangeEnd"])))
+    check_blocks(events, flows)

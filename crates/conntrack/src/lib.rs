@@ -35,7 +35,7 @@ mod tuple;
 mod loom_tests;
 
 pub use key::Key;
-pub use pool::{PoolError, PortPool};
+pub use pool::{Allocated, Block, BlockStats, PoolError, PortPool};
 pub use qsbr::{Qsbr, QsbrHandle};
 pub use reftable::{RefInsertError, RefTable};
 #[cfg(not(loom))]

@@ -20,7 +20,10 @@
 //! - **Memory follows use** ([`sparse`]): the addresses are ranges, and an address's
 //!   bitmaps are allocated the first time it hands out a port.
 
+mod blocks;
 mod sparse;
+
+pub use blocks::{Allocated, Block, BlockStats, MAX_BLOCKS_PER_SUBSCRIBER};
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -44,6 +47,9 @@ pub enum PoolError {
     PairedAddressFull,
     /// The pool has no address.
     Empty,
+    /// Port-block allocation: the subscriber's blocks are full and it holds its
+    /// `blocks_per_subscriber` already.
+    BlockLimit,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +110,8 @@ pub struct PortPool {
     table: Box<[AtomicU32]>,
     /// Released ports waiting out the hold, oldest first (touched by the reaper only).
     cooling: Mutex<VecDeque<(Timestamp, u64, Proto, u16)>>,
+    /// Port-block allocation ([`blocks`]), when on.
+    blocks: Option<blocks::Blocks>,
 }
 
 impl PortPool {
@@ -157,6 +165,7 @@ impl PortPool {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             cooling: Mutex::new(VecDeque::new()),
+            blocks: None,
         }
     }
 
@@ -191,6 +200,7 @@ impl PortPool {
             + self.table.len() * 4
             + self.ports.bytes()
             + self.bitmap_bytes.load(Ordering::Relaxed)
+            + self.block_bytes()
     }
 
     /// Number of addresses in the pool.
@@ -337,15 +347,12 @@ impl PortPool {
         (w * slice + offset.wrapping_add(bump) % slice) % count
     }
 
-    /// Gives back at once a port that was never published (its binding lost a race).
-    pub fn give_back_now(&self, proto: Proto, public: Endpoint) {
-        if let Some(ap) = self
-            .addrs
-            .index_of(public.addr)
-            .and_then(|i| self.ports.get(i))
-        {
-            ap.give_back(proto, public.port);
-        }
+    /// Gives back at once a port that was never published (its binding lost a race);
+    /// with PBA on, the block it emptied, if any.
+    pub fn give_back_now(&self, proto: Proto, public: Endpoint) -> Option<Block> {
+        let ai = self.addrs.index_of(public.addr)?;
+        let ap = self.ports.get(ai)?;
+        self.give_back_port(ai, ap, proto, public.port)
     }
 
     /// Gives a port back: it becomes free again `hold` after `now` (reaper only).
@@ -365,6 +372,12 @@ impl PortPool {
 
     /// Frees every port whose hold has passed. Returns how many.
     pub fn handle_timeout(&self, now: Timestamp) -> usize {
+        self.handle_timeout_blocks(now, |_| {})
+    }
+
+    /// Like [`handle_timeout`](Self::handle_timeout), calling `released` with each block
+    /// (PBA) whose last port this freed.
+    pub fn handle_timeout_blocks(&self, now: Timestamp, mut released: impl FnMut(Block)) -> usize {
         let Ok(mut q) = self.cooling.lock() else {
             return 0;
         };
@@ -375,7 +388,9 @@ impl PortPool {
             }
             q.pop_front();
             if let Some(ap) = self.ports.get(ai) {
-                ap.give_back(proto, port);
+                if let Some(b) = self.give_back_port(ai, ap, proto, port) {
+                    released(b);
+                }
                 n += 1;
             }
         }

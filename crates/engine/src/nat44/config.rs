@@ -97,7 +97,20 @@ pub struct Nat44Config {
     // -- live reload (issue 12, reload) --
     /// What a reload does with sessions on a public address it removed.
     pub reload_drain: crate::config::ReloadDrain,
+
+    // -- port-block allocation (issue 12, pba) --
+    /// Ports per block when a subscriber's ports come from blocks (RFC 7422 bulk port
+    /// allocation; one NAT event per block); 0: off, ports one by one.
+    pub port_block_size: u16,
+    /// Blocks one subscriber may hold per pool address with PBA on (a block serves every protocol); more
+    /// is a `subscriber_limit` drop.
+    pub blocks_per_subscriber: u16,
 }
+
+/// Smallest `port_block_size` accepted (besides 0, off).
+pub const MIN_PORT_BLOCK_SIZE: u16 = 8;
+/// Default of [`Nat44Config::blocks_per_subscriber`].
+pub const BLOCKS_PER_SUBSCRIBER: u16 = 4;
 
 /// Default of [`Nat44Config::max_sessions_per_host`]: VPP's `max_translations_per_user`
 /// default (10240), rounded; far above what one household's devices open at once.
@@ -128,11 +141,49 @@ impl Default for Nat44Config {
             max_sessions_per_host: MAX_SESSIONS_PER_HOST,
             max_ports_per_host: MAX_PORTS_PER_HOST,
             reload_drain: crate::config::ReloadDrain::Expire,
+            port_block_size: 0,
+            blocks_per_subscriber: BLOCKS_PER_SUBSCRIBER,
         }
     }
 }
 
 impl Nat44Config {
+    /// Port-block allocation: a block size of 0 or [`MIN_PORT_BLOCK_SIZE`] up to every
+    /// dynamic rule's port range, 1 to 1024 blocks per subscriber.
+    fn validate_blocks(&self) -> Result<(), ConfigError> {
+        use ConfigItem::{Entry, Field};
+        let size = self.port_block_size;
+        if size == 0 {
+            return Ok(());
+        }
+        if size < MIN_PORT_BLOCK_SIZE {
+            return Err(ConfigError::new(
+                Field("port_block_size"),
+                format!("{size}: must be 0 (off) or at least {MIN_PORT_BLOCK_SIZE}"),
+            ));
+        }
+        let most = conntrack::pool::MAX_BLOCKS_PER_SUBSCRIBER;
+        if !(1..=most).contains(&self.blocks_per_subscriber) {
+            return Err(ConfigError::new(
+                Field("blocks_per_subscriber"),
+                format!(
+                    "{}: must be between 1 and {most}",
+                    self.blocks_per_subscriber
+                ),
+            ));
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            let ports = u32::from(r.ports.last) - u32::from(r.ports.first.max(1)) + 1;
+            if u32::from(size) > ports {
+                return Err(ConfigError::new(
+                    Entry("rule", i, "ports"),
+                    format!("{ports} ports: fewer than one port block of {size}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the configuration as a whole. Returns warnings (RFC minimums not met) on success.
     pub fn validate(&self) -> Result<Vec<ConfigWarning>, ConfigError> {
         use ConfigItem::{Entry, Field, Table};
@@ -146,6 +197,7 @@ impl Nat44Config {
                 ),
             ));
         }
+        self.validate_blocks()?;
         if self.rules.is_empty() && self.static_nat.is_empty() && self.port_forwards.is_empty() {
             return Err(ConfigError::new(
                 Field("rule"),

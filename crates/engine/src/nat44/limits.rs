@@ -21,7 +21,7 @@ use crate::verdict::DropReason;
 impl Nat44Shared {
     /// The key `host` is counted under: its subscriber (see [`super::InsideHosts::subscriber`]).
     #[inline]
-    fn subscriber_of(&self, host: Ipv4Addr) -> u64 {
+    pub(super) fn subscriber_of(&self, host: Ipv4Addr) -> u64 {
         match &self.inside_hosts {
             Some(h) => h.subscriber(host),
             None => u64::from(u32::from(host)),

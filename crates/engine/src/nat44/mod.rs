@@ -44,6 +44,8 @@ mod tests_mt;
 #[cfg(test)]
 mod tests_natlog;
 #[cfg(test)]
+mod tests_pba;
+#[cfg(test)]
 mod tests_reload;
 #[cfg(test)]
 mod tests_tcp;
@@ -195,13 +197,16 @@ impl Nat44Shared {
                     .iter()
                     .map(|p| (p.nth(0), p.nth(p.size() - 1)))
                     .collect();
-                Arc::new(PortPool::from_ranges(
-                    ranges,
-                    r.ports.first,
-                    r.ports.last,
-                    cfg.port_reuse_hold,
-                    workers,
-                ))
+                Arc::new(
+                    PortPool::from_ranges(
+                        ranges,
+                        r.ports.first,
+                        r.ports.last,
+                        cfg.port_reuse_hold,
+                        workers,
+                    )
+                    .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber),
+                )
             })
             .collect();
         let cap = cfg.max_sessions;

@@ -74,6 +74,44 @@ impl Nat44Shared {
         log.record(at.ring, &e);
     }
 
+    /// The limit a port refusal for `host` hit, for its quota event: with PBA on and the
+    /// host under `max_ports_per_host`, its blocks' ports (`blocks_per_subscriber` x
+    /// `port_block_size`). Refusals only.
+    #[cold]
+    pub(super) fn refused_port_limit(
+        &self,
+        why: DropReason,
+        proto: Proto,
+        host: std::net::Ipv4Addr,
+    ) -> u32 {
+        let c = &self.cfg;
+        let ports = c.max_ports_per_host;
+        if why != DropReason::SubscriberLimit || c.port_block_size == 0 {
+            return ports;
+        }
+        if ports != 0 && self.host_count(conntrack::Counted::Ports(proto), host) >= ports {
+            return ports;
+        }
+        u32::from(c.blocks_per_subscriber) * u32::from(c.port_block_size)
+    }
+
+    /// A port block (PBA) was taken or released: one event per block, with its range.
+    pub(super) fn log_block(&self, at: Origin, taken: bool, b: &conntrack::Block) {
+        let Some(log) = self.log_for(EventClass::Block) else {
+            return;
+        };
+        let kind = if taken {
+            EventKind::PortBlockAllocate
+        } else {
+            EventKind::PortBlockRelease
+        };
+        let mut e = self.event(kind, kind, at, Endpoint::new(b.host, 0));
+        // A block serves every protocol: no protocolIdentifier (RFC 8158 §4.1.10).
+        e.public = (b.addr, 0);
+        e.block = (b.first, b.len);
+        log.record(at.ring, &e);
+    }
+
     /// A session was installed or is gone.
     #[inline]
     pub(super) fn log_session(

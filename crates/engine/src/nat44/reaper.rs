@@ -196,8 +196,13 @@ impl Nat44Reaper {
             self.limbo.extend(unlinked.into_iter().map(|s| (stamp, s)));
         }
         self.free_safe(&sh);
+        let at = Origin {
+            ring: crate::events::REAPER,
+            now,
+        };
         for p in &sh.pools {
-            p.handle_timeout(now);
+            // PBA: a block whose last port came back is released, and logged.
+            p.handle_timeout_blocks(now, |b| sh.log_block(at, false, &b));
         }
         sh.frags.sweep(now);
         self.next_sweep = Some(now + SWEEP_INTERVAL);

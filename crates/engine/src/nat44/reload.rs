@@ -101,13 +101,16 @@ impl Nat44Shared {
                             .iter()
                             .map(|p| (p.nth(0), p.nth(p.size() - 1)))
                             .collect();
-                        let p = Arc::new(PortPool::from_ranges(
-                            ranges,
-                            r.ports.first,
-                            r.ports.last,
-                            cfg.port_reuse_hold,
-                            workers,
-                        ));
+                        let p = Arc::new(
+                            PortPool::from_ranges(
+                                ranges,
+                                r.ports.first,
+                                r.ports.last,
+                                cfg.port_reuse_hold,
+                                workers,
+                            )
+                            .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber),
+                        );
                         fresh.push(Arc::clone(&p));
                         p
                     }
@@ -234,7 +237,7 @@ impl Nat44Shared {
             }
         }
         // New pools start with the ports live bindings and forwards hold on them.
-        reserve_live(&fresh, &self.bindings);
+        reserve_live(&fresh, &self.bindings, |h| self.subscriber_of(h));
         for f in &next.cfg.port_forwards {
             let (proto, public, _) = forward_keys(f);
             for p in &fresh {
@@ -261,7 +264,7 @@ impl Nat44Shared {
         }
         self.cell.publish(Arc::new(next));
         // A binding made on a pool being replaced while this ran: reserve it too.
-        reserve_live(&fresh, &self.bindings);
+        reserve_live(&fresh, &self.bindings, |h| self.subscriber_of(h));
         Ok(report)
     }
 
@@ -288,6 +291,12 @@ impl Nat44Shared {
                 o.drop_externally_initiated_tcp != new.drop_externally_initiated_tcp,
             ),
             ("port_reuse_hold", o.port_reuse_hold != new.port_reuse_hold),
+            // PBA: blocks are cut from each pool's range once; live blocks keep their size.
+            ("port_block_size", o.port_block_size != new.port_block_size),
+            (
+                "blocks_per_subscriber",
+                o.blocks_per_subscriber != new.blocks_per_subscriber,
+            ),
             (
                 "max_sessions_per_host (limits off at start)",
                 limits_off && new.max_sessions_per_host != 0,
@@ -333,7 +342,12 @@ fn forward_keys(f: &super::PortForward) -> (Proto, Endpoint, Endpoint) {
 }
 
 /// Marks in `pools` every port a live dynamic binding holds on their addresses.
-fn reserve_live(pools: &[Arc<PortPool>], bindings: &conntrack::RefTable) {
+/// With PBA on, each port's block becomes its subscriber's (`sub_of`) in the new pool.
+fn reserve_live(
+    pools: &[Arc<PortPool>],
+    bindings: &conntrack::RefTable,
+    sub_of: impl Fn(Ipv4Addr) -> u64,
+) {
     if pools.is_empty() {
         return;
     }
@@ -341,7 +355,8 @@ fn reserve_live(pools: &[Arc<PortPool>], bindings: &conntrack::RefTable) {
         let public = key_ep(b.key_b);
         for p in pools {
             if p.contains_addr(public.addr) {
-                p.reserve(key_proto(b.key_a), public);
+                let inside = key_ep(b.key_a).addr;
+                p.adopt(key_proto(b.key_a), public, sub_of(inside), inside);
             }
         }
     }

@@ -466,7 +466,7 @@ impl Nat44Worker {
             self.shared.release_host(Counted::Sessions, t.src.addr);
         }
         if let Err(e) = r {
-            let limit = self.shared.cfg.max_ports_per_host;
+            let limit = self.shared.refused_port_limit(e, t.proto, t.src.addr);
             self.shared.log_refusal(at, e, t.proto, t.src, limit);
         }
         r
@@ -590,17 +590,28 @@ impl Nat44Worker {
                 // RFC 6888 REQ-3: the port is counted before it is taken; the reaper
                 // gives it back with the binding, or this call when no binding is made.
                 sh.acquire_host(Counted::Ports(proto), inside.addr)?;
-                let e = pool
-                    .allocate(proto, inside, sh.cfg.port_preservation, self.id)
+                let a = pool
+                    .allocate_for(
+                        proto,
+                        inside,
+                        sh.subscriber_of(inside.addr),
+                        sh.cfg.port_preservation,
+                        self.id,
+                    )
                     .map_err(|e| {
                         sh.release_host(Counted::Ports(proto), inside.addr);
                         match e {
                             PoolError::PairedAddressFull | PoolError::Empty => {
                                 DropReason::PoolExhausted
                             }
+                            // PBA: the subscriber's blocks are full and it may take no more.
+                            PoolError::BlockLimit => DropReason::SubscriberLimit,
                         }
                     })?;
-                (e, Some(rule))
+                if let Some(b) = &a.block {
+                    sh.log_block(Origin { ring: self.id, now }, true, b);
+                }
+                (a.public, Some(rule))
             };
             // Undoes the count of a port this call took and will not bind.
             let uncount = |sh: &Nat44Shared| {
@@ -610,7 +621,9 @@ impl Nat44Worker {
             };
             let give_back = |sh: &Nat44Shared| {
                 if let Some(r) = rule {
-                    sh.pools[r as usize].give_back_now(proto, public);
+                    if let Some(b) = sh.pools[r as usize].give_back_now(proto, public) {
+                        sh.log_block(Origin { ring: self.id, now }, false, &b);
+                    }
                 }
             };
             if !sh.acquire_inside(inside.addr) {

@@ -80,6 +80,11 @@ pub struct Nat64Config {
     /// The per-host limits count IPv6 sources by this prefix length: 64 (default: an IPv6
     /// subscriber is given a /64, RFC 6888 §3, RFC 7857), 1-64, or 128 (each address).
     pub subscriber_prefix_len: u8,
+    // -- port-block allocation (issue 12, pba) --
+    /// Ports per block (0: off); see [`Nat44Config::port_block_size`].
+    pub port_block_size: u16,
+    /// Blocks per subscriber; see [`Nat44Config::blocks_per_subscriber`].
+    pub blocks_per_subscriber: u16,
 }
 
 impl Default for Nat64Config {
@@ -107,6 +112,8 @@ impl Default for Nat64Config {
             max_ports_per_host: n.max_ports_per_host,
             port_preservation: n.port_preservation,
             subscriber_prefix_len: 64,
+            port_block_size: n.port_block_size,
+            blocks_per_subscriber: n.blocks_per_subscriber,
         }
     }
 }
@@ -152,6 +159,8 @@ impl Nat64Config {
             max_ports_per_host: self.max_ports_per_host,
             // Live reload: sessions on a pool4 address a reload removed expire.
             reload_drain: crate::config::ReloadDrain::Expire,
+            port_block_size: self.port_block_size,
+            blocks_per_subscriber: self.blocks_per_subscriber,
         }
     }
 

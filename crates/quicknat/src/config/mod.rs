@@ -8,6 +8,8 @@
 
 pub mod ila;
 mod limits;
+// -- port-block allocation (issue 12, pba) --
+mod blocks;
 mod locate;
 mod logcfg;
 mod metrics;
@@ -703,6 +705,15 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
     // Live reload (issue 12).
     c.reload_drain = reload::reload_drain(src, &raw.reload_drain)?;
+    // Port-block allocation (issue 12, pba).
+    let (size, per) = blocks::port_blocks(
+        src,
+        &raw.port_block_size,
+        &raw.blocks_per_subscriber,
+        "nat44",
+    )?;
+    c.port_block_size = size.unwrap_or(c.port_block_size);
+    c.blocks_per_subscriber = per.unwrap_or(c.blocks_per_subscriber);
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();
         let field = |f: &str| format!("nat44.rule[{}].{f}", i + 1);

@@ -354,6 +354,11 @@ pub(super) struct RawNat64 {
     pub port_preservation: Option<bool>,
     /// The prefix length the per-host limits count IPv6 sources by (64; 1-64 or 128).
     pub subscriber_prefix_len: Option<Spanned<u64>>,
+    // -- port-block allocation (issue 12, pba) --
+    /// Ports per block (0: off).
+    pub port_block_size: Option<Spanned<u64>>,
+    /// Blocks one IPv6 subscriber may hold per pool4 address (each serves every protocol).
+    pub blocks_per_subscriber: Option<Spanned<u64>>,
 }
 
 /// One `[[nat64.static]]` table.
@@ -481,6 +486,11 @@ pub(super) fn convert_nat64(
     c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
     c.port_preservation = r.port_preservation.unwrap_or(c.port_preservation);
+    // Port-block allocation (issue 12, pba).
+    let (size, per) =
+        super::blocks::port_blocks(src, &r.port_block_size, &r.blocks_per_subscriber, "nat64")?;
+    c.port_block_size = size.unwrap_or(c.port_block_size);
+    c.blocks_per_subscriber = per.unwrap_or(c.blocks_per_subscriber);
     // Per-subscriber limits count an IPv6 subscriber's prefix, not one address.
     if let Some(v) = &r.subscriber_prefix_len {
         c.subscriber_prefix_len = u8::try_from(*v.get_ref())

@@ -120,6 +120,11 @@ pub(super) struct RawNat44 {
     // -- live reload (issue 12, reload) --
     /// Sessions on a public address a reload removed: "expire" or "immediate".
     pub reload_drain: Option<Spanned<String>>,
+    // -- port-block allocation (issue 12, pba) --
+    /// Ports per block (0: off).
+    pub port_block_size: Option<Spanned<u64>>,
+    /// Blocks one subscriber may hold per pool address (each serves every protocol).
+    pub blocks_per_subscriber: Option<Spanned<u64>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.

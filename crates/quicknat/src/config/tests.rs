@@ -1416,3 +1416,52 @@ fn reload_of_edited_files_reports_or_refuses_naming_the_setting() {
     let e = running.reload(&next, &other.mode).unwrap_err();
     assert!(e.message.contains("from nat44 to nat64"), "{e}");
 }
+
+// --- port-block allocation (issue 12, pba) ---
+
+/// Off by default; read in both modes; out-of-range values and a block larger than a
+/// rule's port range named by file, line and field.
+#[test]
+fn port_block_settings_are_read_and_checked() {
+    let n = load_str(BASE, "t.toml").unwrap().nat44().cloned().unwrap();
+    assert_eq!((n.port_block_size, n.blocks_per_subscriber), (0, 4));
+    let text = BASE.replace(
+        "hairpinning = true\n",
+        "hairpinning = true\nport_block_size = 512\nblocks_per_subscriber = 8\n",
+    );
+    let n = load_str(&text, "t.toml").unwrap().nat44().cloned().unwrap();
+    assert_eq!((n.port_block_size, n.blocks_per_subscriber), (512, 8));
+    expect_err(
+        &text.replace("size = 512", "size = 4"),
+        "port_block_size",
+        "nat44.port_block_size",
+        "must be 0 (off) or between 8 and 32768",
+    );
+    expect_err(
+        &text.replace("subscriber = 8", "subscriber = 0"),
+        "blocks_per_subscriber",
+        "nat44.blocks_per_subscriber",
+        "between 1 and 1024",
+    );
+    // A rule whose range is smaller than one block.
+    let small = format!("{text}ports = \"2000-2100\"\n");
+    expect_err(
+        &small,
+        "ports = ",
+        "nat44.rule[1].ports",
+        "fewer than one port block of 512",
+    );
+    let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\n\
+                port_block_size = 128\nblocks_per_subscriber = 2\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+        panic!("expected nat64");
+    };
+    assert_eq!((n.port_block_size, n.blocks_per_subscriber), (128, 2));
+    expect_err(
+        &text.replace("size = 128", "size = 40000"),
+        "port_block_size",
+        "nat64.port_block_size",
+        "must be 0 (off)",
+    );
+}
