@@ -139,6 +139,8 @@ pub struct PoolAddrUsage {
     pub bindings: u32,
     /// Distinct inside hosts (subscribers) with a binding on it.
     pub subscribers: u32,
+    /// Port blocks held on it (port-block allocation; 0 when off).
+    pub blocks_held: u32,
 }
 
 /// Counts over the tables.
@@ -156,6 +158,8 @@ pub struct Census {
     pub tcp: [u64; 8],
     /// Live bindings (port forwards included).
     pub bindings: u64,
+    /// Port-block allocation's counters over the pools in force (all 0 when off).
+    pub blocks: conntrack::pool::BlockStats,
 }
 
 impl Census {

@@ -266,6 +266,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 "PORTS/PROTO",
                 "BINDINGS",
                 "SUBSCRIBERS",
+                "BLOCKS",
             ]
             .map(String::from)
             .to_vec()];
@@ -278,6 +279,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     s(&i["ports_per_proto"]),
                     s(&i["bindings"]),
                     s(&i["subscribers"]),
+                    s(&i["blocks_held"]),
                 ]
             }));
             format!("{}{count} addresses\n", columns(&rows))

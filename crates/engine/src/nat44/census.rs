@@ -161,6 +161,7 @@ impl Nat44Shared {
                     taken: [Proto::Tcp, Proto::Udp, Proto::Icmp].map(|p| pool.taken(a, p)),
                     bindings,
                     subscribers: hosts,
+                    blocks_held: pool.held_blocks(a).len() as u32,
                 }
             })
             .collect()
@@ -177,6 +178,13 @@ impl Nat44Shared {
             true
         });
         c.bindings = self.bindings.walk_live(|_, _| true) as u64;
+        for p in &self.pools {
+            let b = p.block_stats();
+            c.blocks.taken += b.taken;
+            c.blocks.released += b.released;
+            c.blocks.limit_refused += b.limit_refused;
+            c.blocks.exhausted += b.exhausted;
+        }
         c
     }
 }
@@ -193,10 +201,11 @@ impl Introspect for std::sync::Arc<Nat44Shared> {
     fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize {
         self.list_bindings(&Plain, visit)
     }
+    // The pools of the generation in force (a reload may have replaced them).
     fn pool_usage(&self) -> Vec<PoolAddrUsage> {
-        self.pool_usage_of()
+        self.current().pool_usage_of()
     }
     fn census(&self) -> Census {
-        self.census_of()
+        self.current().census_of()
     }
 }

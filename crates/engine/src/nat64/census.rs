@@ -41,10 +41,11 @@ impl Introspect for Arc<Nat64Shared> {
     fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize {
         self.nat.list_bindings(&**self, visit)
     }
+    // The pools of the generation in force (a reload may have replaced them).
     fn pool_usage(&self) -> Vec<PoolAddrUsage> {
-        self.nat.pool_usage_of()
+        self.nat.current().pool_usage_of()
     }
     fn census(&self) -> Census {
-        self.nat.census_of()
+        self.nat.current().census_of()
     }
 }

@@ -427,6 +427,12 @@ pub fn census_json(c: &engine::introspect::Census) -> Value {
         },
         "tcp": tcp,
         "bindings": c.bindings,
+        "port_blocks": {
+            "taken": c.blocks.taken,
+            "released": c.blocks.released,
+            "limit_refused": c.blocks.limit_refused,
+            "exhausted": c.blocks.exhausted,
+        },
     })
 }
 
@@ -530,6 +536,7 @@ impl ApiState {
                         },
                         "bindings": u.bindings,
                         "subscribers": u.subscribers,
+                        "blocks_held": u.blocks_held,
                     });
                     writeln!(out, "{line}")?;
                 }

@@ -388,6 +388,21 @@ fn census(reg: &mut Registry, s: &Sample) {
             "Live bindings (public address and port mappings)",
             c.bindings,
         );
+        let b = c.blocks;
+        let f: Family<Labels, Counter> = Family::default();
+        for (event, n) in [
+            ("taken", b.taken),
+            ("released", b.released),
+            ("limit_refused", b.limit_refused),
+            ("exhausted", b.exhausted),
+        ] {
+            f.get_or_create(&label("event", event)).inc_by(n);
+        }
+        reg.register(
+            "port_blocks",
+            "Port-block allocation: blocks taken and released, new bindings refused at a subscriber's block limit or for want of a free block (0 with PBA off)",
+            f,
+        );
     }
     if s.pool.is_empty() {
         return;
@@ -424,6 +439,12 @@ fn census(reg: &mut Registry, s: &Sample) {
         "pool_ports_taken",
         "Ports taken per public pool address and protocol (in use or held back after use): divide by quicknat_pool_ports for utilisation",
         taken,
+    );
+    gauges(
+        reg,
+        "pool_blocks_held",
+        "Port blocks held on each public pool address (port-block allocation)",
+        per_addr(&|u| u64::from(u.blocks_held)),
     );
     gauges(
         reg,

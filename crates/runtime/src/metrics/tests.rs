@@ -117,6 +117,12 @@ fn sample(scale: u64) -> Sample {
             by_proto: [5, 30, 7],
             tcp: [0, 1, 0, 4, 0, 0, 0, 0],
             bindings: 33,
+            blocks: conntrack::BlockStats {
+                taken: 9,
+                released: 4,
+                limit_refused: 2,
+                exhausted: 1,
+            },
         }),
         pool: vec![engine::introspect::PoolAddrUsage {
             addr: "203.0.113.1".parse().unwrap(),
@@ -124,6 +130,7 @@ fn sample(scale: u64) -> Sample {
             taken: [5, 30, 7],
             bindings: 33,
             subscribers: 4,
+            blocks_held: 5,
         }],
     }
 }
@@ -206,6 +213,15 @@ fn the_exposition_parses_and_says_what_the_counters_say() {
     assert_eq!(v(r#"quicknat_tcp_sessions{state="established"}"#), 4.0);
     assert_eq!(v(r#"quicknat_tcp_sessions{state="syn_sent"}"#), 1.0);
     assert_eq!(v("quicknat_bindings{}"), 33.0);
+    assert_eq!(
+        v(r#"quicknat_pool_blocks_held{address="203.0.113.1"}"#),
+        5.0
+    );
+    assert_eq!(v(r#"quicknat_port_blocks_total{event="taken"}"#), 9.0);
+    assert_eq!(
+        v(r#"quicknat_port_blocks_total{event="limit_refused"}"#),
+        2.0
+    );
     assert_eq!(v(r#"quicknat_pool_ports{address="203.0.113.1"}"#), 64512.0);
     assert_eq!(
         v(r#"quicknat_pool_subscribers{address="203.0.113.1"}"#),
