@@ -14,6 +14,8 @@
 //! `flows` times only new flows (2,000 first packets from 100 subscribers, each one
 //! making a binding and a session): instructions per new flow = Ir / 2000.
 
+mod common;
+
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -23,30 +25,10 @@ use engine::events::{EventClass, EventLog, EventMask};
 use engine::nat44::{DynamicRule, Nat44, Nat44Config};
 use engine::Direction;
 
+use common::udp;
+
 const HOSTS: u8 = 100;
 const WAVES: u64 = 12;
-
-fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
-    let mut p = vec![0u8; 28];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&28u16.to_be_bytes());
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&src.octets());
-    p[16..20].copy_from_slice(&dst.octets());
-    let mut s: u32 = 0;
-    for c in p[..20].chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    p[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
-    p[20..22].copy_from_slice(&sport.to_be_bytes());
-    p[22..24].copy_from_slice(&dport.to_be_bytes());
-    p[24..26].copy_from_slice(&8u16.to_be_bytes());
-    p
-}
 
 fn host(h: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 0, 0, h + 1)

@@ -96,6 +96,11 @@ impl ReloadReport {
         self.changes.push(change.into());
     }
 
+    /// Whether nothing changed (and nothing was drained).
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && self.drain.is_none()
+    }
+
     /// Records `what` changing from `old` to `new` if it did (Debug forms).
     pub fn compare<V: PartialEq + std::fmt::Debug>(&mut self, what: &str, old: &V, new: &V) {
         if old != new {

@@ -76,7 +76,7 @@ fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
     if let Some(ila) = &r.ila {
         let mappings = ila.reload().map_err(|e| format!("ILA mappings: {e}"))?;
         // ILA's settings rarely change; its mappings do (the line `ila reload` gives).
-        line = if report.to_string() == "no change" {
+        line = if report.is_empty() {
             format!("ILA mappings {mappings}")
         } else {
             format!("{line}; ILA mappings {mappings}")

@@ -213,17 +213,9 @@ impl Nat44Shared {
         let shared = Nat44Shared {
             rules,
             pools,
-            static_by_inside: cfg
-                .static_nat
-                .iter()
-                .map(|s| (s.inside, s.public))
-                .collect(),
-            static_by_public: cfg
-                .static_nat
-                .iter()
-                .map(|s| (s.public, s.inside))
-                .collect(),
-            forward_inside: cfg.port_forwards.iter().map(|f| *f.inside.ip()).collect(),
+            static_by_inside: static_by_inside(&cfg),
+            static_by_public: static_by_public(&cfg),
+            forward_inside: forward_inside(&cfg),
             public_hosts,
             sessions: Arc::new(SessionTable::new(cap)),
             // Every session holds at most one binding and one permit; forwards are extra
@@ -555,4 +547,28 @@ impl Nat44Shared {
             dead_pending: self.sessions.dead_pending(),
         }
     }
+}
+
+// The lookups a configuration's static mappings and forwards give: built at start and
+// by each reload (`reload.rs`), from the configuration of that generation.
+
+/// Static 1:1 mappings by inside address.
+fn static_by_inside(cfg: &Nat44Config) -> FxMap<Ipv4Addr, Ipv4Addr> {
+    cfg.static_nat
+        .iter()
+        .map(|s| (s.inside, s.public))
+        .collect()
+}
+
+/// Static 1:1 mappings by public address.
+fn static_by_public(cfg: &Nat44Config) -> FxMap<Ipv4Addr, Ipv4Addr> {
+    cfg.static_nat
+        .iter()
+        .map(|s| (s.public, s.inside))
+        .collect()
+}
+
+/// The inside hosts port forwards lead to.
+fn forward_inside(cfg: &Nat44Config) -> FxSet<Ipv4Addr> {
+    cfg.port_forwards.iter().map(|f| *f.inside.ip()).collect()
 }

@@ -120,17 +120,9 @@ impl Nat44Shared {
         let mut next = Nat44Shared {
             rules: RuleTable::new(cfg.rules.iter().map(|r| &r.inside)),
             pools,
-            static_by_inside: cfg
-                .static_nat
-                .iter()
-                .map(|s| (s.inside, s.public))
-                .collect(),
-            static_by_public: cfg
-                .static_nat
-                .iter()
-                .map(|s| (s.public, s.inside))
-                .collect(),
-            forward_inside: cfg.port_forwards.iter().map(|f| *f.inside.ip()).collect(),
+            static_by_inside: super::static_by_inside(&cfg),
+            static_by_public: super::static_by_public(&cfg),
+            forward_inside: super::forward_inside(&cfg),
             public_hosts: Default::default(),
             sessions: Arc::clone(&self.sessions),
             bindings: Arc::clone(&self.bindings),
