@@ -282,13 +282,27 @@ fn workers_never_see_a_torn_policy_while_it_swaps() {
             x
         })
     };
+    // Flows translated so far: each reload waits for a few more, so every generation
+    // serves some flows whatever the scheduler does (no reload races ahead of the workers).
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Reloads published: the workers never get more than 10 flows ahead of them either.
+    let published = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let handles: Vec<_> = (0..WORKERS)
         .map(|id| {
             let mut w = shared.worker(id);
             let stop = Arc::clone(&stop);
+            let done = Arc::clone(&done);
+            let published = Arc::clone(&published);
             std::thread::spawn(move || {
                 let mut seen = Vec::new();
                 for k in 0..FLOWS {
+                    loop {
+                        let r = published.load(Ordering::Relaxed);
+                        if r >= 100 || done.load(Ordering::Relaxed) < 10 * (r + 1) {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
                     let inside = Ipv4Addr::new(10, 0, id as u8, (k % 250) as u8 + 1);
                     let port = 1024 + (k / 250) as u16;
                     let mut p = udp(inside, port, SRV, 53);
@@ -302,6 +316,7 @@ fn workers_never_see_a_torn_policy_while_it_swaps() {
                             && (20000..=40000).contains(&public.1));
                     assert!(whole, "{public:?} for {inside}:{port}");
                     seen.push((inside, port, public));
+                    done.fetch_add(1, Ordering::Relaxed);
                     w.quiescent();
                     if stop.load(Ordering::Relaxed) && k >= 200 {
                         break;
@@ -312,9 +327,13 @@ fn workers_never_see_a_torn_policy_while_it_swaps() {
         })
         .collect();
     for i in 0..100 {
+        // At most 1,000 of the workers' 6,000 flows: always reached.
+        while done.load(Ordering::Relaxed) < 10 * (i + 1) {
+            std::thread::yield_now();
+        }
         let cfg = if i % 2 == 0 { p2.clone() } else { p1.clone() };
         shared.reload(cfg).unwrap();
-        std::thread::yield_now();
+        published.fetch_add(1, Ordering::Relaxed);
     }
     stop.store(true, Ordering::Relaxed);
     let mut publics = HashSet::new();
