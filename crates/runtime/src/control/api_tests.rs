@@ -327,7 +327,9 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
         "{{\"v\":1,\"cmd\":\"status\",\"x\":\"{}\"}}",
         "a".repeat(MAX_LINE)
     );
-    writeln!(w, "{long}").unwrap();
+    // The server may close before the whole line is written (it stops reading at the
+    // cap): the write can fail with EPIPE; the answer is still there to read.
+    let _ = writeln!(w, "{long}");
     assert_eq!(
         line(),
         format!("error request longer than {MAX_LINE} bytes\n")
