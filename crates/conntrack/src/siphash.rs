@@ -20,8 +20,12 @@ impl std::fmt::Debug for SipKey {
 
 /// `N` random 64-bit words from the OS (`getrandom(2)`). Should the OS give none (it
 /// always can on Linux after boot), the standard library's `RandomState`, which the OS
-/// seeds as well.
+/// seeds as well. In a process that called [`predictable_keys_for_benchmarks`], the
+/// next words of that seed's sequence instead.
 pub fn os_random<const N: usize>() -> [u64; N] {
+    if let Some(words) = predictable::next_words::<N>() {
+        return words;
+    }
     let mut words = [0u64; N];
     let mut b = vec![0u8; 8 * N];
     match getrandom::fill(&mut b) {
@@ -39,6 +43,67 @@ pub fn os_random<const N: usize>() -> [u64; N] {
         }
     }
     words
+}
+
+/// Makes every key this process draws from now on ([`os_random`]: the session index's
+/// [`HashKey::process`](crate::key::HashKey::process), the port pools' and subscriber
+/// tables' [`SipKey::random`]) a fixed function of `seed` and of the order of the draws,
+/// so that two runs of the same single-threaded workload probe the same chains and pick
+/// the same ports, and execute the same instructions (`quicknat-bench --icount`).
+///
+/// For benchmarks only: a gateway whose keys can be known is open to the hash flooding
+/// and port prediction the random keys exist to prevent. The product never calls it (its
+/// default stays `getrandom(2)`). Returns `false`, and changes nothing, when this process
+/// already drew a key (the keys drawn so far would stay random) or was already seeded.
+pub fn predictable_keys_for_benchmarks(seed: u64) -> bool {
+    predictable::fix(seed)
+}
+
+/// The state behind [`predictable_keys_for_benchmarks`]: whether a key was drawn, and
+/// the seed and the draws made under it. Only touched when a key is made, never per
+/// packet.
+mod predictable {
+    use std::sync::{Mutex, PoisonError};
+
+    use super::SipKey;
+
+    struct Draws {
+        /// A key was drawn (from the OS or the seed).
+        drawn: bool,
+        /// The seed's key, once fixed.
+        seed: Option<SipKey>,
+        /// Words handed out under the seed.
+        count: u64,
+    }
+
+    static DRAWS: Mutex<Draws> = Mutex::new(Draws {
+        drawn: false,
+        seed: None,
+        count: 0,
+    });
+
+    pub(super) fn fix(seed: u64) -> bool {
+        let mut d = DRAWS.lock().unwrap_or_else(PoisonError::into_inner);
+        if d.drawn || d.seed.is_some() {
+            return false;
+        }
+        d.seed = Some(SipKey::fixed(seed, !seed));
+        true
+    }
+
+    /// The next `N` words of the seed's sequence, or `None` (draw from the OS) when the
+    /// process was not seeded; either way a key has now been drawn.
+    pub(super) fn next_words<const N: usize>() -> Option<[u64; N]> {
+        let mut d = DRAWS.lock().unwrap_or_else(PoisonError::into_inner);
+        d.drawn = true;
+        let key = d.seed?;
+        let mut words = [0u64; N];
+        for w in &mut words {
+            *w = key.hash::<2, 4>(d.count, 0x6963_6f75_6e74);
+            d.count += 1;
+        }
+        Some(words)
+    }
 }
 
 impl SipKey {
