@@ -53,7 +53,8 @@ pub struct Connections {
     pub fit_in_24gib: u64,
 }
 
-fn syn_packets(n: usize, base_host: u32) -> Vec<Vec<u8>> {
+/// `n` TCP SYNs from inside hosts (64 flows per host from `base_host` up) to one server.
+pub(crate) fn syn_packets(n: usize, base_host: u32) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
             let host = Ipv4Addr::from(base_host + (i / 64) as u32);

@@ -22,6 +22,8 @@ pub mod balance;
 mod extra;
 /// Hash flooding: SYNs crafted against the old unkeyed session hash vs random ones.
 pub mod hashflood;
+/// Instructions per packet under callgrind, and the check against the committed baseline.
+pub mod icount;
 pub mod listing;
 pub mod nat64;
 mod report;

@@ -30,6 +30,24 @@ struct Cli {
     /// this many sessions as JSON lines (alternating windows; e.g. 1000000).
     #[arg(long, value_name = "SESSIONS")]
     listing: Option<usize>,
+    // -- instructions per packet (issue 15, item 4) --
+    /// Only the instruction counts: instructions per packet of each mode's fast path and
+    /// first packet, under `valgrind --tool=callgrind` (deterministic; a release build).
+    #[arg(long)]
+    icount: bool,
+    /// With --icount: compare with this baseline file and fail when a figure grew more
+    /// than 5% (skipped when the baseline's rustc differs from this build's).
+    #[arg(long, value_name = "FILE", requires = "icount")]
+    baseline: Option<std::path::PathBuf>,
+    /// With --icount --baseline: write the figures measured now to the baseline file.
+    #[arg(long, requires = "baseline")]
+    update: bool,
+    /// With --icount: only these workloads (comma-separated names, e.g. nat44-out,ila-in).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "icount")]
+    only: Option<Vec<String>>,
+    /// The measured child of --icount (one workload, NAME:PACKETS; run under callgrind).
+    #[arg(long = "icount-child", value_name = "NAME:PACKETS", hide = true)]
+    icount_child: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -44,6 +62,22 @@ fn main() -> ExitCode {
 
 /// Runs the benchmark and prints tables or JSON.
 fn run(cli: &Cli) -> anyhow::Result<()> {
+    // -- instructions per packet (issue 15, item 4) --
+    if let Some(spec) = &cli.icount_child {
+        println!("{}", bench::icount::child(spec).map_err(anyhow::Error::msg)?);
+        return Ok(());
+    }
+    if cli.icount {
+        let args = bench::icount::IcountArgs {
+            json: cli.json,
+            baseline: cli.baseline.clone(),
+            update: cli.update,
+            only: cli.only.clone(),
+        };
+        let passed = bench::icount::main(&args).map_err(anyhow::Error::msg)?;
+        anyhow::ensure!(passed, "instructions per packet grew more than 5% (table above)");
+        return Ok(());
+    }
     let mut opts = bench::BenchOptions::new(cli.quick);
     if let Some(w) = cli.workers {
         anyhow::ensure!(
