@@ -38,6 +38,11 @@ done
 for tool in tshark:tshark nfacctd:pmacct; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+# Instructions per packet (issue 15, item 4): callgrind counts them for
+# scripts/icount_check.sh and crates/bench/tests/icount.rs.
+for tool in valgrind:valgrind; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true
@@ -121,6 +126,14 @@ cargo test --workspace 2>&1 | tee "$log"
 echo "==> loom models (conntrack)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
     cargo test -p conntrack --release --lib loom_ 2>&1 | tee -a "$log"
+# -- Instructions per packet (issue 15, item 4): each mode's fast path under callgrind
+# against the committed baseline (README "Instructions per packet"); a figure grown more
+# than 5% fails, another rustc than the baseline's skips. Its last line ("test result:
+# ...") joins the tally below as one test. --
+echo "==> instructions per packet (scripts/icount_check.sh)"
+scripts/icount_check.sh 2>&1 | tee -a "$log" || true
+# -- end of instructions per packet --
+
 # One closing line for the whole workspace (cargo prints one per test binary), the live
 # end-to-end tests included (pytest's counts, read from its junit XML above), and the
 # fuzz targets (one each).
