@@ -64,7 +64,10 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> anyhow::Result<()> {
     // -- instructions per packet (issue 15, item 4) --
     if let Some(spec) = &cli.icount_child {
-        println!("{}", bench::icount::child(spec).map_err(anyhow::Error::msg)?);
+        println!(
+            "{}",
+            bench::icount::child(spec).map_err(anyhow::Error::msg)?
+        );
         return Ok(());
     }
     if cli.icount {
@@ -75,7 +78,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             only: cli.only.clone(),
         };
         let passed = bench::icount::main(&args).map_err(anyhow::Error::msg)?;
-        anyhow::ensure!(passed, "instructions per packet grew more than 5% (table above)");
+        anyhow::ensure!(
+            passed,
+            "instructions per packet grew more than 5% (table above)"
+        );
         return Ok(());
     }
     let mut opts = bench::BenchOptions::new(cli.quick);

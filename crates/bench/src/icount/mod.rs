@@ -212,7 +212,9 @@ fn callgrind(exe: &Path, dir: &Path, w: Workload, n: usize) -> Result<u64, Strin
 /// `jobs` valgrind processes at a time. Progress goes to stderr.
 pub fn measure(exe: &Path, only: Option<&[String]>, jobs: usize) -> Result<IcountReport, String> {
     if env!("QUICKNAT_BENCH_OPT_LEVEL") == "0" {
-        return Err("instruction counts of an unoptimised build mean nothing: build with --release".into());
+        return Err(
+            "instruction counts of an unoptimised build mean nothing: build with --release".into(),
+        );
     }
     let chosen: Vec<Workload> = match only {
         None => WORKLOADS.to_vec(),
@@ -247,7 +249,9 @@ pub fn measure(exe: &Path, only: Option<&[String]>, jobs: usize) -> Result<Icoun
         }
     });
     let _ = std::fs::remove_dir_all(&dir);
-    let results = results.into_inner().map_err(|_| "a run panicked".to_owned())?;
+    let results = results
+        .into_inner()
+        .map_err(|_| "a run panicked".to_owned())?;
     let mut counts = results.into_iter();
     let mut rows = Vec::new();
     for w in chosen {
@@ -433,8 +437,7 @@ pub struct IcountArgs {
 pub fn main(args: &IcountArgs) -> Result<bool, String> {
     let base = match (&args.baseline, args.update) {
         (Some(p), false) => {
-            let text =
-                std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
             let base: IcountReport =
                 serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
             if let Some(why) = skip_reason(&base) {

@@ -40,7 +40,8 @@ fn growth_over_five_percent_fails_and_shrink_is_noted() {
     assert!(text.contains("--update"), "{text}");
     // The table: baseline, now and ratio of each.
     assert!(
-        text.lines().any(|l| l.starts_with("a ") && l.contains("100.0") && l.contains("1.050")),
+        text.lines()
+            .any(|l| l.starts_with("a ") && l.contains("100.0") && l.contains("1.050")),
         "{text}"
     );
 
@@ -57,7 +58,10 @@ fn new_and_missing_workloads_are_notes() {
     assert!(cmp.passes());
     let text = cmp.to_string();
     assert!(text.contains("fresh is not in the baseline"), "{text}");
-    assert!(text.contains("baseline workload gone was not measured"), "{text}");
+    assert!(
+        text.contains("baseline workload gone was not measured"),
+        "{text}"
+    );
 }
 
 /// A baseline from another rustc skips the check, saying so; the same rustc compares.
@@ -65,7 +69,10 @@ fn new_and_missing_workloads_are_notes() {
 fn another_rustc_skips_with_a_message() {
     let other = report("rustc 0.0.1 (old)", &[]);
     let why = skip_reason(&other).expect("skipped");
-    assert!(why.contains("skipped") && why.contains("rustc 0.0.1"), "{why}");
+    assert!(
+        why.contains("skipped") && why.contains("rustc 0.0.1"),
+        "{why}"
+    );
     assert!(skip_reason(&report(rustc_version(), &[])).is_none());
 }
 
@@ -92,7 +99,9 @@ fn committed_baseline_covers_every_workload() {
     let text = include_str!("../../icount-baseline.json");
     let base: IcountReport = serde_json::from_str(text).expect("baseline parses");
     for w in WORKLOADS {
-        let r = base.row(w.name).unwrap_or_else(|| panic!("{} missing", w.name));
+        let r = base
+            .row(w.name)
+            .unwrap_or_else(|| panic!("{} missing", w.name));
         assert!(r.instructions_per_packet > 0.0, "{r:?}");
         let (n1, n2) = packet_counts(w);
         assert_eq!(r.packets, [n1 as u64, n2 as u64], "{}", w.name);

@@ -228,8 +228,8 @@ pub fn run(w: Workload, n: usize) -> Result<u64, String> {
             Replay::established(prep, dir).run(n)
         }
         "nat44-new" => {
-            let shared = Nat44Shared::new(config(RULES, 2 * NEW_FLOWS), 1)
-                .map_err(|e| e.to_string())?;
+            let shared =
+                Nat44Shared::new(config(RULES, 2 * NEW_FLOWS), 1).map_err(|e| e.to_string())?;
             let syns = syn_packets(NEW_FLOWS, u32::from(Ipv4Addr::new(10, 64, 0, 1)));
             Replay::from_list(shared, &syns, true).run(n)
         }
