@@ -91,3 +91,39 @@ fn a_baseline_from_another_rustc_skips() {
     assert!(text.contains("icount check skipped"), "{text}");
     assert!(text.contains("rustc 1.0.0"), "{text}");
 }
+
+/// Predictable keys are for this benchmark only: no source file of the product (any crate
+/// but `bench`, and `conntrack` where it is defined and tested) calls the function.
+#[test]
+fn only_the_benchmark_fixes_the_keys() {
+    fn walk(dir: &std::path::Path, hits: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir)
+            .expect("readable source tree")
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, hits);
+            } else if p.extension().is_some_and(|x| x == "rs")
+                && std::fs::read_to_string(&p)
+                    .is_ok_and(|s| s.contains("predictable_keys_for_benchmarks"))
+            {
+                hits.push(p);
+            }
+        }
+    }
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("crates/");
+    let mut hits = Vec::new();
+    walk(crates, &mut hits);
+    let outside: Vec<_> = hits
+        .iter()
+        .filter(|p| {
+            let rel = p.strip_prefix(crates).expect("under crates/");
+            !(rel.starts_with("bench") || rel.starts_with("conntrack"))
+        })
+        .collect();
+    assert!(outside.is_empty(), "{outside:?}");
+    assert!(hits.len() >= 2, "the walk found the callers: {hits:?}");
+}
