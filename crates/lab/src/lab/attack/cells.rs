@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::cpu::CpuSample;
 use super::*;
+use crate::lab::cpu::CpuSample;
 use crate::probe::{now_ms, Arrivals};
 
 /// The SYN flood cell.

@@ -52,7 +52,6 @@ use crate::flood::{find_collisions, random_tuples, FloodReport};
 use crate::probe::{ConnectReport, Outage};
 
 mod cells;
-mod cpu;
 mod report;
 
 use cells::{collision_cell, flood_cell, greedy_cell, recovery_cell, Tuples};

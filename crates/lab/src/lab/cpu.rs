@@ -20,12 +20,20 @@
 //!
 //! Both arms are charged the same way: quicknat = its threads + its core's softirq, the
 //! kernel = its core's softirq. Must never signal, stop or otherwise touch the gateway.
+//!
+//! Shared by the attack lab (the gateway core only, [`CpuSample::take`]) and the NAT44
+//! lab's floor arms ([`CpuSample::take_cores`], every core): with XDP attached to a veth,
+//! the XDP program and the veth's NAPI run on the *sending* core, so a gateway whose work
+//! runs partly there (AF_XDP's steering, an XDP forwarder) is only seen whole when every
+//! core's softirq is read. On a kernel without `CONFIG_IRQ_TIME_ACCOUNTING` the softirq
+//! column is sampled at each tick (in_serving_softirq), which is unbiased but coarse: a
+//! few seconds at a few hundred kpps keep it within a few percent.
 
 use std::collections::HashMap;
 
 /// One sample of the gateway's CPU counters.
 #[derive(Clone, Debug, Default)]
-pub(super) struct CpuSample {
+pub(crate) struct CpuSample {
     /// ns on CPU per quicknat thread id.
     threads: HashMap<u32, u64>,
     /// The gateway core's softirq + irq time, ns, including its `ksoftirqd`'s run time.
@@ -38,7 +46,13 @@ const USER_HZ: u64 = 100;
 
 impl CpuSample {
     /// Reads the counters now: `pid` quicknat's process (`None` for the kernel's NAT).
-    pub(super) fn take(pid: Option<u32>, core: usize) -> Self {
+    pub(crate) fn take(pid: Option<u32>, core: usize) -> Self {
+        Self::take_cores(pid, &[core])
+    }
+
+    /// Like [`CpuSample::take`], with the softirq + irq time (and `ksoftirqd`) of every core
+    /// in `cores` summed.
+    pub(crate) fn take_cores(pid: Option<u32>, cores: &[usize]) -> Self {
         let mut threads = HashMap::new();
         if let Some(pid) = pid {
             if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -56,11 +70,14 @@ impl CpuSample {
                 }
             }
         }
-        let core_irq_ns = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| core_irq_ticks(&s, core))
-            .map_or(0, |t| t * (1_000_000_000 / USER_HZ))
-            + ksoftirqd_ns(core).unwrap_or(0);
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let core_irq_ns = cores
+            .iter()
+            .map(|&core| {
+                core_irq_ticks(&stat, core).map_or(0, |t| t * (1_000_000_000 / USER_HZ))
+                    + ksoftirqd_ns(core).unwrap_or(0)
+            })
+            .sum();
         CpuSample {
             threads,
             core_irq_ns,
@@ -68,7 +85,7 @@ impl CpuSample {
     }
 
     /// (quicknat threads' ns, core softirq+irq ns) spent between `self` and `later`.
-    pub(super) fn until(&self, later: &CpuSample) -> (u64, u64) {
+    pub(crate) fn until(&self, later: &CpuSample) -> (u64, u64) {
         let threads = later
             .threads
             .iter()
