@@ -367,6 +367,8 @@ pub struct UdpCell {
     pub threads_ns: f64,
     /// Of which softirq/irq and ksoftirqd, other jobs' share subtracted (ns per packet).
     pub softirq_ns: f64,
+    /// Of which the `ksoftirqd` threads (ns per packet; see `CpuSample::ksoftirqd_until`).
+    pub ksoftirqd_ns: f64,
 }
 
 impl UdpCell {
@@ -426,7 +428,9 @@ pub(crate) fn udp_cell(
     // Frames still in flight reach the sink within a few ms.
     std::thread::sleep(Duration::from_millis(50));
     let elapsed = t0.elapsed().as_secs_f64();
-    let (threads, irq) = cpu0.until(&CpuSample::take_cores(pid, &cores));
+    let cpu1 = CpuSample::take_cores(pid, &cores);
+    let (threads, irq) = cpu0.until(&cpu1);
+    let ksoftirqd = cpu0.ksoftirqd_until(&cpu1) as f64;
     let fwd = sink_count(lab).saturating_sub(sink0) as f64;
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
     let irq = (irq as f64 - idle_rate * elapsed).max(0.0);
@@ -437,5 +441,6 @@ pub(crate) fn udp_cell(
         cpu_ns: per(threads as f64 + irq),
         threads_ns: per(threads as f64),
         softirq_ns: per(irq),
+        ksoftirqd_ns: per(ksoftirqd),
     })
 }

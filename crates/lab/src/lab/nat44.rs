@@ -183,6 +183,7 @@ fn combine(rs: &[ModeResult]) -> ModeResult {
         cpu_ns: med(rs, |r| f(r).cpu_ns),
         threads_ns: med(rs, |r| f(r).threads_ns),
         softirq_ns: med(rs, |r| f(r).softirq_ns),
+        ksoftirqd_ns: med(rs, |r| f(r).ksoftirqd_ns),
     };
     ModeResult {
         tcp1_off: med(rs, |r| r.tcp1_off),
@@ -288,6 +289,7 @@ impl std::fmt::Display for LabReport {
         row("  of which softirq, all cores (ns)", &|r| {
             Some(r.fixed.softirq_ns)
         })?;
+        row("    of which ksoftirqd (ns)", &|r| Some(r.fixed.ksoftirqd_ns))?;
         row("  reached the server at that load (kpps)", &|r| {
             Some(r.fixed.forwarded_pps / 1e3)
         })?;
