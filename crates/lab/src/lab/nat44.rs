@@ -289,7 +289,9 @@ impl std::fmt::Display for LabReport {
         row("  of which softirq, all cores (ns)", &|r| {
             Some(r.fixed.softirq_ns)
         })?;
-        row("    of which ksoftirqd (ns)", &|r| Some(r.fixed.ksoftirqd_ns))?;
+        row("    of which ksoftirqd (ns)", &|r| {
+            Some(r.fixed.ksoftirqd_ns)
+        })?;
         row("  reached the server at that load (kpps)", &|r| {
             Some(r.fixed.forwarded_pps / 1e3)
         })?;
