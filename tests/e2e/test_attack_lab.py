@@ -148,7 +148,7 @@ def test_namespaces_and_temporary_files_removed(lab):
 
 def test_gateway_cpu_is_measured_for_every_arm(lab):
     """The collision cell's CPU per packet comes from the gateway's own CPU time (quicknat's
-    threads by schedstat + its core's softirq), so it is never 0 where packets went through,
+    threads by schedstat + every core's softirq), so it is never 0 where packets went through,
     whatever else the machine runs (the SCHED_IDLE soaker it replaced read 0 under load);
     the flood cell says where the gateway's CPU went."""
     _, _, report, err = lab

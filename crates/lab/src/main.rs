@@ -13,6 +13,7 @@
 //! one-line messages. Nothing here is ever on the data path.
 
 mod flood;
+mod fwd;
 mod gen;
 mod lab;
 mod probe;
@@ -57,6 +58,10 @@ enum Command {
         /// Skip the TCP run with offloads on (nat44).
         #[arg(long)]
         no_offloads_on: bool,
+        /// Skip the floor arms: kernel forwarding, the flowtable, the minimal XDP, AF_XDP
+        /// and AF_PACKET forwarders (nat44).
+        #[arg(long)]
+        no_floors: bool,
         /// Pin TAYGA to the gateway core like quicknat's worker (nat64; default: the
         /// scheduler places it, as it would on a real box).
         #[arg(long)]
@@ -137,6 +142,10 @@ enum Command {
     /// TCP request/response load: `rr server` echoes, `rr client` keeps one request in
     /// flight on each of N connections and reports transactions/s and p50/p90/p99.
     Rr(rr::RrArgs),
+    /// A minimal forwarder (no NAT), the floor of an I/O model: AF_XDP or AF_PACKET with
+    /// quicknat's own ports and batching, or XDP_REDIRECT through a devmap (the lab runs it
+    /// in the gateway namespace until SIGTERM).
+    Fwd(fwd::FwdArgs),
     /// Spin on one core counting loop iterations; `quicknat-lab lab` runs it at the lowest
     /// priority to measure how much of a core the gateway leaves idle.
     Soak {
@@ -210,6 +219,7 @@ fn main() -> ExitCode {
             rounds,
             fixed_pps,
             no_offloads_on,
+            no_floors,
             pin_tayga,
             json,
             backends,
@@ -230,6 +240,7 @@ fn main() -> ExitCode {
                 rounds,
                 fixed_pps,
                 offloads_on: !no_offloads_on,
+                floors: !no_floors,
                 pin_tayga,
                 json,
                 conns,
@@ -254,6 +265,7 @@ fn main() -> ExitCode {
                 }),
         ),
         Command::Rr(args) => rr::run(&args),
+        Command::Fwd(args) => lab::stop_flag().and_then(|stop| fwd::run(&args, &stop)),
         Command::Probe(args) => probe::run(&args),
         Command::Flood(args) => run_flood(&args),
         Command::Soak { seconds } => {
@@ -357,6 +369,7 @@ struct LabArgs {
     rounds: usize,
     fixed_pps: u64,
     offloads_on: bool,
+    floors: bool,
     pin_tayga: bool,
     json: bool,
     conns: usize,
@@ -441,6 +454,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         rounds,
         fixed_pps,
         offloads_on,
+        floors,
         pin_tayga,
         json,
         conns,
@@ -519,6 +533,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 offloads_on,
                 backends,
                 quicknat,
+                floors,
             })?,
             json,
         ),

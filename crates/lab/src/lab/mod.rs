@@ -14,6 +14,8 @@
 //! - [`attack`]: quicknat NAT44 vs the kernel's NAT under hostile and greedy traffic.
 
 pub mod attack;
+pub(crate) mod cpu;
+pub mod floor;
 pub mod ila;
 pub mod nat44;
 pub mod nat64;

@@ -1,15 +1,20 @@
 //! `quicknat-lab lab --topology nat44`: builds client, gateway and server network namespaces
-//! joined by veth, and measures quicknat NAT44 and the kernel's own NAT (nftables) on the same topology, in
-//! the same run, alternating: TCP throughput (iperf3, 1 and 4 streams, offloads off and
-//! on), 64-byte UDP capacity of one gateway core, and the gateway core's CPU per packet
-//! at a fixed offered load. Namespaces are removed at the end, on error, and on Ctrl-C.
+//! joined by veth, and measures quicknat NAT44, the kernel's own NAT (nftables) and the
+//! floors ([`super::floor`]: kernel forwarding, the kernel's NAT with a flowtable, minimal
+//! XDP, AF_XDP and AF_PACKET forwarders) on the same topology, in the same run,
+//! alternating: TCP throughput (iperf3, 1 and 4 streams, offloads off and on), 64-byte UDP
+//! capacity of one gateway core (derived from the gateway's CPU per packet, see
+//! [`super::floor`]), and the gateway's CPU per packet at a fixed offered load. Each
+//! quicknat figure is reported as a ratio to the kernel NAT, to the flowtable and to the
+//! floor of its own I/O model. Namespaces are removed at the end, on error, and on Ctrl-C.
 //!
 //! ```text
 //! cli (10.0.0.2) ==c0|g-in== gw (10.0.0.1 | 198.51.100.1) ==g-out|s0== srv (198.51.100.2)
 //! ```
-//! The server routes 203.0.113.0/24 (the NAT's public address) to the gateway. In the
-//! quicknat runs the gateway kernel does not forward (ip_forward=0); in the kernel runs it
-//! forwards and nftables translates to the same public address.
+//! The server routes 203.0.113.0/24 (the NAT's public address) and 10.0.0.0/24 (for the
+//! arms without NAT) to the gateway. In the quicknat and user-space/XDP forwarder runs the
+//! gateway kernel does not forward (ip_forward=0); in the kernel runs it forwards (and
+//! nftables translates to the same public address).
 //!
 //! "Offloads on" with AF_XDP: while XDP is attached to g-in/g-out the kernel keeps the
 //! veth peers' TSO off (`tcp-segmentation-offload: off [fixed]` on c0 and s0, whether
@@ -18,15 +23,12 @@
 //! AF_XDP backend completes those partial checksums (`csum_completed`). The kernel NAT
 //! runs keep TSO end to end, hence the gap in that row.
 
-use std::process::Child;
 use std::sync::Arc;
 
 use anyhow::Result;
 
-use super::{
-    alternate, chrono_like_date, iperf, med, require, soak_on, soak_rate, stop_child, stop_flag,
-    udp_small, Configs, Lab, GW_CORE,
-};
+use super::floor::{self, Arm, Running, UdpCell};
+use super::{chrono_like_date, iperf, med, require, stop_flag, Configs, Lab, GW_CORE};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -43,9 +45,11 @@ pub struct LabOptions {
     pub backends: Vec<String>,
     /// The quicknat binary run as the gateway.
     pub quicknat: std::path::PathBuf,
+    /// Also run the floor arms (kernel forwarding, flowtable, XDP/AF_XDP/AF_PACKET
+    /// forwarders).
+    pub floors: bool,
 }
 
-const PUBLIC: &str = "203.0.113.1";
 const SERVER: &str = "198.51.100.2";
 
 /// The gateway's interfaces, each with its namespace.
@@ -68,121 +72,92 @@ fn build(stop: Arc<std::sync::atomic::AtomicBool>) -> Result<Lab> {
     lab.addr(lab.srv(), "s0", "198.51.100.2/24")?;
     lab.route(lab.cli(), &["default", "via", "10.0.0.1"])?;
     lab.route(lab.srv(), &["203.0.113.0/24", "via", "198.51.100.1"])?;
+    // The arms without NAT: the server answers the client's own address.
+    lab.route(lab.srv(), &["10.0.0.0/24", "via", "198.51.100.1"])?;
     // The kernel's receive work for frames entering the gateway runs on GW_CORE.
     lab.rps(lab.gw(), &["g-in", "g-out"], GW_CORE);
     Ok(lab)
 }
 
-/// One mode's measurements.
+/// One arm's measurements.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ModeResult {
     /// iperf3, 1 stream, offloads off (Gbit/s).
     pub tcp1_off: f64,
     /// iperf3, 4 streams, offloads off.
     pub tcp4_off: f64,
-    /// iperf3, 1 stream, offloads on.
+    /// iperf3, 1 stream, offloads on (not measured: `None`).
     pub tcp1_on: Option<f64>,
-    /// Gateway capacity: 64-byte UDP packets forwarded per second (server drops at ingress).
-    pub udp64_capacity_pps: f64,
-    /// Packets the generator offered per second in that cell.
-    pub udp64_offered_pps: f64,
-    /// Gateway core CPU per forwarded packet at the fixed load (nanoseconds), from a
-    /// SCHED_IDLE soaker's lost rate.
-    pub cpu_ns_per_packet: f64,
-    /// Packets forwarded per second at the fixed load.
-    pub fixed_forwarded_pps: f64,
+    /// 64-byte UDP, generator unpaced: its rate, what reached the sink, and the gateway's
+    /// CPU per packet (whose inverse is the capacity of one core).
+    pub unpaced: UdpCell,
+    /// 64-byte UDP at the fixed offered load.
+    pub fixed: UdpCell,
 }
 
-enum Mode {
-    Kernel,
-    Quicknat(Child),
-}
-
-/// The kernel's NAT, or quicknat (`bin`) with configuration `quicknat`.
-fn start_mode(
-    lab: &Lab,
-    bin: &std::path::Path,
-    quicknat: Option<&std::path::Path>,
-) -> Result<Mode> {
-    if let Some(cfg) = quicknat {
-        lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
-        Ok(Mode::Quicknat(lab.start_quicknat(
-            bin,
-            lab.gw(),
-            GW_CORE,
-            cfg,
-        )?))
-    } else {
-        lab.sysctl(lab.gw(), "net.ipv4.ip_forward=1")?;
-        lab.ns(lab.gw(), &["nft", "add", "table", "ip", "qnlab"])?;
-        lab.ns(
-            lab.gw(),
-            &[
-                "nft",
-                "add",
-                "chain",
-                "ip",
-                "qnlab",
-                "post",
-                "{ type nat hook postrouting priority 100; }",
-            ],
-        )?;
-        lab.ns(
-            lab.gw(),
-            &[
-                "nft", "add", "rule", "ip", "qnlab", "post", "oifname", "g-out", "snat", "to",
-                PUBLIC,
-            ],
-        )?;
-        Ok(Mode::Kernel)
+impl ModeResult {
+    /// Packets per second one gateway core forwards at the measured cost.
+    pub fn capacity_pps(&self) -> f64 {
+        self.unpaced.capacity_pps()
     }
 }
 
-fn stop_mode(lab: &Lab, m: Mode) -> Result<()> {
-    match m {
-        Mode::Kernel => {
-            lab.ns(lab.gw(), &["nft", "delete", "table", "ip", "qnlab"])?;
-            lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
-        }
-        Mode::Quicknat(c) => {
-            stop_child(c);
-        }
-    }
-    // Let conntrack/sessions from this mode not leak into the next.
-    let _ = lab.sh(
-        lab.gw(),
-        "command -v conntrack >/dev/null && conntrack -F || true",
-    );
-    Ok(())
-}
-
-fn measure(lab: &Lab, opts: &LabOptions) -> Result<ModeResult> {
+fn measure(lab: &Lab, opts: &LabOptions, arm: &Arm, run: &Running) -> Result<ModeResult> {
     let s = opts.seconds;
     let mut r = ModeResult::default();
     lab.offloads(&devs(lab), false);
     r.tcp1_off = iperf(lab, SERVER, SERVER, 1, s)?;
     r.tcp4_off = iperf(lab, SERVER, SERVER, 4, s)?;
-    if opts.offloads_on {
+    if opts.offloads_on && arm.offloads_on_applies() {
         lab.offloads(&devs(lab), true);
         r.tcp1_on = Some(iperf(lab, SERVER, SERVER, 1, s).unwrap_or(0.0));
         lab.offloads(&devs(lab), false);
     }
-    // Capacity: the server drops at ingress so the sink costs nothing.
-    lab.sink_on(lab.srv(), "s0")?;
+    // The server counts and drops at ingress, so the sink costs (almost) nothing.
+    floor::sink_on(lab)?;
     let dst = format!("{SERVER}:9");
-    let (offered, fwd, _) = udp_small(lab, &dst, "g-out", None, s, 0.0)?;
-    r.udp64_offered_pps = offered;
-    r.udp64_capacity_pps = fwd;
-    // The soaker's rate on an idle gateway core, measured now (same mode, no traffic).
-    let idle = soak_rate(soak_on(GW_CORE, 1)?);
-    let (_, fwd, cpu) = udp_small(lab, &dst, "g-out", Some(opts.fixed_pps), s, idle)?;
-    r.fixed_forwarded_pps = fwd;
-    r.cpu_ns_per_packet = cpu;
-    lab.sink_off(lab.srv())?;
+    let cells = floor::udp_cell(lab, run.pid, &dst, None, s).and_then(|u| {
+        Ok((
+            u,
+            floor::udp_cell(lab, run.pid, &dst, Some(opts.fixed_pps), s)?,
+        ))
+    });
+    floor::sink_off(lab)?;
+    (r.unpaced, r.fixed) = cells?;
     Ok(r)
 }
 
-/// The lab's report: medians per mode.
+/// One arm's medians.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ArmReport {
+    /// The arm's name ("kernel NAT", "quicknat af_xdp", ...).
+    pub arm: String,
+    /// Medians over the rounds.
+    pub median: ModeResult,
+    /// Every round.
+    pub rounds: Vec<ModeResult>,
+}
+
+/// quicknat's figures over another arm's.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Ratio {
+    /// "quicknat af_xdp".
+    pub quicknat: String,
+    /// The arm compared with, and why: "kernel NAT", "flowtable", "I/O floor (AF_XDP fwd)".
+    pub versus: String,
+    /// That arm's name.
+    pub versus_arm: String,
+    /// TCP 1 stream offloads off: quicknat / it (higher is better).
+    pub tcp1_off: Option<f64>,
+    /// TCP 1 stream offloads on.
+    pub tcp1_on: Option<f64>,
+    /// 64-byte capacity of one core: quicknat / it.
+    pub capacity: Option<f64>,
+    /// CPU per packet at the fixed load: quicknat / it (lower is better).
+    pub cpu_per_packet: Option<f64>,
+}
+
+/// The lab's report: medians per arm and quicknat's ratios.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LabReport {
     /// UTC date and kernel.
@@ -193,13 +168,23 @@ pub struct LabReport {
     pub rounds: usize,
     /// Fixed offered load for the CPU cell.
     pub fixed_pps: u64,
-    /// quicknat per backend, medians.
-    pub quicknat: Vec<(String, ModeResult)>,
-    /// Kernel nftables NAT, medians.
-    pub kernel: ModeResult,
+    /// Every arm measured, in the order they ran each round.
+    pub arms: Vec<ArmReport>,
+    /// Arms that could not run here, with the reason (e.g. no flowtable in this kernel).
+    pub unavailable: Vec<(String, String)>,
+    /// quicknat's figures over the kernel NAT, the flowtable and its I/O floor.
+    pub ratios: Vec<Ratio>,
 }
 
 fn combine(rs: &[ModeResult]) -> ModeResult {
+    let cell = |f: &dyn Fn(&ModeResult) -> &UdpCell| UdpCell {
+        offered_pps: med(rs, |r| f(r).offered_pps),
+        forwarded_pps: med(rs, |r| f(r).forwarded_pps),
+        cpu_ns: med(rs, |r| f(r).cpu_ns),
+        threads_ns: med(rs, |r| f(r).threads_ns),
+        softirq_ns: med(rs, |r| f(r).softirq_ns),
+        ksoftirqd_ns: med(rs, |r| f(r).ksoftirqd_ns),
+    };
     ModeResult {
         tcp1_off: med(rs, |r| r.tcp1_off),
         tcp4_off: med(rs, |r| r.tcp4_off),
@@ -207,48 +192,70 @@ fn combine(rs: &[ModeResult]) -> ModeResult {
             .first()
             .and_then(|r| r.tcp1_on)
             .map(|_| med(rs, |r| r.tcp1_on.unwrap_or(0.0))),
-        udp64_capacity_pps: med(rs, |r| r.udp64_capacity_pps),
-        udp64_offered_pps: med(rs, |r| r.udp64_offered_pps),
-        cpu_ns_per_packet: med(rs, |r| r.cpu_ns_per_packet),
-        fixed_forwarded_pps: med(rs, |r| r.fixed_forwarded_pps),
+        unpaced: cell(&|r| &r.unpaced),
+        fixed: cell(&|r| &r.fixed),
     }
+}
+
+/// `a / b` when both are measured and `b` > 0.
+fn over(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// quicknat's ratios to the kernel NAT, the flowtable and its I/O floor (an arm not run
+/// gives a ratio row of `None`s, so the row is there and says what is missing).
+fn ratios(arms: &[ArmReport]) -> Vec<Ratio> {
+    let find = |name: &str| arms.iter().find(|a| a.arm == name).map(|a| &a.median);
+    let mut out = Vec::new();
+    for q in arms.iter().filter(|a| a.arm.starts_with("quicknat ")) {
+        let backend = q.arm.trim_start_matches("quicknat ");
+        let mut versus = vec![
+            ("kernel NAT".to_string(), Arm::KernelNat.name()),
+            ("flowtable".to_string(), Arm::Flowtable.name()),
+        ];
+        if let Some(f) = Arm::floor_of(backend) {
+            versus.push((format!("I/O floor ({})", f.name()), f.name()));
+        }
+        for (why, name) in versus {
+            let o = find(&name);
+            let m = &q.median;
+            out.push(Ratio {
+                quicknat: q.arm.clone(),
+                versus: why,
+                versus_arm: name.clone(),
+                tcp1_off: over(Some(m.tcp1_off), o.map(|o| o.tcp1_off)),
+                tcp1_on: over(m.tcp1_on, o.and_then(|o| o.tcp1_on)),
+                capacity: over(Some(m.capacity_pps()), o.map(|o| o.capacity_pps())),
+                cpu_per_packet: over(Some(m.fixed.cpu_ns), o.map(|o| o.fixed.cpu_ns)),
+            });
+        }
+    }
+    out
 }
 
 impl std::fmt::Display for LabReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let k = &self.kernel;
         writeln!(
             f,
             "quicknat lab — {} — median of {} alternating rounds, {} s each",
             self.when, self.rounds, self.seconds
         )?;
-        write!(f, "{:<44}", "measure")?;
-        for (b, _) in &self.quicknat {
-            write!(f, " {:>14}", format!("quicknat {b}"))?;
-        }
-        write!(f, " {:>12}", "kernel NAT")?;
-        for (b, _) in &self.quicknat {
-            write!(f, " {:>12}", format!("{b}/kernel"))?;
+        let w = 46;
+        write!(f, "{:<w$}", "measure")?;
+        for a in &self.arms {
+            write!(f, " {:>20}", a.arm)?;
         }
         writeln!(f)?;
         let mut row = |name: &str, get: &dyn Fn(&ModeResult) -> Option<f64>| -> std::fmt::Result {
-            let Some(kv) = get(k) else { return Ok(()) };
-            write!(f, "{name:<44}")?;
-            for (_, q) in &self.quicknat {
-                write!(f, " {:>14.2}", get(q).unwrap_or(0.0))?;
-            }
-            write!(f, " {kv:>12.2}")?;
-            for (_, q) in &self.quicknat {
-                let v = get(q).unwrap_or(0.0);
-                write!(
-                    f,
-                    " {:>12}",
-                    if kv > 0.0 {
-                        format!("{:.2}x", v / kv)
-                    } else {
-                        "-".into()
-                    }
-                )?;
+            write!(f, "{name:<w$}")?;
+            for a in &self.arms {
+                match get(&a.median) {
+                    Some(v) => write!(f, " {v:>20.2}")?,
+                    None => write!(f, " {:>20}", "-")?,
+                }
             }
             writeln!(f)
         };
@@ -257,66 +264,161 @@ impl std::fmt::Display for LabReport {
             Some(r.tcp4_off)
         })?;
         row("TCP 1 stream, offloads on (Gbit/s)", &|r| r.tcp1_on)?;
-        row("64 B UDP capacity, 1 gateway core (Mpps)", &|r| {
-            Some(r.udp64_capacity_pps / 1e6)
+        row("64 B capacity of 1 core, from CPU/pkt (Mpps)", &|r| {
+            Some(r.capacity_pps() / 1e6)
         })?;
-        row("  offered by the generator (Mpps)", &|r| {
-            Some(r.udp64_offered_pps / 1e6)
+        row("  unpaced: gateway CPU per packet (ns)", &|r| {
+            Some(r.unpaced.cpu_ns)
+        })?;
+        row("  unpaced: offered by the generator (Mpps)", &|r| {
+            Some(r.unpaced.offered_pps / 1e6)
+        })?;
+        row("  unpaced: reached the server (Mpps)", &|r| {
+            Some(r.unpaced.forwarded_pps / 1e6)
         })?;
         row(
             &format!(
-                "gateway core CPU per packet at {} kpps (ns)",
+                "gateway CPU per packet at {} kpps (ns)",
                 self.fixed_pps / 1000
             ),
-            &|r| Some(r.cpu_ns_per_packet),
+            &|r| Some(r.fixed.cpu_ns),
         )?;
-        row("  forwarded at that load (kpps)", &|r| {
-            Some(r.fixed_forwarded_pps / 1e3)
-        })
+        row("  of which the gateway's threads (ns)", &|r| {
+            Some(r.fixed.threads_ns)
+        })?;
+        row("  of which softirq, all cores (ns)", &|r| {
+            Some(r.fixed.softirq_ns)
+        })?;
+        row("    of which ksoftirqd (ns)", &|r| {
+            Some(r.fixed.ksoftirqd_ns)
+        })?;
+        row("  reached the server at that load (kpps)", &|r| {
+            Some(r.fixed.forwarded_pps / 1e3)
+        })?;
+        for (arm, why) in &self.unavailable {
+            writeln!(f, "not run: {arm}: {why}")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<52} {:>10} {:>10} {:>10} {:>10}",
+            "ratio (quicknat / arm)", "TCP1 off", "TCP1 on", "capacity", "CPU/pkt"
+        )?;
+        let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
+        for r in &self.ratios {
+            writeln!(
+                f,
+                "{:<52} {:>10} {:>10} {:>10} {:>10}",
+                format!("{} vs {}", r.quicknat, r.versus),
+                x(r.tcp1_off),
+                x(r.tcp1_on),
+                x(r.capacity),
+                x(r.cpu_per_packet)
+            )?;
+        }
+        Ok(())
     }
 }
 
-/// Runs the lab. `quick` shortens everything for a smoke run.
+/// The arms of one round, in the order they run: the kernel's NAT first, then the floors
+/// (those available), then each quicknat backend. `unavailable` gets the floors that
+/// cannot run here, with the reason.
+fn arms(lab: &Lab, opts: &LabOptions, unavailable: &mut Vec<(String, String)>) -> Vec<Arm> {
+    let mut arms = vec![Arm::KernelNat];
+    if opts.floors {
+        match floor::flowtable_supported(lab) {
+            Ok(()) => arms.push(Arm::Flowtable),
+            Err(why) => unavailable.push((
+                Arm::Flowtable.name(),
+                format!("this kernel takes no nftables flowtable ({why}; CONFIG_NF_FLOW_TABLE)"),
+            )),
+        }
+        arms.push(Arm::KernelFwd);
+        if crate::fwd::xdp::built_with_bpf() {
+            arms.push(Arm::XdpFwd);
+        } else {
+            unavailable.push((Arm::XdpFwd.name(), "built without clang".into()));
+        }
+        for b in &opts.backends {
+            arms.extend(Arm::floor_of(b));
+        }
+    }
+    arms.extend(opts.backends.iter().map(|b| Arm::Quicknat(b.clone())));
+    arms
+}
+
+/// Runs the lab.
 pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
     require(&["ip", "iperf3", "nft", "ethtool", "taskset"])?;
     let lab = build(stop_flag()?)?;
     let configs = Configs::gateway(
         "nat44",
         &opts.backends,
-        "[nat44]\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = [\"203.0.113.1/32\"]\n",
+        &format!(
+            "[nat44]\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = [\"{}/32\"]\n",
+            floor::PUBLIC
+        ),
     )?;
     let cfgs = &configs.0;
-    // The kernel first, then each quicknat backend: alternating within every round.
-    let result = alternate(
-        &lab,
-        "nat44",
-        opts.rounds,
-        cfgs.len(),
-        |arm| {
-            arm.map_or("kernel nftables NAT".to_string(), |i| {
-                format!("quicknat {}", cfgs[i].0)
-            })
-        },
-        |arm| {
-            let mode = start_mode(&lab, &opts.quicknat, arm.map(|i| cfgs[i].1.as_path()))?;
-            let r = measure(&lab, opts);
-            stop_mode(&lab, mode)?;
-            r
-        },
-    );
+    let mut unavailable = Vec::new();
+    let arms = arms(&lab, opts, &mut unavailable);
+    let mut results: Vec<Vec<ModeResult>> = arms.iter().map(|_| Vec::new()).collect();
+    let one = |arm: &Arm| -> Result<ModeResult> {
+        let running = match arm {
+            Arm::Quicknat(b) => {
+                let cfg = cfgs
+                    .iter()
+                    .find(|(c, _)| c == b)
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_default();
+                lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
+                Running::process(lab.start_quicknat(&opts.quicknat, lab.gw(), GW_CORE, &cfg)?)
+            }
+            a => floor::start(&lab, a)?,
+        };
+        let r = measure(&lab, opts, arm, &running);
+        floor::stop(&lab, running)?;
+        // Conntrack entries of this arm must not leak into the next.
+        let _ = lab.sh(
+            lab.gw(),
+            "command -v conntrack >/dev/null && conntrack -F || true",
+        );
+        r
+    };
+    let mut run_all = || -> Result<()> {
+        for round in 0..opts.rounds {
+            for (i, arm) in arms.iter().enumerate() {
+                lab.check_stop()?;
+                eprintln!(
+                    "lab nat44: round {} of {}: {}",
+                    round + 1,
+                    opts.rounds,
+                    arm.name()
+                );
+                results[i].push(one(arm)?);
+            }
+        }
+        Ok(())
+    };
+    let result = run_all();
     drop(lab);
-    let (k, q) = result?;
-    let when = chrono_like_date();
+    result?;
+    let arms: Vec<ArmReport> = arms
+        .iter()
+        .zip(results)
+        .map(|(a, rs)| ArmReport {
+            arm: a.name(),
+            median: combine(&rs),
+            rounds: rs,
+        })
+        .collect();
     Ok(LabReport {
-        when,
+        when: chrono_like_date(),
         seconds: opts.seconds,
         rounds: opts.rounds,
         fixed_pps: opts.fixed_pps,
-        quicknat: cfgs
-            .iter()
-            .map(|(b, _)| b.clone())
-            .zip(q.iter().map(|r| combine(r)))
-            .collect(),
-        kernel: combine(&k),
+        ratios: ratios(&arms),
+        arms,
+        unavailable,
     })
 }

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::cpu::CpuSample;
 use super::*;
+use crate::lab::cpu::CpuSample;
+use crate::lab::floor::all_cores;
 use crate::probe::{now_ms, Arrivals};
 
 /// The SYN flood cell.
@@ -71,7 +72,7 @@ pub(super) fn flood_cell(
     }
     let rx0 = lab.counter(lab.gw(), "g-out", "rx_packets");
     let tx0 = lab.counter(lab.gw(), "g-in", "tx_packets");
-    let cpu0 = CpuSample::take(pid, GW_CORE);
+    let cpu0 = CpuSample::take_cores(pid, &all_cores());
     let t0 = Instant::now();
     let flood = spawn_flood(lab, lab.srv(), "s0", &gout, &args)?;
     let legit = lab.spawn(
@@ -90,7 +91,7 @@ pub(super) fn flood_cell(
     )?;
     r.flood = json_of(flood, "the SYN flood generator")?;
     let secs = t0.elapsed().as_secs_f64().max(1e-3);
-    let (threads_ns, irq_ns) = cpu0.until(&CpuSample::take(pid, GW_CORE));
+    let (threads_ns, irq_ns) = cpu0.until(&CpuSample::take_cores(pid, &all_cores()));
     let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
     r.flood_cpu = FloodCpu {
         threads_pct: threads_ns as f64 / secs / 1e7,
@@ -201,7 +202,7 @@ pub(super) fn greedy_cell(
 
 /// One collision run: (gateway CPU ns per forwarded packet, forwarded pps) while `tuples`
 /// are replayed at the fixed rate. The CPU is the gateway's own ([`CpuSample`]): quicknat's
-/// threads (`pid`) plus its core's softirq time, over the generator's run.
+/// threads (`pid`) plus every core's softirq time, over the generator's run.
 fn collision_run(
     lab: &Lab,
     o: &AttackOptions,
@@ -230,11 +231,11 @@ fn collision_run(
     )?;
     // Sampled from the generator's start to its end (its own set-up is not the gateway's).
     let before = lab.counter(lab.gw(), "g-in", "tx_packets");
-    let cpu0 = CpuSample::take(pid, GW_CORE);
+    let cpu0 = CpuSample::take_cores(pid, &all_cores());
     let t0 = Instant::now();
     let f: FloodReport = json_of(gen, "the collision generator")?;
     let elapsed = t0.elapsed().as_secs_f64().max(1e-3);
-    let cpu1 = CpuSample::take(pid, GW_CORE);
+    let cpu1 = CpuSample::take_cores(pid, &all_cores());
     let fwd = lab
         .counter(lab.gw(), "g-in", "tx_packets")
         .saturating_sub(before);

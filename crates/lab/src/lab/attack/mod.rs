@@ -19,7 +19,7 @@
 //!   in one bucket of main's *unkeyed* session hash (the attacker's model,
 //!   [`crate::flood::old_key_hash`]), against N random sources, replayed at the same fixed
 //!   rate, alternating, several pairs; the gateway's own CPU time per forwarded packet
-//!   (quicknat's threads from `/proc/<pid>/task/*/schedstat` plus the gateway core's softirq
+//!   (quicknat's threads from `/proc/<pid>/task/*/schedstat` plus every core's softirq
 //!   time, see `cpu.rs`), medians and the ratio. The inside server's ingress drops them so only the gateway costs.
 //! - **Link flap and SIGKILL + restart**: a 1 kHz UDP probe stream with sequence numbers,
 //!   inside -> outside; the gateway's outside link goes down and up, then (quicknat only)
@@ -52,7 +52,6 @@ use crate::flood::{find_collisions, random_tuples, FloodReport};
 use crate::probe::{ConnectReport, Outage};
 
 mod cells;
-mod cpu;
 mod report;
 
 use cells::{collision_cell, flood_cell, greedy_cell, recovery_cell, Tuples};

@@ -49,8 +49,8 @@ pub struct ArmRound {
 pub struct FloodCpu {
     /// quicknat's threads (user and system time; 0 for the kernel's NAT), % of a core.
     pub threads_pct: f64,
-    /// The gateway core's softirq + irq time (the kernel's receive path up to the packet
-    /// socket or XDP, its NAT, forwarding), % of a core.
+    /// Every core's softirq + irq time (the kernel's receive path up to the packet
+    /// socket or XDP, its NAT, forwarding), % of one core.
     pub softirq_pct: f64,
     /// Frames the gateway's outside veth received per second (flood and legitimate).
     pub outside_rx_pps: f64,

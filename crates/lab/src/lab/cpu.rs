@@ -7,29 +7,42 @@
 //!
 //! - quicknat's threads: the first field of `/proc/<pid>/task/*/schedstat` (time on CPU,
 //!   ns, user and system), summed over every thread alive at both samples;
-//! - the gateway core's interrupt work: `softirq` + `irq` of its line in `/proc/stat`
-//!   (with `CONFIG_IRQ_TIME_ACCOUNTING` the kernel charges softirq time there, precisely,
-//!   and not to whatever task it interrupted). That is where the kernel's NAT runs (RPS
-//!   steers the gateway's receive work to its core), and the kernel half of quicknat's
-//!   AF_PACKET receive path;
-//! - the gateway core's `ksoftirqd/N` thread (its `schedstat`): when softirq work exceeds
-//!   its budget, or the core is busy, the kernel defers it to that thread and charges it
-//!   there, as the thread's system time, never to the softirq column. On a loaded machine
-//!   most of the kernel NAT's work can run there (a CI run read 0 ns per packet for the
-//!   kernel's arm without it).
+//! - the cores' interrupt work: `softirq` + `irq` of their lines in `/proc/stat`. That is
+//!   where the kernel's NAT runs, and the kernel half of quicknat's receive path. How the
+//!   kernel fills that column depends on its build:
+//!   - with `CONFIG_IRQ_TIME_ACCOUNTING` it is charged precisely, but softirq work deferred
+//!     to a core's `ksoftirqd/N` thread is charged to that thread (its `schedstat`) and never
+//!     to the column, so the threads' run time is added;
+//!   - without it (tick accounting, as on the lab's VMs: `CONFIG_TICK_CPU_ACCOUNTING`,
+//!     250 Hz), each tick is charged to the column when it lands in softirq, in `ksoftirqd`
+//!     too: the column already holds `ksoftirqd`'s share, sampled, and adding the thread's
+//!     run time would count it twice. The column is unbiased but coarse (4 ms ticks): a
+//!     window of ~100 ms of work is read within ~10%.
 //!
-//! Both arms are charged the same way: quicknat = its threads + its core's softirq, the
-//! kernel = its core's softirq. Must never signal, stop or otherwise touch the gateway.
+//!   Which one applies is read once from the kernel's config (`/proc/config.gz`, else
+//!   `/boot/config-$(uname -r)`); when neither says, tick accounting is assumed.
+//!
+//! Both arms are charged the same way: quicknat = its threads + the cores' softirq, the
+//! kernel = the cores' softirq. Must never signal, stop or otherwise touch the gateway.
+//!
+//! Every core is read ([`CpuSample::take_cores`] with [`super::floor::all_cores`]): with
+//! XDP attached to a veth, or veth NAPI, the receive work runs on the *sending* core, and RPS
+//! does not always move it to the gateway's; reading one core read 0 ns per packet for the
+//! kernel's arm in a CI run. Other jobs' softirq adds to every arm alike (the labs run
+//! nothing else meanwhile; the NAT44 lab also subtracts an idle second measured before).
 
 use std::collections::HashMap;
 
 /// One sample of the gateway's CPU counters.
 #[derive(Clone, Debug, Default)]
-pub(super) struct CpuSample {
+pub(crate) struct CpuSample {
     /// ns on CPU per quicknat thread id.
     threads: HashMap<u32, u64>,
-    /// The gateway core's softirq + irq time, ns, including its `ksoftirqd`'s run time.
+    /// The cores' softirq + irq time, ns (with `ksoftirqd`'s run time where the kernel
+    /// charges it apart: [`irq_time_accounting`]).
     core_irq_ns: u64,
+    /// The `ksoftirqd` threads' run time (ns), added to `core_irq_ns` or not.
+    ksoftirqd_ns: u64,
 }
 
 /// Clock ticks per second of `/proc/stat` (USER_HZ: 100 on every Linux architecture the
@@ -37,8 +50,9 @@ pub(super) struct CpuSample {
 const USER_HZ: u64 = 100;
 
 impl CpuSample {
-    /// Reads the counters now: `pid` quicknat's process (`None` for the kernel's NAT).
-    pub(super) fn take(pid: Option<u32>, core: usize) -> Self {
+    /// Reads the counters now: `pid` quicknat's process (`None` for the kernel's NAT), the
+    /// softirq + irq time of every core in `cores` summed.
+    pub(crate) fn take_cores(pid: Option<u32>, cores: &[usize]) -> Self {
         let mut threads = HashMap::new();
         if let Some(pid) = pid {
             if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -56,19 +70,22 @@ impl CpuSample {
                 }
             }
         }
-        let core_irq_ns = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| core_irq_ticks(&s, core))
-            .map_or(0, |t| t * (1_000_000_000 / USER_HZ))
-            + ksoftirqd_ns(core).unwrap_or(0);
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ksoftirqd_ns = cores.iter().map(|&c| ksoftirqd_ns(c).unwrap_or(0)).sum();
+        let core_irq_ns = cores
+            .iter()
+            .map(|&core| core_irq_ticks(&stat, core).map_or(0, |t| t * (1_000_000_000 / USER_HZ)))
+            .sum::<u64>()
+            + if irq_time_accounting() { ksoftirqd_ns } else { 0 };
         CpuSample {
             threads,
             core_irq_ns,
+            ksoftirqd_ns,
         }
     }
 
     /// (quicknat threads' ns, core softirq+irq ns) spent between `self` and `later`.
-    pub(super) fn until(&self, later: &CpuSample) -> (u64, u64) {
+    pub(crate) fn until(&self, later: &CpuSample) -> (u64, u64) {
         let threads = later
             .threads
             .iter()
@@ -76,6 +93,39 @@ impl CpuSample {
             .sum();
         (threads, later.core_irq_ns.saturating_sub(self.core_irq_ns))
     }
+
+    /// The `ksoftirqd` threads' run time between `self` and `later` (ns): with
+    /// [`irq_time_accounting`] part of [`CpuSample::until`]'s softirq time, without it
+    /// already sampled in the column; reported apart so a reader can tell where the
+    /// kernel's work ran.
+    pub(crate) fn ksoftirqd_until(&self, later: &CpuSample) -> u64 {
+        later.ksoftirqd_ns.saturating_sub(self.ksoftirqd_ns)
+    }
+}
+
+/// Whether the kernel charges irq/softirq time precisely (`CONFIG_IRQ_TIME_ACCOUNTING=y`),
+/// read once from its config; `false` (tick accounting) when the config is not readable.
+pub(crate) fn irq_time_accounting() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let gz = std::process::Command::new("zcat")
+            .arg("/proc/config.gz")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        let text = gz.or_else(|| {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+            std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok()
+        });
+        text.is_some_and(|t| config_has_irq_time_accounting(&t))
+    })
+}
+
+fn config_has_irq_time_accounting(config: &str) -> bool {
+    config
+        .lines()
+        .any(|l| l.trim() == "CONFIG_IRQ_TIME_ACCOUNTING=y")
 }
 
 /// The run time (ns) in a `schedstat` line: "RUN_NS WAIT_NS SLICES".
@@ -126,6 +176,13 @@ mod tests {
     }
 
     #[test]
+    fn reads_irq_time_accounting_from_the_config() {
+        assert!(config_has_irq_time_accounting("# x\nCONFIG_IRQ_TIME_ACCOUNTING=y\n"));
+        assert!(!config_has_irq_time_accounting("# CONFIG_IRQ_TIME_ACCOUNTING is not set\n"));
+        let _ = irq_time_accounting(); // never fails, whatever the machine has
+    }
+
+    #[test]
     fn the_cores_ksoftirqd_is_found() {
         // Every CPU has one; its run time is readable (0 on an idle machine is fine).
         assert!(ksoftirqd_ns(0).is_some());
@@ -137,24 +194,27 @@ mod tests {
         let a = CpuSample {
             threads: HashMap::from([(1, 100), (2, 50)]),
             core_irq_ns: 1_000,
+            ksoftirqd_ns: 100,
         };
         let b = CpuSample {
             threads: HashMap::from([(1, 400), (3, 999)]),
             core_irq_ns: 3_000,
+            ksoftirqd_ns: 250,
         };
         assert_eq!(a.until(&b), (300, 2_000));
+        assert_eq!(a.ksoftirqd_until(&b), 150);
     }
 
     #[test]
     fn this_process_is_seen_spending_cpu() {
         let me = std::process::id();
-        let a = CpuSample::take(Some(me), 0);
+        let a = CpuSample::take_cores(Some(me), &[0]);
         let t = std::time::Instant::now();
         let mut x = 1u64;
         while t.elapsed() < std::time::Duration::from_millis(30) {
             x = std::hint::black_box(x.wrapping_mul(3).rotate_left(5));
         }
-        let (ns, _) = a.until(&CpuSample::take(Some(me), 0));
+        let (ns, _) = a.until(&CpuSample::take_cores(Some(me), &[0]));
         assert!(ns > 0, "no CPU time seen for a spinning thread");
     }
 }
