@@ -363,6 +363,16 @@ impl super::Nat44Shared {
     }
 }
 
+impl crate::mode::any::AnyMode {
+    /// The deterministic NAT mapping of a NAT44 gateway, for `status`.
+    pub fn deterministic(&self) -> Option<DetMap> {
+        match self {
+            crate::mode::any::AnyMode::Nat44(s) => s.current().deterministic().copied(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
