@@ -293,7 +293,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 Value::Null => "none (built-in example)".to_owned(),
                 c => format!("{} (sha256 {})", s(&c["path"]), s(&c["sha256"])),
             };
-            columns(&[
+            let mut rows = vec![
                 vec!["mode".into(), s(&st["mode"])],
                 vec!["inside".into(), link(&st["inside"])],
                 vec!["outside".into(), link(&st["outside"])],
@@ -307,7 +307,22 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 vec!["config".into(), config],
                 vec!["version".into(), s(&st["version"])],
                 vec!["pid".into(), s(&st["pid"])],
-            ])
+            ];
+            // Deterministic NAT (issue 13, det).
+            let d = &st["deterministic"];
+            if d.is_object() {
+                rows.push(vec![
+                    "deterministic".into(),
+                    format!(
+                        "{} -> {}, sharing ratio {}, {} ports per subscriber",
+                        s(&d["inside"]),
+                        s(&d["outside"]),
+                        d["ratio"],
+                        d["ports_per_subscriber"]
+                    ),
+                ]);
+            }
+            columns(&rows)
         }
         Verb::Census => {
             let c = &last["census"];

@@ -19,6 +19,8 @@ mod raw;
 mod reload;
 #[cfg(test)]
 mod tests;
+// -- deterministic NAT (issue 13, det) --
+mod deterministic;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -169,7 +171,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         .transpose()?;
     let mode = convert_mode(&src, &file, ila.as_ref())?;
     let logging = logcfg::convert(&src, file.gateway.as_ref().map(Spanned::get_ref))?;
-    let raw = file.nat44.map(Spanned::into_inner).unwrap_or_default();
+    let raw = file.nat44.unwrap_or_default();
     let nat44 = convert(&src, &raw)?;
     // Another mode's section stands alone (and `convert_mode` refused it next to [nat44]).
     let (mode, mut warnings) = match mode {
@@ -235,8 +237,9 @@ fn convert_mode(
 ) -> Result<Option<(engine::mode::any::ModeConfig, Vec<String>)>, ConfigFileError> {
     use engine::mode::any::ModeConfig;
     let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
-    if let Some(n) = &file.nat44 {
-        found.push(("nat44", n.span()));
+    // First when present, so never the one reported: its span is not needed (nor known).
+    if file.nat44.is_some() {
+        found.push(("nat44", 0..0));
     }
     let mut mode = None;
     if let Some(s) = &file.siit {
@@ -714,6 +717,8 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     )?;
     c.port_block_size = size.unwrap_or(c.port_block_size);
     c.blocks_per_subscriber = per.unwrap_or(c.blocks_per_subscriber);
+    // Deterministic NAT (issue 13, det).
+    c.deterministic = deterministic::convert(src, &raw.deterministic)?;
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();
         let field = |f: &str| format!("nat44.rule[{}].{f}", i + 1);

@@ -13,8 +13,10 @@ use toml::Spanned;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFile {
-    /// The `[nat44]` table.
-    pub nat44: Option<Spanned<RawNat44>>,
+    /// The `[nat44]` table. Not `Spanned`: toml 0.8 cannot give a span to a table only
+    /// implied by its sub-tables (`[nat44.deterministic]` or `[nat44.timeouts]` with no
+    /// `[nat44]` line failed with "expected a borrowed string"; toml-rs/toml#798).
+    pub nat44: Option<RawNat44>,
     /// The `[gateway]` table (live operation).
     pub gateway: Option<Spanned<RawGateway>>,
     /// The `[siit]` table (stateless IPv4/IPv6 translation).
@@ -125,6 +127,9 @@ pub(super) struct RawNat44 {
     pub port_block_size: Option<Spanned<u64>>,
     /// Blocks one subscriber may hold per pool address (each serves every protocol).
     pub blocks_per_subscriber: Option<Spanned<u64>>,
+    // -- deterministic NAT (issue 13, det) --
+    /// The `[nat44.deterministic]` table (RFC 7422).
+    pub deterministic: Option<Spanned<super::deterministic::RawDeterministic>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.

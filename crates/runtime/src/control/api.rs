@@ -583,6 +583,13 @@ impl ApiState {
             "pid": std::process::id(),
             "sessions": self.mode.census().live,
             "reload": self.reload.is_some(),
+            // Deterministic NAT (issue 13, det).
+            "deterministic": self.mode.deterministic().map(|m| json!({
+                "inside": m.inside().to_string(),
+                "outside": m.outside().to_string(),
+                "ratio": m.ratio(),
+                "ports_per_subscriber": m.ports_per_subscriber(),
+            })),
         })
     }
 }
