@@ -101,8 +101,12 @@ pub struct Nat44Shared {
     static_by_public: FxMap<Ipv4Addr, Ipv4Addr>,
     forward_inside: FxSet<Ipv4Addr>,
     /// The addresses the NAT answers for from outside besides its pools' (statics,
-    /// forwards); pools answer for theirs ([`PortPool::contains_addr`]).
+    /// forwards).
     public_hosts: FxSet<Ipv4Addr>,
+    /// Every pool's addresses (the deterministic prefix's too) as sorted, merged ranges:
+    /// `is_public` on each new flow is a binary search, not a walk over every rule's pool
+    /// (with 1000 rules that walk was 82% of a new NAT44 flow's instructions).
+    pool_ranges: Vec<(u32, u32)>,
     pub(crate) sessions: Arc<SessionTable>,
     /// key A: inside endpoint, key B: public endpoint; refs: sessions; user: rule + 1
     /// (the rule of the generation that made it: see [`Nat44Shared::pool_of`]).
@@ -231,6 +235,7 @@ impl Nat44Shared {
             static_by_public: static_by_public(&cfg),
             forward_inside: forward_inside(&cfg),
             public_hosts,
+            pool_ranges: pool_ranges(&cfg),
             sessions: Arc::new(SessionTable::new(cap)),
             // Every session holds at most one binding and one permit; forwards are extra
             // (room for as many again as configured at start, for forwards added live).
@@ -324,7 +329,10 @@ impl Nat44Shared {
     /// Whether `addr` is one of the NAT's public addresses.
     #[inline]
     pub fn is_public(&self, addr: Ipv4Addr) -> bool {
-        self.public_hosts.contains(&addr) || self.pools.iter().any(|p| p.contains_addr(addr))
+        let a = u32::from(addr);
+        let i = self.pool_ranges.partition_point(|&(_, last)| last < a);
+        self.pool_ranges.get(i).is_some_and(|&(first, _)| first <= a)
+            || self.public_hosts.contains(&addr)
     }
 
     /// The QSBR domain the workers announce quiescent states to (for tables that live
@@ -595,4 +603,70 @@ fn rules_and_det(cfg: &Nat44Config) -> impl Iterator<Item = &xlat::prefix::Ipv4P
         .iter()
         .map(|r| &r.inside)
         .chain(cfg.deterministic.as_ref().map(|d| &d.inside))
+}
+
+/// The pools' addresses (dynamic rules' and the deterministic prefix) as sorted ranges,
+/// overlapping or adjacent ones merged: what [`Nat44Shared::is_public`] searches.
+fn pool_ranges(cfg: &Nat44Config) -> Vec<(u32, u32)> {
+    let mut r: Vec<(u32, u32)> = cfg
+        .rules
+        .iter()
+        .flat_map(|r| &r.pool)
+        .chain(cfg.deterministic.as_ref().map(|d| &d.outside))
+        .map(|p| (u32::from(p.nth(0)), u32::from(p.nth(p.size() - 1))))
+        .collect();
+    r.sort_unstable();
+    let mut merged: Vec<(u32, u32)> = Vec::with_capacity(r.len());
+    for (first, last) in r {
+        match merged.last_mut() {
+            Some(m) if first <= m.1.saturating_add(1) => m.1 = m.1.max(last),
+            _ => merged.push((first, last)),
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod pool_ranges_tests {
+    use super::*;
+
+    #[test]
+    fn pool_ranges_are_sorted_and_merged_and_searched() {
+        let c = |s: &str| -> xlat::prefix::Ipv4Prefix { s.parse().unwrap() };
+        let mut cfg = Nat44Config::default();
+        for (inside, pools) in [
+            ("10.0.0.0/24", vec!["198.51.100.8/29", "198.51.100.0/29"]),
+            ("10.0.1.0/24", vec!["203.0.113.5/32"]),
+            ("10.0.2.0/24", vec!["198.51.100.16/30"]),
+        ] {
+            cfg.rules.push(DynamicRule {
+                inside: c(inside),
+                pool: pools.into_iter().map(c).collect(),
+                ports: crate::config::PortRange { first: 1024, last: 65535 },
+            });
+        }
+        let r = pool_ranges(&cfg);
+        let ip = |s: &str| u32::from(s.parse::<Ipv4Addr>().unwrap());
+        assert_eq!(
+            r,
+            vec![
+                (ip("198.51.100.0"), ip("198.51.100.19")),
+                (ip("203.0.113.5"), ip("203.0.113.5"))
+            ]
+        );
+        let n = Nat44Shared::new(cfg, 1).unwrap();
+        for (a, want) in [
+            ("198.51.100.0", true),
+            ("198.51.100.15", true),
+            ("198.51.100.19", true),
+            ("198.51.100.20", false),
+            ("203.0.113.4", false),
+            ("203.0.113.5", true),
+            ("203.0.113.6", false),
+            ("0.0.0.0", false),
+            ("255.255.255.255", false),
+        ] {
+            assert_eq!(n.is_public(a.parse().unwrap()), want, "{a}");
+        }
+    }
 }

@@ -128,6 +128,7 @@ impl Nat44Shared {
             static_by_public: super::static_by_public(&cfg),
             forward_inside: super::forward_inside(&cfg),
             public_hosts: Default::default(),
+            pool_ranges: super::pool_ranges(&cfg),
             sessions: Arc::clone(&self.sessions),
             bindings: Arc::clone(&self.bindings),
             permits: Arc::clone(&self.permits),
