@@ -104,7 +104,11 @@ mod tests {
         // The offload forwarded packets until just before the engine's timeout ran out.
         *rec.seen.lock().unwrap() = Some(t0 + (timeout - Duration::from_secs(1)));
         nat.handle_timeout(t0 + timeout + Duration::from_millis(10));
-        assert_eq!(nat.session_count(), 1, "kept alive by the offload's last-seen");
+        assert_eq!(
+            nat.session_count(),
+            1,
+            "kept alive by the offload's last-seen"
+        );
         assert!(*rec.visited.lock().unwrap() > 0);
         assert!(rec.removed.lock().unwrap().is_empty());
         // Nothing more forwarded: it expires, and the offload is told.

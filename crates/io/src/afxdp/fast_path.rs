@@ -137,7 +137,12 @@ fn deltas(from: &FlowTuple, r: &FastRewrite) -> (u16, u16) {
         words(r.to.src),
         words(r.to.dst),
     );
-    let addrs = [(os[0], ns[0]), (os[1], ns[1]), (od[0], nd[0]), (od[1], nd[1])];
+    let addrs = [
+        (os[0], ns[0]),
+        (os[1], ns[1]),
+        (od[0], nd[0]),
+        (od[1], nd[1]),
+    ];
     let mut ip: Vec<(u16, u16)> = addrs.to_vec();
     if r.decrement_ttl {
         // `~w + (w - 0x0100)` is 0xFEFF for every TTL word w >= 0x0100.

@@ -24,10 +24,7 @@ pub(super) fn switch(
 }
 
 /// The map size in flow directions (two per session): 2 to 16,777,216.
-pub(super) fn entries(
-    src: &Source<'_>,
-    v: &Option<Spanned<u64>>,
-) -> Result<u32, ConfigFileError> {
+pub(super) fn entries(src: &Source<'_>, v: &Option<Spanned<u64>>) -> Result<u32, ConfigFileError> {
     match v {
         None => Ok(XDP_FAST_PATH_ENTRIES),
         Some(n) if (2..=1 << 24).contains(n.get_ref()) => Ok(*n.get_ref() as u32),

@@ -26,9 +26,7 @@ use conntrack::session::HAIRPIN;
 use conntrack::tcp::ConnState;
 use conntrack::{Proto, SessionView, Timestamp, Tuple};
 use engine::nat44::SessionOffload;
-use io::afxdp::fast_path::{
-    monotonic_ns, FastPath, FastRewrite, FlowTuple, PROTO_TCP, PROTO_UDP,
-};
+use io::afxdp::fast_path::{monotonic_ns, FastPath, FastRewrite, FlowTuple, PROTO_TCP, PROTO_UDP};
 type FxHashMap<K, V> = std::collections::HashMap<K, V>;
 
 use super::netview::{Link, NetView, Published};
@@ -169,12 +167,7 @@ impl XdpFastPath {
 
     /// The rewrite of packets arriving on link `ingress` as `from`, leaving as `to`: by
     /// the other link, to the next hop the routes and neighbours give for `to.dst`.
-    fn rewrite(
-        &self,
-        view: &NetView,
-        ingress: usize,
-        to: FlowTuple,
-    ) -> Option<FastRewrite> {
+    fn rewrite(&self, view: &NetView, ingress: usize, to: FlowTuple) -> Option<FastRewrite> {
         let (ifindex, hop) = view.routes.lookup(to.dst)?;
         let egress = 1 - ingress;
         if self.links[egress].index != ifindex {
@@ -196,10 +189,9 @@ impl XdpFastPath {
         let (Some(orig), Some(orig_to)) = (flow(&v.initial), flow(&v.revised)) else {
             return false;
         };
-        let (Some(reply), Some(reply_to)) = (
-            flow(&v.revised.reversed()),
-            flow(&v.initial.reversed()),
-        ) else {
+        let (Some(reply), Some(reply_to)) =
+            (flow(&v.revised.reversed()), flow(&v.initial.reversed()))
+        else {
             return false;
         };
         let from_inside = v.flags & conntrack::session::FROM_INSIDE != 0;
@@ -330,7 +322,8 @@ pub(crate) fn attach(
     let (Some(a), Some(b)) = (first[0].fast_path(), first[1].fast_path()) else {
         return refuse("the XDP program was loaded without it".into());
     };
-    if gw.xdp_fast_path == FastPathSwitch::Auto && !(first[0].native_mode() && first[1].native_mode())
+    if gw.xdp_fast_path == FastPathSwitch::Auto
+        && !(first[0].native_mode() && first[1].native_mode())
     {
         return refuse("the XDP program runs in generic (skb) mode".into());
     }

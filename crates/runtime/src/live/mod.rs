@@ -162,12 +162,20 @@ pub fn run(
     } else {
         0
     };
-    let opened = open::open_ports(gw, &links, fams, local, want_gso, fast_entries, &|line: String| {
-        if line.contains("AF_XDP unavailable") {
-            *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
-        }
-        log(line)
-    })?;
+    let opened = open::open_ports(
+        gw,
+        &links,
+        fams,
+        local,
+        want_gso,
+        fast_entries,
+        &|line: String| {
+            if line.contains("AF_XDP unavailable") {
+                *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
+            }
+            log(line)
+        },
+    )?;
     let gso = want_gso && matches!(opened, Opened::Packet(_));
     open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
     let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
