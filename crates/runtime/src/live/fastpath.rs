@@ -31,6 +31,10 @@ type FxHashMap<K, V> = std::collections::HashMap<K, V>;
 
 use super::netview::{Link, NetView, Published};
 
+/// How stale the engine's last-seen time of an offloaded session gets before the walk
+/// reads the program's stamps (the shortest idle timeout, ICMP's, is 60 s by default).
+const STAMP_READ_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The flows one session installed: (link it arrives on, tuple) per direction.
 #[derive(Clone, Copy, Debug)]
 struct Installed {
@@ -52,7 +56,8 @@ pub struct FastPathCounters {
     pub installed: u64,
     /// Sessions taken out so far.
     pub removed: u64,
-    /// Sessions refused because the table was full.
+    /// Offers refused because the table was full (an established session that does not
+    /// fit is offered again at every walk, and counted each time).
     pub refused_full: u64,
     /// Map updates the kernel refused.
     pub errors: u64,
@@ -239,13 +244,19 @@ impl XdpFastPath {
 }
 
 impl SessionOffload for XdpFastPath {
-    fn visit(&self, v: &SessionView, _now: Timestamp) -> Option<Timestamp> {
+    fn visit(&self, v: &SessionView, now: Timestamp) -> Option<Timestamp> {
         if v.flags & HAIRPIN != 0 {
             return None;
         }
         let mut by = self.lock();
         if let Some(i) = by.get(&v.initial).copied() {
-            let seen = self.last_seen(&i);
+            // Two map lookups (syscalls) per session: only once the engine's own time is
+            // STAMP_READ_AFTER old (every timeout is longer), not on every 200 ms walk.
+            let seen = if now.saturating_since(v.last_seen()) >= STAMP_READ_AFTER {
+                self.last_seen(&i)
+            } else {
+                None
+            };
             if !established(v) && v.initial.proto == Proto::Tcp {
                 // A FIN or RST went through the engine: the rest of the connection too.
                 by.remove(&v.initial);
