@@ -52,6 +52,7 @@ outside = "g-out"
 backend = "{backend}"
 workers = {workers}
 stats_interval = 1
+xdp_fast_path = "{fast}"
 
 [nat44]
 [[nat44.rule]]
@@ -101,7 +102,7 @@ class Gateway(Scenario):
     def __init__(self):
         super().__init__("qn", ("cli", "gw", "srv"))
 
-    def setup(self, quicknat, backend):
+    def setup(self, quicknat, backend, fast="off"):
         self.add_namespaces()
         # One receive queue per worker (AF_XDP binds worker i to queue i; AF_PACKET fans out).
         q = ("numtxqueues", str(WORKERS), "numrxqueues", str(WORKERS))
@@ -125,8 +126,14 @@ class Gateway(Scenario):
         for n, dev in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
             self.offloads_off(n, dev)
 
-        config = CONFIG.replace("{backend}", backend).replace("{workers}", str(WORKERS))
-        self.qn = self.quicknat(quicknat, "gw", config, f"nat44-{backend}")
+        if fast != "off":
+            # XDP fast path (issue 15 item 2): a veth takes XDP-redirected frames only with
+            # NAPI on, which GRO (or an XDP program) turns on at the receiving end's peer.
+            for n, dev in (("cli", "c0"), ("srv", "s0")):
+                self.nsx(n, "ethtool", "-K", dev, "gro", "on", check=False)
+        config = (CONFIG.replace("{backend}", backend).replace("{workers}", str(WORKERS))
+                  .replace("{fast}", fast))
+        self.qn = self.quicknat(quicknat, "gw", config, f"nat44-{backend}-fast-{fast}")
         self.popen("srv", sys.executable, "-c", HTTP_SERVER, SERVER, "80")
         self.popen("srv", sys.executable, "-c", UDP_SERVER, SERVER, "5353")
         self.popen("cli", sys.executable, "-c", HTTP_SERVER, "10.0.0.20", "80")
@@ -147,11 +154,20 @@ class Gateway(Scenario):
         return self.qn.stop()
 
 
+# XDP fast path (issue 15 item 2): on AF_XDP every test runs again with established
+# flows forwarded by the XDP program (`xdp_fast_path = "on"`).
+@pytest.fixture(scope="module", params=["off", "on"], ids=["slow", "xdp-fast"])
+def fast(request, backend):
+    if request.param == "on" and backend != "af_xdp":
+        pytest.skip("the XDP fast path is an AF_XDP feature")
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def gw(quicknat, backend):
+def gw(quicknat, backend, fast):
     g = Gateway()
     try:
-        g.setup(quicknat, backend)
+        g.setup(quicknat, backend, fast)
         yield g
     finally:
         g.close()

@@ -267,6 +267,17 @@ impl Hit<'_> {
         touch_slot(self.slot, self.r.side, now);
     }
 
+    /// Forgets both directions' TCP sequence words, as Linux's flowtable marks a
+    /// connection it offloads `IP_CT_TCP_FLAG_BE_LIBERAL`: packets forwarded elsewhere
+    /// (an XDP fast path) move sequence numbers this table never sees, and an RST
+    /// checked against stale words would be refused. The next segments seen rebuild them.
+    pub fn forget_sequence(&self) {
+        if let Some(w) = self.table.seq_of(self.r.session.0) {
+            w[0].store(0, Ordering::Relaxed);
+            w[1].store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Feeds a TCP segment into the session's state (see [`crate::tcp::track`]); `Err`:
     /// the segment must be dropped, nothing changed.
     #[inline]

@@ -29,7 +29,13 @@ struct xdp_md {
 };
 
 enum { XDP_ABORTED = 0, XDP_DROP = 1, XDP_PASS = 2, XDP_TX = 3, XDP_REDIRECT = 4 };
-enum { BPF_MAP_TYPE_HASH = 1, BPF_MAP_TYPE_ARRAY = 2, BPF_MAP_TYPE_XSKMAP = 17 };
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_DEVMAP = 14,
+	BPF_MAP_TYPE_XSKMAP = 17,
+};
 
 #define SEC(name) __attribute__((section(name), used))
 #define __uint(name, val) int(*name)[val]
@@ -37,6 +43,7 @@ enum { BPF_MAP_TYPE_HASH = 1, BPF_MAP_TYPE_ARRAY = 2, BPF_MAP_TYPE_XSKMAP = 17 }
 
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define be16(x) ((__u16)__builtin_bswap16(x))
@@ -55,6 +62,10 @@ static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
 /* Steer IPv4 / IPv6 to the socket; a family without its bit goes to the kernel. */
 #define QN_CFG_STEER_V4 2u
 #define QN_CFG_STEER_V6 4u
+/* Look established IPv4 TCP/UDP flows up in `fast_v4` (the fast path, fast_path.h). */
+#define QN_CFG_FAST_V4 8u
+
+#include "fast_path.h"
 
 struct in6 {
 	__u32 a[4];
@@ -122,6 +133,12 @@ int xdp_steer(struct xdp_md *ctx)
 
 			if (bpf_map_lookup_elem(&local_v4, &dst))
 				return XDP_PASS;
+		}
+		if (flags & QN_CFG_FAST_V4) {
+			int v = fast_path_v4(ctx, data, l3, end);
+
+			if (v >= 0)
+				return v;
 		}
 	} else if (proto == be16(ETH_P_IPV6)) {
 		struct in6 dst;

@@ -24,6 +24,7 @@ pub mod frag;
 pub(crate) mod held;
 mod limits;
 mod natlog;
+mod offload;
 mod parse;
 mod reaper;
 mod reload;
@@ -53,6 +54,8 @@ mod tests_reload;
 #[cfg(test)]
 mod tests_tcp;
 mod worker;
+
+pub use offload::SessionOffload;
 
 use std::hash::BuildHasherDefault;
 use std::net::Ipv4Addr;
@@ -127,6 +130,9 @@ pub struct Nat44Shared {
     /// RFC 8158 events, when logging is on (`natlog`; attached once, before traffic),
     /// shared by every policy generation.
     events: Arc<std::sync::OnceLock<Arc<crate::events::EventLog>>>,
+    /// The session offload (XDP fast path), when attached (`offload`; once, before
+    /// traffic), shared by every policy generation.
+    offload: Arc<std::sync::OnceLock<Arc<dyn SessionOffload>>>,
     /// Where the generations of this instance's policy are published (`reload`).
     cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
     /// Public address ranges a reload removed, whose sessions the reaper ends at once
@@ -264,6 +270,7 @@ impl Nat44Shared {
                 cfg.max_simultaneous_opens
             })),
             events: Arc::default(),
+            offload: Arc::default(),
             cell: Arc::default(),
             drained: Vec::new(),
             det,

@@ -148,7 +148,10 @@ impl Nat44Reaper {
         }
         let mut unlinked = Vec::new();
         sh.sessions.reap(
-            |v| v.last_seen() + sh.timeout(v.initial.proto, v.tcp) <= now || sh.drained(v),
+            |v| {
+                sh.last_seen_offloaded(v, now) + sh.timeout(v.initial.proto, v.tcp) <= now
+                    || sh.drained(v)
+            },
             |id, v, marked_here| {
                 if marked_here {
                     release_session(

@@ -139,6 +139,7 @@ impl Nat44Shared {
             subscribers: self.subscribers.clone(),
             held: Arc::clone(&self.held),
             events: Arc::clone(&self.events),
+            offload: Arc::clone(&self.offload),
             // Only the first generation's cell is polled: no cycle through the latest.
             cell: Arc::default(),
             drained: Vec::new(),

@@ -846,6 +846,10 @@ fn expire(sh: &Nat44Shared, counters: &mut Counters, id: SessionId, at: Origin) 
 /// Releases what a dead session held: its binding reference and its filtering permit.
 /// Called exactly once per session, by whoever marked it dead.
 pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView, at: Origin) {
+    // The offload stops forwarding it first, before its binding and port can go.
+    if let Some(o) = sh.offload() {
+        o.remove(v);
+    }
     sh.log_session(at, false, v.flags, &v.initial, &v.revised);
     sh.bindings.unref(v.binding);
     if v.flags & FROM_INSIDE != 0 {

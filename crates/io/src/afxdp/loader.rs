@@ -12,10 +12,11 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, XskMap};
 use aya::programs::{Xdp, XdpMode};
-use aya::Ebpf;
+use aya::{Ebpf, EbpfLoader};
 
 /// The compiled program, or empty when clang was missing at build time.
 static XDP_STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_steer.o"));
@@ -26,6 +27,8 @@ const CFG_PASS_LOCAL: u32 = 1;
 /// `config[0]` bits: steer IPv4 / IPv6 to the socket (`QN_CFG_STEER_V4/V6`).
 const CFG_STEER_V4: u32 = 2;
 const CFG_STEER_V6: u32 = 4;
+/// `config[0]` bit: look IPv4 TCP/UDP up in `fast_v4` (`QN_CFG_FAST_V4`).
+const CFG_FAST_V4: u32 = 8;
 
 /// The message `AfXdp::open` fails with when build.rs found no clang.
 pub(crate) const NO_CLANG: &str =
@@ -42,6 +45,8 @@ pub(crate) struct Steering {
     _ebpf: Ebpf,
     /// Whether the program runs in the driver (native) rather than generic mode.
     pub(crate) native: bool,
+    /// The fast path's maps, when asked for (`fast_entries > 0`).
+    pub(crate) fast: Option<Arc<super::fast_path::FastPath>>,
 }
 
 fn err(what: &str, ifname: &str, e: impl std::fmt::Display) -> io::Error {
@@ -58,12 +63,15 @@ pub(crate) fn attach(
     local_v4: &[Ipv4Addr],
     local_v6: &[Ipv6Addr],
     steer: super::Steer,
+    fast_entries: u32,
 ) -> io::Result<Steering> {
     if !built_with_bpf() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, NO_CLANG));
     }
-    let mut ebpf =
-        Ebpf::load(XDP_STEER_OBJ).map_err(|e| err("loading the XDP object", ifname, e))?;
+    let mut ebpf = EbpfLoader::new()
+        .map_max_entries("fast_v4", fast_entries.max(1))
+        .load(XDP_STEER_OBJ)
+        .map_err(|e| err("loading the XDP object", ifname, e))?;
     {
         let map = ebpf
             .map_mut("xsks_map")
@@ -123,6 +131,9 @@ pub(crate) fn attach(
         if steer.ipv6 {
             flags |= CFG_STEER_V6;
         }
+        if fast_entries > 0 {
+            flags |= CFG_FAST_V4;
+        }
         cfg.set(0, flags, 0).map_err(|e| err("config", ifname, e))?;
     }
     let prog: &mut Xdp = ebpf
@@ -146,9 +157,18 @@ pub(crate) fn attach(
             false
         }
     };
+    let fast = if fast_entries > 0 {
+        Some(Arc::new(super::fast_path::FastPath::take(
+            &mut ebpf,
+            fast_entries,
+        )?))
+    } else {
+        None
+    };
     Ok(Steering {
         _ebpf: ebpf,
         native,
+        fast,
     })
 }
 

@@ -41,6 +41,7 @@
 //! but [`AfXdp::open`] fails with a clear error, so the caller falls back to
 //! AF_PACKET.
 
+pub mod fast_path;
 mod loader;
 mod port;
 mod ring;
@@ -84,6 +85,9 @@ pub struct AfXdpConfig {
     pub local_v6: Vec<Ipv6Addr>,
     /// Which families go to the socket (the other goes to the kernel).
     pub steer: Steer,
+    /// XDP fast path: the most flow directions its map holds; 0 turns it off (see
+    /// [`fast_path`]).
+    pub fast_path_entries: u32,
 }
 
 /// Which IP families the XDP program steers to the socket.
@@ -116,6 +120,7 @@ impl AfXdpConfig {
             local_v4: Vec::new(),
             local_v6: Vec::new(),
             steer: Steer::default(),
+            fast_path_entries: 0,
         }
     }
 }
@@ -213,6 +218,7 @@ impl AfXdp {
             &cfg.local_v4,
             &cfg.local_v6,
             cfg.steer,
+            cfg.fast_path_entries,
         )?);
         Ok(socks
             .into_iter()
@@ -533,6 +539,12 @@ impl AfXdp {
     /// Whether the program runs in native (driver) XDP mode rather than generic.
     pub fn native_mode(&self) -> bool {
         self.steering.native
+    }
+
+    /// The interface's XDP fast path (shared by its sockets), when opened with
+    /// `fast_path_entries > 0`.
+    pub fn fast_path(&self) -> Option<Arc<fast_path::FastPath>> {
+        self.steering.fast.clone()
     }
 
     /// Our counters plus the kernel's `XDP_STATISTICS`.

@@ -10,6 +10,7 @@ pub mod ila;
 mod limits;
 // -- port-block allocation (issue 12, pba) --
 mod blocks;
+mod fastpath;
 mod locate;
 mod logcfg;
 mod metrics;
@@ -371,6 +372,9 @@ fn convert_gateway(
         metrics: metrics::listen_addr(src, &g.metrics)?,
         // Set from `[logging]` by `load_str_on`.
         natlog: runtime::natlog::NatLogConfig::default(),
+        // -- XDP fast path (issue 15 item 2) --
+        xdp_fast_path: fastpath::switch(src, &g.xdp_fast_path)?,
+        xdp_fast_path_entries: fastpath::entries(src, &g.xdp_fast_path_entries)?,
     })
 }
 

@@ -73,6 +73,11 @@ pub(super) struct RawGateway {
     pub log_level: Option<Spanned<String>>,
     /// `"text"` or `"json"`.
     pub log_format: Option<Spanned<String>>,
+    // -- XDP fast path (issue 15 item 2) --
+    /// `"auto"`, `"on"` or `"off"` (default).
+    pub xdp_fast_path: Option<Spanned<String>>,
+    /// Flow directions the fast path's map holds per interface.
+    pub xdp_fast_path_entries: Option<Spanned<u64>>,
 }
 
 /// The `[nat44]` table.

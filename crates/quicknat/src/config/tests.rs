@@ -1553,3 +1553,39 @@ fn nat44_sub_tables_without_a_nat44_line_load() {
     assert!(e.message.contains("one translation mode"), "{e}");
     assert_eq!(e.line, Some(3));
 }
+
+// -- XDP fast path (issue 15 item 2): xdp_fast_path, xdp_fast_path_entries --
+#[test]
+fn gateway_xdp_fast_path() {
+    use runtime::live::{FastPathSwitch, XDP_FAST_PATH_ENTRIES};
+    let gw = "[gateway]\ninside = \"in0\"\noutside = \"out0\"\n";
+    let g = load_str(&format!("{BASE}\n{gw}"), "t.toml")
+        .unwrap()
+        .gateway
+        .unwrap();
+    assert_eq!(g.xdp_fast_path, FastPathSwitch::Off, "off by default");
+    assert_eq!(g.xdp_fast_path_entries, XDP_FAST_PATH_ENTRIES);
+    for (v, want) in [
+        ("auto", FastPathSwitch::Auto),
+        ("on", FastPathSwitch::On),
+        ("off", FastPathSwitch::Off),
+    ] {
+        let text = format!("{BASE}\n{gw}xdp_fast_path = \"{v}\"\nxdp_fast_path_entries = 1024\n");
+        let g = load_str(&text, "t.toml").unwrap().gateway.unwrap();
+        assert_eq!((g.xdp_fast_path, g.xdp_fast_path_entries), (want, 1024));
+    }
+    expect_err(
+        &format!("{BASE}\n{gw}xdp_fast_path = \"yes\"\n"),
+        "xdp_fast_path =",
+        "gateway.xdp_fast_path",
+        "expected \"auto\", \"on\" or \"off\"",
+    );
+    for bad in ["0", "1", "16777217"] {
+        expect_err(
+            &format!("{BASE}\n{gw}xdp_fast_path_entries = {bad}\n"),
+            "xdp_fast_path_entries =",
+            "gateway.xdp_fast_path_entries",
+            "must be between 2 and 16777216",
+        );
+    }
+}

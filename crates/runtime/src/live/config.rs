@@ -57,7 +57,30 @@ pub struct GatewayConfig {
     /// NAT event logging (`[logging]`: RFC 8158 over IPFIX, RFC 5424 syslog); off by
     /// default.
     pub natlog: crate::natlog::NatLogConfig,
+    // -- XDP fast path (issue 15 item 2) --
+    /// AF_XDP + NAT44: forward established flows in the XDP program (`live::fastpath`).
+    pub xdp_fast_path: FastPathSwitch,
+    /// The most flow directions (two per session) the fast path's map holds per interface.
+    pub xdp_fast_path_entries: u32,
 }
+
+/// `[gateway] xdp_fast_path`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FastPathSwitch {
+    /// Off: every packet goes through the AF_XDP socket (the default of this first
+    /// version: a veth peer must have NAPI (GRO or an XDP program) to take redirected
+    /// frames, and the kernel drops them silently otherwise).
+    #[default]
+    Off,
+    /// On where it loads and the program runs in native mode; else logged and off.
+    Auto,
+    /// On; a gateway that cannot have it does not start.
+    On,
+}
+
+/// The fast path's map size when not configured: 65,536 flow directions (32,768
+/// sessions), 3 MiB of kernel memory per interface.
+pub const XDP_FAST_PATH_ENTRIES: u32 = 65_536;
 
 impl GatewayConfig {
     /// The defaults for a gateway between `inside` and `outside`: AF_PACKET, one worker,
@@ -79,6 +102,8 @@ impl GatewayConfig {
             mtu: [None, None],
             metrics: None,
             natlog: crate::natlog::NatLogConfig::default(),
+            xdp_fast_path: FastPathSwitch::Off,
+            xdp_fast_path_entries: XDP_FAST_PATH_ENTRIES,
         }
     }
 

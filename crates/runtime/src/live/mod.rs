@@ -19,6 +19,7 @@
 //! reaper, the control thread, and this one, which logs counters and handles SIGHUP.
 
 mod config;
+mod fastpath;
 pub(crate) mod forward;
 mod netview;
 mod open;
@@ -40,6 +41,8 @@ use io::Port;
 
 pub(crate) use config::clamp_translator_mtus;
 pub use config::{Backend, GatewayConfig};
+pub use config::{FastPathSwitch, XDP_FAST_PATH_ENTRIES};
+pub use fastpath::FastPathCounters;
 use forward::{Handoff, KernelHandoff, ProbeQueue};
 use netview::{Link, NetView, Published};
 use open::Opened;
@@ -150,12 +153,29 @@ pub fn run(
     let mut host = open::host_prepare(&links, log)?;
     // The reason for a fallback to AF_PACKET, for `quicknat status`.
     let fallback = std::sync::Mutex::new(None::<String>);
-    let opened = open::open_ports(gw, &links, fams, local, want_gso, &|line: String| {
-        if line.contains("AF_XDP unavailable") {
-            *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
-        }
-        log(line)
-    })?;
+    // XDP fast path (issue 15 item 2): AF_XDP and NAT44 only.
+    let fast_entries = if gw.backend == Backend::AfXdp
+        && gw.xdp_fast_path != FastPathSwitch::Off
+        && matches!(mode, ModeConfig::Nat44(_))
+    {
+        gw.xdp_fast_path_entries
+    } else {
+        0
+    };
+    let opened = open::open_ports(
+        gw,
+        &links,
+        fams,
+        local,
+        want_gso,
+        fast_entries,
+        &|line: String| {
+            if line.contains("AF_XDP unavailable") {
+                *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
+            }
+            log(line)
+        },
+    )?;
     let gso = want_gso && matches!(opened, Opened::Packet(_));
     open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
     let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
@@ -246,7 +266,14 @@ pub fn run(
     let (events_tx, events_rx) = mpsc::sync_channel::<String>(256);
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
-    let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    let mut snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    // XDP fast path (issue 15 item 2): its counters as one more entry after the workers'.
+    let fast = fastpath::attach(gw, &opened, &shared, &links, mtus, &published, clock(), log)?;
+    let fast_snapshot = fast.as_ref().map(|_| {
+        let s: Snapshot = Arc::default();
+        snapshots.push(Arc::clone(&s));
+        s
+    });
     let control = match control_socket {
         Some(sock) => {
             let why = fallback
@@ -345,6 +372,11 @@ pub fn run(
                     std::thread::sleep(Duration::from_millis(if busy { 1 } else { 10 }));
                 }
             });
+        }
+        // XDP fast path (issue 15 item 2): its counters, twice a second.
+        if let (Some(fast), Some(snap)) = (&fast, &fast_snapshot) {
+            let stop = &stop;
+            s.spawn(move || fastpath::publish(fast, snap, stop));
         }
         // -- metrics (issue 12) --
         if let Some(l) = &metrics_listener {

@@ -107,6 +107,7 @@ pub(crate) fn open_ports(
     fams: [u8; 2],
     local: (&[Ipv4Addr], &[Ipv6Addr]),
     gso: bool,
+    fast_entries: u32,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Opened, LiveError> {
     if gw.backend == Backend::AfXdp {
@@ -121,7 +122,19 @@ pub(crate) fn open_ports(
                 ipv4: fam == 4,
                 ipv6: fam == 6,
             };
-            AfXdp::open_queues(&cfg, &queues)
+            cfg.fast_path_entries = fast_entries;
+            AfXdp::open_queues(&cfg, &queues).or_else(|e| {
+                // XDP fast path (issue 15 item 2): "auto" goes on without it.
+                if fast_entries == 0 || gw.xdp_fast_path != super::FastPathSwitch::Auto {
+                    return Err(e);
+                }
+                log(format!(
+                    "xdp fast path: unavailable on {} ({e}); off (xdp_fast_path = \"auto\")",
+                    l.name
+                ));
+                cfg.fast_path_entries = 0;
+                AfXdp::open_queues(&cfg, &queues)
+            })
         };
         match (open(&links[0], fams[0]), open(&links[1], fams[1])) {
             (Ok(a), Ok(b)) => {
