@@ -125,7 +125,9 @@ pub fn run(
                 Err(e) => {
                     let msg = format!("announcing failed: {e}");
                     if failing.as_deref() != Some(&msg) {
-                        log(format!("warning: routing: {msg}; retrying every {interval:?}"));
+                        log(format!(
+                            "warning: routing: {msg}; retrying every {interval:?}"
+                        ));
                     }
                     status.set(false, msg.clone());
                     failing = Some(msg);
@@ -138,7 +140,8 @@ pub fn run(
                     log(format!(
                         "routing: withdrew {}: {why}{}",
                         ann.describe(),
-                        r.err().map_or(String::new(), |e| format!(" (deleting: {e})"))
+                        r.err()
+                            .map_or(String::new(), |e| format!(" (deleting: {e})"))
                     ));
                     withdrawn = true;
                 }
@@ -156,7 +159,8 @@ pub fn run(
         log(format!(
             "routing: withdrew {}: stopping{}",
             ann.describe(),
-            r.err().map_or(String::new(), |e| format!(" (deleting: {e})"))
+            r.err()
+                .map_or(String::new(), |e| format!(" (deleting: {e})"))
         ));
     }
     status.set(false, "stopped".to_owned());
