@@ -56,9 +56,11 @@ pub(super) fn convert(
     src: &Source<'_>,
     raw: &RawRouting,
 ) -> Result<RoutingConfig, ConfigFileError> {
-    let mut c = RoutingConfig::default();
-    c.announce = prefixes(src, &raw.announce, "routing.announce")?;
-    c.standby = prefixes(src, &raw.standby, "routing.standby")?;
+    let mut c = RoutingConfig {
+        announce: prefixes(src, &raw.announce, "routing.announce")?,
+        standby: prefixes(src, &raw.standby, "routing.standby")?,
+        ..RoutingConfig::default()
+    };
     for (i, v) in raw.standby.iter().flatten().enumerate() {
         if c.announce.contains(&c.standby[i]) {
             return Err(src.bad_value(
