@@ -136,9 +136,14 @@ pub fn run(
             Ok(()) => {}
             Err(why) => {
                 if ann.announced || !withdrawn {
+                    let verb = if ann.announced {
+                        "withdrew"
+                    } else {
+                        "not announcing"
+                    };
                     let r = ann.withdraw();
                     log(format!(
-                        "routing: withdrew {}: {why}{}",
+                        "routing: {verb} {}: {why}{}",
                         ann.describe(),
                         r.err()
                             .map_or(String::new(), |e| format!(" (deleting: {e})"))
