@@ -43,6 +43,10 @@ done
 for tool in valgrind:valgrind; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+# Routing integration (tests/e2e/test_routing.py, issue 13): a real BIRD 2 on both ends.
+for tool in bird:bird2 birdc:bird2; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true

@@ -106,6 +106,8 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
         ("mtu", o.mtu != n.mtu),
         ("metrics", o.metrics != n.metrics),
         ("[logging]", o.natlog != n.natlog),
+        // -- routing integration (issue 13) --
+        ("[routing]", o.routing != n.routing),
     ]
     .into_iter()
     .filter(|c| c.1)
@@ -187,5 +189,15 @@ mod tests {
             warnings: vec![],
         });
         assert_eq!(h().unwrap(), "nat44: no change");
+    }
+
+    // -- routing integration (issue 13) --
+    #[test]
+    fn a_routing_change_is_refused_by_name() {
+        let o = GatewayConfig::new("in0".into(), "out0".into());
+        let mut n = o.clone();
+        n.routing.standby_metric = 2000;
+        assert_eq!(gateway_changes(&o, &n), ["[routing]"]);
+        assert!(gateway_changes(&o, &o.clone()).is_empty());
     }
 }

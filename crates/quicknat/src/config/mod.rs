@@ -18,6 +18,8 @@ mod modes;
 mod natlog;
 mod raw;
 mod reload;
+// -- routing integration (issue 13) --
+mod routing;
 #[cfg(test)]
 mod tests;
 // -- deterministic NAT (issue 13, det) --
@@ -59,6 +61,9 @@ pub struct Config {
     pub logging: crate::logging::LogSettings,
     /// NAT event logging (`[logging]`); off by default.
     pub natlog: runtime::natlog::NatLogConfig,
+    // -- routing integration (issue 13) --
+    /// `[routing]`: prefixes announced while healthy; off by default.
+    pub routing: runtime::routing::RoutingConfig,
 }
 
 // -- the machine a configuration must fit (issue 14, finding 9) --
@@ -203,9 +208,17 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         .map(|l| natlog::convert(&src, l.get_ref()))
         .transpose()?
         .unwrap_or_default();
+    // -- routing integration (issue 13) --
+    let routing = file
+        .routing
+        .as_ref()
+        .map(|r| routing::convert(&src, r.get_ref()))
+        .transpose()?
+        .unwrap_or_default();
     let mut gateway = gateway;
     if let Some(g) = &mut gateway {
         g.natlog = natlog.clone();
+        g.routing = routing.clone();
     }
     Ok(Config {
         mode,
@@ -214,6 +227,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         memory,
         logging,
         natlog,
+        routing,
     })
 }
 
@@ -375,6 +389,8 @@ fn convert_gateway(
         // -- XDP fast path (issue 15 item 2) --
         xdp_fast_path: fastpath::switch(src, &g.xdp_fast_path)?,
         xdp_fast_path_entries: fastpath::entries(src, &g.xdp_fast_path_entries)?,
+        // Set from `[routing]` by `load_str_on`.
+        routing: runtime::routing::RoutingConfig::default(),
     })
 }
 

@@ -62,6 +62,10 @@ pub struct GatewayConfig {
     pub xdp_fast_path: FastPathSwitch,
     /// The most flow directions (two per session) the fast path's map holds per interface.
     pub xdp_fast_path_entries: u32,
+    // -- routing integration (issue 13) --
+    /// `[routing]`: the prefixes announced to the routing daemon while healthy; off by
+    /// default.
+    pub routing: crate::routing::RoutingConfig,
 }
 
 /// `[gateway] xdp_fast_path`.
@@ -104,6 +108,7 @@ impl GatewayConfig {
             natlog: crate::natlog::NatLogConfig::default(),
             xdp_fast_path: FastPathSwitch::Off,
             xdp_fast_path_entries: XDP_FAST_PATH_ENTRIES,
+            routing: crate::routing::RoutingConfig::default(),
         }
     }
 

@@ -41,6 +41,10 @@ pub struct IoCounters {
     pub xdp_fast_packets: u64,
     /// Their bytes (Ethernet frames).
     pub xdp_fast_bytes: u64,
+    // -- routing health (issue 13) --
+    /// Counter snapshots this worker published (about two a second, idle or not): its
+    /// heartbeat, which the routing health check reads to tell a stuck worker.
+    pub heartbeats: u64,
 }
 
 impl IoCounters {
@@ -72,6 +76,7 @@ impl IoCounters {
         self.gso += o.gso;
         self.xdp_fast_packets += o.xdp_fast_packets;
         self.xdp_fast_bytes += o.xdp_fast_bytes;
+        self.heartbeats += o.heartbeats;
     }
 }
 
