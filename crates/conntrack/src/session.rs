@@ -806,6 +806,47 @@ impl SessionTable {
     }
 }
 
+// -- staged lookups (issue 15, item 3): prefetch hints for a batch, never a result --
+/// A packet's place in a staged batch: the bucket its key is filed under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staged(u32);
+
+impl Staged {
+    /// Nothing staged (a packet the stage could not read a key from).
+    pub const NONE: Staged = Staged(u32::MAX);
+}
+
+impl SessionTable {
+    /// Stage 1 of a batch: hashes `key` and starts loading its bucket.
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, key: &Tuple) -> Staged {
+        let b = self.index.prefetch_bucket(Key::of(key));
+        u32::try_from(b).map_or(Staged::NONE, Staged)
+    }
+
+    /// Stage 2: once the bucket has arrived, starts loading the session line its chain
+    /// starts with (and, for TCP, the session's sequence words), so that the lookup and
+    /// the translation after it find them in cache. A hint only: it decides nothing.
+    #[inline(always)]
+    pub fn prefetch_session(&self, at: Staged, tcp: bool) {
+        if at == Staged::NONE {
+            return;
+        }
+        let Some(n) = self.index.first_in(at.0 as usize) else {
+            return;
+        };
+        let id = n >> 1;
+        if let Some(s) = self.slab.get(id) {
+            prefetch::read(s);
+        }
+        if tcp {
+            if let Some(w) = self.seq_of(id) {
+                prefetch::read(w);
+            }
+        }
+    }
+}
+
 // -- capacity bound and memory estimate (issue 14, finding 9) --
 impl SessionTable {
     /// The most sessions a table can index: its index nodes are `slot * 2 + side`, stored
