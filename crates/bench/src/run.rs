@@ -211,10 +211,7 @@ pub fn measure_only<M: Mode>(
                                 };
                                 ring[slot + head..slot + head + copy]
                                     .copy_from_slice(&wire[off..off + copy]);
-                                w.prefetch(
-                                    p.dir,
-                                    &ring[slot + head..slot + head + p.len as usize],
-                                );
+                                w.prefetch(p.dir, &ring[slot + head..slot + head + p.len as usize]);
                                 at += 1;
                                 if at == local.len() {
                                     at = 0;
