@@ -807,7 +807,8 @@ impl SessionTable {
 }
 
 // -- staged lookups (issue 15, item 3): prefetch hints for a batch, never a result --
-/// A packet's place in a staged batch: the bucket its key is filed under.
+/// A packet's place in a staged batch: the bucket its key is filed under (stage 1), then
+/// the node its chain started with (stage 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Staged(u32);
 
@@ -827,14 +828,15 @@ impl SessionTable {
 
     /// Stage 2: once the bucket has arrived, starts loading the session line its chain
     /// starts with (and, for TCP, the session's sequence words), so that the lookup and
-    /// the translation after it find them in cache. A hint only: it decides nothing.
+    /// the translation after it find them in cache; returns that first node for
+    /// [`prefetch_next`](Self::prefetch_next). A hint only: it decides nothing.
     #[inline(always)]
-    pub fn prefetch_session(&self, at: Staged, tcp: bool) {
+    pub fn prefetch_session(&self, at: Staged, tcp: bool) -> Staged {
         if at == Staged::NONE {
-            return;
+            return Staged::NONE;
         }
         let Some(n) = self.index.first_in(at.0 as usize) else {
-            return;
+            return Staged::NONE;
         };
         let id = n >> 1;
         if let Some(s) = self.slab.get(id) {
@@ -845,19 +847,19 @@ impl SessionTable {
                 prefetch::read(w);
             }
         }
+        Staged(n)
     }
 
-    /// Stage 3: once the first node's session line has arrived, if that node is not
-    /// filed under `key`, starts loading the next node's line (and sequence words): the
-    /// second place in a chain, where a quarter of the hits of a half-full index are.
+    /// Stage 3: once the first node's session line has arrived (`first`, what
+    /// [`prefetch_session`](Self::prefetch_session) returned), if that node is not filed
+    /// under `key`, starts loading the next node's line (and sequence words): the second
+    /// place in a chain, where a quarter of the hits of a half-full index are.
     #[inline(always)]
-    pub fn prefetch_next(&self, at: Staged, key: Key, tcp: bool) {
-        if at == Staged::NONE {
+    pub fn prefetch_next(&self, first: Staged, key: Key, tcp: bool) {
+        if first == Staged::NONE {
             return;
         }
-        let Some(n) = self.index.first_in(at.0 as usize) else {
-            return;
-        };
+        let n = first.0;
         let Some(s) = self.slab.get(n >> 1) else {
             return;
         };

@@ -20,8 +20,8 @@ pub const STAGE: usize = 64;
 /// One worker's staged batch.
 #[derive(Debug)]
 pub(super) struct Stage {
-    /// Per staged packet: its bucket, whether it is TCP (its sequence words are loaded
-    /// too), and its key.
+    /// Per staged packet: its bucket (after stage 2: the first node of its chain),
+    /// whether it is TCP (its sequence words are loaded too), and its key.
     at: [(Staged, bool, Key); STAGE],
     /// Packets staged since the last `process`.
     len: usize,
@@ -62,15 +62,14 @@ impl Stage {
     /// Stages 2 and 3 for every staged packet: the session lines the buckets point at on
     /// the way, then, where the first node of a chain is another flow's, the next
     /// node's. Empties the stage.
-    #[cold]
     #[inline(never)]
     pub(super) fn sessions(&mut self, sessions: &SessionTable) {
-        let staged = self.at.get(..self.len).unwrap_or_default();
-        for &(at, tcp, _) in staged {
-            sessions.prefetch_session(at, tcp);
+        let staged = self.at.get_mut(..self.len).unwrap_or_default();
+        for (at, tcp, _) in staged.iter_mut() {
+            *at = sessions.prefetch_session(*at, *tcp);
         }
-        for &(at, tcp, key) in staged {
-            sessions.prefetch_next(at, key, tcp);
+        for &(first, tcp, key) in staged.iter() {
+            sessions.prefetch_next(first, key, tcp);
         }
         self.len = 0;
     }
