@@ -20,6 +20,8 @@
 
 pub mod balance;
 mod extra;
+/// `--flows`: the flows cells alone, alternating, medians and ratios (issue 15).
+pub mod flows;
 /// Hash flooding: SYNs crafted against the old unkeyed session hash vs random ones.
 pub mod hashflood;
 /// Instructions per packet under callgrind, and the check against the committed baseline.
@@ -65,7 +67,8 @@ impl BenchOptions {
         }
     }
 
-    fn cell(&self) -> Duration {
+    /// The duration of one timed cell.
+    pub fn cell(&self) -> Duration {
         Duration::from_secs_f64(self.seconds.max(0.05))
     }
 }

@@ -48,6 +48,11 @@ struct Cli {
     /// The measured child of --icount (one workload, NAME:PACKETS; run under callgrind).
     #[arg(long = "icount-child", value_name = "NAME:PACKETS", hide = true)]
     icount_child: Option<String>,
+    /// Only the flows cells (NAT44, 1 worker, 64 B) for these flow counts, alternating
+    /// within each round, medians over `--rounds` (default 5) and ratios to the first
+    /// count (e.g. 8192,1048576).
+    #[arg(long, value_name = "N,M,...", value_delimiter = ',')]
+    flows: Option<Vec<usize>>,
 }
 
 fn main() -> ExitCode {
@@ -110,6 +115,21 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             "{}",
             bench::listing::run(n, cli.rounds.unwrap_or(5), window)
         );
+        return Ok(());
+    }
+    if let Some(flows) = &cli.flows {
+        anyhow::ensure!(
+            flows.iter().all(|n| (1..=16_000_000).contains(n)),
+            "--flows counts must be between 1 and 16000000"
+        );
+        let rows = bench::flows::run(flows, cli.rounds.unwrap_or(5), opts.cell());
+        if cli.json {
+            println!("{}", serde_json::to_string(&rows)?);
+        } else {
+            print!("{}", bench::flows::table(&rows));
+        }
+        let bad: u64 = rows.iter().map(|r| r.verify_failures).sum();
+        anyhow::ensure!(bad == 0, "{bad} sampled outputs failed verification");
         return Ok(());
     }
     let report = bench::run_all(&opts);

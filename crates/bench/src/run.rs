@@ -195,10 +195,15 @@ pub fn measure_only<M: Mode>(
                     'run: loop {
                         for _ in 0..64 {
                             let now = clock();
-                            for _ in 0..BATCH {
+                            // A batch as a NIC ring delivers it: every packet in its slot
+                            // first, each shown to the mode (`ModeWorker::prefetch`, as the
+                            // live worker does), then each processed.
+                            let first = n;
+                            let from = at;
+                            for k in 0..BATCH {
                                 let (off, p) = local[at];
-                                let slot = (n as usize % RING_SLOTS) * SLOT_BYTES;
-                                let sample = (n as usize).is_multiple_of(VERIFY_EVERY);
+                                let slot = ((first as usize + k) % RING_SLOTS) * SLOT_BYTES;
+                                let sample = (first as usize + k).is_multiple_of(VERIFY_EVERY);
                                 let copy = if sample {
                                     p.len as usize
                                 } else {
@@ -206,6 +211,17 @@ pub fn measure_only<M: Mode>(
                                 };
                                 ring[slot + head..slot + head + copy]
                                     .copy_from_slice(&wire[off..off + copy]);
+                                w.prefetch(p.dir, &ring[slot + head..slot + head + p.len as usize]);
+                                at += 1;
+                                if at == local.len() {
+                                    at = 0;
+                                }
+                            }
+                            at = from;
+                            for _ in 0..BATCH {
+                                let (_, p) = local[at];
+                                let slot = (n as usize % RING_SLOTS) * SLOT_BYTES;
+                                let sample = (n as usize).is_multiple_of(VERIFY_EVERY);
                                 let buf = &mut ring[slot..slot + SLOT_BYTES];
                                 let mut f = Frame::new(buf, head, p.len as usize, &mut extra);
                                 let out = match w.process(now, p.dir, &mut f, &egress) {

@@ -221,6 +221,27 @@ impl ChainIndex {
     }
 }
 
+// -- staged lookups (issue 15, item 3): hints for a batch, never a result --
+impl ChainIndex {
+    /// Starts loading the bucket `key` is filed under and returns it, for
+    /// [`first_in`](Self::first_in) once the line has arrived (a staged batch hashes every
+    /// key first, so the DRAM misses of a batch overlap instead of following each other).
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, key: Key) -> usize {
+        let b = self.bucket(key);
+        prefetch::read_at(&self.heads, b);
+        b
+    }
+
+    /// The first node of bucket `b`'s chain now, if any (a hint: by the time the caller
+    /// looks, the chain may have changed; [`find`](Self::find) decides).
+    #[inline(always)]
+    pub fn first_in(&self, b: usize) -> Option<u32> {
+        let h = self.heads.get(b)?.load(Ordering::Relaxed);
+        h.checked_sub(1)
+    }
+}
+
 // -- memory estimate (issue 14, finding 9) --
 impl ChainIndex {
     /// Bytes of the bucket array [`new`](Self::new)`(entries)` allocates (saturating: a

@@ -41,6 +41,7 @@ pub use reftable::{RefInsertError, RefTable};
 #[cfg(not(loom))]
 pub use session::{
     Hit, InsertError, NewSession, RecordRef, Room, SessionId, SessionTable, SessionView, Side,
+    Staged,
 };
 pub use siphash::SipKey;
 pub use subscriber::{Counted, Refused, Subscribers};

@@ -817,6 +817,82 @@ impl SessionTable {
     }
 }
 
+// -- staged lookups (issue 15, item 3): prefetch hints for a batch, never a result --
+/// A packet's place in a staged batch: the bucket its key is filed under (stage 1), then
+/// the node its chain started with (stage 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staged(u32);
+
+impl Staged {
+    /// Nothing staged (a packet the stage could not read a key from).
+    pub const NONE: Staged = Staged(u32::MAX);
+}
+
+impl SessionTable {
+    /// Stage 1 of a batch: hashes `key` (a packed tuple, [`Key::of`]) and starts loading
+    /// its bucket.
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, key: Key) -> Staged {
+        let b = self.index.prefetch_bucket(key);
+        u32::try_from(b).map_or(Staged::NONE, Staged)
+    }
+
+    /// Stage 2: once the bucket has arrived, starts loading the session line its chain
+    /// starts with (and, for TCP, the session's sequence words), so that the lookup and
+    /// the translation after it find them in cache; returns that first node for
+    /// [`prefetch_next`](Self::prefetch_next). A hint only: it decides nothing.
+    #[inline(always)]
+    pub fn prefetch_session(&self, at: Staged, tcp: bool) -> Staged {
+        if at == Staged::NONE {
+            return Staged::NONE;
+        }
+        let Some(n) = self.index.first_in(at.0 as usize) else {
+            return Staged::NONE;
+        };
+        let id = n >> 1;
+        if let Some(s) = self.slab.get(id) {
+            prefetch::read(s);
+        }
+        if tcp {
+            if let Some(w) = self.seq_of(id) {
+                prefetch::read(w);
+            }
+        }
+        Staged(n)
+    }
+
+    /// Stage 3: once the first node's session line has arrived (`first`, what
+    /// [`prefetch_session`](Self::prefetch_session) returned), if that node is not filed
+    /// under `key`, starts loading the next node's line (and sequence words): the second
+    /// place in a chain, where a quarter of the hits of a half-full index are.
+    #[inline(always)]
+    pub fn prefetch_next(&self, first: Staged, key: Key, tcp: bool) {
+        if first == Staged::NONE {
+            return;
+        }
+        let n = first.0;
+        let Some(s) = self.slab.get(n >> 1) else {
+            return;
+        };
+        let side = (n & 1) as usize;
+        if s.key(side) == key {
+            return;
+        }
+        let Some(next) = s.links[side].load(Ordering::Relaxed).checked_sub(1) else {
+            return;
+        };
+        let id = next >> 1;
+        if let Some(s) = self.slab.get(id) {
+            prefetch::read(s);
+        }
+        if tcp {
+            if let Some(w) = self.seq_of(id) {
+                prefetch::read(w);
+            }
+        }
+    }
+}
+
 // -- capacity bound and memory estimate (issue 14, finding 9) --
 impl SessionTable {
     /// The most sessions a table can index: its index nodes are `slot * 2 + side`, stored

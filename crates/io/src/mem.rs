@@ -158,6 +158,12 @@ impl Port for MemPort {
         Ok(())
     }
 
+    fn peek<F: FnMut(&[u8])>(&mut self, mut f: F) {
+        for (frame, _) in lock(&self.shared).rx.iter().take(BATCH) {
+            f(frame);
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.stats.tx_frames += self.queued.len() as u64;
         lock(&self.shared).sent.append(&mut self.queued);

@@ -29,6 +29,7 @@ mod parse;
 mod reaper;
 mod reload;
 pub mod rules;
+mod stage;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -51,6 +52,8 @@ mod tests_natlog;
 mod tests_pba;
 #[cfg(test)]
 mod tests_reload;
+#[cfg(test)]
+mod tests_stage;
 #[cfg(test)]
 mod tests_tcp;
 mod worker;

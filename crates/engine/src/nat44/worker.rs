@@ -14,6 +14,7 @@ use super::frag::{rewrite_fragment, FragKey, FragRewrite};
 use super::held::Hold;
 use super::natlog::Origin;
 use super::parse::{parse_with, Flow, Fragment, IcmpError, Parsed};
+use super::stage::Stage;
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
 use crate::mode::reply::{fits, owed, Responder};
@@ -35,6 +36,8 @@ pub struct Nat44Worker {
     /// generation `shared` is.
     cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
     generation: u64,
+    /// The receive batch in stages (see `stage`): buckets and session lines prefetched.
+    stage: Stage,
 }
 
 /// The direction packets matching `side` of a session with `flags` legitimately travel.
@@ -88,6 +91,7 @@ impl Nat44Worker {
             responder,
             cell,
             generation: 0,
+            stage: Stage::default(),
         };
         w.refresh();
         w
@@ -182,6 +186,10 @@ impl Nat44Worker {
         offload: Offload,
         mtu: Option<u32>,
     ) -> Result<(), DropReason> {
+        if self.stage.pending() {
+            // The first packet of a staged batch: its session lines on the way first.
+            self.stage.sessions(&self.shared.sessions);
+        }
         let parsed = parse_with(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
             Parsed::Flow(f) | Parsed::FirstFragment(f, _) => f.ttl,
@@ -938,6 +946,12 @@ impl ModeWorker for Nat44Worker {
 
     fn begin_batch(&mut self) {
         self.refresh_if_stale();
+    }
+
+    /// Stage 1 of a staged batch (see `stage`): the packet's bucket on the way.
+    #[inline]
+    fn prefetch(&mut self, _dir: Direction, pkt: &[u8]) {
+        self.stage.bucket(&self.shared.sessions, pkt);
     }
 }
 

@@ -234,6 +234,12 @@ impl AfPacket {
         }
     }
 
+    /// Lends the frames the next [`AfPacket::recv_batch`] would take (the block under the
+    /// cursor) to `f`, read-only, taking none (see [`crate::Port::peek`]).
+    pub fn peek_batch(&mut self, mut f: impl FnMut(&[u8])) {
+        self.ring.peek_block(&mut f);
+    }
+
     /// Walks the block under the cursor if the kernel has handed it over.
     fn try_block(&mut self, f: &mut impl FnMut(&mut [u8], &RxMeta)) -> Option<usize> {
         let walk = self.ring.take_block(f)?;

@@ -105,6 +105,10 @@ impl Port for PacketPort {
     fn vnet(&self) -> bool {
         self.tx.vnet()
     }
+
+    fn peek<F: FnMut(&[u8])>(&mut self, f: F) {
+        self.rx.peek_batch(f);
+    }
 }
 
 /// Queues `frame` behind `vnet` (the transmitter refuses, and counts, an unfinished frame

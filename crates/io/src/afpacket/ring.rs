@@ -198,6 +198,20 @@ impl Ring {
         Some(walk)
     }
 
+    /// Lends the frames of the block under the cursor to `f`, if the kernel has handed it
+    /// over, without taking it: the next [`take_block`](Self::take_block) walks the same
+    /// frames (see [`crate::Port::peek`]).
+    pub(crate) fn peek_block(&mut self, f: &mut impl FnMut(&[u8])) {
+        self.release_held();
+        let Some(block) =
+            self.map
+                .user_block(self.next * self.block_size, self.block_size, block::STATUS)
+        else {
+            return;
+        };
+        walk_block(block, self.vnet, &mut |d: &mut [u8], _: &RxMeta| f(d));
+    }
+
     /// Gives a held block back to the kernel and moves the cursor past it.
     fn release_held(&mut self) {
         if let Some(idx) = self.held.take() {

@@ -451,6 +451,27 @@ impl AfXdp {
         Ok(n)
     }
 
+    /// Lends the frames the next [`AfXdp::recv_batch_room`] would take (at most one
+    /// batch) to `f`, read-only, taking none (see [`crate::Port::peek`]).
+    pub fn peek_batch(&mut self, mut f: impl FnMut(&[u8])) {
+        let fs = self.frame_size as u64;
+        let n = self.rx.available().min(RX_BATCH as u32);
+        for k in 0..n {
+            let Some(d) = self.rx.peek(k) else { break };
+            let chunk = d.addr & !(fs - 1);
+            if d.addr + u64::from(d.len) > chunk + fs {
+                continue;
+            }
+            // SAFETY: as in `recv_batch_room`: the range lies within one chunk the kernel
+            // handed to us on the rx ring (`bytes_mut` checks it is inside the UMEM), which
+            // it does not touch until we put it on the fill or tx ring, and the slice dies
+            // with this call of `f`.
+            if let Some(buf) = unsafe { self.umem.bytes_mut(d.addr as usize, d.len as usize) } {
+                f(buf);
+            }
+        }
+    }
+
     /// Copies `frame` into a free UMEM frame and puts it on the tx ring.
     /// Nothing leaves until [`AfXdp::flush`]. Fails with `WouldBlock` when no
     /// frame or tx slot is free (counted in `tx_dropped`), `InvalidInput` when

@@ -57,4 +57,8 @@ impl Port for AfXdp {
     fn vnet(&self) -> bool {
         false
     }
+
+    fn peek<F: FnMut(&[u8])>(&mut self, f: F) {
+        self.peek_batch(f);
+    }
 }

@@ -170,6 +170,19 @@ impl<T: Copy> Ring<T> {
         self.other.wrapping_sub(self.cons)
     }
 
+    /// The entry `k` places after the next one to pop, among those [`Ring::available`]
+    /// last counted; pops nothing.
+    pub(crate) fn peek(&self, k: u32) -> Option<T> {
+        if k >= self.other.wrapping_sub(self.cons) {
+            return None;
+        }
+        let p = self.slot(self.cons.wrapping_add(k));
+        // SAFETY: as in `pop`: the kernel published this slot (it lies before the
+        // producer index `available` loaded with acquire) and does not rewrite it until
+        // we release our consumer index past it; `p` is in bounds and aligned.
+        Some(unsafe { p.read_volatile() })
+    }
+
     /// Hands all popped slots back to the kernel.
     pub(crate) fn release(&mut self) {
         self.word(self.consumer).store(self.cons, Ordering::Release);

@@ -41,13 +41,28 @@ pub(crate) fn swap_udp(frame: &mut [u8]) -> Option<u16> {
     Some(dport)
 }
 
+thread_local! {
+    /// Frames [`reflect`] saw through `peek` on this thread.
+    pub(crate) static PEEKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// A one-port worker generic over the backend, as the runtime's will be: one `recv`
 /// (frames to [`BACK_PORT`] go back in place, frames to [`SEND_PORT`] are copied out with
 /// `send` once `recv` has returned, everything else is left alone), then `flush`.
-/// Returns the frames received.
+/// Returns the frames received. Before `recv` it `peek`s (counted in this thread's
+/// [`PEEKED`]), and checks that what the port
+/// lent is what `recv` then hands out, in order (headers up to the UDP checksum, which
+/// `recv` may complete).
 pub(crate) fn reflect<P: Port>(port: &mut P) -> io::Result<usize> {
     let mut copies = Vec::new();
+    let mut peeked = Vec::new();
+    port.peek(|f| peeked.push(f[..f.len().min(40)].to_vec()));
+    let mut i = 0;
     let n = port.recv(|frame, meta| {
+        if let Some(p) = peeked.get(i) {
+            assert_eq!(frame.get(..p.len()), Some(&p[..]), "peeked frame {i}");
+        }
+        i += 1;
         let vnet = meta.vnet.map(|v| v.for_forward());
         match swap_udp(frame) {
             Some(BACK_PORT) => Rx::Back {
@@ -61,6 +76,12 @@ pub(crate) fn reflect<P: Port>(port: &mut P) -> io::Result<usize> {
             None => Rx::Done,
         }
     })?;
+    assert!(
+        peeked.len() <= n,
+        "peek lent {} frames, recv took {n}",
+        peeked.len()
+    );
+    PEEKED.with(|c| c.set(c.get() + peeked.len()));
     for (c, vnet) in &copies {
         port.send(c, vnet.as_ref())?;
     }

@@ -32,7 +32,7 @@ fn reflects_through_the_port<P: Port + 'static>(
                 let _ = P::wait(&[&port], Duration::from_millis(20)).expect("wait");
             }
         }
-        port.stats()
+        (port.stats(), PEEKED.with(|c| c.get()))
     });
     ready_rx.recv().expect("gateway thread died");
     let peer = spawn_in(&lab.b, || {
@@ -56,7 +56,10 @@ fn reflects_through_the_port<P: Port + 'static>(
     });
     let got = join(peer);
     stop.store(true, Ordering::Relaxed);
-    let stats = join(gw);
+    let (stats, peeked) = join(gw);
+    // The worker waits until a frame is ready, then peeks: every backend that lends its
+    // batch lends at least one of the frames it then received.
+    assert!(peeked >= 1, "peek lent nothing ({stats:?})");
     let want: Vec<(Vec<u8>, SocketAddr)> = [BACK_PORT, SEND_PORT]
         .iter()
         .map(|d| {
