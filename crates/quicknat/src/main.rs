@@ -9,6 +9,8 @@ mod ctl;
 mod ilactl;
 // logsvc (issue 12): completions, man page and the long version.
 mod docs;
+// deterministic NAT (issue 13, det): `quicknat det forward|reverse`.
+mod det;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -112,6 +114,10 @@ enum Command {
         #[command(flatten)]
         opts: ctl::CtlOpts,
     },
+    // -- deterministic NAT (issue 13, det) --
+    /// Deterministic NAT (RFC 7422) offline from the configuration: `det forward INSIDE`
+    /// gives the public address and port range, `det reverse PUBLIC PORT` the subscriber.
+    Det(det::DetArgs),
 }
 
 fn main() -> ExitCode {
@@ -148,6 +154,7 @@ fn main() -> ExitCode {
         } => run_gateways(&config, inside, outside, workers),
         Command::Completions(args) => docs::completions(&args, Cli::command()),
         Command::Man => docs::man(Cli::command()),
+        Command::Det(args) => det::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -408,6 +415,14 @@ fn summary(c: &Nat44Config) -> String {
         c.max_sessions,
         c.port_reuse_hold.as_secs()
     );
+    // Deterministic NAT (issue 13, det).
+    if let Some(m) = c
+        .deterministic
+        .as_ref()
+        .and_then(|d| engine::nat44::deterministic::DetMap::new(d).ok())
+    {
+        s.push_str(&det::summary(&m));
+    }
     s
 }
 

@@ -66,6 +66,12 @@ pub fn public_pool(mode: &ModeConfig) -> Vec<(Ipv4Addr, u8)> {
             .flat_map(|r| r.pool.iter().map(|p| (p.addr(), p.len())))
             .chain(c.static_nat.iter().map(|s| (s.public, 32)))
             .chain(c.port_forwards.iter().map(|f| (*f.public.ip(), 32)))
+            // Deterministic NAT (issue 13, det): its public prefix.
+            .chain(
+                c.deterministic
+                    .iter()
+                    .map(|d| (d.outside.addr(), d.outside.len())),
+            )
             .collect(),
         ModeConfig::Nat64(c) => c.pool4.iter().map(|p| (p.addr(), p.len())).collect(),
         _ => Vec::new(),

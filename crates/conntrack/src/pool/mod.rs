@@ -21,6 +21,7 @@
 //!   bitmaps are allocated the first time it hands out a port.
 
 mod blocks;
+mod deterministic;
 mod sparse;
 
 pub use blocks::{Allocated, Block, BlockStats, MAX_BLOCKS_PER_SUBSCRIBER};

@@ -105,6 +105,11 @@ pub struct Nat44Config {
     /// Blocks one subscriber may hold per pool address with PBA on (a block serves every protocol); more
     /// is a `subscriber_limit` drop.
     pub blocks_per_subscriber: u16,
+
+    // -- deterministic NAT (issue 13, det) --
+    /// `[nat44.deterministic]`: subscribers of one prefix mapped to computed public
+    /// addresses and port ranges (RFC 7422, `nat44::deterministic`); restart-only.
+    pub deterministic: Option<crate::nat44::deterministic::Deterministic>,
 }
 
 /// Smallest `port_block_size` accepted (besides 0, off).
@@ -143,6 +148,7 @@ impl Default for Nat44Config {
             reload_drain: crate::config::ReloadDrain::Expire,
             port_block_size: 0,
             blocks_per_subscriber: BLOCKS_PER_SUBSCRIBER,
+            deterministic: None,
         }
     }
 }
@@ -198,10 +204,16 @@ impl Nat44Config {
             ));
         }
         self.validate_blocks()?;
-        if self.rules.is_empty() && self.static_nat.is_empty() && self.port_forwards.is_empty() {
+        self.validate_deterministic()?;
+        if self.rules.is_empty()
+            && self.static_nat.is_empty()
+            && self.port_forwards.is_empty()
+            && self.deterministic.is_none()
+        {
             return Err(ConfigError::new(
                 Field("rule"),
-                "no NAT rule, static mapping or port forward: nothing would be translated",
+                "no NAT rule, static mapping, port forward or deterministic prefix: nothing \
+                 would be translated",
             ));
         }
         // Checked in O(n log n) so that configurations with 100k rules load quickly.
@@ -516,6 +528,7 @@ impl Nat44Config {
         }
         let statics = self.static_nat.len() * 2 + self.port_forwards.len() * 2;
         m.add("static mappings", Field("static"), statics * 64);
+        self.deterministic_memory(&mut m);
         m
     }
 }

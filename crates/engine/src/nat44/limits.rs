@@ -46,6 +46,21 @@ impl Nat44Shared {
             })
     }
 
+    /// Counts one more `what` for `host` with no limit (deterministic NAT: its port range
+    /// is the limit); refused only when the counters are full.
+    #[inline]
+    pub(super) fn acquire_host_unlimited(
+        &self,
+        what: Counted,
+        host: Ipv4Addr,
+    ) -> Result<(), DropReason> {
+        let Some(s) = &self.subscribers else {
+            return Ok(());
+        };
+        s.acquire(what, self.subscriber_of(host), 0)
+            .map_err(|_| DropReason::TableFull)
+    }
+
     /// Undoes one [`acquire_host`](Self::acquire_host).
     #[inline]
     pub(super) fn release_host(&self, what: Counted, host: Ipv4Addr) {

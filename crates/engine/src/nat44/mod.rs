@@ -19,6 +19,7 @@
 
 pub(crate) mod census;
 pub mod config;
+pub mod deterministic;
 pub mod frag;
 pub(crate) mod held;
 mod limits;
@@ -29,6 +30,8 @@ mod reload;
 pub mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_det;
 #[cfg(test)]
 mod tests_evict;
 #[cfg(test)]
@@ -125,6 +128,9 @@ pub struct Nat44Shared {
     /// Public address ranges a reload removed, whose sessions the reaper ends at once
     /// under [`ReloadDrain::Immediate`](crate::config::ReloadDrain) (empty otherwise).
     drained: Vec<(Ipv4Addr, Ipv4Addr)>,
+    /// Deterministic NAT (`deterministic`): its mapping; its prefix is the rule table's
+    /// entry and its pool the entry of `pools` right after the dynamic rules'.
+    det: Option<deterministic::DetMap>,
 }
 
 /// Inside "addresses" that stand for something larger, such as the 32-bit ids NAT64 gives
@@ -185,9 +191,14 @@ impl Nat44Shared {
     ) -> Result<Arc<Self>, ConfigError> {
         cfg.validate()?;
         let workers = workers.max(1);
-        let rules = RuleTable::new(cfg.rules.iter().map(|r| &r.inside));
+        let det = cfg
+            .deterministic
+            .as_ref()
+            .map(deterministic::DetMap::new)
+            .transpose()?;
+        let rules = RuleTable::new(rules_and_det(&cfg));
         let public_hosts = FxSet::default();
-        let pools: Vec<Arc<PortPool>> = cfg
+        let mut pools: Vec<Arc<PortPool>> = cfg
             .rules
             .iter()
             .map(|r| {
@@ -209,6 +220,9 @@ impl Nat44Shared {
                 )
             })
             .collect();
+        if let Some(m) = &det {
+            pools.push(deterministic::det_pool(m, cfg.port_reuse_hold, workers));
+        }
         let cap = cfg.max_sessions;
         let shared = Nat44Shared {
             rules,
@@ -247,6 +261,7 @@ impl Nat44Shared {
             events: Arc::default(),
             cell: Arc::default(),
             drained: Vec::new(),
+            det,
             cfg,
         };
         let mut shared = shared;
@@ -571,4 +586,13 @@ fn static_by_public(cfg: &Nat44Config) -> FxMap<Ipv4Addr, Ipv4Addr> {
 /// The inside hosts port forwards lead to.
 fn forward_inside(cfg: &Nat44Config) -> FxSet<Ipv4Addr> {
     cfg.port_forwards.iter().map(|f| *f.inside.ip()).collect()
+}
+
+/// The inside prefixes of the rule table: the dynamic rules', then the deterministic
+/// prefix (its index is the number of dynamic rules).
+fn rules_and_det(cfg: &Nat44Config) -> impl Iterator<Item = &xlat::prefix::Ipv4Prefix> {
+    cfg.rules
+        .iter()
+        .map(|r| &r.inside)
+        .chain(cfg.deterministic.as_ref().map(|d| &d.inside))
 }

@@ -63,6 +63,10 @@ impl Nat44Shared {
         let Some(log) = self.log_for(EventClass::Binding) else {
             return;
         };
+        // Deterministic NAT: the mapping is the log (RFC 7422 §1); no binding events.
+        if self.det.is_some_and(|d| d.contains_public(public.addr)) {
+            return;
+        }
         let (k44, k64) = if created {
             (EventKind::Nat44BibCreate, EventKind::Nat64BibCreate)
         } else {
@@ -84,6 +88,9 @@ impl Nat44Shared {
         proto: Proto,
         host: std::net::Ipv4Addr,
     ) -> u32 {
+        if let Some(d) = self.det.filter(|d| d.contains_inside(host)) {
+            return u32::from(d.ports_per_subscriber());
+        }
         let c = &self.cfg;
         let ports = c.max_ports_per_host;
         if why != DropReason::SubscriberLimit || c.port_block_size == 0 {

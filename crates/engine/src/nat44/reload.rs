@@ -84,7 +84,7 @@ impl Nat44Shared {
         let workers = self.qsbr.workers();
         // Pools: reuse the unchanged ones.
         let mut fresh = Vec::new();
-        let pools: Vec<Arc<PortPool>> = cfg
+        let mut pools: Vec<Arc<PortPool>> = cfg
             .rules
             .iter()
             .map(|r| {
@@ -117,8 +117,12 @@ impl Nat44Shared {
                 }
             })
             .collect();
+        // Deterministic NAT is restart-only (refused above if changed): its pool carries over.
+        if old.det.is_some() {
+            pools.extend(old.pools.get(old.cfg.rules.len()).cloned());
+        }
         let mut next = Nat44Shared {
-            rules: RuleTable::new(cfg.rules.iter().map(|r| &r.inside)),
+            rules: RuleTable::new(super::rules_and_det(&cfg)),
             pools,
             static_by_inside: super::static_by_inside(&cfg),
             static_by_public: super::static_by_public(&cfg),
@@ -137,6 +141,7 @@ impl Nat44Shared {
             // Only the first generation's cell is polled: no cycle through the latest.
             cell: Arc::default(),
             drained: Vec::new(),
+            det: old.det,
             cfg,
         };
         next.public_hosts
@@ -297,6 +302,8 @@ impl Nat44Shared {
                 "max_ports_per_host (limits off at start)",
                 limits_off && new.max_ports_per_host != 0,
             ),
+            // Deterministic NAT: its mapping is what abuse records rest on.
+            ("deterministic", o.deterministic != new.deterministic),
             (
                 "filtering (address-dependent needs its table from the start)",
                 !self.permits_on && new.filtering == Filtering::AddressDependent,

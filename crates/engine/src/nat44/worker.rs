@@ -587,11 +587,14 @@ impl Nat44Worker {
             } else {
                 let rule = sh.rules.lookup(inside.addr).ok_or(DropReason::NoRule)?;
                 let pool = &sh.pools[rule as usize];
-                // RFC 6888 REQ-3: the port is counted before it is taken; the reaper
-                // gives it back with the binding, or this call when no binding is made.
-                sh.acquire_host(Counted::Ports(proto), inside.addr)?;
-                let a = pool
-                    .allocate_for(
+                let a = if let Some(range) = sh.det_range(rule, inside.addr) {
+                    // Deterministic NAT: a port of the subscriber's own range.
+                    sh.det_allocate(pool, proto, inside, range)?
+                } else {
+                    // RFC 6888 REQ-3: the port is counted before it is taken; the reaper
+                    // gives it back with the binding, or this call when no binding is made.
+                    sh.acquire_host(Counted::Ports(proto), inside.addr)?;
+                    pool.allocate_for(
                         proto,
                         inside,
                         sh.subscriber_of(inside.addr),
@@ -607,7 +610,8 @@ impl Nat44Worker {
                             // PBA: the subscriber's blocks are full and it may take no more.
                             PoolError::BlockLimit => DropReason::SubscriberLimit,
                         }
-                    })?;
+                    })?
+                };
                 if let Some(b) = &a.block {
                     sh.log_block(Origin { ring: self.id, now }, true, b);
                 }

@@ -161,6 +161,8 @@ impl Nat64Config {
             reload_drain: crate::config::ReloadDrain::Expire,
             port_block_size: self.port_block_size,
             blocks_per_subscriber: self.blocks_per_subscriber,
+            // Deterministic NAT is a NAT44 option only.
+            deterministic: None,
         }
     }
 

@@ -19,6 +19,8 @@ mod raw;
 mod reload;
 #[cfg(test)]
 mod tests;
+// -- deterministic NAT (issue 13, det) --
+mod deterministic;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -714,6 +716,8 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     )?;
     c.port_block_size = size.unwrap_or(c.port_block_size);
     c.blocks_per_subscriber = per.unwrap_or(c.blocks_per_subscriber);
+    // Deterministic NAT (issue 13, det).
+    c.deterministic = deterministic::convert(src, &raw.deterministic)?;
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();
         let field = |f: &str| format!("nat44.rule[{}].{f}", i + 1);

@@ -125,6 +125,9 @@ pub(super) struct RawNat44 {
     pub port_block_size: Option<Spanned<u64>>,
     /// Blocks one subscriber may hold per pool address (each serves every protocol).
     pub blocks_per_subscriber: Option<Spanned<u64>>,
+    // -- deterministic NAT (issue 13, det) --
+    /// The `[nat44.deterministic]` table (RFC 7422).
+    pub deterministic: Option<Spanned<super::deterministic::RawDeterministic>>,
 }
 
 /// The `[nat44.timeouts]` table, in seconds.

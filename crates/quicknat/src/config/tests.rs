@@ -1465,3 +1465,73 @@ fn port_block_settings_are_read_and_checked() {
         "must be 0 (off)",
     );
 }
+
+// -- deterministic NAT (issue 13, det) --
+
+/// The issue's contract shape loads alone; each mistake names its line and field.
+#[test]
+fn deterministic_table_loads_and_its_mistakes_are_located() {
+    let text = "[nat44]\n\n[nat44.deterministic]\ninside = \"100.64.0.0/22\"\n\
+                outside = \"203.0.113.0/28\"\nports_per_subscriber = 1008\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let d = c.nat44().unwrap().deterministic.unwrap();
+    assert_eq!(d.inside.to_string(), "100.64.0.0/22");
+    assert_eq!(d.ports_per_subscriber, Some(1008));
+    // The default ports per subscriber is the engine's (64512 / R).
+    let no_pps = text.replace("ports_per_subscriber = 1008\n", "");
+    let c = load_str(&no_pps, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.nat44()
+            .unwrap()
+            .deterministic
+            .unwrap()
+            .ports_per_subscriber,
+        None
+    );
+    expect_err(
+        &text.replace("1008", "1009"),
+        "ports_per_subscriber",
+        "nat44.deterministic.ports_per_subscriber",
+        "between 1 and 1008",
+    );
+    expect_err(
+        &text.replace("1008", "0"),
+        "ports_per_subscriber",
+        "nat44.deterministic.ports_per_subscriber",
+        "must be between 1",
+    );
+    expect_err(
+        &text.replace("203.0.113.0/28", "203.0.112.0/20"),
+        "outside =",
+        "nat44.deterministic.outside",
+        "sharing ratio would be below 1",
+    );
+    expect_err(
+        &text.replace("203.0.113.0/28", "203.0.113.1/28"),
+        "outside =",
+        "nat44.deterministic.outside",
+        "203.0.113.1/28",
+    );
+    expect_err(
+        &text.replace("outside =", "outsid ="),
+        "outsid",
+        "nat44.deterministic.outsid",
+        "unknown field",
+    );
+    // Beside a dynamic rule for another prefix; refused over the same subscribers.
+    let base = BASE.replace("203.0.113.0/28", "192.0.2.0/28");
+    let both = format!("{base}\n{}", &text["[nat44]\n\n".len()..]);
+    load_str(&both, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    expect_err(
+        &format!("{BASE}\n{}", &text["[nat44]\n\n".len()..]),
+        "outside =",
+        "nat44.deterministic.outside",
+        "overlaps pool 203.0.113.0/28 of rule 1",
+    );
+    expect_err(
+        &both.replace("100.64.0.0/22", "10.0.0.0/22"),
+        "inside = \"10.0.0.0/22\"",
+        "nat44.deterministic.inside",
+        "overlaps the inside prefix 10.0.0.0/24 of rule 1",
+    );
+}
