@@ -336,7 +336,7 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         &rin,
         &format!(
             "addr add 10.3.0.1/24 dev r-h\nroute add {INSIDE}/{INSIDE_LEN} via 10.3.0.2\n\
-             link add bri type bridge\nlink set bri up\naddr add {RIN_BR}/24 dev bri\n"
+             link add name bri type bridge\nlink set dev bri up\naddr add {RIN_BR}/24 dev bri\n"
         ),
     )?;
     ip_batch(
@@ -344,7 +344,7 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         &c.dir,
         &rout,
         &format!(
-            "addr add 198.51.100.1/24 dev r-s\nlink add bro type bridge\nlink set bro up\naddr add {ROUT_BR}/24 dev bro\n"
+            "addr add 198.51.100.1/24 dev r-s\nlink add name bro type bridge\nlink set dev bro up\naddr add {ROUT_BR}/24 dev bro\n"
         ),
     )?;
     ip_batch(
@@ -366,8 +366,8 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         let (gi, go) = (format!("gi{}", g + 1), format!("go{}", g + 1));
         lab.veth(&gw, "g-in", &rin, &gi)?;
         lab.veth(&gw, "g-out", &rout, &go)?;
-        ip_batch(lab, &c.dir, &rin, &format!("link set {gi} master bri\n"))?;
-        ip_batch(lab, &c.dir, &rout, &format!("link set {go} master bro\n"))?;
+        ip_batch(lab, &c.dir, &rin, &format!("link set dev {gi} master bri\n"))?;
+        ip_batch(lab, &c.dir, &rout, &format!("link set dev {go} master bro\n"))?;
         ip_batch(
             lab,
             &c.dir,
@@ -440,9 +440,9 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         c.quicknat.push(Some(child));
         if std::env::var_os("QN_LAB_ROUTES_STUB").is_some() {
             let (p, s) = plan.announced(g);
-            let mut b = String::from("link add qn-announce type dummy\nlink set qn-announce up\nroute add 0.0.0.0/0 dev qn-announce table 250 proto 250\n");
-            for a in p { b.push_str(&format!("route add {a}/32 dev qn-announce table 250 proto 250\n")); }
-            for a in s { b.push_str(&format!("route add {a}/32 dev qn-announce table 250 proto 250 metric 1000\n")); }
+            let mut b = String::from("route add 0.0.0.0/0 dev lo table 250 proto 250\n");
+            for a in p { b.push_str(&format!("route add {a}/32 dev lo table 250 proto 250\n")); }
+            for a in s { b.push_str(&format!("route add {a}/32 dev lo table 250 proto 250 metric 1000\n")); }
             ip_batch(&c.lab, &c.dir, &c.gw(g).to_string(), &b)?;
         }
     }

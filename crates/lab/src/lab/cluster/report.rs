@@ -28,6 +28,10 @@ pub struct UdpRow {
     /// From the failure to the first datagram after the gap it caused, ms (`None`: no gap
     /// over 10 ms around it).
     pub gap_ms: Option<f64>,
+    /// Last arrival, ms since the epoch.
+    pub last_ms: f64,
+    /// Datagrams arrived after the failure and its gap (the flow resumed).
+    pub resumed: bool,
 }
 
 /// One TCP connection through the failure.
@@ -72,7 +76,8 @@ pub struct Failover {
     pub tcp: Vec<TcpRow>,
     /// The failure, ms since the epoch.
     pub event_ms: f64,
-    /// Median and largest gap of the victim's subscribers, ms.
+    /// Median and largest gap of the victim's subscribers, ms (infinite: a flow never
+    /// resumed; JSON null).
     pub victim_gap_median_ms: f64,
     /// See `victim_gap_median_ms`.
     pub victim_gap_max_ms: f64,
@@ -195,6 +200,8 @@ pub(super) fn failover(
                 expected: (mode == NatMode::Deterministic).then(|| det_endpoint(src)).flatten(),
                 sent: client.sent.get(i).copied().unwrap_or(0),
                 received: f.map_or(0, |f| f.received),
+                resumed: f.is_some_and(|f| f.last_ms > event_ms + gap_ms.unwrap_or(0.0) + 100.0),
+                last_ms: f.map_or(0.0, |f| f.last_ms),
                 gap_ms,
             }
         })
@@ -202,7 +209,11 @@ pub(super) fn failover(
     let vname = plan.gateways[victim].clone();
     let (victims, survivors): (Vec<&UdpRow>, Vec<&UdpRow>) =
         udp_rows.iter().partition(|r| r.gateway_before == vname);
-    let gaps: Vec<f64> = victims.iter().map(|r| r.gap_ms.unwrap_or(0.0)).collect();
+    // A victim flow that never resumed counts as the whole window.
+    let gaps: Vec<f64> = victims
+        .iter()
+        .map(|r| if r.resumed { r.gap_ms.unwrap_or(0.0) } else { f64::INFINITY })
+        .collect();
     let lost = |rs: &[&UdpRow]| rs.iter().map(|r| r.sent.saturating_sub(r.received)).sum::<u64>();
     let tcp_rows: Vec<TcpRow> = tcp
         .iter()
@@ -299,6 +310,14 @@ fn spread_ratio(v: &[u64], dead: Option<usize>) -> String {
     }
 }
 
+fn ms(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        "never".into()
+    }
+}
+
 fn list(v: &[u64]) -> String {
     v.iter().map(u64::to_string).collect::<Vec<_>>().join("/")
 }
@@ -369,9 +388,9 @@ impl fmt::Display for ClusterReport {
             ("spread max/min before", Box::new(|c| spread_ratio(&c.spread_before, None))),
             ("subscribers per gateway after (planned)", Box::new(|c| format!("{} ({})", list(&c.spread_after), list(&c.planned_after)))),
             ("spread max/min after (survivors)", Box::new(|c| spread_ratio(&c.spread_after, Some(c.victim_index())))),
-            ("victim's subscribers: traffic again after (ms) med/max", Box::new(|c| format!("{:.0} / {:.0}", c.victim_gap_median_ms, c.victim_gap_max_ms))),
+            ("victim's subscribers: flowing again after (ms) med/max", Box::new(|c| format!("{} / {}", ms(c.victim_gap_median_ms), ms(c.victim_gap_max_ms)))),
             ("victim's subscribers: datagrams lost (1 kHz)", Box::new(|c| c.victim_lost.to_string())),
-            ("survivors' subscribers: datagrams lost (of sent)", Box::new(|c| format!("{} ({})", c.survivor_lost, c.survivor_sent))),
+            ("survivors' subscribers: datagrams lost (sent)", Box::new(|c| format!("{} ({})", c.survivor_lost, c.survivor_sent))),
             ("UDP flows that kept their public endpoint", Box::new(|c| format!("{}/{} ({:.0}%)", c.udp_kept, c.udp.len(), 100.0 * c.udp_kept as f64 / c.udp.len().max(1) as f64))),
             ("... and it is RFC 7422's (quicknat det forward)", Box::new(|c| if c.mode == NatMode::Deterministic { format!("{}/{}", c.udp_as_computed, c.udp.len()) } else { "-".into() })),
             ("TCP connections survived: victim's", Box::new(|c| format!("{}/{}", c.tcp_victim_survived, c.tcp_victim))),
