@@ -194,6 +194,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
             config: None,
         },
         reload: None,
+        routing: None,
     };
     let done = AtomicBool::new(false);
     let listing = AtomicBool::new(false);

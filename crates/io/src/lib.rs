@@ -24,6 +24,8 @@
 //!   socket options), each `unsafe` block with its `// SAFETY:` line.
 
 pub mod afpacket;
+// -- announced routes (issue 13) --
+pub mod announce;
 pub mod afxdp;
 pub mod capture;
 pub mod csum;

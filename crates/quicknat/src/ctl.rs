@@ -293,7 +293,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 Value::Null => "none (built-in example)".to_owned(),
                 c => format!("{} (sha256 {})", s(&c["path"]), s(&c["sha256"])),
             };
-            columns(&[
+            let mut rows = vec![
                 vec!["mode".into(), s(&st["mode"])],
                 vec!["inside".into(), link(&st["inside"])],
                 vec!["outside".into(), link(&st["outside"])],
@@ -307,7 +307,29 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 vec!["config".into(), config],
                 vec!["version".into(), s(&st["version"])],
                 vec!["pid".into(), s(&st["pid"])],
-            ])
+            ];
+            // -- routing integration (issue 13) --
+            if let Some(r) = st["routing"].as_object() {
+                let yes = if r["announced"].as_bool() == Some(true) { "yes" } else { "no" };
+                rows.push(vec!["announced".into(), format!("{yes}, {}", s(&r["reason"]))]);
+                let prefixes: Vec<String> = r["prefixes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(s)
+                    .collect();
+                rows.push(vec![
+                    "routes".into(),
+                    format!(
+                        "{} on {} ({} announced, {} withdrawn since start)",
+                        prefixes.join(", "),
+                        s(&r["device"]),
+                        r["announcements"],
+                        r["withdrawals"]
+                    ),
+                ]);
+            }
+            columns(&rows)
         }
         Verb::Census => {
             let c = &last["census"];

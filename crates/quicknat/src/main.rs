@@ -466,6 +466,7 @@ fn run_gateways(
     );
     // Every configuration is checked before any gateway starts.
     let mut sockets: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    let mut devices: Vec<(String, &PathBuf)> = Vec::new();
     for p in paths {
         let cfg = load_config(Some(p))?;
         // Each gateway its own control socket: configured, or derived from the file's name.
@@ -479,6 +480,20 @@ fn run_gateways(
             );
         }
         sockets.push((sock, p));
+        // -- routing integration (issue 13) --
+        // Each gateway its own announcement device: one's exit must not take the other's
+        // routes (the device name identifies them).
+        if cfg.routing.enabled() {
+            let dev = cfg.routing.device.clone();
+            if let Some((_, other)) = devices.iter().find(|(d, _)| *d == dev) {
+                anyhow::bail!(
+                    "{} and {} would both announce on the device {dev}: give each [routing] its own device",
+                    other.display(),
+                    p.display(),
+                );
+            }
+            devices.push((dev, p));
+        }
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = paths
@@ -627,6 +642,8 @@ fn gateway_of(
     };
     // NAT event logging: `[logging]` applies with interfaces named on the command line too.
     gw.natlog = cfg.natlog.clone();
+    // -- routing integration (issue 13) --
+    gw.routing = cfg.routing.clone();
     if let Some(w) = workers {
         anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
         gw.workers = w;

@@ -15,3 +15,5 @@ pub use link::l3_offset;
 // logsvc (issue 12)
 pub mod preflight;
 pub mod sdnotify;
+// -- routing integration (issue 13) --
+pub mod routing;

@@ -18,6 +18,9 @@
 //!   super-packets an XDP socket cannot take, TSO hands it unsegmented ones.
 //! - **AF_XDP asked for but not built** (no clang at build time): it falls back to
 //!   AF_PACKET; the fix is to install clang and rebuild.
+//! - **No TUN driver with `[routing]`** (issue 13): the announcement device cannot be
+//!   created, so the gateway cannot start; the fix is `modprobe tun` (or passing
+//!   /dev/net/tun into the container).
 
 use std::net::Ipv4Addr;
 
@@ -54,6 +57,9 @@ pub struct Facts {
     pub offloads_on: Vec<(String, Vec<String>)>,
     /// Whether this build carries the AF_XDP program.
     pub af_xdp_built: bool,
+    // -- routing integration (issue 13) --
+    /// Why /dev/net/tun cannot be used, if it cannot.
+    pub tun_missing: Option<String>,
 }
 
 /// The IPv4 addresses a mode hands out as its public ones: NAT44's pools, static and
@@ -156,12 +162,28 @@ pub fn check_af_xdp(gw: &GatewayConfig, facts: &Facts) -> Vec<Finding> {
     }
 }
 
+// -- routing integration (issue 13) --
+/// `[routing]` announces prefixes but the TUN driver is missing.
+pub fn check_tun(gw: &GatewayConfig, facts: &Facts) -> Vec<Finding> {
+    match &facts.tun_missing {
+        Some(why) if gw.routing.enabled() => vec![Finding {
+            check: "tun",
+            message: format!(
+                "[routing] announces prefixes on a TUN device ({}), but {why}: the gateway cannot start",
+                gw.routing.device
+            ),
+        }],
+        _ => Vec::new(),
+    }
+}
+
 /// Every check's findings for `mode` on `gw`, given `facts`.
 pub fn decide(mode: &ModeConfig, gw: &GatewayConfig, facts: &Facts) -> Vec<Finding> {
     let mut out = check_forwarding(mode.families(), facts);
     out.extend(check_pool_addresses(&public_pool(mode), facts));
     out.extend(check_offloads(gw, facts));
     out.extend(check_af_xdp(gw, facts));
+    out.extend(check_tun(gw, facts));
     out
 }
 
@@ -233,6 +255,11 @@ pub fn gather(gw: &GatewayConfig) -> Facts {
         ipv4_addrs,
         offloads_on,
         af_xdp_built: af_xdp_built(),
+        tun_missing: if gw.routing.enabled() {
+            io::announce::tun_available().err().map(|e| e.to_string())
+        } else {
+            None
+        },
     }
 }
 
@@ -348,5 +375,24 @@ mod tests {
         });
         let p = public_pool(&ModeConfig::Nat44(c));
         assert!(p.contains(&(Ipv4Addr::new(203, 0, 113, 99), 32)), "{p:?}");
+    }
+
+    // -- routing integration (issue 13) --
+    #[test]
+    fn a_missing_tun_driver_matters_only_with_routing() {
+        let facts = Facts {
+            tun_missing: Some("/dev/net/tun: No such file or directory (load the tun module: modprobe tun)".into()),
+            ..Facts::default()
+        };
+        let mut g = gw(Backend::AfPacket, true);
+        assert!(check_tun(&g, &facts).is_empty(), "no [routing]: no TUN needed");
+        g.routing.announce.push(crate::routing::Prefix {
+            addr: "0.0.0.0".parse().unwrap(),
+            len: 0,
+        });
+        let f = check_tun(&g, &facts);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.contains("qn-announce") && f[0].message.contains("modprobe tun"), "{}", f[0]);
+        assert!(check_tun(&g, &Facts::default()).is_empty(), "TUN present: fine");
     }
 }

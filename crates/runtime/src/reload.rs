@@ -106,6 +106,8 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
         ("mtu", o.mtu != n.mtu),
         ("metrics", o.metrics != n.metrics),
         ("[logging]", o.natlog != n.natlog),
+        // -- routing integration (issue 13) --
+        ("[routing]", o.routing != n.routing),
     ]
     .into_iter()
     .filter(|c| c.1)

@@ -31,6 +31,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::BitAnd;
 
 mod parse;
+// -- announced routes (issue 13) --
+mod devroute;
+pub use devroute::{DevRoute, PROTO_QUICKNAT, TABLE_ANNOUNCE};
 mod socket;
 #[cfg(test)]
 mod tests;

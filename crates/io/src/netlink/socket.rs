@@ -348,6 +348,33 @@ impl Netlink {
         }
     }
 
+    /// Sends one request of type `ty` (fixed header `fixed`, then `attrs`) with NLM_F_ACK
+    /// and waits for the kernel's answer: `Ok` on an acknowledgement, the kernel's error
+    /// otherwise. For the announced routes (`devroute`).
+    pub(super) fn request_ack(
+        &mut self,
+        ty: u16,
+        flags: u16,
+        fixed: &[u8],
+        attrs: &[(u16, &[u8])],
+    ) -> io::Result<()> {
+        let seq = self.next_seq();
+        let mut b = MsgBuilder::new(ty, sys::NLM_F_REQUEST | sys::NLM_F_ACK | flags, seq).body(fixed);
+        for (t, payload) in attrs {
+            b = b.attr(*t, payload);
+        }
+        self.send(&b.finish())?;
+        loop {
+            let n = recv_into(&self.fd, &mut self.buf, 0)?;
+            for msg in Messages::new(&self.buf[..n]) {
+                let msg = msg?;
+                if msg.seq == seq && msg.pid == self.port_id && msg.ty == sys::NLMSG_ERROR {
+                    return check_error(msg.body);
+                }
+            }
+        }
+    }
+
     /// Waits up to `timeout` for events and returns all that are queued (empty on timeout).
     ///
     /// An overrun socket gives an error for which [`is_events_lost`](super::is_events_lost) is true

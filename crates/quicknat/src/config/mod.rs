@@ -17,6 +17,8 @@ mod modes;
 mod natlog;
 mod raw;
 mod reload;
+// -- routing integration (issue 13) --
+mod routing;
 #[cfg(test)]
 mod tests;
 // -- deterministic NAT (issue 13, det) --
@@ -58,6 +60,9 @@ pub struct Config {
     pub logging: crate::logging::LogSettings,
     /// NAT event logging (`[logging]`); off by default.
     pub natlog: runtime::natlog::NatLogConfig,
+    // -- routing integration (issue 13) --
+    /// `[routing]`: prefixes announced while healthy; off by default.
+    pub routing: runtime::routing::RoutingConfig,
 }
 
 // -- the machine a configuration must fit (issue 14, finding 9) --
@@ -202,9 +207,17 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         .map(|l| natlog::convert(&src, l.get_ref()))
         .transpose()?
         .unwrap_or_default();
+    // -- routing integration (issue 13) --
+    let routing = file
+        .routing
+        .as_ref()
+        .map(|r| routing::convert(&src, r.get_ref()))
+        .transpose()?
+        .unwrap_or_default();
     let mut gateway = gateway;
     if let Some(g) = &mut gateway {
         g.natlog = natlog.clone();
+        g.routing = routing.clone();
     }
     Ok(Config {
         mode,
@@ -213,6 +226,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         memory,
         logging,
         natlog,
+        routing,
     })
 }
 
@@ -370,6 +384,8 @@ fn convert_gateway(
         metrics: metrics::listen_addr(src, &g.metrics)?,
         // Set from `[logging]` by `load_str_on`.
         natlog: runtime::natlog::NatLogConfig::default(),
+        // Set from `[routing]` by `load_str_on`.
+        routing: runtime::routing::RoutingConfig::default(),
     })
 }
 

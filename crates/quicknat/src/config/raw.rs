@@ -27,6 +27,9 @@ pub(super) struct RawFile {
     pub ila: Option<Spanned<super::ila::RawIla>>,
     /// The `[logging]` table (NAT event logging, read by `super::natlog`).
     pub logging: Option<Spanned<super::natlog::RawLogging>>,
+    // -- routing integration (issue 13) --
+    /// The `[routing]` table (announced prefixes, read by `super::routing`).
+    pub routing: Option<Spanned<super::routing::RawRouting>>,
 }
 
 /// The `[gateway]` table: which interfaces a live gateway uses, and how.

@@ -1535,3 +1535,68 @@ fn deterministic_table_loads_and_its_mistakes_are_located() {
         "overlaps the inside prefix 10.0.0.0/24 of rule 1",
     );
 }
+
+// -- [routing] (routing integration, issue 13) --
+
+#[test]
+fn routing_is_off_by_default_and_read_when_written() {
+    let c = load_str(BASE, "t.toml").unwrap();
+    assert!(!c.routing.enabled());
+    assert_eq!(c.routing, runtime::routing::RoutingConfig::default());
+    let text = format!(
+        "{BASE}\n[gateway]\ninside = \"a\"\noutside = \"b\"\n\n[routing]\nannounce = [\"0.0.0.0/0\", \"203.0.113.0/29\", \"2001:db8:64::/96\"]\nstandby = [\"203.0.113.8/29\"]\nstandby_metric = 2000\ntable = 1234\nprotocol = 99\ndevice = \"qn-a1\"\nhealth_interval = \"250ms\"\n"
+    );
+    let c = load_str(&text, "t.toml").unwrap();
+    let r = &c.routing;
+    assert_eq!(
+        r.describe(),
+        [
+            "0.0.0.0/0",
+            "203.0.113.0/29",
+            "2001:db8:64::/96",
+            "203.0.113.8/29 (standby)"
+        ]
+    );
+    assert_eq!((r.standby_metric, r.table, r.protocol), (2000, 1234, 99));
+    assert_eq!(r.device, "qn-a1");
+    assert_eq!(r.health_interval, Duration::from_millis(250));
+    assert_eq!(c.gateway.unwrap().routing, *r, "the gateway carries it");
+    let c = load_str(
+        &format!("{BASE}\n[routing]\nannounce = [\"0.0.0.0/0\"]\nhealth_interval = \"1.5s\"\n"),
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(c.routing.health_interval, Duration::from_millis(1500));
+    assert_eq!(c.routing.device, "qn-announce");
+}
+
+#[test]
+fn routing_mistakes_name_the_line_and_field() {
+    let with = |body: &str| format!("{BASE}\n[routing]\n{body}\n");
+    let t = with("announce = [\"0.0.0.0/0\", \"203.0.113.1/29\"]");
+    expect_err(&t, "203.0.113.1/29", "routing.announce[2]", "host bits set: the prefix is 203.0.113.0/29");
+    let t = with("announce = [\"203.0.113.0\"]");
+    expect_err(&t, "announce =", "routing.announce[1]", "expected ADDRESS/LENGTH");
+    let t = with("announce = [\"2001:db8::/129\"]");
+    expect_err(&t, "announce =", "routing.announce[1]", "expected 0 to 128");
+    let t = with("announce = [\"192.0.2.0/24\", \"192.0.2.0/24\"]");
+    expect_err(&t, "announce =", "routing.announce[2]", "written twice");
+    let t = with("announce = [\"192.0.2.0/24\"]\nstandby = [\n  \"192.0.2.0/24\",\n]");
+    expect_err(&t, "  \"192.0.2.0/24\"", "routing.standby[1]", "either primary or standby");
+    let t = with("announce = [\"0.0.0.0/0\"]\nstandby_metric = 100");
+    expect_err(&t, "standby_metric", "routing.standby_metric", "must be above 100");
+    let t = with("announce = [\"0.0.0.0/0\"]\ntable = 254");
+    expect_err(&t, "table", "routing.table", "254 (main)");
+    let t = with("announce = [\"0.0.0.0/0\"]\nprotocol = 12");
+    expect_err(&t, "protocol", "routing.protocol", "BIRD's own");
+    let t = with("announce = [\"0.0.0.0/0\"]\nprotocol = 256");
+    expect_err(&t, "protocol", "routing.protocol", "5 to 255");
+    let t = with("announce = [\"0.0.0.0/0\"]\ndevice = \"qn-announce-far-too-long\"");
+    expect_err(&t, "device", "routing.device", "not a Linux interface name");
+    for bad in ["5ms", "11s", "fast", "100", "-1s"] {
+        let t = with(&format!("announce = [\"0.0.0.0/0\"]\nhealth_interval = \"{bad}\""));
+        expect_err(&t, "health_interval", "routing.health_interval", "from \"10ms\" to \"10s\"");
+    }
+    let t = with("announce = [\"0.0.0.0/0\"]\nannounces = []");
+    expect_err(&t, "announces", "routing.announces", "unknown field");
+}

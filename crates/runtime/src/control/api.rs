@@ -145,6 +145,9 @@ pub struct ApiState {
     pub facts: GatewayFacts,
     /// The reload hook, if reloading is supported.
     pub reload: Option<ReloadHook>,
+    // -- routing integration (issue 13) --
+    /// The route announcer's state (`None`: no `[routing]`).
+    pub routing: Option<Arc<crate::routing::RouteStatus>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -583,6 +586,8 @@ impl ApiState {
             "pid": std::process::id(),
             "sessions": self.mode.census().live,
             "reload": self.reload.is_some(),
+            // -- routing integration (issue 13) --
+            "routing": self.routing.as_ref().map(|r| r.json()),
         })
     }
 }

@@ -161,6 +161,7 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
             }),
         },
         reload,
+        routing: None,
     }
 }
 

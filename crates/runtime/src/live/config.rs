@@ -57,6 +57,10 @@ pub struct GatewayConfig {
     /// NAT event logging (`[logging]`: RFC 8158 over IPFIX, RFC 5424 syslog); off by
     /// default.
     pub natlog: crate::natlog::NatLogConfig,
+    // -- routing integration (issue 13) --
+    /// `[routing]`: the prefixes announced to the routing daemon while healthy; off by
+    /// default.
+    pub routing: crate::routing::RoutingConfig,
 }
 
 impl GatewayConfig {
@@ -79,6 +83,7 @@ impl GatewayConfig {
             mtu: [None, None],
             metrics: None,
             natlog: crate::natlog::NatLogConfig::default(),
+            routing: crate::routing::RoutingConfig::default(),
         }
     }
 

@@ -235,6 +235,11 @@ pub fn run(
     );
     let reaper_lag = crate::metrics::ReaperLag::default();
     let reaper_counters = std::sync::Mutex::new(engine::Counters::new());
+    // -- routing integration (issue 13) --
+    // The announcement device is created while CAP_NET_ADMIN is surely held; nothing is
+    // announced until the workers run and the health check passes.
+    let routing = open_routing(gw, log)?;
+    let route_status = routing.as_ref().map(|(_, s)| Arc::clone(s));
     // Every socket is open and the host set up: keep only what running and cleaning up
     // need, before any thread starts (capabilities belong to threads).
     match drop_privileges() {
@@ -270,6 +275,11 @@ pub fn run(
                 &snapshots,
                 clock,
             );
+            // -- routing integration (issue 13) --
+            let api = crate::control::api::ApiState {
+                routing: route_status.clone(),
+                ..api
+            };
             let control = crate::control::Control {
                 ila: control_state.clone(),
                 api: Some(Arc::new(api)),
@@ -357,7 +367,17 @@ pub fn run(
                 build: &build_info,
             };
             let stop = &stop;
-            s.spawn(move || l.serve(stop, &|| crate::metrics::render(&sources.sample())));
+            // -- routing integration (issue 13): `quicknat_routes_announced` --
+            let routes = route_status.as_deref();
+            s.spawn(move || {
+                l.serve(stop, &|| {
+                    let text = crate::metrics::render(&sources.sample());
+                    match routes {
+                        Some(r) => crate::routing::append_metrics(text, &r.metrics_text()),
+                        None => text,
+                    }
+                })
+            });
         }
         // NAT event exporter: drains the workers' and the reaper's event rings.
         if let Some((exporter, counters)) = natlog {
@@ -379,6 +399,29 @@ pub fn run(
         match opened {
             Opened::Xdp(ports) => spawn_workers(s, &shared, ports, &setup, &stop, clock),
             Opened::Packet(ports) => spawn_workers(s, &shared, ports, &setup, &stop, clock),
+        }
+        // -- routing integration (issue 13) --
+        // Announces while the links are up and the workers beat; withdraws otherwise and
+        // at stop.
+        if let Some((announcer, _)) = routing {
+            let (stop, snapshots) = (&stop, &snapshots);
+            let names = [links[0].name.as_str(), links[1].name.as_str()];
+            s.spawn(move || {
+                let beats = || {
+                    snapshots
+                        .iter()
+                        .map(|s| s.lock().map_or(0, |g| g.1.heartbeats))
+                        .collect()
+                };
+                crate::routing::run(
+                    announcer,
+                    gw.routing.health_interval,
+                    names,
+                    &beats,
+                    stop,
+                    log,
+                )
+            });
         }
         supervise(
             gw,
@@ -533,6 +576,31 @@ fn supervise(
     crate::sdnotify::stopping();
 }
 
+// -- routing integration (issue 13) --
+/// The announcement device of `gw.routing` and the status it reports (`None`: no
+/// `[routing]` prefixes).
+fn open_routing(
+    gw: &GatewayConfig,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Option<(crate::routing::Announcer, Arc<crate::routing::RouteStatus>)>, LiveError> {
+    if !gw.routing.enabled() {
+        return Ok(None);
+    }
+    let status = Arc::new(crate::routing::RouteStatus::new(&gw.routing));
+    let ann = crate::routing::Announcer::open(&gw.routing, Arc::clone(&status)).map_err(
+        |source| LiveError::Io {
+            what: "[routing] announcement device",
+            source,
+        },
+    )?;
+    log(format!(
+        "routing: {} ready; announced while healthy (links up, workers beating), checked every {:?}",
+        ann.describe(),
+        gw.routing.health_interval
+    ));
+    Ok(Some((ann, status)))
+}
+
 /// The NAT event exporter for `gw.natlog`, with its event log attached to the mode's
 /// tables (`None`: logging off, or a mode with nothing to log).
 fn natlog_exporter(
@@ -625,5 +693,6 @@ fn control_api(
             config: opts.config,
         },
         reload,
+        routing: None,
     }
 }

@@ -35,6 +35,10 @@ pub struct IoCounters {
     pub rx_bytes: [u64; 2],
     /// Bytes transmitted on the inside / outside interface (Ethernet frames as sent).
     pub tx_bytes: [u64; 2],
+    // -- routing health (issue 13) --
+    /// Counter snapshots this worker published (about two a second, idle or not): its
+    /// heartbeat, which the routing health check reads to tell a stuck worker.
+    pub heartbeats: u64,
 }
 
 impl IoCounters {
@@ -64,6 +68,7 @@ impl IoCounters {
         self.csum_completed += o.csum_completed;
         self.tx_dropped += o.tx_dropped;
         self.gso += o.gso;
+        self.heartbeats += o.heartbeats;
     }
 }
 

@@ -144,6 +144,8 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
     /// Copies the counters where the supervisor reads them (waiting for the lock only
     /// when `wait`).
     fn publish_counters(&mut self, wait: bool) {
+        // The heartbeat the routing health check follows (issue 13).
+        self.io.heartbeats += 1;
         let mut io = self.io.clone();
         for p in &self.ports {
             let s = p.stats();
