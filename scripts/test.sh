@@ -38,6 +38,11 @@ done
 for tool in tshark:tshark nfacctd:pmacct; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+# The cluster lab (issue 13, tests/e2e/test_cluster_lab.py): BIRD 2 is the routers' and the
+# gateways' BGP and BFD daemon.
+for tool in bird:bird2; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true

@@ -158,7 +158,7 @@ pub struct TcpClient {
 /// `flows client`'s report.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ClientReport {
-    /// Datagrams sent per UDP flow.
+    /// Datagrams due per UDP flow (sent, or refused by the socket after an ICMP error).
     pub sent: Vec<u64>,
     /// TCP connections.
     pub tcp: Vec<TcpClient>,
@@ -371,10 +371,11 @@ fn client(
         if due > now {
             std::thread::sleep(due - now);
         }
+        // Every datagram due counts as sent: a connected socket's send fails after an ICMP
+        // error (a router's host unreachable during the outage), and that datagram is lost.
         for (i, s) in socks.iter().enumerate() {
-            if s.send(&datagram(i as u32, tick)).is_ok() {
-                sent[i] += 1;
-            }
+            let _ = s.send(&datagram(i as u32, tick));
+            sent[i] += 1;
         }
         tick += 1;
     }

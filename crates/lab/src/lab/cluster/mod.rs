@@ -156,11 +156,6 @@ fn quicknat_config(plan: &Plan, g: usize, mode: NatMode, backend: &str) -> Strin
             list(&primary)
         ),
     };
-    if std::env::var_os("QN_LAB_ROUTES_STUB").is_some() {
-        return format!(
-            "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\n\n[nat44]\n{nat}\n"
-        );
-    }
     format!(
         "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\n\n\
          [nat44]\n{nat}\n\
@@ -202,6 +197,7 @@ struct Cluster {
     lab: Lab,
     n: usize,
     quicknat: Vec<Option<Child>>,
+    birds: Vec<Child>,
     dir: Dir,
 }
 
@@ -228,6 +224,10 @@ impl Drop for Cluster {
         for c in self.quicknat.drain(..).flatten() {
             stop_child(c);
         }
+        for mut b in self.birds.drain(..) {
+            let _ = b.kill();
+            let _ = b.wait();
+        }
     }
 }
 
@@ -243,26 +243,30 @@ fn nft(lab: &Lab, dir: &Dir, ns: &str, rules: &str) -> Result<()> {
     lab.ns(ns, &["nft", "-f", &p.to_string_lossy()]).map(drop)
 }
 
-/// Starts BIRD in `ns` with `conf` (it daemonises; the lab's namespace cleanup kills it).
-fn start_bird(c: &Cluster, ns: &str, role: &str, conf: &str) -> Result<()> {
+/// Starts BIRD in `ns` with `conf`, in the foreground as the lab's child (stopped and
+/// reaped with the cluster).
+fn start_bird(c: &mut Cluster, ns: &str, role: &str, conf: &str) -> Result<()> {
     let cfg = c.dir.write(&format!("{role}.conf"), conf)?;
     let sock = c.dir.file(&format!("{role}.ctl"));
     let pid = c.dir.file(&format!("{role}.pid"));
+    // Parse the configuration first, so a mistake fails here with BIRD's message.
     c.lab
-        .ns(
-            ns,
-            &[
-                "bird",
-                "-c",
-                &cfg.to_string_lossy(),
-                "-s",
-                &sock.to_string_lossy(),
-                "-P",
-                &pid.to_string_lossy(),
-            ],
-        )
-        .map(drop)
-        .with_context(|| format!("starting BIRD in {role}"))
+        .ns(ns, &["bird", "-p", "-c", &cfg.to_string_lossy()])
+        .with_context(|| format!("BIRD's configuration for {role}"))?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, "bird", "-f", "-c"])
+        .arg(&cfg)
+        .arg("-s")
+        .arg(&sock)
+        .arg("-P")
+        .arg(&pid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting BIRD in {role}"))?;
+    c.birds.push(child);
+    Ok(())
 }
 
 /// Starts gateway `g`'s quicknat (stderr to a log file in the run's directory).
@@ -310,6 +314,7 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         lab,
         n,
         quicknat: Vec::new(),
+        birds: Vec::new(),
         dir: Dir::new()?,
     };
     let (hosts, rin, rout, srv) = (
@@ -425,11 +430,18 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         &format!("table netdev qnsink {{\n  chain in {{\n    type filter hook ingress device \"s0\" priority 0;\n    udp dport {GEN_PORT} counter drop\n  }}\n}}\n"),
     )?;
     let log = |role: &str| c.dir.file(&format!("bird-{role}.log")).to_string_lossy().into_owned();
-    start_bird(&c, &rin, "rin", &bird::inside_router(plan, &log("rin")))?;
-    start_bird(&c, &rout, "rout", &bird::outside_router(plan, &log("rout")))?;
-    for g in 0..n {
+    let (rin_conf, rout_conf) = (
+        bird::inside_router(plan, &log("rin")),
+        bird::outside_router(plan, &log("rout")),
+    );
+    let gw_confs: Vec<String> = (0..n)
+        .map(|g| bird::gateway(plan, g, &log(&format!("gw{}", g + 1))))
+        .collect();
+    start_bird(&mut c, &rin, "rin", &rin_conf)?;
+    start_bird(&mut c, &rout, "rout", &rout_conf)?;
+    for (g, conf) in gw_confs.iter().enumerate() {
         let gw = c.gw(g).to_string();
-        start_bird(&c, &gw, &format!("gw{}", g + 1), &bird::gateway(plan, g, &log(&format!("gw{}", g + 1))))?;
+        start_bird(&mut c, &gw, &format!("gw{}", g + 1), conf)?;
     }
     for g in 0..n {
         let cfg = c.dir.write(
@@ -438,13 +450,6 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         )?;
         let child = start_quicknat(&c, &o.quicknat, g, &cfg)?;
         c.quicknat.push(Some(child));
-        if std::env::var_os("QN_LAB_ROUTES_STUB").is_some() {
-            let (p, s) = plan.announced(g);
-            let mut b = String::from("route add 0.0.0.0/0 dev lo table 250 proto 250\n");
-            for a in p { b.push_str(&format!("route add {a}/32 dev lo table 250 proto 250\n")); }
-            for a in s { b.push_str(&format!("route add {a}/32 dev lo table 250 proto 250 metric 1000\n")); }
-            ip_batch(&c.lab, &c.dir, &c.gw(g).to_string(), &b)?;
-        }
     }
     converge(&mut c, plan, &[])?;
     Ok(c)
@@ -654,6 +659,8 @@ fn failover_cell(
             &SocketAddrV4::new(SERVER, UDP_PORT).to_string(),
             "--tcp",
             &SocketAddrV4::new(SERVER, TCP_PORT).to_string(),
+            "--gap-ms",
+            "3",
         ],
     )?;
     let (before, after) = o.window();

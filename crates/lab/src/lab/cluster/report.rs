@@ -133,8 +133,21 @@ pub struct ClusterReport {
     pub gateway_pps: u64,
     /// Throughput rounds.
     pub throughput: Vec<Throughput>,
+    /// The `[nat44.deterministic]` every gateway runs in the deterministic cells.
+    pub deterministic: DetSettings,
+    /// The UDP flows' source port (for `quicknat det forward --port`).
+    pub client_port: u16,
     /// Failover cells.
     pub cells: Vec<Failover>,
+}
+
+/// `[nat44.deterministic]` as the lab writes it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DetSettings {
+    /// Subscribers' prefix.
+    pub inside: String,
+    /// Public prefix.
+    pub outside: String,
 }
 
 /// Deterministic NAT's endpoint for `src` (RFC 7422 as `[nat44.deterministic]` computes
@@ -287,6 +300,11 @@ pub(super) fn report(
         slices: plan.slices.len(),
         gateway_pps: o.gateway_pps,
         throughput,
+        deterministic: DetSettings {
+            inside: format!("{INSIDE}/{INSIDE_LEN}"),
+            outside: format!("{}/{OUTSIDE_LEN}", super::OUTSIDE),
+        },
+        client_port: CLIENT_PORT,
         cells,
     }
 }
