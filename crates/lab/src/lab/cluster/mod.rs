@@ -411,14 +411,26 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         ));
     }
     ip_batch(lab, &c.dir, &rin, &rules)?;
-    // Per-gateway subscriber counters at the outside router: the spread datagrams, by the
-    // bridge port they came in on.
+    // Per-gateway subscriber counters at the outside router: the spread datagrams' public
+    // endpoints (one per subscriber, in either NAT mode), by the bridge port they came in
+    // on, as sets, so a datagram sent twice counts once.
     let mut t = String::from("table netdev qncl {\n");
     for g in 0..n {
+        for port in [SPREAD_PORT_BEFORE, SPREAD_PORT_AFTER] {
+            t.push_str(&format!(
+                "  set s{g}_{port} {{ type ipv4_addr . inet_service; flags dynamic; size 65535; }}\n"
+            ));
+        }
         t.push_str(&format!(
-            "  chain go{g} {{\n    type filter hook ingress device \"go{}\" priority 0;\n    udp dport {SPREAD_PORT_BEFORE} counter\n    udp dport {SPREAD_PORT_AFTER} counter\n  }}\n",
+            "  chain go{g} {{\n    type filter hook ingress device \"go{}\" priority 0;\n",
             g + 1
         ));
+        for port in [SPREAD_PORT_BEFORE, SPREAD_PORT_AFTER] {
+            t.push_str(&format!(
+                "    meta protocol ip udp dport {port} add @s{g}_{port} {{ ip saddr . udp sport }}\n"
+            ));
+        }
+        t.push_str("  }\n");
     }
     t.push_str("}\n");
     nft(lab, &c.dir, &rout, &t)?;
@@ -529,17 +541,21 @@ fn converge(c: &mut Cluster, plan: &Plan, dead: &[usize]) -> Result<Duration> {
     r
 }
 
-/// Subscribers counted per gateway by the outside router's counters for `port`.
+/// Subscribers counted per gateway by the outside router's sets for `port`: every
+/// subscriber sends one datagram, twice (a datagram lost on a loaded machine is not a
+/// subscriber missing), and each gateway's set holds the public endpoints it sent.
 fn spread(c: &Cluster, port: u16) -> Result<Vec<u64>> {
     let exe = exe()?;
     let dst = SocketAddrV4::new(SERVER, port).to_string();
     let count = SUBSCRIBERS.to_string();
     let first = INSIDE.to_string();
-    c.lab.ns(
-        c.hosts(),
-        &[&exe, "flows", "spread", "--dst", &dst, "--first", &first, "--count", &count],
-    )?;
-    // Until every datagram is counted (or 3 s: a lost one is then reported as missing).
+    for _ in 0..2 {
+        c.lab.ns(
+            c.hosts(),
+            &[&exe, "flows", "spread", "--dst", &dst, "--first", &first, "--count", &count],
+        )?;
+    }
+    // Until every subscriber is counted (or 3 s: one still missing is reported so).
     let mut per = vec![0u64; c.n];
     let _ = poll(c, Duration::from_secs(3), "spread counted", || {
         per = spread_counts(c, port);
@@ -549,29 +565,19 @@ fn spread(c: &Cluster, port: u16) -> Result<Vec<u64>> {
 }
 
 fn spread_counts(c: &Cluster, port: u16) -> Vec<u64> {
-    let out = c
-        .lab
-        .ns(c.rout(), &["nft", "list", "table", "netdev", "qncl"])
-        .unwrap_or_default();
-    let mut per = vec![0u64; c.n];
-    let mut g = None;
-    for line in out.lines() {
-        let l = line.trim();
-        if let Some(rest) = l.strip_prefix("chain go") {
-            g = rest.split_whitespace().next().and_then(|x| x.parse::<usize>().ok());
-        } else if l.contains(&format!("udp dport {port} counter")) {
-            let n = l
-                .split_whitespace()
-                .skip_while(|w| *w != "packets")
-                .nth(1)
-                .and_then(|x| x.parse().ok())
-                .unwrap_or(0);
-            if let Some(g) = g {
-                per[g] = n;
-            }
-        }
-    }
-    per
+    (0..c.n)
+        .map(|g| {
+            let out = c
+                .lab
+                .ns(c.rout(), &["nft", "-j", "list", "set", "netdev", "qncl", &format!("s{g}_{port}")])
+                .unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+            v["nftables"]
+                .as_array()
+                .and_then(|a| a.iter().find_map(|x| x["set"]["elem"].as_array()))
+                .map_or(0, |e| e.len() as u64)
+        })
+        .collect()
 }
 
 /// The flows' source addresses: per slice, the first address of its first blocks (UDP),
