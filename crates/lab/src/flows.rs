@@ -29,6 +29,8 @@ use crate::probe::now_ms;
 
 /// Marks the lab's datagrams ("qncl").
 const MAGIC: u32 = 0x716e_636c;
+/// Sequence numbers the server tracks per flow (an hour at 1 kHz).
+const MAX_SEQ: u64 = 1 << 22;
 /// The UDP source port of every client flow.
 pub const CLIENT_PORT: u16 = 33_000;
 
@@ -110,8 +112,13 @@ pub struct Seen {
 pub struct UdpFlow {
     /// Flow id (the client's position).
     pub id: u32,
-    /// Datagrams received.
+    /// Distinct datagrams received (by sequence number).
     pub received: u64,
+    /// Datagrams received again (a sequence number already seen).
+    pub duplicates: u64,
+    /// Sequence numbers seen (a bitmap; not reported).
+    #[serde(skip)]
+    pub seen: Vec<u64>,
     /// Endpoints in order of first appearance.
     pub endpoints: Vec<Seen>,
     /// Gaps between arrivals longer than the threshold: (last before, first after), ms.
@@ -235,6 +242,21 @@ fn server(
             id,
             ..UdpFlow::default()
         });
+        let seq = u64::from_be_bytes([
+            buf[8], buf[9], buf[10], buf[11], buf[12], buf[13], buf[14], buf[15],
+        ]);
+        if seq >= MAX_SEQ {
+            continue;
+        }
+        let (word, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        if f.seen.len() <= word {
+            f.seen.resize(word + 1, 0);
+        }
+        if f.seen[word] & bit != 0 {
+            f.duplicates += 1;
+            continue;
+        }
+        f.seen[word] |= bit;
         if f.received > 0 && t - f.last_ms > gap_ms {
             f.gaps.push((f.last_ms, t));
         }

@@ -21,10 +21,12 @@ pub struct UdpRow {
     pub endpoints: Vec<String>,
     /// Deterministic mode: the endpoint RFC 7422 gives (public address, first port tried).
     pub expected: Option<String>,
-    /// Datagrams sent and received.
+    /// Datagrams sent and received (distinct), and received twice.
     pub sent: u64,
     /// See `sent`.
     pub received: u64,
+    /// See `sent`.
+    pub duplicates: u64,
     /// From the failure to the first datagram after the gap it caused, ms (`None`: no gap
     /// over 10 ms around it).
     pub gap_ms: Option<f64>,
@@ -87,6 +89,8 @@ pub struct Failover {
     pub survivor_sent: u64,
     /// See `survivor_sent`.
     pub survivor_lost: u64,
+    /// Datagrams that arrived twice (all flows).
+    pub duplicates: u64,
     /// UDP flows that kept one public endpoint throughout, of all.
     pub udp_kept: usize,
     /// Deterministic mode: flows whose endpoint is RFC 7422's, before and after.
@@ -213,6 +217,7 @@ pub(super) fn failover(
                 expected: (mode == NatMode::Deterministic).then(|| det_endpoint(src)).flatten(),
                 sent: client.sent.get(i).copied().unwrap_or(0),
                 received: f.map_or(0, |f| f.received),
+                duplicates: f.map_or(0, |f| f.duplicates),
                 resumed: f.is_some_and(|f| f.last_ms > event_ms + gap_ms.unwrap_or(0.0) + 100.0),
                 last_ms: f.map_or(0.0, |f| f.last_ms),
                 gap_ms,
@@ -267,6 +272,7 @@ pub(super) fn failover(
         victim_lost: lost(&victims),
         survivor_sent: survivors.iter().map(|r| r.sent).sum(),
         survivor_lost: lost(&survivors),
+        duplicates: udp_rows.iter().map(|r| r.duplicates).sum(),
         udp_kept: udp_rows.iter().filter(|r| r.endpoints.len() == 1).count(),
         udp_as_computed: udp_rows
             .iter()
@@ -409,6 +415,7 @@ impl fmt::Display for ClusterReport {
             ("victim's subscribers: flowing again after (ms) med/max", Box::new(|c| format!("{} / {}", ms(c.victim_gap_median_ms), ms(c.victim_gap_max_ms)))),
             ("victim's subscribers: datagrams lost (1 kHz)", Box::new(|c| c.victim_lost.to_string())),
             ("survivors' subscribers: datagrams lost (sent)", Box::new(|c| format!("{} ({})", c.survivor_lost, c.survivor_sent))),
+            ("datagrams received twice (all flows)", Box::new(|c| c.duplicates.to_string())),
             ("UDP flows that kept their public endpoint", Box::new(|c| format!("{}/{} ({:.0}%)", c.udp_kept, c.udp.len(), 100.0 * c.udp_kept as f64 / c.udp.len().max(1) as f64))),
             ("... and it is RFC 7422's (quicknat det forward)", Box::new(|c| if c.mode == NatMode::Deterministic { format!("{}/{}", c.udp_as_computed, c.udp.len()) } else { "-".into() })),
             ("TCP connections survived: victim's", Box::new(|c| format!("{}/{}", c.tcp_victim_survived, c.tcp_victim))),
