@@ -371,8 +371,22 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         let (gi, go) = (format!("gi{}", g + 1), format!("go{}", g + 1));
         lab.veth(&gw, "g-in", &rin, &gi)?;
         lab.veth(&gw, "g-out", &rout, &go)?;
-        ip_batch(lab, &c.dir, &rin, &format!("link set dev {gi} master bri\n"))?;
-        ip_batch(lab, &c.dir, &rout, &format!("link set dev {go} master bro\n"))?;
+        // No unknown-unicast flooding to the gateways' ports: when a gateway's port goes
+        // down the bridge forgets its MAC, and flooding its frames to the survivors would
+        // have them translate frames not addressed to them (a veth has no MAC filter, a
+        // NIC out of promiscuous mode has one; quicknat does not check yet).
+        ip_batch(
+            lab,
+            &c.dir,
+            &rin,
+            &format!("link set dev {gi} master bri\nlink set dev {gi} type bridge_slave flood off\n"),
+        )?;
+        ip_batch(
+            lab,
+            &c.dir,
+            &rout,
+            &format!("link set dev {go} master bro\nlink set dev {go} type bridge_slave flood off\n"),
+        )?;
         ip_batch(
             lab,
             &c.dir,

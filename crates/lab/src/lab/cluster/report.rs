@@ -27,8 +27,8 @@ pub struct UdpRow {
     pub received: u64,
     /// See `sent`.
     pub duplicates: u64,
-    /// From the failure to the first datagram after the gap it caused, ms (`None`: no gap
-    /// over 10 ms around it).
+    /// From the failure to the first datagram after the longest gap around it, ms (`None`:
+    /// no gap over 3 ms).
     pub gap_ms: Option<f64>,
     /// Last arrival, ms since the epoch.
     pub last_ms: f64,
@@ -204,9 +204,11 @@ pub(super) fn failover(
         .map(|(i, &src)| {
             let f = server.udp.iter().find(|f| f.id == i as u32);
             let gap_ms = f.and_then(|f| {
+                // The longest gap that ends after the failure and begins within a second of it.
                 f.gaps
                     .iter()
-                    .find(|&&(a, b)| b > event_ms && a <= event_ms + 1000.0)
+                    .filter(|&&(a, b)| b > event_ms && a <= event_ms + 1000.0)
+                    .max_by(|x, y| (x.1 - x.0).total_cmp(&(y.1 - y.0)))
                     .map(|&(_, b)| b - event_ms)
             });
             UdpRow {
