@@ -125,6 +125,33 @@ pub struct UdpFlow {
     pub gaps: Vec<(f64, f64)>,
     /// Last arrival, ms.
     pub last_ms: f64,
+    /// Runs of sequence numbers never received, before the last one received: (first
+    /// missing, how many). By the sender's schedule, so a receiver that was late to read
+    /// (a loaded machine) shows no hole.
+    pub holes: Vec<(u64, u64)>,
+}
+
+impl UdpFlow {
+    /// Fills `holes` from the sequence numbers seen.
+    fn find_holes(&mut self) {
+        let Some(last) = (0..self.seen.len() as u64 * 64)
+            .rev()
+            .find(|&q| self.seen[(q / 64) as usize] & (1 << (q % 64)) != 0)
+        else {
+            return;
+        };
+        let mut q = 0;
+        while q < last {
+            if self.seen[(q / 64) as usize] & (1 << (q % 64)) == 0 {
+                let start = q;
+                while q < last && self.seen[(q / 64) as usize] & (1 << (q % 64)) == 0 {
+                    q += 1;
+                }
+                self.holes.push((start, q - start));
+            }
+            q += 1;
+        }
+    }
 }
 
 /// The server's record of one TCP connection.
@@ -275,6 +302,9 @@ fn server(
     stop.store(true, Ordering::Relaxed);
     let _ = acceptor.join();
     let mut udp: Vec<UdpFlow> = flows.into_values().collect();
+    for f in &mut udp {
+        f.find_holes();
+    }
     udp.sort_by_key(|f| f.id);
     let tcp = conns.lock().map(|c| c.clone()).unwrap_or_default();
     Ok(ServerReport { udp, tcp })

@@ -100,3 +100,62 @@ pub fn gateway(_plan: &Plan, g: usize, log: &str) -> String {
     );
     c
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(n: usize) -> Plan {
+        let names: Vec<String> = (1..=n).map(|g| format!("gw{g}")).collect();
+        Plan::new(
+            super::super::INSIDE,
+            super::super::INSIDE_LEN,
+            super::super::OUTSIDE,
+            super::super::OUTSIDE_LEN,
+            &names,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_inside_router_prefers_each_slices_primary_over_its_backup() {
+        let p = plan(3);
+        let c = inside_router(&p, "/dev/null");
+        for (s, &(a, b)) in p.slices.iter().enumerate() {
+            let (pa, pb) = (&p.gateways[a], &p.gateways[b]);
+            assert!(c.contains(&format!("protocol pipe s{s}_{pa} {{\n  table {pa}t;\n  peer table s{s};\n  import none;\n  export filter {{ preference = 200;")), "{s}");
+            assert!(c.contains(&format!("protocol pipe s{s}_{pb} {{\n  table {pb}t;\n  peer table s{s};\n  import none;\n  export filter {{ preference = 100;")), "{s}");
+            assert!(c.contains(&format!("kernel table {};", slice_table(s))));
+        }
+        assert_eq!(c.matches("bfd on;").count(), 3);
+    }
+
+    #[test]
+    fn gateways_prepend_only_standby_routes_towards_the_outside() {
+        let c = gateway(&plan(2), 1, "/dev/null");
+        assert!(c.contains(&format!("kernel table {ROUTING_TABLE};\n  learn;")));
+        assert!(c.contains(&format!("if krt_metric >= {STANDBY_METRIC} then {{\n        bgp_path.prepend(65002);")));
+        assert!(c.contains("neighbor 10.1.0.1 as 65000;") && c.contains("neighbor 10.2.0.1 as 65100;"));
+    }
+
+    /// BIRD itself parses every configuration (`bird -p`), when it is installed.
+    #[test]
+    fn bird_parses_every_configuration() {
+        if std::process::Command::new("bird").arg("--version").output().is_err() {
+            eprintln!("bird is not installed (apt-get install bird2): parse check skipped");
+            return;
+        }
+        for n in 2..=3 {
+            let p = plan(n);
+            let mut confs = vec![inside_router(&p, "/dev/null"), outside_router(&p, "/dev/null")];
+            confs.extend((0..n).map(|g| gateway(&p, g, "/dev/null")));
+            for (i, conf) in confs.iter().enumerate() {
+                let path = std::env::temp_dir().join(format!("qn-bird-test-{}-{n}-{i}.conf", std::process::id()));
+                std::fs::write(&path, conf).unwrap();
+                let out = std::process::Command::new("bird").arg("-p").arg("-c").arg(&path).output().unwrap();
+                let _ = std::fs::remove_file(&path);
+                assert!(out.status.success(), "{n} gateways, config {i}: {}\n{conf}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+    }
+}

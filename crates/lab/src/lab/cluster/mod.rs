@@ -61,6 +61,8 @@ pub const ROUT_BR: &str = "10.2.0.1";
 /// The server.
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 const UDP_PORT: u16 = 9000;
+/// Datagrams per second of each UDP flow.
+pub const PROBE_PPS: u32 = 1000;
 const TCP_PORT: u16 = 9001;
 const SPREAD_PORT_BEFORE: u16 = 9100;
 const SPREAD_PORT_AFTER: u16 = 9101;
@@ -709,7 +711,7 @@ fn failover_cell(
             "--tcp",
             &tcp_list,
             "--pps",
-            "1000",
+            &PROBE_PPS.to_string(),
             "--seconds",
             &secs,
         ],

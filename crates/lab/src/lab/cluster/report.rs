@@ -27,11 +27,13 @@ pub struct UdpRow {
     pub received: u64,
     /// See `sent`.
     pub duplicates: u64,
-    /// From the failure to the first datagram after the longest gap around it, ms (`None`:
-    /// no gap over 3 ms).
+    /// The outage: the longest run of datagrams lost that began within a second of the
+    /// failure, in ms of the sender's 1 kHz schedule (`None`: none lost).
     pub gap_ms: Option<f64>,
     /// Last arrival, ms since the epoch.
     pub last_ms: f64,
+    /// Runs of sequence numbers lost: (first, how many).
+    pub holes: Vec<(u64, u64)>,
     /// Datagrams arrived after the failure and its gap (the flow resumed).
     pub resumed: bool,
 }
@@ -203,13 +205,18 @@ pub(super) fn failover(
         .enumerate()
         .map(|(i, &src)| {
             let f = server.udp.iter().find(|f| f.id == i as u32);
+            // The outage: the longest run of sequence numbers lost that began within a
+            // second of the failure, in ms of the sender's schedule (1 kHz: one per ms).
+            let per_ms = f64::from(super::PROBE_PPS) / 1000.0;
             let gap_ms = f.and_then(|f| {
-                // The longest gap that ends after the failure and begins within a second of it.
-                f.gaps
+                f.holes
                     .iter()
-                    .filter(|&&(a, b)| b > event_ms && a <= event_ms + 1000.0)
-                    .max_by(|x, y| (x.1 - x.0).total_cmp(&(y.1 - y.0)))
-                    .map(|&(_, b)| b - event_ms)
+                    .filter(|&&(start, _)| {
+                        let at = client.start_ms + start as f64 / per_ms;
+                        at >= event_ms - 100.0 && at <= event_ms + 1000.0
+                    })
+                    .map(|&(_, len)| len as f64 / per_ms)
+                    .max_by(f64::total_cmp)
             });
             UdpRow {
                 src: src.to_string(),
@@ -221,6 +228,7 @@ pub(super) fn failover(
                 received: f.map_or(0, |f| f.received),
                 duplicates: f.map_or(0, |f| f.duplicates),
                 resumed: f.is_some_and(|f| f.last_ms > event_ms + gap_ms.unwrap_or(0.0) + 100.0),
+                holes: f.map(|f| f.holes.clone()).unwrap_or_default(),
                 last_ms: f.map_or(0.0, |f| f.last_ms),
                 gap_ms,
             }
@@ -414,7 +422,7 @@ impl fmt::Display for ClusterReport {
             ("spread max/min before", Box::new(|c| spread_ratio(&c.spread_before, None))),
             ("subscribers per gateway after (planned)", Box::new(|c| format!("{} ({})", list(&c.spread_after), list(&c.planned_after)))),
             ("spread max/min after (survivors)", Box::new(|c| spread_ratio(&c.spread_after, Some(c.victim_index())))),
-            ("victim's subscribers: flowing again after (ms) med/max", Box::new(|c| format!("{} / {}", ms(c.victim_gap_median_ms), ms(c.victim_gap_max_ms)))),
+            ("victim's subscribers: outage (ms lost at 1 kHz) med/max", Box::new(|c| format!("{} / {}", ms(c.victim_gap_median_ms), ms(c.victim_gap_max_ms)))),
             ("victim's subscribers: datagrams lost (1 kHz)", Box::new(|c| c.victim_lost.to_string())),
             ("survivors' subscribers: datagrams lost (sent)", Box::new(|c| format!("{} ({})", c.survivor_lost, c.survivor_sent))),
             ("datagrams received twice (all flows)", Box::new(|c| c.duplicates.to_string())),
