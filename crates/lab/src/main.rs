@@ -264,13 +264,13 @@ fn main() -> ExitCode {
                     gateway_pps,
                 },
             },
-            backends
-                .as_deref()
-                .unwrap_or(if matches!(topology, Topology::Attack | Topology::Cluster) {
+            backends.as_deref().unwrap_or(
+                if matches!(topology, Topology::Attack | Topology::Cluster) {
                     "af_packet"
                 } else {
                     "af_xdp,af_packet"
-                }),
+                },
+            ),
         ),
         Command::Rr(args) => rr::run(&args),
         Command::Probe(args) => probe::run(&args),
@@ -599,9 +599,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         ),
         Topology::Cluster => print_report(
             &lab::cluster::run_cluster(&lab::cluster::ClusterOptions {
-                gateways: cluster
-                    .gateways
-                    .unwrap_or(if attack.short { 2 } else { 3 }),
+                gateways: cluster.gateways.unwrap_or(if attack.short { 2 } else { 3 }),
                 backend: backends[0].clone(),
                 quicknat,
                 short: attack.short,

@@ -134,27 +134,48 @@ mod tests {
     fn gateways_prepend_only_standby_routes_towards_the_outside() {
         let c = gateway(&plan(2), 1, "/dev/null");
         assert!(c.contains(&format!("kernel table {ROUTING_TABLE};\n  learn;")));
-        assert!(c.contains(&format!("if krt_metric >= {STANDBY_METRIC} then {{\n        bgp_path.prepend(65002);")));
-        assert!(c.contains("neighbor 10.1.0.1 as 65000;") && c.contains("neighbor 10.2.0.1 as 65100;"));
+        assert!(c.contains(&format!(
+            "if krt_metric >= {STANDBY_METRIC} then {{\n        bgp_path.prepend(65002);"
+        )));
+        assert!(
+            c.contains("neighbor 10.1.0.1 as 65000;") && c.contains("neighbor 10.2.0.1 as 65100;")
+        );
     }
 
     /// BIRD itself parses every configuration (`bird -p`), when it is installed.
     #[test]
     fn bird_parses_every_configuration() {
-        if std::process::Command::new("bird").arg("--version").output().is_err() {
+        if std::process::Command::new("bird")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             eprintln!("bird is not installed (apt-get install bird2): parse check skipped");
             return;
         }
         for n in 2..=3 {
             let p = plan(n);
-            let mut confs = vec![inside_router(&p, "/dev/null"), outside_router(&p, "/dev/null")];
+            let mut confs = vec![
+                inside_router(&p, "/dev/null"),
+                outside_router(&p, "/dev/null"),
+            ];
             confs.extend((0..n).map(|g| gateway(&p, g, "/dev/null")));
             for (i, conf) in confs.iter().enumerate() {
-                let path = std::env::temp_dir().join(format!("qn-bird-test-{}-{n}-{i}.conf", std::process::id()));
+                let path = std::env::temp_dir()
+                    .join(format!("qn-bird-test-{}-{n}-{i}.conf", std::process::id()));
                 std::fs::write(&path, conf).unwrap();
-                let out = std::process::Command::new("bird").arg("-p").arg("-c").arg(&path).output().unwrap();
+                let out = std::process::Command::new("bird")
+                    .arg("-p")
+                    .arg("-c")
+                    .arg(&path)
+                    .output()
+                    .unwrap();
                 let _ = std::fs::remove_file(&path);
-                assert!(out.status.success(), "{n} gateways, config {i}: {}\n{conf}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{n} gateways, config {i}: {}\n{conf}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
         }
     }

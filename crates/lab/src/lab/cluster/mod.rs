@@ -236,7 +236,8 @@ impl Drop for Cluster {
 /// `ip -batch` of `cmds` in `ns`.
 fn ip_batch(lab: &Lab, dir: &Dir, ns: &str, cmds: &str) -> Result<()> {
     let p = dir.write("batch.ip", cmds)?;
-    lab.ns(ns, &["ip", "-batch", &p.to_string_lossy()]).map(drop)
+    lab.ns(ns, &["ip", "-batch", &p.to_string_lossy()])
+        .map(drop)
 }
 
 /// `nft -f` of `rules` in `ns`.
@@ -291,7 +292,12 @@ fn quicknat_log(c: &Cluster, g: usize) -> String {
 }
 
 /// Polls `ok` every 20 ms until it holds or `limit` passes; the time it took.
-fn poll(c: &Cluster, limit: Duration, what: &str, mut ok: impl FnMut() -> bool) -> Result<Duration> {
+fn poll(
+    c: &Cluster,
+    limit: Duration,
+    what: &str,
+    mut ok: impl FnMut() -> bool,
+) -> Result<Duration> {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
         c.lab.check_stop()?;
@@ -305,7 +311,12 @@ fn poll(c: &Cluster, limit: Duration, what: &str, mut ok: impl FnMut() -> bool) 
 
 /// Builds the cluster, starts BIRD everywhere and quicknat on every gateway, and waits until
 /// every slice and every public block is routed to its primary.
-fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode) -> Result<Cluster> {
+fn build(
+    stop: &Arc<AtomicBool>,
+    o: &ClusterOptions,
+    plan: &Plan,
+    mode: NatMode,
+) -> Result<Cluster> {
     let n = o.gateways;
     let mut roles = vec!["cl-hosts".to_string(), "cl-rin".to_string()];
     roles.extend((1..=n).map(|g| format!("cl-gw{g}")));
@@ -365,7 +376,10 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         lab.sysctl(ns, "net.ipv4.conf.all.rp_filter=0")?;
         lab.sysctl(ns, "net.ipv4.conf.default.rp_filter=0")?;
     }
-    let mut offload = vec![(hosts.clone(), "h0".to_string()), (rin.clone(), "r-h".into())];
+    let mut offload = vec![
+        (hosts.clone(), "h0".to_string()),
+        (rin.clone(), "r-h".into()),
+    ];
     offload.push((rout.clone(), "r-s".into()));
     offload.push((srv.clone(), "s0".into()));
     for g in 0..n {
@@ -381,13 +395,17 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
             lab,
             &c.dir,
             &rin,
-            &format!("link set dev {gi} master bri\nlink set dev {gi} type bridge_slave flood off\n"),
+            &format!(
+                "link set dev {gi} master bri\nlink set dev {gi} type bridge_slave flood off\n"
+            ),
         )?;
         ip_batch(
             lab,
             &c.dir,
             &rout,
-            &format!("link set dev {go} master bro\nlink set dev {go} type bridge_slave flood off\n"),
+            &format!(
+                "link set dev {go} master bro\nlink set dev {go} type bridge_slave flood off\n"
+            ),
         )?;
         ip_batch(
             lab,
@@ -457,7 +475,12 @@ fn build(stop: &Arc<AtomicBool>, o: &ClusterOptions, plan: &Plan, mode: NatMode)
         &srv,
         &format!("table netdev qnsink {{\n  chain in {{\n    type filter hook ingress device \"s0\" priority 0;\n    udp dport {GEN_PORT} counter drop\n  }}\n}}\n"),
     )?;
-    let log = |role: &str| c.dir.file(&format!("bird-{role}.log")).to_string_lossy().into_owned();
+    let log = |role: &str| {
+        c.dir
+            .file(&format!("bird-{role}.log"))
+            .to_string_lossy()
+            .into_owned()
+    };
     let (rin_conf, rout_conf) = (
         bird::inside_router(plan, &log("rin")),
         bird::outside_router(plan, &log("rout")),
@@ -492,7 +515,10 @@ fn routes(c: &Cluster, plan: &Plan) -> (Vec<Option<usize>>, Vec<Option<usize>>) 
             let t = bird::slice_table(s).to_string();
             let out = c
                 .lab
-                .ns(c.rin(), &["ip", "-4", "route", "show", "table", &t, "default"])
+                .ns(
+                    c.rin(),
+                    &["ip", "-4", "route", "show", "table", &t, "default"],
+                )
                 .unwrap_or_default();
             let hop = out.split_whitespace().skip_while(|w| *w != "via").nth(1)?;
             gw_of(hop, gw_in_addr)
@@ -509,7 +535,10 @@ fn routes(c: &Cluster, plan: &Plan) -> (Vec<Option<usize>>, Vec<Option<usize>>) 
         let Some(hop) = w.skip_while(|x| *x != "via").nth(1) else {
             continue;
         };
-        by_public.insert(dst.trim_end_matches("/32").to_string(), gw_of(hop, gw_out_addr));
+        by_public.insert(
+            dst.trim_end_matches("/32").to_string(),
+            gw_of(hop, gw_out_addr),
+        );
     }
     let blocks = plan
         .blocks
@@ -529,7 +558,11 @@ fn converge(c: &mut Cluster, plan: &Plan, dead: &[usize]) -> Result<Duration> {
     let want_blocks: Vec<Option<usize>> = plan
         .blocks
         .iter()
-        .map(|b| [b.primary, b.backup].into_iter().find(|g| !dead.contains(g)))
+        .map(|b| {
+            [b.primary, b.backup]
+                .into_iter()
+                .find(|g| !dead.contains(g))
+        })
         .collect();
     let mut last = (Vec::new(), Vec::new());
     let r = poll(c, Duration::from_secs(40), "routes converged", || {
@@ -540,12 +573,26 @@ fn converge(c: &mut Cluster, plan: &Plan, dead: &[usize]) -> Result<Duration> {
         for (g, q) in c.quicknat.iter_mut().enumerate() {
             if let Some(q) = q {
                 if let Ok(Some(st)) = q.try_wait() {
-                    bail!("quicknat in gw{} exited ({st}): {}", g + 1, quicknat_log(c, g).trim());
+                    bail!(
+                        "quicknat in gw{} exited ({st}): {}",
+                        g + 1,
+                        quicknat_log(c, g).trim()
+                    );
                 }
             }
         }
-        let ok_s = last.0.iter().zip(&want_slices).filter(|(a, b)| a == b).count();
-        let ok_b = last.1.iter().zip(&want_blocks).filter(|(a, b)| a == b).count();
+        let ok_s = last
+            .0
+            .iter()
+            .zip(&want_slices)
+            .filter(|(a, b)| a == b)
+            .count();
+        let ok_b = last
+            .1
+            .iter()
+            .zip(&want_blocks)
+            .filter(|(a, b)| a == b)
+            .count();
         return r.with_context(|| {
             format!(
                 "{ok_s} of {} slices and {ok_b} of {} blocks routed as planned",
@@ -568,7 +615,9 @@ fn spread(c: &Cluster, port: u16) -> Result<Vec<u64>> {
     for _ in 0..2 {
         c.lab.ns(
             c.hosts(),
-            &[&exe, "flows", "spread", "--dst", &dst, "--first", &first, "--count", &count],
+            &[
+                &exe, "flows", "spread", "--dst", &dst, "--first", &first, "--count", &count,
+            ],
         )?;
     }
     // Until every subscriber is counted (or 3 s: one still missing is reported so).
@@ -585,7 +634,18 @@ fn spread_counts(c: &Cluster, port: u16) -> Vec<u64> {
         .map(|g| {
             let out = c
                 .lab
-                .ns(c.rout(), &["nft", "-j", "list", "set", "netdev", "qncl", &format!("s{g}_{port}")])
+                .ns(
+                    c.rout(),
+                    &[
+                        "nft",
+                        "-j",
+                        "list",
+                        "set",
+                        "netdev",
+                        "qncl",
+                        &format!("s{g}_{port}"),
+                    ],
+                )
                 .unwrap_or_default();
             let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
             v["nftables"]
@@ -645,7 +705,10 @@ fn json_of<T: serde::de::DeserializeOwned>(c: Child, what: &str) -> Result<T> {
         .wait_with_output()
         .with_context(|| format!("waiting for {what}"))?;
     if !out.status.success() {
-        bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     serde_json::from_slice(&out.stdout)
         .with_context(|| format!("{what}: {}", String::from_utf8_lossy(&out.stdout).trim()))
@@ -663,7 +726,11 @@ fn failover_cell(
     let mut c = build(stop, o, plan, mode)?;
     if let Some(t) = throughput {
         for round in 0..o.rounds {
-            eprintln!("lab cluster: throughput round {} of {}", round + 1, o.rounds);
+            eprintln!(
+                "lab cluster: throughput round {} of {}",
+                round + 1,
+                o.rounds
+            );
             t.push(throughput_round(&c, o, plan)?);
         }
     }
@@ -686,14 +753,22 @@ fn failover_cell(
         ],
     )?;
     let (before, after) = o.window();
-    let list = |v: &[Ipv4Addr]| v.iter().map(Ipv4Addr::to_string).collect::<Vec<_>>().join(",");
+    let list = |v: &[Ipv4Addr]| {
+        v.iter()
+            .map(Ipv4Addr::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let (udp_list, tcp_list) = (list(&udp), list(&tcp));
     let secs = (before + after).to_string();
     // The server listens before the first datagram: poll for its socket.
     let srv_ns = c.srv().to_string();
     poll(&c, Duration::from_secs(5), "flows server listening", || {
         c.lab
-            .ns(&srv_ns, &["ss", "-Hln", "sport", "=", &format!(":{TCP_PORT}")])
+            .ns(
+                &srv_ns,
+                &["ss", "-Hln", "sport", "=", &format!(":{TCP_PORT}")],
+            )
             .is_ok_and(|s| !s.trim().is_empty())
     })?;
     let client = c.lab.spawn(
@@ -722,7 +797,9 @@ fn failover_cell(
     let client: ClientReport = json_of(client, "flows client")?;
     // Datagrams in flight arrive within milliseconds; then the server reports.
     std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
     let server: ServerReport = json_of(server, "flows server")?;
     let reconverged = converge(&mut c, plan, &[victim]).is_ok();
     let spread_after = spread(&c, SPREAD_PORT_AFTER)?;
@@ -782,7 +859,21 @@ fn offer(c: &Cluster, o: &ClusterOptions, srcs: &[Ipv4Addr], pps: u64) -> Result
             let s = s.to_string();
             c.lab.spawn(
                 c.hosts(),
-                &[&exe, "gen", "--dst", &dst, "--src", &s, "--flows", "64", "--pps", &rate, "--seconds", &secs, "--json"],
+                &[
+                    &exe,
+                    "gen",
+                    "--dst",
+                    &dst,
+                    "--src",
+                    &s,
+                    "--flows",
+                    "64",
+                    "--pps",
+                    &rate,
+                    "--seconds",
+                    &secs,
+                    "--json",
+                ],
             )
         })
         .collect::<Result<_>>()?;
@@ -792,7 +883,10 @@ fn offer(c: &Cluster, o: &ClusterOptions, srcs: &[Ipv4Addr], pps: u64) -> Result
         offered += v["pps"].as_f64().unwrap_or(0.0);
     }
     std::thread::sleep(Duration::from_millis(200));
-    let got = c.lab.counter(c.srv(), "s0", "rx_packets").saturating_sub(before) as f64;
+    let got = c
+        .lab
+        .counter(c.srv(), "s0", "rx_packets")
+        .saturating_sub(before) as f64;
     let _ = t0;
     Ok((offered, got / o.seconds as f64))
 }
@@ -851,8 +945,15 @@ pub fn run_cluster(o: &ClusterOptions) -> Result<ClusterReport> {
             None
         };
         cells.push(
-            failover_cell(&stop, o, &plan, mode, event, t).with_context(|| format!("cell {name}"))?,
+            failover_cell(&stop, o, &plan, mode, event, t)
+                .with_context(|| format!("cell {name}"))?,
         );
     }
-    Ok(report::report(o, &plan, chrono_like_date(), cells, throughput))
+    Ok(report::report(
+        o,
+        &plan,
+        chrono_like_date(),
+        cells,
+        throughput,
+    ))
 }

@@ -222,8 +222,12 @@ pub(super) fn failover(
                 src: src.to_string(),
                 gateway_before: name(plan.serving(src, &[])),
                 gateway_after: name(plan.serving(src, &[victim])),
-                endpoints: f.map(|f| f.endpoints.iter().map(|e| e.from.clone()).collect()).unwrap_or_default(),
-                expected: (mode == NatMode::Deterministic).then(|| det_endpoint(src)).flatten(),
+                endpoints: f
+                    .map(|f| f.endpoints.iter().map(|e| e.from.clone()).collect())
+                    .unwrap_or_default(),
+                expected: (mode == NatMode::Deterministic)
+                    .then(|| det_endpoint(src))
+                    .flatten(),
                 sent: client.sent.get(i).copied().unwrap_or(0),
                 received: f.map_or(0, |f| f.received),
                 duplicates: f.map_or(0, |f| f.duplicates),
@@ -240,9 +244,19 @@ pub(super) fn failover(
     // A victim flow that never resumed counts as the whole window.
     let gaps: Vec<f64> = victims
         .iter()
-        .map(|r| if r.resumed { r.gap_ms.unwrap_or(0.0) } else { f64::INFINITY })
+        .map(|r| {
+            if r.resumed {
+                r.gap_ms.unwrap_or(0.0)
+            } else {
+                f64::INFINITY
+            }
+        })
         .collect();
-    let lost = |rs: &[&UdpRow]| rs.iter().map(|r| r.sent.saturating_sub(r.received)).sum::<u64>();
+    let lost = |rs: &[&UdpRow]| {
+        rs.iter()
+            .map(|r| r.sent.saturating_sub(r.received))
+            .sum::<u64>()
+    };
     let tcp_rows: Vec<TcpRow> = tcp
         .iter()
         .enumerate()
@@ -286,9 +300,16 @@ pub(super) fn failover(
         udp_kept: udp_rows.iter().filter(|r| r.endpoints.len() == 1).count(),
         udp_as_computed: udp_rows
             .iter()
-            .filter(|r| r.expected.is_some() && r.endpoints.len() == 1 && r.expected.as_ref() == r.endpoints.first())
+            .filter(|r| {
+                r.expected.is_some()
+                    && r.endpoints.len() == 1
+                    && r.expected.as_ref() == r.endpoints.first()
+            })
             .count(),
-        tcp_victim: tcp_rows.iter().filter(|r| r.gateway_before == vname).count(),
+        tcp_victim: tcp_rows
+            .iter()
+            .filter(|r| r.gateway_before == vname)
+            .count(),
         tcp_victim_survived: tcp_rows
             .iter()
             .filter(|r| r.gateway_before == vname && r.survived)
@@ -371,7 +392,11 @@ impl Failover {
         )
     }
     fn victim_index(&self) -> usize {
-        self.victim.trim_start_matches("gw").parse::<usize>().unwrap_or(1) - 1
+        self.victim
+            .trim_start_matches("gw")
+            .parse::<usize>()
+            .unwrap_or(1)
+            - 1
     }
 }
 
@@ -389,9 +414,8 @@ impl fmt::Display for ClusterReport {
             if self.short { " (short form)" } else { "" }
         )?;
         if !self.throughput.is_empty() {
-            let m = |g: fn(&Throughput) -> f64| {
-                median(self.throughput.iter().map(g).collect()) / 1e3
-            };
+            let m =
+                |g: fn(&Throughput) -> f64| median(self.throughput.iter().map(g).collect()) / 1e3;
             let (all, one) = (m(|t| t.delivered_all_pps), m(|t| t.delivered_one_pps));
             writeln!(
                 f,
@@ -418,19 +442,83 @@ impl fmt::Display for ClusterReport {
         writeln!(f)?;
         type Cell = Box<dyn Fn(&Failover) -> String>;
         let rows: Vec<(&str, Cell)> = vec![
-            ("subscribers per gateway before (planned)", Box::new(|c| format!("{} ({})", list(&c.spread_before), list(&c.planned_before)))),
-            ("spread max/min before", Box::new(|c| spread_ratio(&c.spread_before, None))),
-            ("subscribers per gateway after (planned)", Box::new(|c| format!("{} ({})", list(&c.spread_after), list(&c.planned_after)))),
-            ("spread max/min after (survivors)", Box::new(|c| spread_ratio(&c.spread_after, Some(c.victim_index())))),
-            ("victim's subscribers: outage (ms lost at 1 kHz) med/max", Box::new(|c| format!("{} / {}", ms(c.victim_gap_median_ms), ms(c.victim_gap_max_ms)))),
-            ("victim's subscribers: datagrams lost (1 kHz)", Box::new(|c| c.victim_lost.to_string())),
-            ("survivors' subscribers: datagrams lost (sent)", Box::new(|c| format!("{} ({})", c.survivor_lost, c.survivor_sent))),
-            ("datagrams received twice (all flows)", Box::new(|c| c.duplicates.to_string())),
-            ("UDP flows that kept their public endpoint", Box::new(|c| format!("{}/{} ({:.0}%)", c.udp_kept, c.udp.len(), 100.0 * c.udp_kept as f64 / c.udp.len().max(1) as f64))),
-            ("... and it is RFC 7422's (quicknat det forward)", Box::new(|c| if c.mode == NatMode::Deterministic { format!("{}/{}", c.udp_as_computed, c.udp.len()) } else { "-".into() })),
-            ("TCP connections survived: victim's", Box::new(|c| format!("{}/{}", c.tcp_victim_survived, c.tcp_victim))),
-            ("TCP connections survived: all", Box::new(|c| format!("{}/{}", c.tcp_survived, c.tcp.len()))),
-            ("routes as planned after the failure", Box::new(|c| if c.reconverged { "yes".into() } else { "no".into() })),
+            (
+                "subscribers per gateway before (planned)",
+                Box::new(|c| format!("{} ({})", list(&c.spread_before), list(&c.planned_before))),
+            ),
+            (
+                "spread max/min before",
+                Box::new(|c| spread_ratio(&c.spread_before, None)),
+            ),
+            (
+                "subscribers per gateway after (planned)",
+                Box::new(|c| format!("{} ({})", list(&c.spread_after), list(&c.planned_after))),
+            ),
+            (
+                "spread max/min after (survivors)",
+                Box::new(|c| spread_ratio(&c.spread_after, Some(c.victim_index()))),
+            ),
+            (
+                "victim's subscribers: outage (ms lost at 1 kHz) med/max",
+                Box::new(|c| {
+                    format!(
+                        "{} / {}",
+                        ms(c.victim_gap_median_ms),
+                        ms(c.victim_gap_max_ms)
+                    )
+                }),
+            ),
+            (
+                "victim's subscribers: datagrams lost (1 kHz)",
+                Box::new(|c| c.victim_lost.to_string()),
+            ),
+            (
+                "survivors' subscribers: datagrams lost (sent)",
+                Box::new(|c| format!("{} ({})", c.survivor_lost, c.survivor_sent)),
+            ),
+            (
+                "datagrams received twice (all flows)",
+                Box::new(|c| c.duplicates.to_string()),
+            ),
+            (
+                "UDP flows that kept their public endpoint",
+                Box::new(|c| {
+                    format!(
+                        "{}/{} ({:.0}%)",
+                        c.udp_kept,
+                        c.udp.len(),
+                        100.0 * c.udp_kept as f64 / c.udp.len().max(1) as f64
+                    )
+                }),
+            ),
+            (
+                "... and it is RFC 7422's (quicknat det forward)",
+                Box::new(|c| {
+                    if c.mode == NatMode::Deterministic {
+                        format!("{}/{}", c.udp_as_computed, c.udp.len())
+                    } else {
+                        "-".into()
+                    }
+                }),
+            ),
+            (
+                "TCP connections survived: victim's",
+                Box::new(|c| format!("{}/{}", c.tcp_victim_survived, c.tcp_victim)),
+            ),
+            (
+                "TCP connections survived: all",
+                Box::new(|c| format!("{}/{}", c.tcp_survived, c.tcp.len())),
+            ),
+            (
+                "routes as planned after the failure",
+                Box::new(|c| {
+                    if c.reconverged {
+                        "yes".into()
+                    } else {
+                        "no".into()
+                    }
+                }),
+            ),
         ];
         for (name, cell) in rows {
             write!(f, "| {name:<52} |")?;

@@ -167,7 +167,10 @@ mod tests {
             let a = Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 0)) + i);
             let b = p.block_of(a).unwrap();
             // RFC 7422 with R = 4: public = outside + (i >> 2).
-            assert_eq!(b.public, Ipv4Addr::from(u32::from(Ipv4Addr::new(203, 0, 113, 0)) + (i >> 2)));
+            assert_eq!(
+                b.public,
+                Ipv4Addr::from(u32::from(Ipv4Addr::new(203, 0, 113, 0)) + (i >> 2))
+            );
             assert_eq!(b.inside_len, 30);
             assert_ne!(b.primary, b.backup);
             assert_eq!(p.slices[b.slice], (b.primary, b.backup));
@@ -196,7 +199,10 @@ mod tests {
                 took[b.backup] += 1;
             }
             for g in (0..3).filter(|&g| g != dead) {
-                assert!(took[g] > 0, "gateway {g} takes none of {dead}'s blocks: {took:?}");
+                assert!(
+                    took[g] > 0,
+                    "gateway {g} takes none of {dead}'s blocks: {took:?}"
+                );
             }
         }
     }
