@@ -329,6 +329,20 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     ),
                 ]);
             }
+            // Deterministic NAT (issue 13, det).
+            let d = &st["deterministic"];
+            if d.is_object() {
+                rows.push(vec![
+                    "deterministic".into(),
+                    format!(
+                        "{} -> {}, sharing ratio {}, {} ports per subscriber",
+                        s(&d["inside"]),
+                        s(&d["outside"]),
+                        d["ratio"],
+                        d["ports_per_subscriber"]
+                    ),
+                ]);
+            }
             columns(&rows)
         }
         Verb::Census => {

@@ -151,3 +151,89 @@ fn several_gateways_are_checked_before_any_starts() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("--inside/--outside name one interface pair"));
 }
+
+// -- deterministic NAT (issue 13, det) --
+
+fn det_example() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/deterministic.toml")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `det forward` and `det reverse` answer from the file alone, as text and JSON, and are
+/// each other's inverse; addresses outside the prefixes are clear errors (exit 1).
+#[test]
+fn det_forward_and_reverse_answer_offline() {
+    let cfg = det_example();
+    let out = quicknat(&["det", "forward", "--config", &cfg, "100.64.0.65"]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "100.64.0.65 -> 203.0.113.1 ports 2032-3039 (1008 ports; sharing ratio 64)"
+    );
+    let out = quicknat(&[
+        "det",
+        "forward",
+        "--config",
+        &cfg,
+        "100.64.3.1",
+        "--port",
+        "5000",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["public"], "203.0.113.12");
+    assert_eq!(v["port"], 1024 + 1008 + 5000 % 1008);
+    let port = v["port"].as_u64().unwrap().to_string();
+    let out = quicknat(&[
+        "det",
+        "reverse",
+        "--config",
+        &cfg,
+        "203.0.113.12",
+        &port,
+        "--json",
+    ]);
+    let back: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(back["inside"], "100.64.3.1");
+    for (args, want) in [
+        (
+            vec!["forward", "10.0.0.1"],
+            "not in the deterministic inside prefix 100.64.0.0/22",
+        ),
+        (
+            vec!["reverse", "198.51.100.1", "2000"],
+            "not in the deterministic outside prefix",
+        ),
+        (vec!["reverse", "203.0.113.1", "80"], "below 1024"),
+    ] {
+        let mut a = vec!["det"];
+        a.extend(&args[..1]);
+        a.extend(["--config", cfg.as_str()]);
+        a.extend(&args[1..]);
+        let out = quicknat(&a);
+        assert_eq!(out.status.code(), Some(1), "{a:?}");
+        assert!(
+            text(&out.stderr).contains(want),
+            "{a:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // A configuration without the table says so.
+    let out = quicknat(&[
+        "det",
+        "forward",
+        "--config",
+        example_path().to_str().unwrap(),
+        "10.0.0.1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no [nat44.deterministic] table"));
+    // check-config prints the mapping's shape.
+    let out = quicknat(&["check-config", "--config", &cfg]);
+    assert!(text(&out.stdout).contains(
+        "deterministic: 100.64.0.0/22 -> 203.0.113.0/28, sharing ratio 64, 1008 ports per subscriber"
+    ));
+}

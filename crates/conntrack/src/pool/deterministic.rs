@@ -126,12 +126,22 @@ mod tests {
         );
     }
 
-    /// Threads taking ports of one range at once never get the same port twice.
+    /// Threads taking ports of one range at once, a core kept busy beside them, never
+    /// get the same port twice, and together take every port of the range.
     #[test]
     fn no_port_twice_under_contention() {
+        use std::sync::atomic::AtomicBool;
         let p = std::sync::Arc::new(pool());
         let a = Ipv4Addr::new(203, 0, 113, 2);
+        let stop = AtomicBool::new(false);
         let got: Vec<Vec<u16>> = std::thread::scope(|s| {
+            let busy = s.spawn(|| {
+                let mut x = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                x
+            });
             let hs: Vec<_> = (0..4)
                 .map(|t| {
                     let p = &p;
@@ -146,7 +156,10 @@ mod tests {
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+            let got = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            stop.store(true, Ordering::Relaxed);
+            busy.join().unwrap();
+            got
         });
         let mut all: Vec<u16> = got.into_iter().flatten().collect();
         all.sort_unstable();

@@ -19,7 +19,8 @@
 //! range, so a node taking over a failed one gives a restarted UDP flow the same public
 //! endpoint whenever that port is free there (it is on a fresh node).
 //!
-//! Never allocates, never panics on any address or port.
+//! The mapping ([`DetMap`]) never allocates and never panics on any address or port; the
+//! engine's side (validation against the rest of `[nat44]`, the port choice) follows it.
 
 use std::net::Ipv4Addr;
 
@@ -359,6 +360,16 @@ impl super::Nat44Shared {
                 self.release_host(conntrack::Counted::Ports(proto), inside.addr);
                 Err(DropReason::SubscriberLimit)
             }
+        }
+    }
+}
+
+impl crate::mode::any::AnyMode {
+    /// The deterministic NAT mapping of a NAT44 gateway, for `status`.
+    pub fn deterministic(&self) -> Option<DetMap> {
+        match self {
+            crate::mode::any::AnyMode::Nat44(s) => s.current().deterministic().copied(),
+            _ => None,
         }
     }
 }

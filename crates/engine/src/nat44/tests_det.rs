@@ -183,8 +183,9 @@ fn a_full_range_is_a_subscriber_limit_drop_for_that_subscriber_only() {
         Err(DropReason::SubscriberLimit)
     );
     n.handle_timeout(t(411));
-    let (_, p) = out(&mut n, 412, Proto::Udp, a, 6000).unwrap();
-    assert_eq!(p, 1024 + 6000 % 4);
+    let sport = 6001;
+    let (_, p) = out(&mut n, 412, Proto::Udp, a, sport).unwrap();
+    assert_eq!(p, 1024 + sport % 4);
     // Counters never drift: every port counted was given back.
     n.handle_timeout(t(2000));
     assert_eq!(
@@ -367,6 +368,76 @@ fn reload_refuses_a_change_and_keeps_the_mapping_otherwise() {
             .0,
         Ipv4Addr::new(192, 0, 2, 1)
     );
+}
+
+/// A flow's public endpoint, or why it was refused.
+type Outcome = Result<(Ipv4Addr, u16), DropReason>;
+
+/// Two workers of one engine opening flows for the same subscribers at once, a core kept
+/// busy beside them: no public endpoint is handed out twice, each lies in its
+/// subscriber's range, and a full range refuses (`subscriber_limit`) rather than spill.
+#[test]
+fn two_workers_never_share_a_port_and_stay_in_range() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let d = det("100.64.0.0/22", "203.0.113.0/30", Some(40)); // R = 256, 40 ports each
+    let shared = super::Nat44Shared::new(cfg(d), 2).unwrap();
+    let m = *shared.deterministic().unwrap();
+    let stop = AtomicBool::new(false);
+    let hosts: Vec<Ipv4Addr> = (0..4).map(|i| m.inside().nth(i * 300)).collect();
+    let results: Vec<Vec<(Ipv4Addr, Outcome)>> = std::thread::scope(|s| {
+        let busy = s.spawn(|| {
+            let mut x = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            x
+        });
+        let hs: Vec<_> = (0..2u16)
+            .map(|id| {
+                let (shared, hosts) = (&shared, &hosts);
+                s.spawn(move || {
+                    let mut w = shared.worker(usize::from(id));
+                    let mut got = Vec::new();
+                    // 30 flows per host per worker: 60 asked of a 40-port range.
+                    for k in 0..30u16 {
+                        for &h in hosts {
+                            let mut p = packet(Proto::Udp, h, 1000 + id * 100 + k, SRV, 53);
+                            let e = match w.process_packet(t(1), Outbound, &mut p) {
+                                Emit::Forward { .. } => Ok((v4_addrs(&p).0, ports(&p).0)),
+                                e => Err(e.drop_reason().unwrap()),
+                            };
+                            got.push((h, e));
+                        }
+                        w.quiescent();
+                    }
+                    got
+                })
+            })
+            .collect();
+        let r = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        busy.join().unwrap();
+        r
+    });
+    let mut seen = HashSet::new();
+    let mut per_host: HashMap<Ipv4Addr, usize> = HashMap::new();
+    for (h, e) in results.into_iter().flatten() {
+        match e {
+            Ok(ep) => {
+                let r = m.forward(h).unwrap();
+                assert!(
+                    ep.0 == r.public && r.contains(ep.1),
+                    "{h} got {ep:?}, range {r:?}"
+                );
+                assert!(seen.insert(ep), "{ep:?} handed out twice");
+                *per_host.entry(h).or_default() += 1;
+            }
+            Err(r) => assert_eq!(r, DropReason::SubscriberLimit),
+        }
+    }
+    // Every host got exactly its 40 ports, the other 20 flows refused.
+    assert_eq!(per_host.len(), 4);
+    assert!(per_host.values().all(|&n| n == 40), "{per_host:?}");
 }
 
 proptest! {

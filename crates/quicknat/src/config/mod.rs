@@ -176,7 +176,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
         .transpose()?;
     let mode = convert_mode(&src, &file, ila.as_ref())?;
     let logging = logcfg::convert(&src, file.gateway.as_ref().map(Spanned::get_ref))?;
-    let raw = file.nat44.map(Spanned::into_inner).unwrap_or_default();
+    let raw = file.nat44.unwrap_or_default();
     let nat44 = convert(&src, &raw)?;
     // Another mode's section stands alone (and `convert_mode` refused it next to [nat44]).
     let (mode, mut warnings) = match mode {
@@ -251,8 +251,9 @@ fn convert_mode(
 ) -> Result<Option<(engine::mode::any::ModeConfig, Vec<String>)>, ConfigFileError> {
     use engine::mode::any::ModeConfig;
     let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
-    if let Some(n) = &file.nat44 {
-        found.push(("nat44", n.span()));
+    // First when present, so never the one reported: its span is not needed (nor known).
+    if file.nat44.is_some() {
+        found.push(("nat44", 0..0));
     }
     let mut mode = None;
     if let Some(s) = &file.siit {

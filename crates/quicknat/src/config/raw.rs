@@ -13,8 +13,10 @@ use toml::Spanned;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFile {
-    /// The `[nat44]` table.
-    pub nat44: Option<Spanned<RawNat44>>,
+    /// The `[nat44]` table. Not `Spanned`: toml 0.8 cannot give a span to a table only
+    /// implied by its sub-tables (`[nat44.deterministic]` or `[nat44.timeouts]` with no
+    /// `[nat44]` line failed with "expected a borrowed string"; toml-rs/toml#798).
+    pub nat44: Option<RawNat44>,
     /// The `[gateway]` table (live operation).
     pub gateway: Option<Spanned<RawGateway>>,
     /// The `[siit]` table (stateless IPv4/IPv6 translation).

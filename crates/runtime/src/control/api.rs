@@ -588,6 +588,13 @@ impl ApiState {
             "reload": self.reload.is_some(),
             // -- routing integration (issue 13) --
             "routing": self.routing.as_ref().map(|r| r.json()),
+            // Deterministic NAT (issue 13, det).
+            "deterministic": self.mode.deterministic().map(|m| json!({
+                "inside": m.inside().to_string(),
+                "outside": m.outside().to_string(),
+                "ratio": m.ratio(),
+                "ports_per_subscriber": m.ports_per_subscriber(),
+            })),
         })
     }
 }

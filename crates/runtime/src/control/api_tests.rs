@@ -340,3 +340,28 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
     server.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// -- deterministic NAT (issue 13, det) --
+
+/// `status` shows a deterministic gateway's prefixes and sharing ratio, and nothing for
+/// one without.
+#[test]
+fn status_shows_the_deterministic_mapping() {
+    let cfg = ModeConfig::Nat44(Nat44Config {
+        deterministic: Some(engine::nat44::deterministic::Deterministic {
+            inside: "100.64.0.0/22".parse().unwrap(),
+            outside: "203.0.113.0/28".parse().unwrap(),
+            ports_per_subscriber: None,
+        }),
+        ..Nat44Config::default()
+    });
+    let st = state(Arc::new(AnyMode::new(&cfg, 1).unwrap()), None);
+    let status = &ask(&st, r#"{"v":1,"cmd":"status"}"#)[0]["status"];
+    assert_eq!(
+        status["deterministic"],
+        serde_json::json!({"inside": "100.64.0.0/22", "outside": "203.0.113.0/28",
+                           "ratio": 64, "ports_per_subscriber": 1008})
+    );
+    let st = state(nat44_with(0), None);
+    assert!(ask(&st, r#"{"v":1,"cmd":"status"}"#)[0]["status"]["deterministic"].is_null());
+}
