@@ -38,9 +38,9 @@ done
 for tool in tshark:tshark nfacctd:pmacct; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
-# The cluster lab (issue 13, tests/e2e/test_cluster_lab.py): BIRD 2 is the routers' and the
-# gateways' BGP and BFD daemon.
-for tool in bird:bird2; do
+# Routing integration (tests/e2e/test_routing.py, issue 13) and the cluster lab
+# (tests/e2e/test_cluster_lab.py): a real BIRD 2 on the routers and the gateways.
+for tool in bird:bird2 birdc:bird2; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then

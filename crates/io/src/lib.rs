@@ -25,8 +25,8 @@
 
 pub mod afpacket;
 // -- announced routes (issue 13) --
-pub mod announce;
 pub mod afxdp;
+pub mod announce;
 pub mod capture;
 pub mod csum;
 pub mod host;

@@ -310,8 +310,15 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
             ];
             // -- routing integration (issue 13) --
             if let Some(r) = st["routing"].as_object() {
-                let yes = if r["announced"].as_bool() == Some(true) { "yes" } else { "no" };
-                rows.push(vec!["announced".into(), format!("{yes}, {}", s(&r["reason"]))]);
+                let yes = if r["announced"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "no"
+                };
+                rows.push(vec![
+                    "announced".into(),
+                    format!("{yes}, {}", s(&r["reason"])),
+                ]);
                 let prefixes: Vec<String> = r["prefixes"]
                     .as_array()
                     .into_iter()

@@ -45,3 +45,36 @@ fn tables_line_up_and_count() {
     // The columns line up: the public endpoint starts where its header does.
     assert_eq!(lines[0].find("PUBLIC"), lines[1].find("203.0.113.1"));
 }
+
+// -- routing integration (issue 13) --
+#[test]
+fn status_tells_whether_the_routes_are_announced_and_why() {
+    let mut st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
+        "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_PACKET",
+        "backend_why":"configured","workers":1,"uptime_s":5,"config":null,
+        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null});
+    let last = |st: &Value| json!({"v":1,"ok":true,"end":"status","status":st});
+    let plain = table(&Verb::Status, &[], &last(&st));
+    assert!(
+        !plain.contains("announced"),
+        "no [routing]: no row\n{plain}"
+    );
+    st["routing"] = json!({"announced":false,"reason":"outside interface g-out down",
+        "prefixes":["0.0.0.0/0","203.0.113.8/29 (standby)"],"device":"qn-announce",
+        "announcements":1,"withdrawals":1});
+    let t = table(&Verb::Status, &[], &last(&st));
+    let row = |name: &str| {
+        t.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{t}"))
+            .to_owned()
+    };
+    assert!(
+        row("announced").ends_with("no, outside interface g-out down"),
+        "{t}"
+    );
+    assert!(
+        row("routes").contains("0.0.0.0/0, 203.0.113.8/29 (standby) on qn-announce"),
+        "{t}"
+    );
+}

@@ -236,4 +236,31 @@ fn det_forward_and_reverse_answer_offline() {
     assert!(text(&out.stdout).contains(
         "deterministic: 100.64.0.0/22 -> 203.0.113.0/28, sharing ratio 64, 1008 ports per subscriber"
     ));
+// -- routing integration (issue 13) --
+#[test]
+fn two_gateways_announcing_on_one_device_are_refused_before_any_starts() {
+    let gw = |n: u32| {
+        format!(
+            "[gateway]\ninside = \"in{n}\"\noutside = \"out{n}\"\ncontrol_socket = \"/tmp/qn-cli-route-{n}-{}.sock\"\n\n[nat44]\n[[nat44.rule]]\ninside = \"10.{n}.0.0/24\"\npool = [\"203.0.113.{n}/32\"]\n\n[routing]\nannounce = [\"203.0.113.{n}/32\"]\n",
+            std::process::id()
+        )
+    };
+    let (a, b) = (
+        TempFile::new("route-a.toml", &gw(1)),
+        TempFile::new("route-b.toml", &gw(2)),
+    );
+    let out = quicknat(&[
+        "run",
+        "--config",
+        a.0.to_str().unwrap(),
+        "--config",
+        b.0.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("would both announce on the device qn-announce")
+            && err.contains("give each [routing] its own device"),
+        "{err}"
+    );
 }

@@ -381,18 +381,31 @@ mod tests {
     #[test]
     fn a_missing_tun_driver_matters_only_with_routing() {
         let facts = Facts {
-            tun_missing: Some("/dev/net/tun: No such file or directory (load the tun module: modprobe tun)".into()),
+            tun_missing: Some(
+                "/dev/net/tun: No such file or directory (load the tun module: modprobe tun)"
+                    .into(),
+            ),
             ..Facts::default()
         };
         let mut g = gw(Backend::AfPacket, true);
-        assert!(check_tun(&g, &facts).is_empty(), "no [routing]: no TUN needed");
+        assert!(
+            check_tun(&g, &facts).is_empty(),
+            "no [routing]: no TUN needed"
+        );
         g.routing.announce.push(crate::routing::Prefix {
             addr: "0.0.0.0".parse().unwrap(),
             len: 0,
         });
         let f = check_tun(&g, &facts);
         assert_eq!(f.len(), 1);
-        assert!(f[0].message.contains("qn-announce") && f[0].message.contains("modprobe tun"), "{}", f[0]);
-        assert!(check_tun(&g, &Facts::default()).is_empty(), "TUN present: fine");
+        assert!(
+            f[0].message.contains("qn-announce") && f[0].message.contains("modprobe tun"),
+            "{}",
+            f[0]
+        );
+        assert!(
+            check_tun(&g, &Facts::default()).is_empty(),
+            "TUN present: fine"
+        );
     }
 }

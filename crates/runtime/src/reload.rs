@@ -190,4 +190,14 @@ mod tests {
         });
         assert_eq!(h().unwrap(), "nat44: no change");
     }
+
+    // -- routing integration (issue 13) --
+    #[test]
+    fn a_routing_change_is_refused_by_name() {
+        let o = GatewayConfig::new("in0".into(), "out0".into());
+        let mut n = o.clone();
+        n.routing.standby_metric = 2000;
+        assert_eq!(gateway_changes(&o, &n), ["[routing]"]);
+        assert!(gateway_changes(&o, &o.clone()).is_empty());
+    }
 }

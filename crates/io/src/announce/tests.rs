@@ -47,7 +47,10 @@ fn routes_on_the_device_appear_in_their_table_and_go_with_the_device() {
     let ns2 = ns.clone();
     join(spawn_in(&ns, move || {
         let dev = AnnounceDevice::create("qn-test0").expect("TUN device");
-        assert!(link_running("qn-test0").unwrap(), "the device is up and running");
+        assert!(
+            link_running("qn-test0").unwrap(),
+            "the device is up and running"
+        );
         // A second gateway with the same device name is refused, not handed ours.
         let again = AnnounceDevice::create("qn-test0").unwrap_err();
         assert_eq!(again.kind(), io::ErrorKind::AlreadyExists, "{again}");
@@ -63,16 +66,29 @@ fn routes_on_the_device_appear_in_their_table_and_go_with_the_device() {
             nl.add_dev_route(r).expect("announcing twice is harmless");
         }
         let v4 = ip_out(&ns2, &["route", "show", "table", "250"]);
-        assert!(v4.contains("default dev qn-test0 proto 250 scope link metric 100"), "{v4}");
-        assert!(v4.contains("203.0.113.0/29 dev qn-test0 proto 250 scope link metric 100"), "{v4}");
-        assert!(v4.contains("203.0.113.8/29 dev qn-test0 proto 250 scope link metric 1000"), "{v4}");
+        assert!(
+            v4.contains("default dev qn-test0 proto 250 scope link metric 100"),
+            "{v4}"
+        );
+        assert!(
+            v4.contains("203.0.113.0/29 dev qn-test0 proto 250 scope link metric 100"),
+            "{v4}"
+        );
+        assert!(
+            v4.contains("203.0.113.8/29 dev qn-test0 proto 250 scope link metric 1000"),
+            "{v4}"
+        );
         let v6 = ip_out(&ns2, &["-6", "route", "show", "table", "250"]);
-        assert!(v6.contains("2001:db8:64::/96 dev qn-test0 proto 250 metric 100"), "{v6}");
+        assert!(
+            v6.contains("2001:db8:64::/96 dev qn-test0 proto 250 metric 100"),
+            "{v6}"
+        );
         // Nothing leaks into the main table.
         assert!(!ip_out(&ns2, &["route", "show"]).contains("qn-test0"));
         // Withdraw one, twice: harmless.
         nl.del_dev_route(&routes[1]).unwrap();
-        nl.del_dev_route(&routes[1]).expect("withdrawing twice is harmless");
+        nl.del_dev_route(&routes[1])
+            .expect("withdrawing twice is harmless");
         let v4 = ip_out(&ns2, &["route", "show", "table", "250"]);
         assert!(!v4.contains("203.0.113.0/29"), "{v4}");
         assert!(v4.contains("203.0.113.8/29"), "{v4}");
@@ -85,6 +101,8 @@ fn routes_on_the_device_appear_in_their_table_and_go_with_the_device() {
         }
         let v4 = ip_out(&ns2, &["route", "show", "table", "250"]);
         assert!(v4.trim().is_empty(), "routes left behind: {v4}");
-        assert!(ip_out(&ns2, &["-6", "route", "show", "table", "250"]).trim().is_empty());
+        assert!(ip_out(&ns2, &["-6", "route", "show", "table", "250"])
+            .trim()
+            .is_empty());
     }));
 }

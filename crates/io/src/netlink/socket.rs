@@ -359,7 +359,8 @@ impl Netlink {
         attrs: &[(u16, &[u8])],
     ) -> io::Result<()> {
         let seq = self.next_seq();
-        let mut b = MsgBuilder::new(ty, sys::NLM_F_REQUEST | sys::NLM_F_ACK | flags, seq).body(fixed);
+        let mut b =
+            MsgBuilder::new(ty, sys::NLM_F_REQUEST | sys::NLM_F_ACK | flags, seq).body(fixed);
         for (t, payload) in attrs {
             b = b.attr(*t, payload);
         }

@@ -52,10 +52,15 @@ const RESERVED_TABLES: [u64; 4] = [0, 253, 254, 255];
 const RESERVED_PROTOCOLS: [u64; 6] = [0, 1, 2, 3, 4, 12];
 
 /// `[routing]` into the announcer's settings.
-pub(super) fn convert(src: &Source<'_>, raw: &RawRouting) -> Result<RoutingConfig, ConfigFileError> {
-    let mut c = RoutingConfig::default();
-    c.announce = prefixes(src, &raw.announce, "routing.announce")?;
-    c.standby = prefixes(src, &raw.standby, "routing.standby")?;
+pub(super) fn convert(
+    src: &Source<'_>,
+    raw: &RawRouting,
+) -> Result<RoutingConfig, ConfigFileError> {
+    let mut c = RoutingConfig {
+        announce: prefixes(src, &raw.announce, "routing.announce")?,
+        standby: prefixes(src, &raw.standby, "routing.standby")?,
+        ..RoutingConfig::default()
+    };
     for (i, v) in raw.standby.iter().flatten().enumerate() {
         if c.announce.contains(&c.standby[i]) {
             return Err(src.bad_value(
@@ -144,7 +149,9 @@ fn prefix(s: &str) -> Result<Prefix, String> {
     let (a, l) = s
         .split_once('/')
         .ok_or("expected ADDRESS/LENGTH (e.g. \"203.0.113.0/29\" or \"2001:db8::/32\")")?;
-    let addr: IpAddr = a.parse().map_err(|_| format!("{a:?} is not an IPv4 or IPv6 address"))?;
+    let addr: IpAddr = a
+        .parse()
+        .map_err(|_| format!("{a:?} is not an IPv4 or IPv6 address"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     let len: u8 = l
         .parse()

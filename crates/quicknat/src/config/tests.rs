@@ -1574,17 +1574,37 @@ fn routing_is_off_by_default_and_read_when_written() {
 fn routing_mistakes_name_the_line_and_field() {
     let with = |body: &str| format!("{BASE}\n[routing]\n{body}\n");
     let t = with("announce = [\"0.0.0.0/0\", \"203.0.113.1/29\"]");
-    expect_err(&t, "203.0.113.1/29", "routing.announce[2]", "host bits set: the prefix is 203.0.113.0/29");
+    expect_err(
+        &t,
+        "203.0.113.1/29",
+        "routing.announce[2]",
+        "host bits set: the prefix is 203.0.113.0/29",
+    );
     let t = with("announce = [\"203.0.113.0\"]");
-    expect_err(&t, "announce =", "routing.announce[1]", "expected ADDRESS/LENGTH");
+    expect_err(
+        &t,
+        "announce =",
+        "routing.announce[1]",
+        "expected ADDRESS/LENGTH",
+    );
     let t = with("announce = [\"2001:db8::/129\"]");
     expect_err(&t, "announce =", "routing.announce[1]", "expected 0 to 128");
     let t = with("announce = [\"192.0.2.0/24\", \"192.0.2.0/24\"]");
     expect_err(&t, "announce =", "routing.announce[2]", "written twice");
     let t = with("announce = [\"192.0.2.0/24\"]\nstandby = [\n  \"192.0.2.0/24\",\n]");
-    expect_err(&t, "  \"192.0.2.0/24\"", "routing.standby[1]", "either primary or standby");
+    expect_err(
+        &t,
+        "  \"192.0.2.0/24\"",
+        "routing.standby[1]",
+        "either primary or standby",
+    );
     let t = with("announce = [\"0.0.0.0/0\"]\nstandby_metric = 100");
-    expect_err(&t, "standby_metric", "routing.standby_metric", "must be above 100");
+    expect_err(
+        &t,
+        "standby_metric",
+        "routing.standby_metric",
+        "must be above 100",
+    );
     let t = with("announce = [\"0.0.0.0/0\"]\ntable = 254");
     expect_err(&t, "table", "routing.table", "254 (main)");
     let t = with("announce = [\"0.0.0.0/0\"]\nprotocol = 12");
@@ -1594,8 +1614,15 @@ fn routing_mistakes_name_the_line_and_field() {
     let t = with("announce = [\"0.0.0.0/0\"]\ndevice = \"qn-announce-far-too-long\"");
     expect_err(&t, "device", "routing.device", "not a Linux interface name");
     for bad in ["5ms", "11s", "fast", "100", "-1s"] {
-        let t = with(&format!("announce = [\"0.0.0.0/0\"]\nhealth_interval = \"{bad}\""));
-        expect_err(&t, "health_interval", "routing.health_interval", "from \"10ms\" to \"10s\"");
+        let t = with(&format!(
+            "announce = [\"0.0.0.0/0\"]\nhealth_interval = \"{bad}\""
+        ));
+        expect_err(
+            &t,
+            "health_interval",
+            "routing.health_interval",
+            "from \"10ms\" to \"10s\"",
+        );
     }
     let t = with("announce = [\"0.0.0.0/0\"]\nannounces = []");
     expect_err(&t, "announces", "routing.announces", "unknown field");

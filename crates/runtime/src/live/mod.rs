@@ -587,12 +587,13 @@ fn open_routing(
         return Ok(None);
     }
     let status = Arc::new(crate::routing::RouteStatus::new(&gw.routing));
-    let ann = crate::routing::Announcer::open(&gw.routing, Arc::clone(&status)).map_err(
-        |source| LiveError::Io {
-            what: "[routing] announcement device",
-            source,
-        },
-    )?;
+    let ann =
+        crate::routing::Announcer::open(&gw.routing, Arc::clone(&status)).map_err(|source| {
+            LiveError::Io {
+                what: "[routing] announcement device",
+                source,
+            }
+        })?;
     log(format!(
         "routing: {} ready; announced while healthy (links up, workers beating), checked every {:?}",
         ann.describe(),

@@ -125,7 +125,9 @@ pub fn run(
                 Err(e) => {
                     let msg = format!("announcing failed: {e}");
                     if failing.as_deref() != Some(&msg) {
-                        log(format!("warning: routing: {msg}; retrying every {interval:?}"));
+                        log(format!(
+                            "warning: routing: {msg}; retrying every {interval:?}"
+                        ));
                     }
                     status.set(false, msg.clone());
                     failing = Some(msg);
@@ -134,11 +136,17 @@ pub fn run(
             Ok(()) => {}
             Err(why) => {
                 if ann.announced || !withdrawn {
+                    let verb = if ann.announced {
+                        "withdrew"
+                    } else {
+                        "not announcing"
+                    };
                     let r = ann.withdraw();
                     log(format!(
-                        "routing: withdrew {}: {why}{}",
+                        "routing: {verb} {}: {why}{}",
                         ann.describe(),
-                        r.err().map_or(String::new(), |e| format!(" (deleting: {e})"))
+                        r.err()
+                            .map_or(String::new(), |e| format!(" (deleting: {e})"))
                     ));
                     withdrawn = true;
                 }
@@ -156,7 +164,8 @@ pub fn run(
         log(format!(
             "routing: withdrew {}: stopping{}",
             ann.describe(),
-            r.err().map_or(String::new(), |e| format!(" (deleting: {e})"))
+            r.err()
+                .map_or(String::new(), |e| format!(" (deleting: {e})"))
         ));
     }
     status.set(false, "stopped".to_owned());

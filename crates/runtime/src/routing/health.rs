@@ -138,9 +138,15 @@ mod tests {
         let down = [("in0", Ok(true)), ("out0", Ok(false))];
         let e = h.check(t0, down, &[0]).unwrap_err();
         assert_eq!(e.to_string(), "outside interface out0 down");
-        let gone = [("in0", Err("no such device".to_owned())), ("out0", Ok(false))];
+        let gone = [
+            ("in0", Err("no such device".to_owned())),
+            ("out0", Ok(false)),
+        ];
         let e = h.check(t0, gone, &[0]).unwrap_err();
-        assert_eq!(e.to_string(), "inside interface in0 unreadable (no such device)");
+        assert_eq!(
+            e.to_string(),
+            "inside interface in0 unreadable (no such device)"
+        );
         assert_eq!(h.check(t0, UP, &[0]), Ok(()), "up again: healthy again");
     }
 
@@ -177,7 +183,12 @@ mod tests {
         let t0 = Instant::now();
         let mut h = Health::new(1, t0);
         let down = [("in0", Ok(false)), ("out0", Ok(true))];
-        let e = h.check(t0 + Duration::from_secs(5), down, &[0]).unwrap_err();
-        assert!(matches!(e, Unhealthy::LinkDown { side: "inside", .. }), "{e}");
+        let e = h
+            .check(t0 + Duration::from_secs(5), down, &[0])
+            .unwrap_err();
+        assert!(
+            matches!(e, Unhealthy::LinkDown { side: "inside", .. }),
+            "{e}"
+        );
     }
 }

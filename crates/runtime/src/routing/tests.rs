@@ -35,7 +35,9 @@ fn primaries_get_the_primary_metric_and_standbys_theirs() {
     assert!(c.enabled());
     let r = c.routes(7);
     assert_eq!(r.len(), 3);
-    assert!(r.iter().all(|r| r.ifindex == 7 && r.table == 250 && r.protocol == 250));
+    assert!(r
+        .iter()
+        .all(|r| r.ifindex == 7 && r.table == 250 && r.protocol == 250));
     let metrics: Vec<(String, u32)> = r
         .iter()
         .map(|r| (format!("{}/{}", r.dst, r.prefix_len), r.metric))
