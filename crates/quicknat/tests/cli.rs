@@ -236,6 +236,8 @@ fn det_forward_and_reverse_answer_offline() {
     assert!(text(&out.stdout).contains(
         "deterministic: 100.64.0.0/22 -> 203.0.113.0/28, sharing ratio 64, 1008 ports per subscriber"
     ));
+}
+
 // -- routing integration (issue 13) --
 #[test]
 fn two_gateways_announcing_on_one_device_are_refused_before_any_starts() {
