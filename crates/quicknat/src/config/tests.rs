@@ -1536,6 +1536,24 @@ fn deterministic_table_loads_and_its_mistakes_are_located() {
     );
 }
 
+/// The issue's shape, `[nat44.deterministic]` with no `[nat44]` line (also any
+/// `[nat44.timeouts]` alone), loads: toml cannot span such an implied table.
+#[test]
+fn nat44_sub_tables_without_a_nat44_line_load() {
+    let text = "[nat44.deterministic]\ninside = \"100.64.0.0/22\"\noutside = \"203.0.113.0/28\"\n";
+    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.nat44().unwrap().deterministic.is_some());
+    let text =
+        format!("{BASE}[nat44.timeouts]\nudp = 600\n").replace("[nat44]\nhairpinning = true\n", "");
+    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.nat44().unwrap().timeouts.udp, Duration::from_secs(600));
+    // Another mode beside it is still refused, at that mode's line.
+    let both = "[nat44.timeouts]\nudp = 600\n[siit]\npref64 = \"64:ff9b::/96\"\n";
+    let e = load_str(both, "t.toml").unwrap_err();
+    assert!(e.message.contains("one translation mode"), "{e}");
+    assert_eq!(e.line, Some(3));
+}
+
 // -- [routing] (routing integration, issue 13) --
 
 #[test]
@@ -1626,21 +1644,4 @@ fn routing_mistakes_name_the_line_and_field() {
     }
     let t = with("announce = [\"0.0.0.0/0\"]\nannounces = []");
     expect_err(&t, "announces", "routing.announces", "unknown field");
-
-/// The issue's shape, `[nat44.deterministic]` with no `[nat44]` line (also any
-/// `[nat44.timeouts]` alone), loads: toml cannot span such an implied table.
-#[test]
-fn nat44_sub_tables_without_a_nat44_line_load() {
-    let text = "[nat44.deterministic]\ninside = \"100.64.0.0/22\"\noutside = \"203.0.113.0/28\"\n";
-    let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    assert!(c.nat44().unwrap().deterministic.is_some());
-    let text =
-        format!("{BASE}[nat44.timeouts]\nudp = 600\n").replace("[nat44]\nhairpinning = true\n", "");
-    let c = load_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(c.nat44().unwrap().timeouts.udp, Duration::from_secs(600));
-    // Another mode beside it is still refused, at that mode's line.
-    let both = "[nat44.timeouts]\nudp = 600\n[siit]\npref64 = \"64:ff9b::/96\"\n";
-    let e = load_str(both, "t.toml").unwrap_err();
-    assert!(e.message.contains("one translation mode"), "{e}");
-    assert_eq!(e.line, Some(3));
 }
