@@ -48,7 +48,7 @@ pub fn inside_router(plan: &Plan, log: &str) -> String {
         );
     }
     for (s, &(p, b)) in plan.slices.iter().enumerate() {
-        let _ = write!(c, "ipv4 table s{s};\n");
+        let _ = writeln!(c, "ipv4 table s{s};");
         for (g, pref) in [(p, 200), (b, 100)] {
             let _ = write!(
                 c,
