@@ -949,6 +949,19 @@ pub fn run_cluster(o: &ClusterOptions) -> Result<ClusterReport> {
                 .with_context(|| format!("cell {name}"))?,
         );
     }
+    if want_throughput {
+        // `--cells throughput` alone: a deterministic cluster for it, no failure.
+        eprintln!("lab cluster: throughput");
+        let c = build(&stop, o, &plan, NatMode::Deterministic)?;
+        for round in 0..o.rounds {
+            eprintln!(
+                "lab cluster: throughput round {} of {}",
+                round + 1,
+                o.rounds
+            );
+            throughput.push(throughput_round(&c, o, &plan)?);
+        }
+    }
     Ok(report::report(
         o,
         &plan,
