@@ -13,6 +13,7 @@
 //! one-line messages. Nothing here is ever on the data path.
 
 mod flood;
+mod flows;
 mod fwd;
 mod gen;
 mod lab;
@@ -108,7 +109,16 @@ enum Command {
         /// recovery; default all). Rows of cells not run read 0.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         cells: Vec<String>,
+        /// cluster: quicknat gateways (2 or 3; default 3, 2 with --short).
+        #[arg(long, value_name = "N")]
+        gateways: Option<usize>,
+        /// cluster: offered rate per gateway's subscribers in the throughput cell, packets/s.
+        #[arg(long, value_name = "PPS", default_value_t = 50_000)]
+        gateway_pps: u64,
     },
+    /// The cluster lab's traffic: a recording server, subscribers' UDP flows and TCP
+    /// connections, one datagram per subscriber.
+    Flows(flows::FlowsArgs),
     /// Write raw Ethernet frames on an interface (attack lab): a spoofed SYN flood, replayed
     /// SYN tuples, or one host's new flows. Prints a JSON report.
     Flood(FloodArgs),
@@ -167,6 +177,9 @@ enum Topology {
     /// quicknat NAT44 vs the kernel's NAT under attack (SYN flood at a port forward, a
     /// greedy inside host, hash collisions, link flap, SIGKILL + restart).
     Attack,
+    /// 2-3 quicknat gateways between BIRD routers (BGP, BFD, policy-routed slices): spread,
+    /// throughput, and failover by SIGKILL and link down, deterministic vs dynamic NAT.
+    Cluster,
 }
 
 /// `quicknat-lab flood` arguments.
@@ -233,6 +246,8 @@ fn main() -> ExitCode {
             host_limit,
             flood_pps,
             cells,
+            gateways,
+            gateway_pps,
         } => run_lab(
             topology,
             LabArgs {
@@ -255,18 +270,23 @@ fn main() -> ExitCode {
                     flood_pps,
                     cells,
                 },
+                cluster: ClusterArgs {
+                    gateways,
+                    gateway_pps,
+                },
             },
-            backends
-                .as_deref()
-                .unwrap_or(if topology == Topology::Attack {
+            backends.as_deref().unwrap_or(
+                if matches!(topology, Topology::Attack | Topology::Cluster) {
                     "af_packet"
                 } else {
                     "af_xdp,af_packet"
-                }),
+                },
+            ),
         ),
         Command::Rr(args) => rr::run(&args),
         Command::Fwd(args) => lab::stop_flag().and_then(|stop| fwd::run(&args, &stop)),
         Command::Probe(args) => probe::run(&args),
+        Command::Flows(args) => flows::run(&args),
         Command::Flood(args) => run_flood(&args),
         Command::Soak { seconds } => {
             println!(
@@ -376,6 +396,13 @@ struct LabArgs {
     size: usize,
     quicknat: Option<PathBuf>,
     attack: AttackArgs,
+    cluster: ClusterArgs,
+}
+
+/// `quicknat-lab lab --topology cluster` options.
+struct ClusterArgs {
+    gateways: Option<usize>,
+    gateway_pps: u64,
 }
 
 /// `quicknat-lab lab --topology attack` options.
@@ -461,6 +488,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         size,
         quicknat,
         attack,
+        cluster,
     } = a;
     let backends: Vec<String> = backends
         .split(',')
@@ -522,6 +550,16 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             "--size must be between 1 and 65536"
         );
     }
+    if topology == Topology::Cluster {
+        anyhow::ensure!(
+            backends.len() == 1,
+            "--backends: the cluster runs one backend on every gateway (af_packet or af_xdp)"
+        );
+        anyhow::ensure!(
+            (1_000..=5_000_000).contains(&cluster.gateway_pps),
+            "--gateway-pps must be between 1000 and 5000000"
+        );
+    }
     // Found before any namespace is built, so a missing product binary costs nothing.
     let quicknat = lab::quicknat_binary(quicknat)?;
     match topology {
@@ -570,6 +608,19 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 host_limit: attack.host_limit,
                 flood_pps: attack.flood_pps,
                 short: attack.short,
+                cells: attack.cells,
+            })?,
+            json,
+        ),
+        Topology::Cluster => print_report(
+            &lab::cluster::run_cluster(&lab::cluster::ClusterOptions {
+                gateways: cluster.gateways.unwrap_or(if attack.short { 2 } else { 3 }),
+                backend: backends[0].clone(),
+                quicknat,
+                short: attack.short,
+                seconds,
+                rounds,
+                gateway_pps: cluster.gateway_pps,
                 cells: attack.cells,
             })?,
             json,

@@ -341,7 +341,9 @@ impl Nat44Shared {
     pub fn is_public(&self, addr: Ipv4Addr) -> bool {
         let a = u32::from(addr);
         let i = self.pool_ranges.partition_point(|&(_, last)| last < a);
-        self.pool_ranges.get(i).is_some_and(|&(first, _)| first <= a)
+        self.pool_ranges
+            .get(i)
+            .is_some_and(|&(first, _)| first <= a)
             || self.public_hosts.contains(&addr)
     }
 
@@ -652,7 +654,10 @@ mod pool_ranges_tests {
             cfg.rules.push(DynamicRule {
                 inside: c(inside),
                 pool: pools.into_iter().map(c).collect(),
-                ports: crate::config::PortRange { first: 1024, last: 65535 },
+                ports: crate::config::PortRange {
+                    first: 1024,
+                    last: 65535,
+                },
             });
         }
         let r = pool_ranges(&cfg);

@@ -76,7 +76,11 @@ impl CpuSample {
             .iter()
             .map(|&core| core_irq_ticks(&stat, core).map_or(0, |t| t * (1_000_000_000 / USER_HZ)))
             .sum::<u64>()
-            + if irq_time_accounting() { ksoftirqd_ns } else { 0 };
+            + if irq_time_accounting() {
+                ksoftirqd_ns
+            } else {
+                0
+            };
         CpuSample {
             threads,
             core_irq_ns,
@@ -177,8 +181,12 @@ mod tests {
 
     #[test]
     fn reads_irq_time_accounting_from_the_config() {
-        assert!(config_has_irq_time_accounting("# x\nCONFIG_IRQ_TIME_ACCOUNTING=y\n"));
-        assert!(!config_has_irq_time_accounting("# CONFIG_IRQ_TIME_ACCOUNTING is not set\n"));
+        assert!(config_has_irq_time_accounting(
+            "# x\nCONFIG_IRQ_TIME_ACCOUNTING=y\n"
+        ));
+        assert!(!config_has_irq_time_accounting(
+            "# CONFIG_IRQ_TIME_ACCOUNTING is not set\n"
+        ));
         let _ = irq_time_accounting(); // never fails, whatever the machine has
     }
 

@@ -12,8 +12,10 @@
 //! - [`nat64`]: quicknat NAT64 vs TAYGA.
 //! - [`ila`]: TCP request/response directly (kernel forwarding) vs through quicknat ILA.
 //! - [`attack`]: quicknat NAT44 vs the kernel's NAT under hostile and greedy traffic.
+//! - [`cluster`]: 2-3 quicknat gateways behind BIRD routers, one failed on purpose.
 
 pub mod attack;
+pub mod cluster;
 pub(crate) mod cpu;
 pub mod floor;
 pub mod ila;
