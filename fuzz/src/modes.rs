@@ -196,6 +196,46 @@ struct One<'a> {
     group: bool,
 }
 
+impl One<'_> {
+    /// An ILA packet travelling inbound to a neutral-map router, its identifier's C bit
+    /// clear (the sender did not map it checksum-neutrally).
+    fn ila_no_c_bit(&self) -> bool {
+        self.dir == Direction::Inbound
+            && matches!(&self.setup.mode, ModeConfig::Ila(s)
+                if s.config.csum == engine::ila::CsumMode::NeutralMap)
+            && self.input.get(32).is_some_and(|b| b & 0x10 == 0)
+    }
+}
+
+/// `input` (inbound to an ILA router) with its transport checksum filled as a sender
+/// whose side did no checksum-neutral mapping fills it: over the SIR address the router
+/// translates the destination to. A dry run of `mode` says which address that is; a
+/// packet the router does not translate (unmapped, not ILA) keeps its checksum as given.
+fn sender_checksum_over_sir<M: Mode>(mode: &M, input: &[u8], egress: &Egress) -> Vec<u8> {
+    let mut worker = mode.worker(0);
+    let mut buf = vec![0u8; HEADROOM + input.len() + 64];
+    buf[HEADROOM..HEADROOM + input.len()].copy_from_slice(input);
+    let mut out = Output::new();
+    let mut frame = Frame::new(&mut buf, HEADROOM, input.len(), &mut out);
+    let e = worker.process(NOW, Direction::Inbound, &mut frame, egress);
+    worker.quiescent();
+    let mut p = input.to_vec();
+    let Emit::Forward { start, len } = e else {
+        return p;
+    };
+    let Some(sir) = buf.get(start..start + len).and_then(|o| o.get(24..40)) else {
+        return p;
+    };
+    if p.get(24..40) == Some(sir) || p.len() < 40 {
+        return p;
+    }
+    let ila: [u8; 16] = p[24..40].try_into().unwrap_or([0; 16]);
+    p[24..40].copy_from_slice(sir);
+    fill_checksums(&mut p);
+    p[24..40].copy_from_slice(&ila);
+    p
+}
+
 /// The time the single-packet targets run at.
 const NOW: Timestamp = Timestamp::from_secs(1_000);
 
@@ -248,35 +288,41 @@ impl ModeVisitor for One<'_> {
         // ILA's no-action mode leaves the transport checksum as it was, by design.
         let ila_no_action = matches!(&self.setup.mode, ModeConfig::Ila(s)
             if s.config.csum == engine::ila::CsumMode::NoAction);
-        // ILA -> SIR in neutral-map mode with the C bit clear (draft-herbert-intarea-ila
-        // §5.6, checksum-neutral mapping; Linux `ila_update_ipv6_locator`: "ILA to SIR
+        // ILA -> SIR in neutral-map mode with the C bit clear (draft-herbert-intarea-ila,
+        // checksum-neutral mapping; Linux `ila_update_ipv6_locator`: "ILA to SIR
         // translation and C-bit isn't set so we're good"): the C bit says whether the
-        // sender's side made the address checksum-neutral; clear, it did not, so the
-        // transport checksum was computed over the SIR address and the translation back
-        // must leave it alone. A fuzz input's checksum is valid over the ILA address as
-        // given, which no conforming peer sends, so the oracle here is not "the checksum
-        // verifies" but "only the locator changed": checked below.
-        let ila_no_c_bit = self.dir == Direction::Inbound
-            && matches!(&self.setup.mode, ModeConfig::Ila(s)
-                if s.config.csum == engine::ila::CsumMode::NeutralMap)
-            && self.input.get(32).is_some_and(|b| b & 0x10 == 0);
+        // sending side made the address checksum-neutral. Clear, it did not: the sender's
+        // transport checksum covers the SIR address (no-action mode: wrong in transit,
+        // right again once translated back), so the translation back leaves it alone. The
+        // fuzzer's input gets its checksum filled as such a sender fills it, over the SIR
+        // address it is translated to (found by a dry run of the same mode), and then the
+        // output is held to valid checksums like every other packet: no exemption.
+        let refilled;
+        let input = match self.valid {
+            true if self.ila_no_c_bit() => {
+                refilled = sender_checksum_over_sir(mode, self.input, egress);
+                &refilled[..]
+            }
+            _ => self.input,
+        };
+        let ila_no_c_bit = self.ila_no_c_bit();
         let origin = Origin {
-            input: self.input,
-            valid: self.valid && !ila_no_action && !ila_no_c_bit,
+            input,
+            valid: self.valid && !ila_no_action,
             pref96: self.setup.pref96,
         };
         let (e, sent) = run(
             &mut worker,
             NOW,
             self.dir,
-            self.input,
+            input,
             self.group,
             egress,
             origin,
         );
         let Emit::Forward { .. } = e else { return };
         if ila_no_c_bit {
-            ila_only_locator_changed(self.input, &sent[0]);
+            ila_only_locator_changed(input, &sent[0]);
         }
         if !self.valid || self.dir != Direction::Outbound || !reversible(self.input) {
             return;

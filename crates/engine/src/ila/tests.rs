@@ -387,3 +387,38 @@ proptest! {
         prop_assert_eq!(p, orig);
     }
 }
+
+/// Neutral-map router receiving an ILA packet whose identifier has the C bit clear
+/// (draft-herbert-intarea-ila, checksum-neutral mapping; fuzz finding
+/// `translate_ila/regress-neutral-map-no-c-bit`). The C bit clear says the sender's side
+/// did not map checksum-neutrally: a no-action peer sent it, its transport checksum
+/// computed over the SIR address (wrong in transit, right once translated back). The
+/// router swaps the locator and leaves the checksum alone, as Linux
+/// (`ila_update_ipv6_locator`), so the receiver sees a valid checksum; adjusting it (or
+/// refusing the packet) would break that peer.
+#[test]
+fn neutral_map_receives_a_no_action_peers_packet_with_a_valid_checksum() {
+    // The peer: a no-action router (quicknat's own, as Linux's ILA_CSUM_NO_ACTION).
+    let peer = router(CsumMode::NoAction, IdentFormat::Luid, UnmappedAction::Drop);
+    peer.table().insert(RST_IDENT, RST_LOC).unwrap();
+    // The receiving side: neutral-map.
+    let here = router(CsumMode::NeutralMap, IdentFormat::UseFormat, UnmappedAction::Drop);
+    here.table().insert(RST_IDENT, RST_LOC).unwrap();
+    for proto in [6, 17, 58] {
+        let orig = packet(proto, addr(RST_SIR, RST_IDENT), b"no c bit");
+        let mut p = orig.clone();
+        assert_eq!(
+            peer.worker()
+                .process_packet(&mut p, Direction::Outbound)
+                .drop_reason(),
+            None
+        );
+        assert_eq!(p[32] & 0x10, 0, "the no-action peer sets no C bit");
+        assert!(!l4_valid(&p, proto), "wrong in transit, by design");
+        let mut w = here.worker();
+        assert_eq!(w.process_packet(&mut p, Direction::Inbound).drop_reason(), None);
+        assert_eq!(p, orig, "{proto}: back to the SIR address, checksum untouched");
+        assert!(l4_valid(&p, proto), "{proto}: the receiver's checksum verifies");
+        assert_eq!(w.counters().translated, 1);
+    }
+}
