@@ -402,7 +402,11 @@ fn neutral_map_receives_a_no_action_peers_packet_with_a_valid_checksum() {
     let peer = router(CsumMode::NoAction, IdentFormat::Luid, UnmappedAction::Drop);
     peer.table().insert(RST_IDENT, RST_LOC).unwrap();
     // The receiving side: neutral-map.
-    let here = router(CsumMode::NeutralMap, IdentFormat::UseFormat, UnmappedAction::Drop);
+    let here = router(
+        CsumMode::NeutralMap,
+        IdentFormat::UseFormat,
+        UnmappedAction::Drop,
+    );
     here.table().insert(RST_IDENT, RST_LOC).unwrap();
     for proto in [6, 17, 58] {
         let orig = packet(proto, addr(RST_SIR, RST_IDENT), b"no c bit");
@@ -416,9 +420,18 @@ fn neutral_map_receives_a_no_action_peers_packet_with_a_valid_checksum() {
         assert_eq!(p[32] & 0x10, 0, "the no-action peer sets no C bit");
         assert!(!l4_valid(&p, proto), "wrong in transit, by design");
         let mut w = here.worker();
-        assert_eq!(w.process_packet(&mut p, Direction::Inbound).drop_reason(), None);
-        assert_eq!(p, orig, "{proto}: back to the SIR address, checksum untouched");
-        assert!(l4_valid(&p, proto), "{proto}: the receiver's checksum verifies");
+        assert_eq!(
+            w.process_packet(&mut p, Direction::Inbound).drop_reason(),
+            None
+        );
+        assert_eq!(
+            p, orig,
+            "{proto}: back to the SIR address, checksum untouched"
+        );
+        assert!(
+            l4_valid(&p, proto),
+            "{proto}: the receiver's checksum verifies"
+        );
         assert_eq!(w.counters().translated, 1);
     }
 }
