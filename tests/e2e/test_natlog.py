@@ -518,3 +518,50 @@ def test_port_blocks_reach_the_collectors_with_the_ports_the_servers_saw(
         events.append((ev, p["sourceIPv4Address"], p["postNATSourceIPv4Address"],
                        int(p["portRangeStart"]), int(p["portRangeEnd"])))
     check_blocks(events, flows)
+
+
+# --- audit12: the "limits" class end to end (a subscriber over its port limit) ---
+
+LIMIT = 4
+LIMITS_CONFIG = CONFIG.replace(
+    "port_preservation = false\n",
+    f"port_preservation = false\nmax_ports_per_host = {LIMIT}\n",
+).replace('events = ["binding", "session", "limits"]', 'events = ["limits"]')
+
+# argv: server, port, n: one datagram from each source port 30000+i, no answer awaited.
+BURST = r"""
+import socket, sys
+for i in range(int(sys.argv[3])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("10.0.0.2", 30000 + i)); s.sendto(b"hi", (sys.argv[1], int(sys.argv[2]))); s.close()
+"""
+
+
+@pytest.mark.only(backend="af_packet")
+def test_a_subscriber_over_its_port_limit_reaches_the_collectors(quicknat, backend, scenario):
+    s = scenario
+    s.setup(quicknat, backend, syslog=True, nfacctd=False, config=LIMITS_CONFIG)
+    n = LIMIT + 4
+    s.nsx("cli", "python3", "-c", BURST, SERVER, "5353", str(n), timeout=30)
+    # The flows past the limit are refused, each a counted drop and one quota event
+    # (RFC 8158 natEvent 13, natQuotaExceededEvent 3 = maximum entries per user).
+    assert wait_for(lambda: s.natlog_counter("events_sent") >= n - LIMIT, 15), s.qn.text()[-2000:]
+    assert wait_for(lambda: len(s.syslog_lines()) >= n - LIMIT, 5), s.syslog_lines()
+    lines = s.syslog_lines()
+    assert len(lines) == n - LIMIT, lines
+    for line in lines:
+        m = RFC5424.match(line)
+        assert m, line
+        p = dict(re.findall(r' ([^ =]+)="([^"]*)"', m["params"]))
+        assert (p["natEvent"], p["natQuotaExceededEvent"], p["limit"]) == ("13", "3", str(LIMIT)), line
+        assert p["subscriber"].startswith("10.0.0.2"), line
+    assert wait_for(lambda: s.natlog_counter("ipfix_messages") >= 1, 10)
+    s.tshark.terminate()
+    s.tshark.wait(timeout=10)
+    events = [int(r["cflow.nat_event"]) for _, rs in s.ipfix_messages() for r in rs]
+    assert events == [13] * (n - LIMIT), events
+    # ... and each a drop counted with its reason (the stats line, once a second).
+    def limited():
+        m = re.findall(r"\bsubscriber_limit=(\d+)", s.qn.stats())
+        return int(m[-1]) if m else 0
+    assert wait_for(lambda: limited() >= n - LIMIT, 5) and limited() == n - LIMIT, s.qn.stats()

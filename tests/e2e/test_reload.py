@@ -26,14 +26,18 @@ Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_reload.py [--quicknat PATH]
 """
 
+import hashlib
+import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
-from netns import HTTP_SERVER, Scenario, wait_for
+from netns import HTTP_SERVER, Scenario, sh, wait_for
 
 pytestmark = pytest.mark.needs_root
 
@@ -275,6 +279,7 @@ inside = "g-in"
 outside = "g-out"
 backend = "{backend}"
 stats_interval = 1
+control_socket = "{sock}"
 
 [siit]
 pref64 = "2001:db8:64::/96"
@@ -282,8 +287,12 @@ eam = [ {{ ipv4 = "{eam4}/32", ipv6 = "2001:db8:6::2/128" }} ]
 """
 
 
+def siit_sock(backend):
+    return os.path.join(tempfile.gettempdir(), f"qn-reload-siit-{backend}.sock")
+
+
 def siit_config(backend, eam4):
-    return SIIT.format(backend=backend, eam4=eam4)
+    return SIIT.format(backend=backend, eam4=eam4, sock=siit_sock(backend))
 
 
 class ReloadSiit(Reload):
@@ -335,3 +344,31 @@ def test_siit_a_reload_moves_an_eam_entry(gw_siit):
     assert wait_for(lambda: gw_siit.ping("198.51.100.20"), 5), gw_siit.qn.text()[-2000:]
     assert not gw_siit.ping("198.51.100.10")
     assert gw_siit.qn.proc.poll() is None
+
+
+# audit12: the control API of a stateless mode (issue 12: "a control API for every mode").
+def test_siit_the_control_api_answers_status_stats_and_reload(gw_siit, quicknat):
+    sock = siit_sock(gw_siit.backend)
+
+    def api(*args):
+        r = sh(quicknat, *args, "--json", "--socket", sock, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [json.loads(l) for l in r.stdout.splitlines()]
+
+    # h6 answers at its EAM address, .20 after the move above (.10 if run alone).
+    assert wait_for(lambda: gw_siit.ping("198.51.100.20") or gw_siit.ping("198.51.100.10"), 5)
+    status = api("status")[-1]["status"]
+    assert status["mode"] == "siit" and status["reload"] is True, status
+    assert status["backend"].startswith("AF_XDP" if gw_siit.backend == "af_xdp" else "AF_PACKET"), status
+    assert status["config"]["path"] == gw_siit.qn.cfg.name, status
+    # The hash is the file in force: the one the reload above (the EAM move) applied.
+    with open(gw_siit.qn.cfg.name, "rb") as f:
+        assert status["config"]["sha256"] == hashlib.sha256(f.read()).hexdigest(), status
+    # The pings above crossed it both ways: the counters say so.
+    st = api("stats")[-1]["stats"]
+    assert st["total"]["engine"]["forwarded"] >= 2, st["total"]
+    assert set(st["drop_reasons"]) == set(st["total"]["engine"]["drops"])
+    # Stateless: no sessions to list; `quicknat reload` runs SIGHUP's reload.
+    assert api("sessions") == [{"v": 1, "ok": True, "end": "sessions", "count": 0}]
+    r = sh(quicknat, "reload", "--socket", sock, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == "siit: no change", r.stdout + r.stderr

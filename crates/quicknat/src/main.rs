@@ -668,7 +668,21 @@ fn reload_loader(
 ) -> runtime::reload::Loader {
     let path = path.to_path_buf();
     std::sync::Arc::new(move || {
-        let cfg = config::load_file_on(&path, &machine()).map_err(|e| e.to_string())?;
+        // audit12: the bytes parsed are the bytes hashed (`quicknat status` after a reload).
+        let bytes = std::fs::read(&path).map_err(|e| {
+            format!(
+                "{}: cannot read the configuration file: {e}",
+                path.display()
+            )
+        })?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            format!(
+                "{}: cannot read the configuration file: {e}",
+                path.display()
+            )
+        })?;
+        let cfg = config::load_str_on(text, &path.display().to_string(), &machine())
+            .map_err(|e| e.to_string())?;
         let gateway = gateway_of(
             &cfg,
             Some(&path),
@@ -682,6 +696,7 @@ fn reload_loader(
             mode: cfg.mode,
             gateway,
             warnings: cfg.warnings,
+            sha256: Some(sha256_hex(&bytes)),
         })
     })
 }
@@ -711,15 +726,20 @@ fn control_socket_path(
 
 /// The configuration file's path and the SHA-256 of its bytes (as `sha256sum` prints it).
 fn config_source(path: &Path) -> anyhow::Result<runtime::control::api::ConfigSource> {
-    use sha2::{Digest, Sha256};
-    use std::fmt::Write;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut hex = String::with_capacity(64);
-    for b in Sha256::digest(&bytes) {
-        let _ = write!(hex, "{b:02x}");
-    }
     Ok(runtime::control::api::ConfigSource {
         path: path.to_owned(),
-        sha256: hex,
+        sha256: sha256_hex(&bytes),
     })
+}
+
+/// SHA-256 of `bytes`, lower-case hex (as `sha256sum` prints it).
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let mut hex = String::with_capacity(64);
+    for b in Sha256::digest(bytes) {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use engine::mode::any::{AnyMode, ModeConfig};
 
+use crate::control::api::ConfigSource;
 use crate::control::ControlState;
 use crate::live::GatewayConfig;
 
@@ -30,6 +31,9 @@ pub struct Loaded {
     pub gateway: GatewayConfig,
     /// Warnings the loader found (timeouts below RFC minimums, memory), for the log.
     pub warnings: Vec<String>,
+    /// SHA-256 of the bytes the loader parsed (lower-case hex), if it read a file: `quicknat
+    /// status` shows it once the reload applies (audit12).
+    pub sha256: Option<String>,
 }
 
 /// What a running gateway hands [`hook`].
@@ -44,6 +48,9 @@ pub struct Running {
     pub mtus: [u32; 2],
     /// ILA's control state (its mappings reload through it).
     pub ila: Option<Arc<ControlState>>,
+    /// The configuration file `quicknat status` shows, shared with the control API: an
+    /// applied reload records the hash of the bytes it loaded (audit12).
+    pub source: Option<Arc<Mutex<ConfigSource>>>,
 }
 
 /// Builds the reload hook of a running gateway.
@@ -81,6 +88,10 @@ fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
         } else {
             format!("{line}; ILA mappings {mappings}")
         };
+    }
+    // Applied: the file in force is the one just read (its hash, for `quicknat status`).
+    if let (Some(source), Some(sha256)) = (&r.source, loaded.sha256) {
+        source.lock().unwrap_or_else(|e| e.into_inner()).sha256 = sha256;
     }
     for w in loaded.warnings {
         line.push_str(&format!("; warning: {w}"));
@@ -145,6 +156,7 @@ mod tests {
             gateway: GatewayConfig::new("in0".into(), "out0".into()),
             mtus: [1500, 1500],
             ila: None,
+            source: None,
         }
     }
 
@@ -161,6 +173,7 @@ mod tests {
             mode: nat44("198.51.100.0/30", 3600),
             gateway: gw.clone(),
             warnings: vec![],
+            sha256: None,
         })));
         let h = hook(r, loader(Arc::clone(&next)));
         let ok = h().unwrap();
@@ -174,6 +187,7 @@ mod tests {
             mode: nat44("192.0.2.0/30", 60),
             gateway: moved,
             warnings: vec![],
+            sha256: None,
         });
         let e = h().unwrap_err();
         assert!(
@@ -187,8 +201,41 @@ mod tests {
             mode: nat44("198.51.100.0/30", 3600),
             gateway: gw,
             warnings: vec![],
+            sha256: None,
         });
         assert_eq!(h().unwrap(), "nat44: no change");
+    }
+
+    // audit12: `quicknat status` shows the hash of the file in force, after a reload too.
+    #[test]
+    fn an_applied_reload_records_the_hash_a_refused_one_does_not() {
+        let start = nat44("203.0.113.1/32", 7440);
+        let mut r = running(&start);
+        let source = Arc::new(Mutex::new(ConfigSource {
+            path: "/etc/q.toml".into(),
+            sha256: "aa".into(),
+        }));
+        r.source = Some(Arc::clone(&source));
+        let gw = r.gateway.clone();
+        let loaded = |pool: &str, sha: &str| Loaded {
+            mode: nat44(pool, 7440),
+            gateway: gw.clone(),
+            warnings: vec![],
+            sha256: Some(sha.into()),
+        };
+        let next = Arc::new(Mutex::new(Ok(loaded("198.51.100.0/30", "bb"))));
+        let h = hook(r, loader(Arc::clone(&next)));
+        h().unwrap();
+        assert_eq!(source.lock().unwrap().sha256, "bb");
+        let mut moved = loaded("192.0.2.0/30", "cc");
+        moved.gateway.workers = 3;
+        *next.lock().unwrap() = Ok(moved);
+        assert!(h().is_err());
+        assert_eq!(
+            source.lock().unwrap().sha256,
+            "bb",
+            "a refused reload keeps the hash"
+        );
     }
 
     // -- routing integration (issue 13) --

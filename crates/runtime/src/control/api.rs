@@ -83,8 +83,8 @@ pub struct LinkFacts {
     pub mtu: u32,
 }
 
-/// What `status` reports, fixed at start-up.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What `status` reports, fixed at start-up (the configuration's hash: at the last reload).
+#[derive(Clone, Debug)]
 pub struct GatewayFacts {
     /// The mode's name.
     pub mode: &'static str,
@@ -98,8 +98,8 @@ pub struct GatewayFacts {
     pub workers: usize,
     /// When the gateway started.
     pub started: Instant,
-    /// The configuration file, if any.
-    pub config: Option<ConfigSource>,
+    /// The configuration file, if any; a reload that applies updates its hash (audit12).
+    pub config: Option<Arc<std::sync::Mutex<ConfigSource>>>,
 }
 
 /// The configuration file a gateway was started with.
@@ -107,7 +107,8 @@ pub struct GatewayFacts {
 pub struct ConfigSource {
     /// Its path as given.
     pub path: PathBuf,
-    /// SHA-256 of its bytes at start-up, lower-case hex (what `sha256sum` prints).
+    /// SHA-256 of the bytes in force (read at start-up or by the last reload that applied),
+    /// lower-case hex (what `sha256sum` prints).
     pub sha256: String,
 }
 
@@ -580,10 +581,10 @@ impl ApiState {
             "backend_why": f.backend_why,
             "workers": f.workers,
             "uptime_s": f.started.elapsed().as_secs(),
-            "config": f.config.as_ref().map(|c| json!({
-                "path": c.path.display().to_string(),
-                "sha256": c.sha256,
-            })),
+            "config": f.config.as_ref().map(|c| {
+                let c = c.lock().unwrap_or_else(|e| e.into_inner());
+                json!({"path": c.path.display().to_string(), "sha256": c.sha256})
+            }),
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
             "sessions": self.mode.census().live,

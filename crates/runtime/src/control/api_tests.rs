@@ -155,10 +155,10 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
             backend_why: "[gateway] backend = AfPacket".into(),
             workers: 2,
             started: Instant::now(),
-            config: Some(ConfigSource {
+            config: Some(Arc::new(std::sync::Mutex::new(ConfigSource {
                 path: "/etc/q.toml".into(),
                 sha256: "ab".repeat(32),
-            }),
+            }))),
         },
         reload,
         routing: None,

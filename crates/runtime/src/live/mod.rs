@@ -193,6 +193,12 @@ pub fn run(
         ))),
         _ => None,
     };
+    // audit12: the configuration file `status` shows, shared with the reload hook (an
+    // applied reload records the hash of the bytes it loaded).
+    let config_source = api
+        .config
+        .clone()
+        .map(|c| Arc::new(std::sync::Mutex::new(c)));
     // Reload (issue 12): `quicknat reload` and SIGHUP, every mode, through one hook.
     let reload_hook: Option<crate::reload::ReloadHook> = loader.map(|load| {
         let running = crate::reload::Running {
@@ -201,6 +207,7 @@ pub fn run(
             gateway: gw.clone(),
             mtus,
             ila: control_state.clone(),
+            source: config_source.clone(),
         };
         crate::reload::hook(running, load)
     });
@@ -285,7 +292,14 @@ pub fn run(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
-                .unwrap_or_else(|| format!("[gateway] backend = {:?}", gw.backend));
+                .unwrap_or_else(|| {
+                    // audit12: the setting as the operator wrote it (not its Debug form).
+                    let name = match gw.backend {
+                        Backend::AfPacket => "af_packet",
+                        Backend::AfXdp => "af_xdp",
+                    };
+                    format!("[gateway] backend = \"{name}\" (configured)")
+                });
             // `quicknat reload` runs what SIGHUP runs.
             let api = crate::control::api::ApiOptions {
                 reload: api.reload.or_else(|| reload_hook.clone()),
@@ -303,10 +317,14 @@ pub fn run(
                 clock,
             );
             // -- routing integration (issue 13) --
-            let api = crate::control::api::ApiState {
+            let mut api = crate::control::api::ApiState {
                 routing: route_status.clone(),
                 ..api
             };
+            // audit12: the same file record the reload hook updates.
+            if config_source.is_some() {
+                api.facts.config = config_source.clone();
+            }
             let control = crate::control::Control {
                 ila: control_state.clone(),
                 api: Some(Arc::new(api)),
@@ -726,7 +744,7 @@ fn control_api(
             backend_why,
             workers,
             started: Instant::now(),
-            config: opts.config,
+            config: opts.config.map(|c| Arc::new(std::sync::Mutex::new(c))),
         },
         reload,
         routing: None,
