@@ -12,10 +12,10 @@
 //! quicknat dies: its routes vanish with its TUN device) or from BFD (100 ms × 3 when the
 //! gateway's links go down). The inside router sends each subscriber to its slice's
 //! gateway by policy routing ([`bird`]); the slices come from rendezvous hashing with
-//! bounded loads ([`slices`]). Deterministic NAT (`[nat44.deterministic]`, the same on every gateway)
-//! makes the backup's mapping for a subscriber the one the primary used; the dynamic arm
-//! gives each gateway an ordinary pool of its primary blocks' addresses, so a survivor
-//! must allocate new mappings.
+//! bounded loads ([`slices`]). Deterministic NAT (`[nat44.deterministic]`, the same on
+//! every gateway) makes the backup's mapping for a subscriber the one the primary used; the
+//! dynamic arm gives each gateway an ordinary pool of its primary blocks' addresses, so a
+//! survivor must allocate new mappings.
 //!
 //! Cells (each on a freshly built cluster): deterministic and dynamic NAT, each with the
 //! first gateway killed by SIGKILL of quicknat and by its links set down. In each: the
