@@ -86,6 +86,9 @@ def test_every_subscriber_is_counted_where_the_plan_puts_it(lab):
     assert cell["spread_after"] == cell["planned_after"], cell
     # Both gateways served someone before: the slices are spread by the hash.
     assert min(cell["spread_before"]) > 0
+    # The goal: max/min <= 1.2x (bounded-load ownership, slices.rs).
+    planned = cell["planned_before"]
+    assert max(planned) <= 1.2 * min(planned), planned
 
 
 def test_traffic_resumes_for_the_dead_gateways_subscribers(lab):

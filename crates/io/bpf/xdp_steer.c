@@ -100,6 +100,16 @@ struct {
 	__type(value, __u32);
 } config SEC(".maps");
 
+/* The interface's MAC in the low six bytes (as on the wire), 0: unknown. A unicast frame for
+ * any other MAC (a bridge flooding unknown unicast to this port) never takes the fast path:
+ * it goes on to the socket, where user space drops and counts it (not_for_us). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} own_mac SEC(".maps");
+
 SEC("xdp")
 int xdp_steer(struct xdp_md *ctx)
 {
@@ -134,7 +144,13 @@ int xdp_steer(struct xdp_md *ctx)
 			if (bpf_map_lookup_elem(&local_v4, &dst))
 				return XDP_PASS;
 		}
-		if (flags & QN_CFG_FAST_V4) {
+		__u64 *own = bpf_map_lookup_elem(&own_mac, &zero);
+		__u64 dst_mac = 0;
+
+		__builtin_memcpy(&dst_mac, data, 6);
+		int foreign = own && *own && !(data[0] & 1) && dst_mac != *own;
+
+		if ((flags & QN_CFG_FAST_V4) && !foreign) {
 			int v = fast_path_v4(ctx, data, l3, end);
 
 			if (v >= 0)

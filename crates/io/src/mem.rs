@@ -140,6 +140,11 @@ impl Port for MemPort {
                 break;
             };
             n += 1;
+            // As the real ports do: another host's frame never reaches the callback.
+            if meta.other_host {
+                self.stats.not_for_us += 1;
+                continue;
+            }
             let (meta, completed) = complete_partial(&mut frame, &meta);
             self.stats.csum_completed += u64::from(completed);
             if let Rx::Back { len, vnet } = f(&mut frame, &meta) {

@@ -44,6 +44,11 @@ pub struct RxMeta {
     /// The virtio-net header of the frame (only on a port with virtio-net headers): GSO
     /// type and segment size of a super-packet, `NEEDS_CSUM` with where the checksum is.
     pub vnet: Option<VnetHdr>,
+    /// The frame was addressed to another host (AF_PACKET's `PACKET_OTHERHOST`: a unicast
+    /// destination MAC that is not the interface's, as a bridge flooding unknown unicast
+    /// or a promiscuous port delivers). [`Port::recv`] never hands such frames to its
+    /// callback: it drops them and counts them in [`PortStats::not_for_us`].
+    pub other_host: bool,
 }
 
 impl RxMeta {
@@ -58,6 +63,7 @@ impl RxMeta {
             truncated: false,
             losing: false,
             vnet: None,
+            other_host: false,
         }
     }
 }
@@ -95,6 +101,9 @@ pub struct PortStats {
     pub tx_dropped: u64,
     /// Received frames whose partial TCP/UDP checksum the port completed.
     pub csum_completed: u64,
+    /// Received frames addressed to another host (a unicast destination MAC not the
+    /// interface's: bridge flooding, promiscuous mode), dropped before the callback.
+    pub not_for_us: u64,
 }
 
 /// One link's packet I/O as a worker sees it.
@@ -132,6 +141,16 @@ pub trait Port: Send {
     /// 15). A hint: frames arriving meanwhile are received unpeeked, and partial
     /// checksums are not completed yet. The default lends nothing.
     fn peek<F: FnMut(&[u8])>(&mut self, _f: F) {}
+}
+
+/// Whether the Ethernet `frame` is addressed to another host: its destination MAC is
+/// unicast (group bit clear) and not `own`. Broadcast and multicast are for everyone.
+#[inline]
+pub(crate) fn for_another_host(frame: &[u8], own: &[u8; 6]) -> bool {
+    match frame.get(..6) {
+        Some(dst) => dst[0] & 1 == 0 && dst != own,
+        None => false,
+    }
 }
 
 /// Whether a frame behind `vnet` still needs work a port without virtio-net headers

@@ -23,6 +23,8 @@ pub struct PacketPort {
     csum_completed: u64,
     /// `Rx::Back` requests that could not be honoured (bad length, unfinished frame).
     back_dropped: u64,
+    /// Frames addressed to another host (`PACKET_OTHERHOST`), dropped unseen.
+    not_for_us: u64,
 }
 
 impl PacketPort {
@@ -42,6 +44,7 @@ impl PacketPort {
             rx_frames: 0,
             csum_completed: 0,
             back_dropped: 0,
+            not_for_us: 0,
         })
     }
 
@@ -58,13 +61,21 @@ impl PacketPort {
 
 impl Port for PacketPort {
     fn recv<F: FnMut(&mut [u8], &RxMeta) -> Rx>(&mut self, mut f: F) -> io::Result<usize> {
-        let (tx, completed, dropped) = (
+        let (tx, completed, dropped, foreign) = (
             &mut self.tx,
             &mut self.csum_completed,
             &mut self.back_dropped,
+            &mut self.not_for_us,
         );
         let vnet = tx.vnet();
         let n = self.rx.recv_batch(Duration::ZERO, |frame, meta| {
+            // Another host's frame (a bridge flooding unknown unicast, a promiscuous
+            // port): the kernel would drop it (ip_rcv); translating it would forward a
+            // packet its addressee forwards too.
+            if meta.other_host {
+                *foreign += 1;
+                return;
+            }
             let (meta, done) = complete_partial(frame, meta);
             *completed += u64::from(done);
             if let Rx::Back { len, vnet: hdr } = f(frame, &meta) {
@@ -99,6 +110,7 @@ impl Port for PacketPort {
             tx_frames: self.tx.sent(),
             tx_dropped: self.tx.dropped() + self.back_dropped,
             csum_completed: self.csum_completed,
+            not_for_us: self.not_for_us,
         }
     }
 

@@ -44,7 +44,13 @@ pub(crate) mod frame {
     pub const VLAN_TCI: usize = 32;
     /// Size of `struct tpacket3_hdr`.
     pub const HEADER_LEN: usize = 48;
+    /// `sll_pkttype` of the `struct sockaddr_ll` the kernel puts right after the header
+    /// (at `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))` = 48, field offset 10).
+    pub const PKTTYPE: usize = 58;
 }
+
+/// `PACKET_OTHERHOST` (`linux/if_packet.h`): a frame addressed to another host.
+pub(crate) const PACKET_OTHERHOST: u8 = 3;
 
 /// Reads a native-endian `u32` at `off` (0 past the end).
 fn ne32(b: &[u8], off: usize) -> u32 {
@@ -117,6 +123,7 @@ pub(crate) fn walk_block(
             truncated: status & libc::TP_STATUS_COPY != 0 || snaplen < len,
             losing: status & libc::TP_STATUS_LOSING != 0,
             vnet: vnet_hdr,
+            other_host: block.get(off + frame::PKTTYPE) == Some(&PACKET_OTHERHOST),
         };
         // The data must start after this frame's header and end inside the block.
         let data = (mac >= min_mac)
@@ -330,6 +337,22 @@ mod tests {
             metas.push(*m);
         });
         (datas, metas, walk)
+    }
+
+    #[test]
+    fn another_hosts_frames_are_marked() {
+        let mut blk = synth(
+            &[
+                (&[1u8; 60], libc::TP_STATUS_USER),
+                (&[2u8; 60], libc::TP_STATUS_USER),
+            ],
+            1024,
+        );
+        // sll_pkttype of the first frame: PACKET_OTHERHOST; the second stays PACKET_HOST.
+        blk[block::HEADER_LEN + frame::PKTTYPE] = PACKET_OTHERHOST;
+        let (d, m, _) = collect(&mut blk);
+        assert_eq!(d.len(), 2);
+        assert!(m[0].other_host && !m[1].other_host);
     }
 
     #[test]

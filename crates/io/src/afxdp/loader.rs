@@ -136,6 +136,19 @@ pub(crate) fn attach(
         }
         cfg.set(0, flags, 0).map_err(|e| err("config", ifname, e))?;
     }
+    {
+        // Frames for another host's MAC skip the fast path (user space counts them).
+        let map = ebpf
+            .map_mut("own_mac")
+            .ok_or_else(|| err("XDP object", ifname, "no own_mac map"))?;
+        let mut own: Array<_, u64> = Array::try_from(map).map_err(|e| err("own_mac", ifname, e))?;
+        if let Ok(mac) = crate::netlink::if_mac(ifname) {
+            let mut b = [0u8; 8];
+            b[..6].copy_from_slice(&mac);
+            own.set(0, u64::from_ne_bytes(b), 0)
+                .map_err(|e| err("own_mac", ifname, e))?;
+        }
+    }
     let prog: &mut Xdp = ebpf
         .program_mut("xdp_steer")
         .ok_or_else(|| err("XDP object", ifname, "no program xdp_steer"))?

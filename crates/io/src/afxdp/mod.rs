@@ -145,6 +145,9 @@ pub struct AfXdpStats {
     pub rx_fill_empty: u64,
     /// Kernel: invalid descriptors on the rx/tx rings.
     pub invalid_descs: u64,
+    /// Frames addressed to another host (unicast destination MAC not the interface's),
+    /// dropped by [`crate::Port::recv`] before its callback.
+    pub not_for_us: u64,
 }
 
 /// One AF_XDP socket bound to one interface queue, with its UMEM, rings and
@@ -165,6 +168,9 @@ pub struct AfXdp {
     need_wakeup: bool,
     stats: AfXdpStats,
     fd: OwnedFd,
+    /// The interface's MAC: unicast frames for any other (XDP sees every frame a bridge
+    /// floods to the port) are not translated. `None`: not Ethernet, nothing filtered.
+    own_mac: Option<[u8; 6]>,
 }
 
 /// A socket's pieces between binding and attaching the program.
@@ -211,6 +217,7 @@ impl AfXdp {
             .zip(socks.iter().map(|s| &s.fd))
             .collect();
         let ifindex = socks.first().map_or(0, |s| s.ifindex);
+        let own_mac = crate::netlink::if_mac(&cfg.ifname).ok();
         let steering = Arc::new(loader::attach(
             &cfg.ifname,
             ifindex,
@@ -236,6 +243,7 @@ impl AfXdp {
                     need_wakeup: p.need_wakeup,
                     stats: AfXdpStats::default(),
                     fd: p.fd,
+                    own_mac,
                 };
                 s.refill();
                 s

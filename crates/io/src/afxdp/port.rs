@@ -11,13 +11,20 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use super::{sys, AfXdp};
-use crate::port::{back_bytes, unfinished, Port, PortStats, Rx, RxMeta};
+use crate::port::{back_bytes, for_another_host, unfinished, Port, PortStats, Rx, RxMeta};
 use crate::vnet::VnetHdr;
 
 impl Port for AfXdp {
     fn recv<F: FnMut(&mut [u8], &RxMeta) -> Rx>(&mut self, mut f: F) -> io::Result<usize> {
-        self.recv_batch_room(Duration::ZERO, |chunk, len| {
+        let (own, mut foreign) = (self.own_mac, 0u64);
+        let n = self.recv_batch_room(Duration::ZERO, |chunk, len| {
             let (frame, _) = chunk.split_at_mut(len);
+            // Another host's frame (a bridge flooding unknown unicast): not ours to
+            // translate; its addressee forwards it.
+            if own.is_some_and(|mac| for_another_host(frame, &mac)) {
+                foreign += 1;
+                return None;
+            }
             match f(frame, &RxMeta::whole(len)) {
                 Rx::Done => None,
                 // `Some(0)` is never sent and counted in tx_dropped by `recv_batch_room`.
@@ -25,7 +32,9 @@ impl Port for AfXdp {
                     Some(back_bytes(frame, n, vnet.as_ref(), false).map_or(0, <[u8]>::len))
                 }
             }
-        })
+        });
+        self.stats.not_for_us += foreign;
+        n
     }
 
     fn send(&mut self, frame: &[u8], vnet: Option<&VnetHdr>) -> io::Result<()> {
@@ -51,6 +60,7 @@ impl Port for AfXdp {
             tx_frames: self.stats.tx_frames,
             tx_dropped: self.stats.tx_dropped,
             csum_completed: self.stats.csum_completed,
+            not_for_us: self.stats.not_for_us,
         }
     }
 

@@ -156,7 +156,8 @@ fn the_generic_worker_reflects_through_a_mem_port() {
             rx_frames: 4,
             tx_frames: 2,
             tx_dropped: 0,
-            csum_completed: 0
+            csum_completed: 0,
+            not_for_us: 0,
         }
     );
     assert_eq!(reflect(&mut port).unwrap(), 0);
@@ -381,4 +382,43 @@ fn shared_rules() {
     let orig = other.clone();
     assert_eq!(swap_udp(&mut other), None);
     assert_eq!(other, orig);
+}
+
+#[test]
+fn another_hosts_frames_are_dropped_and_counted_not_handed_on() {
+    let frame = udp_frame(BACK_PORT, b"flooded", false);
+    let (mut port, h) = MemPort::new();
+    h.inject_with(
+        &frame,
+        RxMeta {
+            other_host: true,
+            ..RxMeta::whole(frame.len())
+        },
+    );
+    h.inject(&frame);
+    let mut seen = 0;
+    port.recv(|_, m| {
+        assert!(!m.other_host);
+        seen += 1;
+        Rx::Done
+    })
+    .unwrap();
+    assert_eq!((seen, port.stats().not_for_us), (1, 1));
+}
+
+#[test]
+fn a_foreign_unicast_destination_is_another_hosts_and_group_addresses_are_everyones() {
+    let own = [0x02, 0, 0, 0, 0, 1];
+    let mut f = vec![0u8; 60];
+    f[..6].copy_from_slice(&own);
+    assert!(!for_another_host(&f, &own));
+    f[5] = 2;
+    assert!(for_another_host(&f, &own));
+    f[..6].copy_from_slice(&[0xff; 6]);
+    assert!(!for_another_host(&f, &own));
+    f[..6].copy_from_slice(&[0x01, 0, 0x5e, 0, 0, 1]);
+    assert!(!for_another_host(&f, &own));
+    f[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    assert!(!for_another_host(&f, &own));
+    assert!(!for_another_host(&f[..3], &own));
 }

@@ -392,6 +392,7 @@ pub fn io_json(io: &IoCounters) -> Value {
         "gso": io.gso,
         "xdp_fast_packets": io.xdp_fast_packets,
         "xdp_fast_bytes": io.xdp_fast_bytes,
+        "not_for_us": io.not_for_us,
     })
 }
 

@@ -45,6 +45,10 @@ pub struct IoCounters {
     /// Counter snapshots this worker published (about two a second, idle or not): its
     /// heartbeat, which the routing health check reads to tell a stuck worker.
     pub heartbeats: u64,
+    // -- frames for another host (issue 13) --
+    /// Frames addressed to another host's MAC (a bridge flooding unknown unicast, a
+    /// promiscuous port): dropped by the port, never translated (its addressee does).
+    pub not_for_us: u64,
 }
 
 impl IoCounters {
@@ -77,6 +81,7 @@ impl IoCounters {
         self.xdp_fast_packets += o.xdp_fast_packets;
         self.xdp_fast_bytes += o.xdp_fast_bytes;
         self.heartbeats += o.heartbeats;
+        self.not_for_us += o.not_for_us;
     }
 }
 
@@ -136,6 +141,15 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         // Half-open TCP sessions evicted for new ones at a full table (issue 14).
         e.sessions_early_dropped
     ) + &xdp_fast_suffix(io)
+        + &not_for_us_suffix(io)
+}
+
+/// ` not_for_us=N` when frames for another host were dropped (issue 13), else nothing.
+fn not_for_us_suffix(io: &IoCounters) -> String {
+    if io.not_for_us == 0 {
+        return String::new();
+    }
+    format!(" not_for_us={}", io.not_for_us)
 }
 
 /// ` xdp_fast=PACKETS` once the XDP fast path forwarded anything (issue 15 item 2).

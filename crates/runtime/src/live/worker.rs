@@ -151,6 +151,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             let s = p.stats();
             io.csum_completed += s.csum_completed;
             io.tx_dropped += s.tx_dropped;
+            io.not_for_us += s.not_for_us;
         }
         let g = if wait {
             self.setup.snapshot.lock().ok()

@@ -281,6 +281,12 @@ fn traffic(reg: &mut Registry, s: &Sample) {
     );
     counter(
         reg,
+        "not_for_us_packets",
+        "Frames addressed to another host's MAC (bridge flooding, promiscuous port) dropped, never translated",
+        io.not_for_us,
+    );
+    counter(
+        reg,
         "log_events_sent",
         "NAT event log records sent to collectors",
         s.events.0,

@@ -105,6 +105,9 @@ pub struct Failover {
     pub tcp_survived: usize,
     /// Each gateway's quicknat log (stderr).
     pub quicknat_logs: Vec<String>,
+    /// Frames for another host's MAC the gateways dropped (bridge flooding after a link
+    /// down): the last `not_for_us` of each log's stats lines, summed.
+    pub not_for_us: u64,
 }
 
 /// One throughput round: all gateways vs one.
@@ -317,8 +320,23 @@ pub(super) fn failover(
         tcp_survived: tcp_rows.iter().filter(|r| r.survived).count(),
         udp: udp_rows,
         tcp: tcp_rows,
+        not_for_us: quicknat_logs.iter().map(|l| last_not_for_us(l)).sum(),
         quicknat_logs,
     }
+}
+
+/// The last ` not_for_us=N` of a quicknat log's stats lines (0 when none).
+fn last_not_for_us(log: &str) -> u64 {
+    log.lines()
+        .rev()
+        .find_map(|l| {
+            let rest = &l[l.find(" not_for_us=")? + " not_for_us=".len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            rest[..end].parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 pub(super) fn report(
@@ -481,6 +499,10 @@ impl fmt::Display for ClusterReport {
                 Box::new(|c| c.duplicates.to_string()),
             ),
             (
+                "frames for another host dropped (not_for_us, all gateways)",
+                Box::new(|c| c.not_for_us.to_string()),
+            ),
+            (
                 "UDP flows that kept their public endpoint",
                 Box::new(|c| {
                     format!(
@@ -528,5 +550,16 @@ impl fmt::Display for ClusterReport {
             writeln!(f)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_last_not_for_us_of_a_log_is_read() {
+        let log = "stats: rx in=1 drops[] early_dropped=0 not_for_us=3\n\
+                   stats: rx in=9 drops[] early_dropped=0 not_for_us=17 xdp_fast=2\nbye\n";
+        assert_eq!(super::last_not_for_us(log), 17);
+        assert_eq!(super::last_not_for_us("stats: rx in=1 drops[]\n"), 0);
     }
 }
