@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 
 use super::nat44::{LabReport, Ratio};
 
+/// A ratio's figure for one measure.
+type Field = fn(&Ratio) -> Option<f64>;
+
 /// The measures plotted: label and the ratio's field.
-const MEASURES: [(&str, fn(&Ratio) -> Option<f64>); 4] = [
+const MEASURES: [(&str, Field); 4] = [
     ("TCP 1 stream, offloads off", |r| r.tcp1_off),
     ("TCP 1 stream, offloads on", |r| r.tcp1_on),
     ("64 B capacity, 1 core", |r| r.capacity),
