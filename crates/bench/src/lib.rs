@@ -19,6 +19,8 @@
 //! Every figure is measured on the machine it runs on; nothing here is a constant.
 
 pub mod balance;
+/// `--csit`: NAT44 profiles after FD.io CSIT's NAT44ed methodology (issue 15, item 5).
+pub mod csit;
 mod extra;
 /// `--flows`: the flows cells alone, alternating, medians and ratios (issue 15).
 pub mod flows;
@@ -28,6 +30,8 @@ pub mod hashflood;
 pub mod icount;
 pub mod listing;
 pub mod nat64;
+/// `--plot DIR`: SVG charts of the bench, CSIT and lab figures (issue 15, item 5).
+pub mod plot;
 mod report;
 pub mod rss;
 mod run;
@@ -37,7 +41,7 @@ pub mod traffic;
 use std::time::Duration;
 
 use engine::nat44::rules::{linear_lookup, RuleTable};
-pub use report::BenchReport;
+pub use report::{BenchReport, Machine};
 pub use run::{measure, measure_only, Dispatch, Driver, Measurement};
 pub use stats::median;
 use traffic::{prepare, FrameMix};

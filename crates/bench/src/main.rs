@@ -53,6 +53,21 @@ struct Cli {
     /// count (e.g. 8192,1048576).
     #[arg(long, value_name = "N,M,...", value_delimiter = ',')]
     flows: Option<Vec<usize>>,
+    // -- CSIT profiles and plots (issue 15, item 5) --
+    /// Only the CSIT NAT44ed profiles: TPUT (Mpps on established sessions) and CPS
+    /// (connections set up and torn down per second), UDP and TCP, 4k..4M sessions at 63
+    /// ports per inside address and sharing ratio 1024, one core (quick: 4k..64k).
+    #[arg(long)]
+    csit: bool,
+    /// With --csit: also the 16M scale (skipped when memory does not allow).
+    #[arg(long, requires = "csit")]
+    full: bool,
+    /// With --csit: only these scales (comma-separated CSIT names: 4k,16k,64k,256k,1M,4M,16M).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "csit")]
+    scales: Option<Vec<String>>,
+    /// Write SVG charts of what was measured into this directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    plot: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -88,6 +103,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             "instructions per packet grew more than 5% (table above)"
         );
         return Ok(());
+    }
+    // -- CSIT profiles (issue 15, item 5) --
+    if cli.csit {
+        return csit(cli);
     }
     let mut opts = bench::BenchOptions::new(cli.quick);
     if let Some(w) = cli.workers {
@@ -138,10 +157,60 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     } else {
         println!("{report}");
     }
+    if let Some(dir) = &cli.plot {
+        for f in bench::plot::bench(dir, &report)? {
+            eprintln!("bench: wrote {}", f.display());
+        }
+    }
     anyhow::ensure!(
         report.verify_failures == 0,
         "{} sampled outputs failed verification",
         report.verify_failures
     );
+    Ok(())
+}
+
+// -- CSIT profiles (issue 15, item 5) --
+/// `--csit`: the CSIT NAT44ed profiles, as a table or JSON, and their plots.
+fn csit(cli: &Cli) -> anyhow::Result<()> {
+    use bench::csit::{CsitOptions, Scale};
+    let mut opts = CsitOptions::new(cli.quick, cli.full);
+    if let Some(names) = &cli.scales {
+        opts.scales = names
+            .iter()
+            .map(|n| {
+                Scale::named(n).ok_or_else(|| anyhow::anyhow!("--scales: unknown scale {n:?}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(r) = cli.rounds {
+        anyhow::ensure!((1..=100).contains(&r), "--rounds must be between 1 and 100");
+        opts.rounds = r;
+    }
+    if let Some(s) = cli.seconds {
+        anyhow::ensure!(s > 0.0 && s <= 600.0, "--seconds must be between 0 and 600");
+        opts.cell = Duration::from_secs_f64(s);
+    }
+    let rows = bench::csit::run(&opts);
+    let machine = bench::Machine::here();
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({ "machine": machine, "profile": "csit-nat44ed", "rows": rows })
+        );
+    } else {
+        println!(
+            "{} ({}, {} cores, {})",
+            machine.date, machine.cpu, machine.cores, machine.kernel
+        );
+        print!("{}", bench::csit::table(&rows));
+    }
+    if let Some(dir) = &cli.plot {
+        for f in bench::plot::csit(dir, &rows)? {
+            eprintln!("bench: wrote {}", f.display());
+        }
+    }
+    let bad: u64 = rows.iter().map(|r| r.failures).sum();
+    anyhow::ensure!(bad == 0, "{bad} CSIT failures (column fail)");
     Ok(())
 }

@@ -155,7 +155,8 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 }
 
 impl Machine {
-    fn here() -> Self {
+    /// This machine, now (also the header of `--csit`'s report).
+    pub fn here() -> Self {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

@@ -115,6 +115,11 @@ enum Command {
         /// cluster: offered rate per gateway's subscribers in the throughput cell, packets/s.
         #[arg(long, value_name = "PPS", default_value_t = 50_000)]
         gateway_pps: u64,
+        // -- plots (issue 15, item 5) --
+        /// nat44: write SVG charts (lab-ratios.svg: quicknat over each reference, per
+        /// measure) into this directory.
+        #[arg(long, value_name = "DIR")]
+        plot: Option<PathBuf>,
     },
     /// The cluster lab's traffic: a recording server, subscribers' UDP flows and TCP
     /// connections, one datagram per subscriber.
@@ -248,6 +253,7 @@ fn main() -> ExitCode {
             cells,
             gateways,
             gateway_pps,
+            plot,
         } => run_lab(
             topology,
             LabArgs {
@@ -274,6 +280,7 @@ fn main() -> ExitCode {
                     gateways,
                     gateway_pps,
                 },
+                plot,
             },
             backends.as_deref().unwrap_or(
                 if matches!(topology, Topology::Attack | Topology::Cluster) {
@@ -397,6 +404,8 @@ struct LabArgs {
     quicknat: Option<PathBuf>,
     attack: AttackArgs,
     cluster: ClusterArgs,
+    /// `--plot DIR` (nat44).
+    plot: Option<PathBuf>,
 }
 
 /// `quicknat-lab lab --topology cluster` options.
@@ -489,7 +498,12 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         quicknat,
         attack,
         cluster,
+        plot,
     } = a;
+    anyhow::ensure!(
+        plot.is_none() || topology == Topology::Nat44,
+        "--plot applies to --topology nat44 only"
+    );
     let backends: Vec<String> = backends
         .split(',')
         .map(|b| b.trim().to_string())
@@ -563,8 +577,8 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
     // Found before any namespace is built, so a missing product binary costs nothing.
     let quicknat = lab::quicknat_binary(quicknat)?;
     match topology {
-        Topology::Nat44 => print_report(
-            &lab::run_lab(&lab::LabOptions {
+        Topology::Nat44 => {
+            let report = lab::run_lab(&lab::LabOptions {
                 seconds,
                 rounds,
                 fixed_pps,
@@ -572,9 +586,14 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 backends,
                 quicknat,
                 floors,
-            })?,
-            json,
-        ),
+            })?;
+            if let Some(dir) = &plot {
+                for f in lab::plot::nat44(dir, &report)? {
+                    eprintln!("lab: wrote {}", f.display());
+                }
+            }
+            print_report(&report, json)
+        }
         Topology::Nat64 => print_report(
             &lab::nat64::run(&lab::nat64::Nat64Options {
                 seconds,

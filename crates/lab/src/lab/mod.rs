@@ -21,6 +21,8 @@ pub mod floor;
 pub mod ila;
 pub mod nat44;
 pub mod nat64;
+/// `--plot DIR`: the NAT44 lab's ratios as an SVG bar chart (issue 15, item 5).
+pub mod plot;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
