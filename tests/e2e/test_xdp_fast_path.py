@@ -335,8 +335,11 @@ def test_status_says_whether_the_fast_path_is_on_and_why(runs, quicknat):
 
 def test_stats_metrics_and_the_log_export_the_fast_path_as_its_own_entry(runs, quicknat):
     run = runs["on"]
-    assert run.established(), run.g.qn.text()[-3000:]
     st = run.ctl(quicknat, "stats")
+    # The earlier tests established (and one reset) the flows; alone, establish them here.
+    if st["xdp_fast_path"]["installs"] < 2:
+        assert run.established(), run.g.qn.text()[-3000:]
+        st = run.ctl(quicknat, "stats")
     # The workers only: no phantom entry for the fast path.
     assert len(st["workers"]) == WORKERS, st["workers"]
     f = st["xdp_fast_path"]
