@@ -15,7 +15,11 @@ twice: with `xdp_fast_path = "off"` and `"on"`. The checks, with real traffic:
     counter grew by at least their number, the AF_XDP socket did not see them);
   * a TCP session ended by an RST stops being fast-pathed: its packets reach the
     AF_XDP socket again (the engine removes the session from the map at its next walk);
-  * the off switch: nothing is fast-pathed, the counter never appears.
+  * the off switch: nothing is fast-pathed, the counter never appears;
+  * operability (issue 15): `quicknat status` says whether the fast path is on and why;
+    `quicknat stats`, /metrics and the stats line carry its counters (packets and bytes
+    per direction, installs, removals, misses, map full) as an entry of its own, and the
+    workers list holds the workers only (no phantom entry that never beats).
 
 The test_nat44.py suite itself runs again with the fast path on (its `fast` fixture).
 AF_XDP only; needs root.
@@ -30,8 +34,9 @@ import time
 
 import pytest
 
+import test_nat44
 from netns import wait_for
-from test_nat44 import SERVER, Gateway
+from test_nat44 import SERVER, WORKERS, Gateway
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.only(backend="af_xdp")]
 
@@ -141,8 +146,15 @@ class Run:
     def __init__(self, quicknat, fast):
         self.g = Gateway()
         self.fast = fast
+        # Each run its own control socket and a metrics listener in its namespace.
+        self.sock = f"/run/qn-xdpfast-{fast}-{id(self)}.sock"
+        extra = f'xdp_fast_path = "{{fast}}"\ncontrol_socket = "{self.sock}"\nmetrics = "127.0.0.1:9477"\n'
+        config = test_nat44.CONFIG.replace('xdp_fast_path = "{fast}"\n', extra)
+        assert config != test_nat44.CONFIG
         try:
-            self.g.setup(quicknat, "af_xdp", fast)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(test_nat44, "CONFIG", config)
+                self.g.setup(quicknat, "af_xdp", fast)
             assert self.g.qn.wait_started(), self.g.qn.text()[-2000:]
             self.g.popen("srv", sys.executable, "-c", ECHO, SERVER)
             self.g.wait_listening("srv", SERVER, 7001)
@@ -187,6 +199,22 @@ class Run:
                 return []
         wait_for(lambda: len(frames()) >= n, 10)
         return frames()
+
+    def ctl(self, quicknat, verb):
+        """`quicknat VERB --json` on this run's socket: the answer's object."""
+        r = subprocess.run([quicknat, verb, "--json", "--socket", self.sock],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        import json
+        return json.loads(r.stdout.strip().splitlines()[-1])[verb]
+
+    def metrics(self):
+        r = self.g.nsx("gw", sys.executable, "-c",
+                       "import urllib.request;print(urllib.request.urlopen("
+                       "'http://127.0.0.1:9477/metrics', timeout=5).read().decode())",
+                       check=False, timeout=20)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
 
     def close(self):
         return self.g.close()
@@ -281,3 +309,65 @@ def test_the_off_switch_keeps_everything_on_the_slow_path(runs):
     assert wait_for(lambda: stats_lines(off.g) >= lines + 1, 5)
     assert " xdp_fast=" not in off.g.qn.text()
     assert "xdp fast path: on" not in off.g.qn.text()
+
+
+# -- operability (issue 15): status, stats, /metrics and the stats line --
+
+def metric(text, name):
+    """The value of the sample line `name` (with its labels) in a /metrics text, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_status_says_whether_the_fast_path_is_on_and_why(runs, quicknat):
+    on = runs["on"].ctl(quicknat, "status")["xdp_fast_path"]
+    assert on["on"] is True and on["switch"] == "on", on
+    assert "established NAT44 TCP/UDP" in on["why"], on
+    off = runs["off"].ctl(quicknat, "status")["xdp_fast_path"]
+    assert off == {"switch": "off", "on": False, "why": 'xdp_fast_path = "off"'}, off
+    # The table form says it too.
+    r = subprocess.run([quicknat, "status", "--socket", runs["on"].sock], capture_output=True,
+                       text=True, timeout=10)
+    assert re.search(r"^xdp fast path\s+on \(xdp_fast_path = on: ", r.stdout, re.M), r.stdout
+
+
+def test_stats_metrics_and_the_log_export_the_fast_path_as_its_own_entry(runs, quicknat):
+    run = runs["on"]
+    st = run.ctl(quicknat, "stats")
+    # The earlier tests established (and one reset) the flows; alone, establish them here.
+    if st["xdp_fast_path"]["installs"] < 2:
+        assert run.established(), run.g.qn.text()[-3000:]
+        st = run.ctl(quicknat, "stats")
+    # The workers only: no phantom entry for the fast path.
+    assert len(st["workers"]) == WORKERS, st["workers"]
+    f = st["xdp_fast_path"]
+    # Both directions went through XDP, a UDP and a TCP session were installed, and the
+    # first packets of each flow missed (they went to the AF_XDP socket).
+    assert f["packets_out"] > 0 and f["packets_in"] > 0, f
+    assert f["bytes_out"] > f["packets_out"] * 40 and f["bytes_in"] > 0, f
+    assert f["packets"] == f["packets_out"] + f["packets_in"], f
+    assert f["installs"] >= 2 and f["sessions"] >= 1 and f["misses"] > 0, f
+    assert f["map_full"] == 0 and f["errors"] == 0, f
+    assert "xdp_fast_packets" not in st["total"]["io"], st["total"]["io"]
+    m = run.metrics()
+    assert metric(m, "quicknat_xdp_fast_path_enabled") == 1, m
+    assert metric(m, 'quicknat_xdp_fast_path_packets_total{direction="out"}') > 0, m
+    assert metric(m, 'quicknat_xdp_fast_path_packets_total{direction="in"}') > 0, m
+    assert metric(m, "quicknat_xdp_fast_path_installs_total") >= 2, m
+    assert metric(m, "quicknat_xdp_fast_path_misses_total") > 0, m
+    assert metric(m, "quicknat_xdp_fast_path_map_full_total") == 0, m
+    assert metric(m, "quicknat_workers") == WORKERS, m
+    assert f'worker="{WORKERS}"' not in m, "a phantom worker entry"
+    # The stats line: every field, the installs among them.
+    assert run.g.qn.wait_counter("xdp_fast_installs", 2, timeout=5), run.g.qn.stats()
+    for field in ("xdp_fast_out", "xdp_fast_in", "xdp_fast_misses", "xdp_fast_map_full",
+                  "xdp_fast_removals", "xdp_fast_sessions"):
+        assert f" {field}=" in run.g.qn.stats(), run.g.qn.stats()
+    # Off: nothing to export but the switch.
+    off = runs["off"]
+    assert off.ctl(quicknat, "stats")["xdp_fast_path"] is None
+    mo = off.metrics()
+    assert metric(mo, "quicknat_xdp_fast_path_enabled") == 0, mo
+    assert "quicknat_xdp_fast_path_packets" not in mo, mo

@@ -195,6 +195,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
         },
         reload: None,
         routing: None,
+        fast_path: None,
     };
     let done = AtomicBool::new(false);
     let listing = AtomicBool::new(false);

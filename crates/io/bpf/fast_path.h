@@ -66,10 +66,11 @@ struct {
 	__type(value, struct bpf_devmap_val);
 } tx_port SEC(".maps");
 
-/* Per CPU: FAST_PACKETS, FAST_BYTES, FAST_NO_PORT. */
+/* Per CPU: FAST_PACKETS, FAST_BYTES, FAST_NO_PORT, FAST_MISS. */
 #define FAST_PACKETS 0
 #define FAST_BYTES 1
 #define FAST_NO_PORT 2
+#define FAST_MISS 3 /* an IPv4 TCP/UDP packet with no entry: to user space */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 4);
@@ -140,8 +141,10 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 	key.sport = *(__u16 *)l4;
 	key.dport = *(__u16 *)(l4 + 2);
 	v = bpf_map_lookup_elem(&fast_v4, &key);
-	if (!v)
+	if (!v) {
+		count(FAST_MISS, 1);
 		return -1;
+	}
 	if (v->decrement_ttl && l3[8] <= 1)
 		return -1;
 	if (tot > v->mtu)

@@ -53,6 +53,10 @@ pub struct GenConfig {
     pub duration: Duration,
     /// Datagrams per `sendmmsg` call, 1..=1024.
     pub batch: usize,
+    /// The first source port: flow `i` sends from `src_port + i`, so two runs send on the
+    /// same flows (the NAT44 lab's XDP fast-path arm warms them up first). `None`: the
+    /// kernel picks ephemeral ports.
+    pub src_port: Option<u16>,
 }
 
 impl GenConfig {
@@ -66,6 +70,7 @@ impl GenConfig {
             rate_pps: None,
             duration: Duration::from_secs(1),
             batch: DEFAULT_BATCH,
+            src_port: None,
         }
     }
 
@@ -77,6 +82,14 @@ impl GenConfig {
                 "gen: destination {} must have an address and a non-zero port",
                 self.dst
             ));
+        }
+        if let Some(p) = self.src_port {
+            if p == 0 || u32::from(p) + u32::from(self.flows) > 65_536 {
+                return bad(format!(
+                    "gen: source ports {p}..{p}+{} must lie in 1..=65535",
+                    self.flows
+                ));
+            }
         }
         if !(1..=MAX_FLOWS).contains(&self.flows) {
             return bad(format!(
@@ -209,10 +222,11 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// One UDP socket bound to `src:0` and connected to `dst`, non-blocking.
-fn flow_socket(src: IpAddr, dst: SocketAddr) -> io::Result<Socket> {
+/// One UDP socket bound to `src:port` (0: an ephemeral port) and connected to `dst`,
+/// non-blocking.
+fn flow_socket(src: IpAddr, port: u16, dst: SocketAddr) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(dst), Type::DGRAM, Some(Protocol::UDP))?;
-    let local = SocketAddr::new(src, 0);
+    let local = SocketAddr::new(src, port);
     s.bind(&local.into())
         .map_err(|e| io::Error::new(e.kind(), format!("gen: bind {local}: {e}")))?;
     s.connect(&dst.into())
@@ -236,7 +250,8 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     });
     let socks = (0..cfg.flows)
         .map(|i| {
-            flow_socket(src, cfg.dst).map_err(|e| match e.raw_os_error() {
+            let port = cfg.src_port.map_or(0, |p| p + i);
+            flow_socket(src, port, cfg.dst).map_err(|e| match e.raw_os_error() {
                 Some(libc::EMFILE | libc::ENFILE) => io::Error::new(
                     e.kind(),
                     format!(
@@ -324,6 +339,42 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     })
 }
 
+/// Answers every datagram received on `bind` with itself, for `duration` or until `stop`;
+/// returns how many it answered. The NAT44 lab's XDP fast-path arm runs it at the server
+/// while warming up its flows: a UDP session is established (and offloaded) once a reply
+/// came back. One datagram per call: warm-up rates are low.
+pub fn udp_echo(bind: SocketAddr, duration: Duration, stop: &AtomicBool) -> io::Result<u64> {
+    let s = std::net::UdpSocket::bind(bind)
+        .map_err(|e| io::Error::new(e.kind(), format!("gen: bind echo {bind}: {e}")))?;
+    s.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let deadline = Instant::now() + duration;
+    let mut buf = [0u8; 2048];
+    let mut answered = 0u64;
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                if s.send_to(&buf[..n], from).is_ok() {
+                    answered += 1;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("gen: echo on {bind}: {e}"),
+                ))
+            }
+        }
+    }
+    Ok(answered)
+}
+
 /// Binds a UDP socket to `bind` and counts datagrams received for `duration`.
 ///
 /// Datagrams are read in `recvmmsg` batches into small buffers (longer ones are
@@ -387,6 +438,67 @@ mod tests {
         // Slow rates send single datagrams.
         let mut slow = Pacer::new(10, 64, t0);
         assert_eq!(slow.grant(t0, 64), 1);
+    }
+
+    /// With `src_port`, flow `i` sends from `src_port + i` (two runs use the same flows), and
+    /// the echo answers each datagram to where it came from.
+    #[test]
+    fn fixed_source_ports_and_the_echo() {
+        let stop = AtomicBool::new(false);
+        let echo_addr: SocketAddr = "127.0.0.1:47911".parse().unwrap();
+        let got = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let at = got.local_addr().unwrap();
+        let flows = 3u16;
+        let base = 47920u16;
+        // The ports are free, and out of range ones are refused.
+        let cfg = GenConfig {
+            flows,
+            src_port: Some(base),
+            src_ip: Some("127.0.0.1".parse().unwrap()),
+            rate_pps: Some(300),
+            duration: Duration::from_millis(300),
+            ..GenConfig::new(at)
+        };
+        assert!(GenConfig {
+            src_port: Some(65_535),
+            ..cfg.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(GenConfig {
+            src_port: Some(0),
+            ..cfg.clone()
+        }
+        .validate()
+        .is_err());
+        got.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let r = run(&cfg, &stop).unwrap();
+        assert!(r.sent > 0);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut buf = [0u8; 64];
+        while let Ok((_, from)) = got.recv_from(&mut buf) {
+            seen.insert(from.port());
+            if seen.len() == usize::from(flows) {
+                break;
+            }
+        }
+        assert_eq!(seen, (base..base + flows).collect());
+        // The echo: a datagram comes back to its sender.
+        let h = thread::spawn(move || {
+            udp_echo(echo_addr, Duration::from_secs(3), &AtomicBool::new(false))
+        });
+        let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut back = None;
+        while back.is_none() && Instant::now() < deadline {
+            c.send_to(b"ping", echo_addr).unwrap();
+            back = c.recv_from(&mut buf).ok().map(|(n, _)| buf[..n].to_vec());
+        }
+        assert_eq!(back.as_deref(), Some(&b"ping"[..]));
+        assert!(h.join().unwrap().unwrap() >= 1);
     }
 
     #[test]

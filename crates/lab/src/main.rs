@@ -71,7 +71,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// quicknat backends to measure (comma-separated): af_xdp, af_packet (default: both;
-        /// attack: af_packet, quicknat's default).
+        /// attack: af_packet, quicknat's default); nat44 also xdpfast (AF_XDP with the XDP
+        /// fast path on).
         #[arg(long, value_name = "LIST")]
         backends: Option<String>,
         /// Request/response connections (ila).
@@ -153,6 +154,20 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// First source port: flow i sends from PORT+i, the same flows every run
+        /// (default: ephemeral ports).
+        #[arg(long, value_name = "PORT")]
+        src_port: Option<u16>,
+    },
+    /// Answer every UDP datagram received on ADDR:PORT with itself (the NAT44 lab's
+    /// warm-up of the flows the XDP fast path takes).
+    Echo {
+        /// Address and port to answer on.
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: std::net::SocketAddr,
+        /// Stop after this many seconds.
+        #[arg(long, value_name = "S", default_value_t = 10.0)]
+        seconds: f64,
     },
     /// TCP request/response load: `rr server` echoes, `rr client` keeps one request in
     /// flight on each of N connections and reports transactions/s and p50/p90/p99.
@@ -312,7 +327,17 @@ fn main() -> ExitCode {
             pps,
             seconds,
             json,
-        } => run_gen(&dst, src.as_deref(), flows, payload, pps, seconds, json),
+            src_port,
+        } => run_gen(
+            &dst,
+            src.as_deref(),
+            (flows, src_port),
+            payload,
+            pps,
+            seconds,
+            json,
+        ),
+        Command::Echo { listen, seconds } => run_echo(listen, seconds),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -344,7 +369,7 @@ fn one_line(e: &anyhow::Error) -> String {
 fn run_gen(
     dst: &str,
     src: Option<&str>,
-    flows: u16,
+    (flows, src_port): (u16, Option<u16>),
     payload: usize,
     pps: Option<u64>,
     seconds: f64,
@@ -374,6 +399,7 @@ fn run_gen(
         payload,
         rate_pps: pps,
         duration: std::time::Duration::from_secs_f64(seconds),
+        src_port,
         ..gen::GenConfig::new(dst)
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -510,9 +536,11 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         .filter(|b| !b.is_empty())
         .collect();
     for b in &backends {
+        // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44 lab only.
+        let xdpfast = b == lab::xdpfast::BACKEND && topology == Topology::Nat44;
         anyhow::ensure!(
-            b == "af_xdp" || b == "af_packet",
-            "--backends: unknown backend \"{b}\" (af_xdp, af_packet)"
+            b == "af_xdp" || b == "af_packet" || xdpfast,
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44)"
         );
     }
     anyhow::ensure!(
@@ -645,4 +673,22 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             json,
         ),
     }
+}
+
+/// `quicknat-lab echo`: answers UDP datagrams until the time is up or a signal.
+fn run_echo(listen: std::net::SocketAddr, seconds: f64) -> anyhow::Result<()> {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    anyhow::ensure!(
+        seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
+        "--seconds must be between 0 and 86400"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let n = gen::udp_echo(listen, std::time::Duration::from_secs_f64(seconds), &stop)?;
+    println!("answered {n}");
+    Ok(())
 }

@@ -322,6 +322,22 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     ),
                 ]);
             }
+            // -- XDP fast path (issue 15, operability): on or off, and why --
+            if let Some(f) = st["xdp_fast_path"].as_object() {
+                let on = if f["on"].as_bool() == Some(true) {
+                    "on"
+                } else {
+                    "off"
+                };
+                rows.push(vec![
+                    "xdp fast path".into(),
+                    format!(
+                        "{on} (xdp_fast_path = {}: {})",
+                        s(&f["switch"]),
+                        s(&f["why"])
+                    ),
+                ]);
+            }
             // -- routing integration (issue 13) --
             if let Some(r) = st["routing"].as_object() {
                 let yes = if r["announced"].as_bool() == Some(true) {
@@ -410,6 +426,12 @@ fn stats_table(st: &Value) -> String {
         }
     }
     out.push_str(&columns(&rows));
+    // -- XDP fast path (issue 15, operability): its own entry, not a worker --
+    if let Some(m) = st["xdp_fast_path"].as_object() {
+        out.push_str("\nxdp fast path:\n");
+        let rows: Vec<Vec<String>> = m.iter().map(|(k, v)| vec![k.clone(), s(v)]).collect();
+        out.push_str(&columns(&rows));
+    }
     out
 }
 

@@ -78,3 +78,52 @@ fn status_tells_whether_the_routes_are_announced_and_why() {
         "{t}"
     );
 }
+
+// -- XDP fast path (issue 15, operability) --
+#[test]
+fn status_and_stats_show_the_xdp_fast_path_as_its_own_entry() {
+    let st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
+        "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_XDP",
+        "backend_why":"configured","workers":1,"uptime_s":5,"config":null,
+        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
+        "xdp_fast_path":{"switch":"auto","on":false,"why":"off (the XDP program runs in generic (skb) mode)"}});
+    let t = table(
+        &Verb::Status,
+        &[],
+        &json!({"v":1,"ok":true,"end":"status","status":st}),
+    );
+    let row = t
+        .lines()
+        .find(|l| l.starts_with("xdp fast path"))
+        .unwrap_or_else(|| panic!("no fast path row in\n{t}"));
+    assert!(
+        row.ends_with(
+            "off (xdp_fast_path = auto: off (the XDP program runs in generic (skb) mode))"
+        ),
+        "{t}"
+    );
+    let stats = json!({"total":{"engine":{"forwarded":3},"io":{"rx_inside":4}},
+        "workers":[{"engine":{"forwarded":3},"io":{"rx_inside":4}}],"drop_reasons":{},
+        "xdp_fast_path":{"packets":30,"packets_out":20,"packets_in":10,"misses":2}});
+    let t = table(
+        &Verb::Stats,
+        &[],
+        &json!({"v":1,"ok":true,"end":"stats","stats":stats}),
+    );
+    // One worker column (W0) only: the fast path is not a worker.
+    assert!(t.lines().next().unwrap().ends_with("W0"), "{t}");
+    assert!(!t.contains("W1"), "{t}");
+    let after: Vec<&str> = t.lines().skip_while(|l| *l != "xdp fast path:").collect();
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("packets_out") && l.ends_with("20")),
+        "{t}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("misses") && l.ends_with('2')),
+        "{t}"
+    );
+}

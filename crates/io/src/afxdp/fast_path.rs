@@ -163,6 +163,9 @@ pub struct FastPathStats {
     pub bytes: u64,
     /// Hits whose egress slot had no interface (sent to user space instead).
     pub no_port: u64,
+    /// IPv4 TCP/UDP packets looked up and not found (a flow not offloaded: sent to user
+    /// space, the AF_XDP socket).
+    pub misses: u64,
 }
 
 /// One interface's fast-path maps (see the module doc).
@@ -275,6 +278,7 @@ impl FastPath {
             packets: sum(0),
             bytes: sum(1),
             no_port: sum(2),
+            misses: sum(3),
         }
     }
 }

@@ -75,6 +75,8 @@ impl Arm {
         match backend {
             "af_xdp" => Some(Arm::AfXdpFwd),
             "af_packet" => Some(Arm::AfPacketFwd),
+            // The XDP fast path's floor: XDP_REDIRECT through a devmap, no NAT.
+            super::xdpfast::BACKEND => Some(Arm::XdpFwd),
             _ => None,
         }
     }
@@ -102,6 +104,15 @@ impl Running {
             pid: None,
             procs: Vec::new(),
             nft_table,
+        }
+    }
+
+    /// Charged to `pid`; `procs` stopped (last first) by [`stop`].
+    pub(crate) fn with(pid: u32, procs: Vec<Child>) -> Self {
+        Running {
+            pid: Some(pid),
+            procs,
+            nft_table: false,
         }
     }
 
@@ -293,7 +304,7 @@ fn await_cond(procs: &mut [Child], what: &str, ok: impl Fn() -> bool) -> Result<
 }
 
 /// Waits until `dev` in `ns` has an XDP program attached.
-fn await_xdp(lab: &Lab, ns: &str, dev: &str, procs: &mut [Child]) -> Result<()> {
+pub(crate) fn await_xdp(lab: &Lab, ns: &str, dev: &str, procs: &mut [Child]) -> Result<()> {
     await_cond(procs, &format!("XDP on {dev}"), || {
         lab.ns(ns, &["ip", "link", "show", "dev", dev])
             .is_ok_and(|s| s.contains(" xdp"))
@@ -384,12 +395,14 @@ impl UdpCell {
 
 /// Offers 64-byte UDP to the server at `pps` (`None`: unpaced) for `seconds` and charges
 /// the gateway's CPU (`pid`: its process) to the packets that reached the sink (on).
+/// `src_port`: the flows' first source port (the same flows as a warm-up), else ephemeral.
 pub(crate) fn udp_cell(
     lab: &Lab,
     pid: Option<u32>,
     dst: &str,
     pps: Option<u64>,
     seconds: u64,
+    src_port: Option<u16>,
 ) -> Result<UdpCell> {
     let cores = all_cores();
     // Other jobs' softirq on this machine, per second, with no lab traffic.
@@ -420,6 +433,10 @@ pub(crate) fn udp_cell(
     ];
     if let Some(r) = &rate {
         args.extend(["--pps", r.as_str()]);
+    }
+    let port = src_port.map(|p| p.to_string());
+    if let Some(p) = &port {
+        args.extend(["--src-port", p.as_str()]);
     }
     let sink0 = sink_count(lab);
     let cpu0 = CpuSample::take_cores(pid, &cores);

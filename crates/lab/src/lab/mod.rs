@@ -13,6 +13,7 @@
 //! - [`ila`]: TCP request/response directly (kernel forwarding) vs through quicknat ILA.
 //! - [`attack`]: quicknat NAT44 vs the kernel's NAT under hostile and greedy traffic.
 //! - [`cluster`]: 2-3 quicknat gateways behind BIRD routers, one failed on purpose.
+//! - [`xdpfast`]: the NAT44 lab's arm with quicknat's XDP fast path on.
 
 pub mod attack;
 pub mod cluster;
@@ -23,6 +24,7 @@ pub mod nat44;
 pub mod nat64;
 /// `--plot DIR`: the NAT44 lab's ratios as an SVG bar chart (issue 15, item 5).
 pub mod plot;
+pub(crate) mod xdpfast;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

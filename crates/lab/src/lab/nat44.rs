@@ -28,7 +28,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use super::floor::{self, Arm, Running, UdpCell};
-use super::{chrono_like_date, iperf, med, require, stop_flag, Configs, Lab, GW_CORE};
+use super::{chrono_like_date, iperf, med, require, stop_flag, xdpfast, Configs, Lab, GW_CORE};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -93,6 +93,24 @@ pub struct ModeResult {
     pub unpaced: UdpCell,
     /// 64-byte UDP at the fixed offered load.
     pub fixed: UdpCell,
+    /// The XDP fast-path arm: the share of each cell's packets the XDP program forwarded
+    /// (the rest reached the AF_XDP socket); `None` for the other arms.
+    pub fast_share: Option<FastShare>,
+}
+
+/// Per cell, the fraction (0..1) of the gateway's packets the XDP fast path forwarded.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct FastShare {
+    /// TCP 1 stream, offloads off.
+    pub tcp1_off: f64,
+    /// TCP 4 streams, offloads off.
+    pub tcp4_off: f64,
+    /// TCP 1 stream, offloads on (0 when not measured).
+    pub tcp1_on: f64,
+    /// 64-byte UDP unpaced.
+    pub unpaced: f64,
+    /// 64-byte UDP at the fixed load.
+    pub fixed: f64,
 }
 
 impl ModeResult {
@@ -105,25 +123,51 @@ impl ModeResult {
 fn measure(lab: &Lab, opts: &LabOptions, arm: &Arm, run: &Running) -> Result<ModeResult> {
     let s = opts.seconds;
     let mut r = ModeResult::default();
+    // The XDP fast-path arm: its counters around each cell (outside the CPU windows).
+    let fast = *arm == Arm::Quicknat(xdpfast::BACKEND.into());
+    let mut share = FastShare::default();
+    let snap = || -> Result<Option<xdpfast::FastSnap>> {
+        fast.then(|| xdpfast::snap(&opts.quicknat)).transpose()
+    };
+    let share_of = |a: Option<xdpfast::FastSnap>, b: Option<xdpfast::FastSnap>| {
+        a.zip(b).map_or(0.0, |(a, b)| a.share_until(&b))
+    };
     lab.offloads(&devs(lab), false);
+    let a = snap()?;
     r.tcp1_off = iperf(lab, SERVER, SERVER, 1, s)?;
+    let b = snap()?;
     r.tcp4_off = iperf(lab, SERVER, SERVER, 4, s)?;
+    let c = snap()?;
+    (share.tcp1_off, share.tcp4_off) = (share_of(a, b), share_of(b, c));
     if opts.offloads_on && arm.offloads_on_applies() {
         lab.offloads(&devs(lab), true);
+        let a = snap()?;
         r.tcp1_on = Some(iperf(lab, SERVER, SERVER, 1, s).unwrap_or(0.0));
+        share.tcp1_on = share_of(a, snap()?);
         lab.offloads(&devs(lab), false);
     }
+    let dst = format!("{SERVER}:9");
+    // The fast path takes a UDP flow once a reply was seen: establish the cells' flows.
+    let src_port = if fast {
+        let n = xdpfast::warm_up(lab, &opts.quicknat, &dst)?;
+        eprintln!("lab nat44: quicknat xdpfast: {n} UDP sessions offloaded before the cells");
+        Some(xdpfast::SRC_PORT)
+    } else {
+        None
+    };
     // The server counts and drops at ingress, so the sink costs (almost) nothing.
     floor::sink_on(lab)?;
-    let dst = format!("{SERVER}:9");
-    let cells = floor::udp_cell(lab, run.pid, &dst, None, s).and_then(|u| {
-        Ok((
-            u,
-            floor::udp_cell(lab, run.pid, &dst, Some(opts.fixed_pps), s)?,
-        ))
-    });
+    let cells = (|| {
+        let a = snap()?;
+        let u = floor::udp_cell(lab, run.pid, &dst, None, s, src_port)?;
+        let b = snap()?;
+        let f = floor::udp_cell(lab, run.pid, &dst, Some(opts.fixed_pps), s, src_port)?;
+        let c = snap()?;
+        Ok::<_, anyhow::Error>((u, f, share_of(a, b), share_of(b, c)))
+    })();
     floor::sink_off(lab)?;
-    (r.unpaced, r.fixed) = cells?;
+    (r.unpaced, r.fixed, share.unpaced, share.fixed) = cells?;
+    r.fast_share = fast.then_some(share);
     Ok(r)
 }
 
@@ -194,6 +238,17 @@ fn combine(rs: &[ModeResult]) -> ModeResult {
             .map(|_| med(rs, |r| r.tcp1_on.unwrap_or(0.0))),
         unpaced: cell(&|r| &r.unpaced),
         fixed: cell(&|r| &r.fixed),
+        fast_share: rs.first().and_then(|r| r.fast_share).map(|_| {
+            let sh =
+                |f: &dyn Fn(&FastShare) -> f64| med(rs, |r| r.fast_share.as_ref().map_or(0.0, f));
+            FastShare {
+                tcp1_off: sh(&|x| x.tcp1_off),
+                tcp4_off: sh(&|x| x.tcp4_off),
+                tcp1_on: sh(&|x| x.tcp1_on),
+                unpaced: sh(&|x| x.unpaced),
+                fixed: sh(&|x| x.fixed),
+            }
+        }),
     }
 }
 
@@ -295,6 +350,24 @@ impl std::fmt::Display for LabReport {
         row("  reached the server at that load (kpps)", &|r| {
             Some(r.fixed.forwarded_pps / 1e3)
         })?;
+        // The XDP fast-path arm: how much of each cell really went through XDP (%).
+        row("XDP fast path share: TCP 1 stream off (%)", &|r| {
+            r.fast_share.map(|x| x.tcp1_off * 100.0)
+        })?;
+        row("XDP fast path share: TCP 4 streams off (%)", &|r| {
+            r.fast_share.map(|x| x.tcp4_off * 100.0)
+        })?;
+        row("XDP fast path share: TCP 1 stream on (%)", &|r| {
+            r.fast_share
+                .filter(|_| r.tcp1_on.is_some())
+                .map(|x| x.tcp1_on * 100.0)
+        })?;
+        row("XDP fast path share: 64 B unpaced (%)", &|r| {
+            r.fast_share.map(|x| x.unpaced * 100.0)
+        })?;
+        row("XDP fast path share: 64 B fixed load (%)", &|r| {
+            r.fast_share.map(|x| x.fixed * 100.0)
+        })?;
         for (arm, why) in &self.unavailable {
             writeln!(f, "not run: {arm}: {why}")?;
         }
@@ -340,25 +413,32 @@ fn arms(lab: &Lab, opts: &LabOptions, unavailable: &mut Vec<(String, String)>) -
             unavailable.push((Arm::XdpFwd.name(), "built without clang".into()));
         }
         for b in &opts.backends {
-            arms.extend(Arm::floor_of(b));
+            // The XDP fast path's floor is the XDP forwarder, there already.
+            arms.extend(Arm::floor_of(b).filter(|f| !arms.contains(f)));
         }
     }
     arms.extend(opts.backends.iter().map(|b| Arm::Quicknat(b.clone())));
     arms
 }
 
+/// The NAT44 tables every quicknat arm runs.
+fn nat44_mode() -> String {
+    format!(
+        "[nat44]\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = [\"{}/32\"]\n",
+        floor::PUBLIC
+    )
+}
+
 /// Runs the lab.
 pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
     require(&["ip", "iperf3", "nft", "ethtool", "taskset"])?;
     let lab = build(stop_flag()?)?;
-    let configs = Configs::gateway(
-        "nat44",
-        &opts.backends,
-        &format!(
-            "[nat44]\n[[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = [\"{}/32\"]\n",
-            floor::PUBLIC
-        ),
-    )?;
+    let configs = Configs::gateway("nat44", &opts.backends, &nat44_mode())?;
+    // The XDP fast-path arm's own configuration (AF_XDP, xdp_fast_path = "on").
+    let mut configs = configs;
+    if let Some(c) = configs.0.iter_mut().find(|(b, _)| b == xdpfast::BACKEND) {
+        std::fs::write(&c.1, xdpfast::config_text(&nat44_mode()))?;
+    }
     let cfgs = &configs.0;
     let mut unavailable = Vec::new();
     let arms = arms(&lab, opts, &mut unavailable);
@@ -371,8 +451,12 @@ pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
                     .find(|(c, _)| c == b)
                     .map(|(_, p)| p.clone())
                     .unwrap_or_default();
-                lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
-                Running::process(lab.start_quicknat(&opts.quicknat, lab.gw(), GW_CORE, &cfg)?)
+                if b == xdpfast::BACKEND {
+                    xdpfast::start(&lab, &opts.quicknat, &cfg)?
+                } else {
+                    lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
+                    Running::process(lab.start_quicknat(&opts.quicknat, lab.gw(), GW_CORE, &cfg)?)
+                }
             }
             a => floor::start(&lab, a)?,
         };

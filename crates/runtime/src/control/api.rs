@@ -149,6 +149,10 @@ pub struct ApiState {
     // -- routing integration (issue 13) --
     /// The route announcer's state (`None`: no `[routing]`).
     pub routing: Option<Arc<crate::routing::RouteStatus>>,
+    // -- XDP fast path (issue 15, operability) --
+    /// The XDP fast path's state and counters (`None`: a gateway that never has one, e.g.
+    /// offline).
+    pub fast_path: Option<Arc<crate::live::FastPathStatus>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -390,8 +394,6 @@ pub fn io_json(io: &IoCounters) -> Value {
         "csum_completed": io.csum_completed,
         "tx_dropped": io.tx_dropped,
         "gso": io.gso,
-        "xdp_fast_packets": io.xdp_fast_packets,
-        "xdp_fast_bytes": io.xdp_fast_bytes,
         "not_for_us": io.not_for_us,
     })
 }
@@ -555,7 +557,13 @@ impl ApiState {
             }
             ApiRequest::Stats => {
                 let workers = (self.counters)();
-                out.write_all(ok_line("stats", stats_json(&workers)).as_bytes())
+                let mut v = stats_json(&workers);
+                // -- XDP fast path (issue 15, operability): its own entry, not a worker --
+                v["xdp_fast_path"] = self
+                    .fast_path
+                    .as_ref()
+                    .map_or(Value::Null, |f| f.stats_json());
+                out.write_all(ok_line("stats", v).as_bytes())
             }
             ApiRequest::Status => out.write_all(ok_line("status", self.status_json()).as_bytes()),
             ApiRequest::Reload => {
@@ -599,6 +607,8 @@ impl ApiState {
             })),
             // -- routing integration (issue 13) --
             "routing": self.routing.as_ref().map(|r| r.json()),
+            // -- XDP fast path (issue 15, operability): on or off, and why --
+            "xdp_fast_path": self.fast_path.as_ref().map(|f| f.status_json()),
         })
     }
 }

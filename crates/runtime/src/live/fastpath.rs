@@ -61,6 +61,15 @@ pub struct FastPathCounters {
     pub refused_full: u64,
     /// Map updates the kernel refused.
     pub errors: u64,
+    // -- per direction and misses (issue 15, fastlab) --
+    /// Packets forwarded by the program per direction: [outbound (arrived inside),
+    /// inbound (arrived outside)].
+    pub dir_packets: [u64; 2],
+    /// Their bytes (Ethernet frames), per direction.
+    pub dir_bytes: [u64; 2],
+    /// IPv4 TCP/UDP packets the program looked up and did not find (sent to the AF_XDP
+    /// socket: a flow not offloaded, or not yet), both interfaces.
+    pub misses: u64,
 }
 
 /// The offload: both interfaces' maps and what was installed in them.
@@ -149,15 +158,19 @@ impl XdpFastPath {
 
     /// The counters now (the program's summed over CPUs and interfaces).
     pub fn counters(&self) -> FastPathCounters {
-        let (mut packets, mut bytes) = (0, 0);
-        for m in &self.maps {
+        let (mut dir_packets, mut dir_bytes, mut misses) = ([0; 2], [0; 2], 0);
+        for (i, m) in self.maps.iter().enumerate() {
             let s = m.stats();
-            packets += s.packets;
-            bytes += s.bytes;
+            dir_packets[i] = s.packets;
+            dir_bytes[i] = s.bytes;
+            misses += s.misses;
         }
         FastPathCounters {
-            packets,
-            bytes,
+            packets: dir_packets[0] + dir_packets[1],
+            bytes: dir_bytes[0] + dir_bytes[1],
+            dir_packets,
+            dir_bytes,
+            misses,
             sessions: self.lock().len() as u64,
             installed: self.installed.load(Ordering::Relaxed),
             removed: self.removed.load(Ordering::Relaxed),
@@ -358,23 +371,4 @@ pub(crate) fn attach(
         links[0].name, links[1].name, fast.max_sessions
     ));
     Ok(Some(fast))
-}
-
-/// Copies the fast path's counters into its snapshot twice a second until `stop`.
-pub(crate) fn publish(
-    fast: &XdpFastPath,
-    snap: &super::stats::Snapshot,
-    stop: &std::sync::atomic::AtomicBool,
-) {
-    loop {
-        let c = fast.counters();
-        if let Ok(mut g) = snap.lock() {
-            g.1.xdp_fast_packets = c.packets;
-            g.1.xdp_fast_bytes = c.bytes;
-        }
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
 }

@@ -20,6 +20,8 @@
 
 mod config;
 mod fastpath;
+// -- XDP fast path status and counters (issue 15, operability) --
+mod fastpath_status;
 pub(crate) mod forward;
 mod netview;
 mod open;
@@ -43,6 +45,7 @@ pub(crate) use config::clamp_translator_mtus;
 pub use config::{Backend, GatewayConfig};
 pub use config::{FastPathSwitch, XDP_FAST_PATH_ENTRIES};
 pub use fastpath::FastPathCounters;
+pub use fastpath_status::FastPathStatus;
 use forward::{Handoff, KernelHandoff, ProbeQueue};
 use netview::{Link, NetView, Published};
 use open::Opened;
@@ -153,6 +156,8 @@ pub fn run(
     let mut host = open::host_prepare(&links, log)?;
     // The reason for a fallback to AF_PACKET, for `quicknat status`.
     let fallback = std::sync::Mutex::new(None::<String>);
+    // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
+    let fast_why = std::sync::Mutex::new(None::<String>);
     // XDP fast path (issue 15 item 2): AF_XDP and NAT44 only.
     let fast_entries = if gw.backend == Backend::AfXdp
         && gw.xdp_fast_path != FastPathSwitch::Off
@@ -173,6 +178,7 @@ pub fn run(
             if line.contains("AF_XDP unavailable") {
                 *fallback.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
             }
+            fastpath_status::note(&fast_why, &line);
             log(line)
         },
     )?;
@@ -278,14 +284,28 @@ pub fn run(
     let (events_tx, events_rx) = mpsc::sync_channel::<String>(256);
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
-    let mut snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
-    // XDP fast path (issue 15 item 2): its counters as one more entry after the workers'.
-    let fast = fastpath::attach(gw, &opened, &shared, &links, mtus, &published, clock(), log)?;
-    let fast_snapshot = fast.as_ref().map(|_| {
-        let s: Snapshot = Arc::default();
-        snapshots.push(Arc::clone(&s));
-        s
-    });
+    let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
+    // XDP fast path (issue 15 item 2). Its status and counters are an entry of their own
+    // (`fastpath_status`), not one of the workers' snapshots: it has no heartbeat.
+    let fast_log = |line: String| {
+        fastpath_status::note(&fast_why, &line);
+        log(line)
+    };
+    let fast = fastpath::attach(
+        gw,
+        &opened,
+        &shared,
+        &links,
+        mtus,
+        &published,
+        clock(),
+        &fast_log,
+    )?;
+    let fast_status = Arc::new(fastpath_status::status(
+        gw,
+        &fast,
+        fast_why.lock().unwrap_or_else(|e| e.into_inner()).take(),
+    ));
     let control = match control_socket {
         Some(sock) => {
             let why = fallback
@@ -325,6 +345,11 @@ pub fn run(
             if config_source.is_some() {
                 api.facts.config = config_source.clone();
             }
+            // -- XDP fast path (issue 15, operability) --
+            let api = crate::control::api::ApiState {
+                fast_path: Some(Arc::clone(&fast_status)),
+                ..api
+            };
             let control = crate::control::Control {
                 ila: control_state.clone(),
                 api: Some(Arc::new(api)),
@@ -401,11 +426,6 @@ pub fn run(
                 }
             });
         }
-        // XDP fast path (issue 15 item 2): its counters, twice a second.
-        if let (Some(fast), Some(snap)) = (&fast, &fast_snapshot) {
-            let stop = &stop;
-            s.spawn(move || fastpath::publish(fast, snap, stop));
-        }
         // -- metrics (issue 12) --
         if let Some(l) = &metrics_listener {
             let sources = crate::metrics::Sources {
@@ -419,13 +439,16 @@ pub fn run(
             let stop = &stop;
             // -- routing integration (issue 13): `quicknat_routes_announced` --
             let routes = route_status.as_deref();
+            // -- XDP fast path (issue 15, operability): its own families --
+            let fast_status = &fast_status;
             s.spawn(move || {
                 l.serve(stop, &|| {
                     let text = crate::metrics::render(&sources.sample());
-                    match routes {
+                    let text = match routes {
                         Some(r) => crate::routing::append_metrics(text, &r.metrics_text()),
                         None => text,
-                    }
+                    };
+                    crate::routing::append_metrics(text, &fast_status.metrics_text())
                 })
             });
         }
@@ -457,8 +480,7 @@ pub fn run(
             let (stop, snapshots) = (&stop, &snapshots);
             let names = [links[0].name.as_str(), links[1].name.as_str()];
             s.spawn(move || {
-                // The workers' snapshots only: the XDP fast path's entry after them
-                // (when on) publishes no heartbeat.
+                // The workers' snapshots (the XDP fast path has none).
                 let beats = || {
                     snapshots
                         .iter()
@@ -487,6 +509,7 @@ pub fn run(
             &events_rx,
             &stop,
             log,
+            &fast_status,
         );
     });
     // The control thread: its clients wait on the log no more, it sees `stop` and
@@ -581,6 +604,7 @@ fn supervise(
     events: &mpsc::Receiver<String>,
     stop: &AtomicBool,
     log: &(dyn Fn(String) + Sync),
+    fast: &FastPathStatus,
 ) {
     let mut last = Instant::now();
     let mut warned_oversize = false;
@@ -619,7 +643,9 @@ fn supervise(
         if last.elapsed() >= gw.stats_interval {
             last = Instant::now();
             let (e, io) = totals(snapshots);
-            log(stats_line(&e, &io, shared.session_count()));
+            // The XDP fast path's fields close the line (issue 15, operability).
+            log(stats_line(&e, &io, shared.session_count())
+                + &fastpath_status::log_suffix(fast.counters().as_ref()));
             if io.oversize > 0 && !warned_oversize {
                 warned_oversize = true;
                 log(format!("warning: {} frames larger than the MTU arrived (GRO/GSO super-packets); turn offloads off on {} and {}: ethtool -K IF gro off tso off gso off", io.oversize, links[0].name, links[1].name));
@@ -748,5 +774,6 @@ fn control_api(
         },
         reload,
         routing: None,
+        fast_path: None,
     }
 }

@@ -35,12 +35,6 @@ pub struct IoCounters {
     pub rx_bytes: [u64; 2],
     /// Bytes transmitted on the inside / outside interface (Ethernet frames as sent).
     pub tx_bytes: [u64; 2],
-    // -- XDP fast path (issue 15 item 2) --
-    /// Packets the XDP program forwarded itself (counted by the fast path's own
-    /// entry, after the workers', never by a worker).
-    pub xdp_fast_packets: u64,
-    /// Their bytes (Ethernet frames).
-    pub xdp_fast_bytes: u64,
     // -- routing health (issue 13) --
     /// Counter snapshots this worker published (about two a second, idle or not): its
     /// heartbeat, which the routing health check reads to tell a stuck worker.
@@ -78,8 +72,6 @@ impl IoCounters {
         self.csum_completed += o.csum_completed;
         self.tx_dropped += o.tx_dropped;
         self.gso += o.gso;
-        self.xdp_fast_packets += o.xdp_fast_packets;
-        self.xdp_fast_bytes += o.xdp_fast_bytes;
         self.heartbeats += o.heartbeats;
         self.not_for_us += o.not_for_us;
     }
@@ -140,8 +132,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         drops.join(" "),
         // Half-open TCP sessions evicted for new ones at a full table (issue 14).
         e.sessions_early_dropped
-    ) + &xdp_fast_suffix(io)
-        + &not_for_us_suffix(io)
+    ) + &not_for_us_suffix(io)
 }
 
 /// ` not_for_us=N` when frames for another host were dropped (issue 13), else nothing.
@@ -150,14 +141,6 @@ fn not_for_us_suffix(io: &IoCounters) -> String {
         return String::new();
     }
     format!(" not_for_us={}", io.not_for_us)
-}
-
-/// ` xdp_fast=PACKETS` once the XDP fast path forwarded anything (issue 15 item 2).
-fn xdp_fast_suffix(io: &IoCounters) -> String {
-    if io.xdp_fast_packets == 0 {
-        return String::new();
-    }
-    format!(" xdp_fast={}", io.xdp_fast_packets)
 }
 
 #[cfg(test)]
