@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -174,6 +175,7 @@ def ep(addr, port):
 def test_the_api_lists_exactly_the_traffic_sent(gw, backend):
     # Traffic: three UDP flows and a TCP connection held open.
     udp_ports = [41001, 41002, 41003]
+    started = time.monotonic()  # no session of this test's traffic is older than this
     r = gw.nsx("cli", "python3", "-c", UDP_FLOWS, gw.client, gw.target, "5353",
                *map(str, udp_ports), timeout=30)
     answers = r.stdout.split()
@@ -204,6 +206,14 @@ def test_the_api_lists_exactly_the_traffic_sent(gw, backend):
         assert end["count"] == 4 and end["end"] == "sessions"
         for s in items:
             assert 0 <= s["idle_ms"] < 60_000 and s["expires_in_ms"] > 60_000, s
+        # Age: from the session's creation (rounded up to the gateway clock's whole second
+        # of it, so at most 1 s over), never less than idle; no older than the traffic.
+        since_start_ms = (time.monotonic() - started) * 1000
+        for s in items:
+            assert s["idle_ms"] <= s["age_ms"] <= since_start_ms + 1000, (s, since_start_ms)
+        # The UDP flows were answered before the TCP connection opened: created earlier.
+        ages = {s["proto"]: s["age_ms"] for s in items}
+        assert min(s["age_ms"] for s in items if s["proto"] == "udp") + 1000 >= ages["tcp"], items
 
         # Filters narrow to the right sessions.
         def insides(*f):
@@ -221,6 +231,7 @@ def test_the_api_lists_exactly_the_traffic_sent(gw, backend):
         # The readable table says the same.
         table = gw.ctl("sessions", "--proto", "tcp").stdout
         assert "PROTO" in table and "established" in table and tcp_public in table, table
+        assert table.splitlines()[0].split()[-3:] == ["AGE", "IDLE", "EXPIRES"], table
 
         # Bindings: one per inside endpoint.
         b, end = gw.json("bindings")

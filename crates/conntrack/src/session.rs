@@ -387,6 +387,8 @@ pub struct SessionTable {
     victims: Mutex<Vec<u32>>,
     /// Whether `victims` may be non-empty (read without the lock).
     victims_queued: AtomicUsize,
+    /// Creation second per session (see `session_age.rs`), in chunks reserved on first use.
+    born: age::BornChunks,
 }
 
 /// Bounds for an insert (see [`SessionTable::insert_room`]).
@@ -411,6 +413,7 @@ impl SessionTable {
     pub fn new(capacity: usize) -> Self {
         let slab = Slab::new(capacity);
         let chunks = slab.capacity().div_ceil(1 << SEQ_CHUNK_BITS);
+        let born = age::born_chunks(slab.capacity());
         Self {
             slab,
             index: ChainIndex::new(capacity.saturating_mul(2)),
@@ -420,6 +423,7 @@ impl SessionTable {
             drop_cursor: AtomicU32::new(0),
             victims: Mutex::new(Vec::new()),
             victims_queued: AtomicUsize::new(0),
+            born,
         }
     }
 
@@ -469,6 +473,7 @@ impl SessionTable {
     pub fn bytes_per_session(&self) -> usize {
         std::mem::size_of::<SessionSlot>()
             + std::mem::size_of::<SeqPair>()
+            + std::mem::size_of::<AtomicU32>() // creation second (see `age`)
             + self.index.bytes() / self.slab.capacity().max(1)
     }
 
@@ -480,7 +485,7 @@ impl SessionTable {
             .filter_map(|c| c.get())
             .map(|c| c.len() * std::mem::size_of::<SeqPair>())
             .sum();
-        self.slab.reserved_bytes() + self.index.bytes() + seq
+        self.slab.reserved_bytes() + self.index.bytes() + seq + self.born_bytes()
     }
 
     /// Finds the live record whose initial tuple is `key`.
@@ -671,6 +676,11 @@ impl SessionTable {
                     return Err(InsertError::Full);
                 }
             }
+        }
+        // Creation time, before the session is published (read only by listings).
+        if !self.stamp_born(id, now) {
+            self.give_back(id);
+            return Err(InsertError::Full);
         }
         let ko = Key::of(&new.initial);
         let kr = Key::of(&new.revised.reversed());
@@ -903,6 +913,8 @@ impl SessionTable {
     pub fn bytes_for(capacity: usize) -> usize {
         Slab::<SessionSlot>::bytes_for(capacity)
             .saturating_add(ChainIndex::bytes_for(capacity.saturating_mul(2)))
+            // Creation seconds (see `session_age.rs`).
+            .saturating_add(capacity.saturating_mul(std::mem::size_of::<AtomicU32>()))
     }
 }
 
@@ -912,6 +924,10 @@ mod evict;
 // -- read-only walks for the control socket --
 #[path = "session_walk.rs"]
 mod walk;
+
+// -- creation time per session, for listings (issue 12: age) --
+#[path = "session_age.rs"]
+mod age;
 
 #[cfg(test)]
 #[path = "session_tests.rs"]

@@ -3,6 +3,7 @@ use super::*;
 use crate::tuple::{Endpoint, Proto};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn ep(a: [u8; 4], p: u16) -> Endpoint {
     Endpoint::new(Ipv4Addr::from(a), p)
@@ -362,5 +363,64 @@ fn dead_pending_counts_each_dead_session_once() {
     assert_eq!(
         (n, t.live_count(), t.dead_pending(), t.occupied()),
         (1, 0, 0, 0)
+    );
+}
+
+// -- creation time (issue 12: age in listings) --
+#[test]
+fn age_counts_from_the_insert_rounded_up_never_down_and_survives_clock_wrap() {
+    let t = SessionTable::new(16);
+    let born = Timestamp::from_nanos(5_700_000_000);
+    let id = t.insert(&new(1000, 2000), born).unwrap();
+    // Packets refresh the last-seen time, never the creation time.
+    let r = t.lookup(&new(1000, 2000).initial).unwrap();
+    t.touch(r, Timestamp::from_secs(8));
+    let now = Timestamp::from_nanos(9_200_000_000);
+    let age = t.age(id, now).unwrap();
+    // True age 3.5 s; the creation second is rounded down: 4.2 s, within a second above.
+    assert_eq!(age, Duration::from_millis(4200));
+    let idle = now.saturating_since(t.view(id).unwrap().last_seen());
+    assert!(
+        age >= now.saturating_since(born) && age >= idle,
+        "{age:?} {idle:?}"
+    );
+    // The walk hands the same age over, with the session.
+    let mut seen = Vec::new();
+    t.walk_live_aged(now, |i, v, a| {
+        seen.push((i, v.binding, a));
+        true
+    });
+    assert_eq!(seen, vec![(id, 7, age)]);
+
+    // A session created just before the clock's seconds pass 2^32 ages correctly after.
+    let w = SessionTable::new(4);
+    let before = Timestamp::from_nanos((u64::from(u32::MAX)) * 1_000_000_000 + 500_000_000);
+    let id = w.insert(&new(1, 2), before).unwrap();
+    let after = Timestamp::from_secs(u64::from(u32::MAX) + 4);
+    // True age 3.5 s (seconds 2^32 - 1 + 0.5 to 2^32 + 3).
+    assert_eq!(w.age(id, after), Some(Duration::from_secs(4)));
+}
+
+#[test]
+fn a_reused_slot_ages_from_its_new_session() {
+    let t = SessionTable::new(1);
+    let id = t
+        .insert(&new(1000, 2000), Timestamp::from_secs(10))
+        .unwrap();
+    t.reap(|_| true, |_, _, _| {});
+    t.free(id);
+    assert!(t.walk_live_aged(Timestamp::from_secs(20), |_, _, _| true) == 0);
+    let id2 = t
+        .insert(&new(1001, 2001), Timestamp::from_secs(50))
+        .unwrap();
+    assert_eq!(id2, id, "one slot: reused");
+    assert_eq!(
+        t.age(id2, Timestamp::from_secs(53)),
+        Some(Duration::from_secs(3))
+    );
+    let (v, age) = t.snapshot_live_aged(id2, Timestamp::from_secs(53)).unwrap();
+    assert_eq!(
+        (v.initial, age),
+        (new(1001, 2001).initial, Duration::from_secs(3))
     );
 }

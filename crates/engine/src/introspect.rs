@@ -46,6 +46,9 @@ pub struct SessionInfo {
     pub idle: Duration,
     /// Time until it expires unless a packet comes (zero: the reaper's next pass).
     pub expires_in: Duration,
+    /// Time since the session was created (rounded up to the creation's whole second of
+    /// the workers' clock: never less than the truth or than `idle`, at most 1 s more).
+    pub age: Duration,
 }
 
 /// The TCP state's name as operators read it (`conntrack -L` spelling, lower case).

@@ -117,6 +117,7 @@ fn nat44_sessions_bindings_pool_and_census_match_the_traffic() {
     );
     assert!(tcp.from_inside);
     assert_eq!(tcp.idle, Duration::from_secs(10));
+    assert_eq!(tcp.age, Duration::from_secs(10), "created at t0, 10 s ago");
     let established = nat.config().timeouts.tcp_established;
     assert_eq!(tcp.expires_in, established - Duration::from_secs(10));
     let udps: Vec<_> = all[1..]
@@ -453,4 +454,26 @@ fn a_listing_beside_churn_never_sees_torn_sessions_and_terminates() {
     assert!(created >= 20_000, "the worker made {created} sessions");
     assert!(listed > 0, "the lister saw sessions");
     assert!(walks >= 200, "{walks} walks");
+}
+
+// -- age (issue 12): from the session's creation, not its last packet --
+#[test]
+fn nat44_session_age_counts_from_creation_and_idle_from_the_last_packet() {
+    let mut nat = Nat44::new(nat44_cfg()).unwrap();
+    let t0 = Timestamp::from_nanos(100_300_000_000); // 100.3 s
+    let h2 = Ipv4Addr::new(10, 0, 0, 2);
+    for t in [t0, t0 + Duration::from_secs(7)] {
+        let mut p = udp4(h2, 40001, SERVER, 7);
+        assert_eq!(
+            nat.process(t, Direction::Outbound, &mut p).drop_reason(),
+            None
+        );
+    }
+    let m = AnyMode::Nat44(Arc::clone(nat.shared()));
+    let now = t0 + Duration::from_millis(9_500);
+    let all = list(&m, now, SessionFilter::default());
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].idle, Duration::from_millis(2_500));
+    // True age 9.5 s; the creation second is rounded down (100 s): 9.8 s.
+    assert_eq!(all[0].age, Duration::from_millis(9_800));
 }

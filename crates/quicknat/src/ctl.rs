@@ -206,7 +206,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
     match verb {
         Verb::Sessions(_) => {
             let mut rows = vec![[
-                "PROTO", "INSIDE", "PUBLIC", "REMOTE", "ORIGIN", "STATE", "IDLE", "EXPIRES",
+                "PROTO", "INSIDE", "PUBLIC", "REMOTE", "ORIGIN", "STATE", "AGE", "IDLE", "EXPIRES",
             ]
             .map(String::from)
             .to_vec()];
@@ -222,6 +222,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     },
                     s(&i["origin"]),
                     s(&i["state"]),
+                    secs(&i["age_ms"]),
                     secs(&i["idle_ms"]),
                     secs(&i["expires_in_ms"]),
                 ]);

@@ -28,7 +28,7 @@ fn tables_line_up_and_count() {
     let items = vec![
         json!({"proto":"tcp","inside":"10.0.0.2:42000","public":"203.0.113.1:1024",
         "remote":"198.51.100.2:8080","remote_inside":"198.51.100.2:8080","origin":"inside",
-        "state":"established","idle_ms":1500,"expires_in_ms":7438500}),
+        "state":"established","idle_ms":1500,"expires_in_ms":7438500,"age_ms":63200}),
     ];
     let t = table(
         &Verb::Sessions(SessionArgs::default()),
@@ -39,6 +39,10 @@ fn tables_line_up_and_count() {
     assert!(lines[0].starts_with("PROTO  INSIDE"), "{t}");
     assert!(
         lines[1].contains("established") && lines[1].contains("1.5s"),
+        "{t}"
+    );
+    assert!(
+        lines[1].contains("63.2s  1.5s") && lines[0].find("AGE") == lines[1].find("63.2s"),
         "{t}"
     );
     assert_eq!(lines[2], "1 sessions");

@@ -181,6 +181,31 @@ fn debian_package_assets_exist() {
             "nothing installed to {want}: {seen:?}"
         );
     }
+    // Every example configuration of the repository (quicknat's TOML files and the
+    // configs of the programs beside it, e.g. BIRD for a cluster) is shipped, under the
+    // same relative path.
+    let examples = krate.join("../../examples");
+    let mut want = Vec::new();
+    let mut dirs = vec![examples.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "toml" || x == "conf") {
+                want.push(p.strip_prefix(&examples).unwrap().to_owned());
+            }
+        }
+    }
+    assert!(want.len() >= 6, "{want:?}");
+    for rel in want {
+        let dest = format!("usr/share/doc/quicknat/examples/{}", rel.display());
+        assert!(
+            seen.contains(&dest),
+            "examples/{} is not in the package: add it to [package.metadata.deb] assets",
+            rel.display()
+        );
+    }
     // The default configuration the unit starts with is valid as shipped.
     let default = krate.join("../../packaging/quicknat.toml");
     let out = quicknat(&["check-config", "--config", default.to_str().unwrap()]);

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use conntrack::session::FROM_INSIDE;
 use conntrack::{Endpoint, Proto, SessionView, Timestamp};
@@ -54,6 +55,7 @@ impl Nat44Shared {
     pub(crate) fn session_info(
         &self,
         v: &SessionView,
+        age: Duration,
         now: Timestamp,
         addr: &dyn Addressing,
     ) -> Option<SessionInfo> {
@@ -75,6 +77,7 @@ impl Nat44Shared {
             tcp: (proto == Proto::Tcp).then(|| v.tcp.state()),
             idle: now.saturating_since(last),
             expires_in: (last + self.timeout(proto, v.tcp)).saturating_since(now),
+            age,
         })
     }
 
@@ -86,12 +89,12 @@ impl Nat44Shared {
         visit: &mut dyn FnMut(&SessionInfo) -> bool,
     ) -> usize {
         let mut n = 0;
-        self.sessions.walk_live(|_, v| {
+        self.sessions.walk_live_aged(now, |_, v, age| {
             // Cheap test first: the protocol needs no address translation.
             if filter.proto.is_some_and(|p| p != v.initial.proto) {
                 return true;
             }
-            match self.session_info(v, now, addr) {
+            match self.session_info(v, age, now, addr) {
                 Some(s) if filter.matches(&s) => {
                     n += 1;
                     visit(&s)

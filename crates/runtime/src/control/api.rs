@@ -349,9 +349,10 @@ pub fn session_line(s: &SessionInfo, buf: &mut String) {
     }
     let _ = writeln!(
         buf,
-        ",\"idle_ms\":{},\"expires_in_ms\":{}}}",
+        ",\"idle_ms\":{},\"expires_in_ms\":{},\"age_ms\":{}}}",
         s.idle.as_millis(),
-        s.expires_in.as_millis()
+        s.expires_in.as_millis(),
+        s.age.as_millis()
     );
 }
 

@@ -200,6 +200,7 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
         assert_eq!(x["origin"], "inside");
         assert_eq!(x["state"], Value::Null);
         assert_eq!(x["idle_ms"], 2000);
+        assert_eq!(x["age_ms"], 2000, "created at 10 s, asked at 12 s");
         assert!(x["public"].as_str().unwrap().starts_with("203.0.113.1:"));
         assert!(
             x.get("v").is_none(),
