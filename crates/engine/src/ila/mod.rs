@@ -31,11 +31,18 @@ use xlat::ila::{ila_to_sir, sir_to_ila, IlaError, IlaMapping, Locator, SirPrefix
 use crate::config::IcmpRate;
 use crate::mode::reply::{fits, owed, Responder};
 use crate::mode::{Egress, Emit, Family, Frame, Mode, ModeWorker};
-use crate::{Counters, Direction, DropReason};
+use crate::{Counters, Direction, DropReason, Offload};
 
 pub mod config;
 #[cfg(test)]
 mod tests;
+
+mod partial;
+
+/// The big-endian 16-bit word at `at`.
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
 
 pub use config::{Addr64, Addr64Error, IlaSettings, IlaSettingsError};
 /// The checksum mode and identifier format of [`IlaConfig`], from `xlat::ila`.
@@ -407,8 +414,21 @@ impl ModeWorker for IlaWorker {
                 .responder
                 .refuse(now, dir, frame, egress, &mut self.engine, r, icmp);
         }
+        // A partial transport checksum (offload passed through): where it is and what.
+        let partial = match frame.offload {
+            Offload::None => None,
+            _ => partial::csum_at(frame.packet())
+                .and_then(|at| Some((at, be16(frame.packet(), at)?))),
+        };
         match self.process_packet(frame.packet_mut(), dir) {
             Emit::Forward { .. } => {
+                if let Some((at, p)) = partial {
+                    let pkt = frame.packet_mut();
+                    if let Some(c) = be16(pkt, at) {
+                        let v = partial::redo_as_partial(p, c);
+                        pkt[at..at + 2].copy_from_slice(&v.to_be_bytes());
+                    }
+                }
                 // The Hop Limit is in no checksum (RFC 8200 §8.1 pseudo-header).
                 if let Some(hop) = frame.packet_mut().get_mut(field::HOP_LIMIT) {
                     *hop = hop.saturating_sub(1);

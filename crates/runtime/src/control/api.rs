@@ -389,6 +389,7 @@ pub fn io_json(io: &IoCounters) -> Value {
         "csum_completed": io.csum_completed,
         "tx_dropped": io.tx_dropped,
         "gso": io.gso,
+        "gso_refused": io.gso_refused,
         "xdp_fast_packets": io.xdp_fast_packets,
         "xdp_fast_bytes": io.xdp_fast_bytes,
     })
