@@ -441,10 +441,16 @@ impl<W: ModeWorker> Handler<'_, W> {
             let framed = framed
                 .filter(|_| start >= 14)
                 .ok_or(gso::GsoRefusal::Translated)?;
-            let Some(out) = self.fwd.frame_out(framed, self.io) else {
+            // Longer than the MTU as a whole: its segments are what must fit.
+            let Some((out, mac)) = self.fwd.next_hop(&framed[14..], self.io) else {
                 return Ok(None);
             };
             let hdr = gso::fit_mtu(hdr, 14, self.fwd.links[out].mtu)?;
+            if !hdr.is_gso() && framed.len() - 14 > self.fwd.links[out].mtu {
+                self.io.oversize += 1;
+                return Ok(None);
+            }
+            self.fwd.write_eth(framed, out, mac);
             Ok(Some((out, len, hdr)))
         });
         match fitted {
@@ -498,3 +504,5 @@ impl<W: ModeWorker> Handler<'_, W> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gso;
