@@ -402,44 +402,10 @@ impl ModeWorker for IlaWorker {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
-        let mtu = egress.leaving_mtu(dir, frame.offload);
-        let pkt = frame.packet();
-        let checked = match (pkt.first().map(|b| b >> 4), pkt.get(field::HOP_LIMIT)) {
-            (Some(6), Some(&hop)) if hop <= 1 => Err(DropReason::TtlExpired),
-            _ => fits(pkt, mtu),
-        };
-        if let Err(r) = checked {
-            let icmp = owed(r, mtu);
-            return self
-                .responder
-                .refuse(now, dir, frame, egress, &mut self.engine, r, icmp);
+        if frame.offload != Offload::None {
+            return self.process_offloaded(now, dir, frame, egress);
         }
-        // A partial transport checksum (offload passed through): where it is and what.
-        let partial = match frame.offload {
-            Offload::None => None,
-            _ => partial::csum_at(frame.packet())
-                .and_then(|at| Some((at, be16(frame.packet(), at)?))),
-        };
-        match self.process_packet(frame.packet_mut(), dir) {
-            Emit::Forward { .. } => {
-                if let Some((at, p)) = partial {
-                    let pkt = frame.packet_mut();
-                    if let Some(c) = be16(pkt, at) {
-                        let v = partial::redo_as_partial(p, c);
-                        pkt[at..at + 2].copy_from_slice(&v.to_be_bytes());
-                    }
-                }
-                // The Hop Limit is in no checksum (RFC 8200 §8.1 pseudo-header).
-                if let Some(hop) = frame.packet_mut().get_mut(field::HOP_LIMIT) {
-                    *hop = hop.saturating_sub(1);
-                }
-                Emit::Forward {
-                    start: frame.start,
-                    len: frame.len,
-                }
-            }
-            e => e,
-        }
+        self.process_whole(now, dir, frame, egress)
     }
 
     fn counters(&self) -> &Counters {
@@ -456,6 +422,69 @@ impl ModeWorker for IlaWorker {
         if let Some(q) = &self.qsbr {
             q.offline();
         }
+    }
+}
+
+impl IlaWorker {
+    /// [`ModeWorker::process`] for a packet whose checksums are final.
+    #[inline(always)]
+    fn process_whole(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        let mtu = egress.leaving_mtu(dir, frame.offload);
+        let pkt = frame.packet();
+        let checked = match (pkt.first().map(|b| b >> 4), pkt.get(field::HOP_LIMIT)) {
+            (Some(6), Some(&hop)) if hop <= 1 => Err(DropReason::TtlExpired),
+            _ => fits(pkt, mtu),
+        };
+        if let Err(r) = checked {
+            let icmp = owed(r, mtu);
+            return self
+                .responder
+                .refuse(now, dir, frame, egress, &mut self.engine, r, icmp);
+        }
+        match self.process_packet(frame.packet_mut(), dir) {
+            Emit::Forward { .. } => {
+                // The Hop Limit is in no checksum (RFC 8200 §8.1 pseudo-header).
+                if let Some(hop) = frame.packet_mut().get_mut(field::HOP_LIMIT) {
+                    *hop = hop.saturating_sub(1);
+                }
+                Emit::Forward {
+                    start: frame.start,
+                    len: frame.len,
+                }
+            }
+            e => e,
+        }
+    }
+
+    /// A packet with a partial transport checksum (GSO or checksum offload passed through
+    /// on AF_PACKET, issue 15 item 6): translated as any other, then the change the
+    /// translation made to the checksum field is redone under the partial rule.
+    #[cold]
+    #[inline(never)]
+    fn process_offloaded(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        let partial =
+            partial::csum_at(frame.packet()).and_then(|at| Some((at, be16(frame.packet(), at)?)));
+        let e = self.process_whole(now, dir, frame, egress);
+        if let (Emit::Forward { .. }, Some((at, p))) = (&e, partial) {
+            let pkt = frame.packet_mut();
+            if let Some(c) = be16(pkt, at) {
+                let v = partial::redo_as_partial(p, c);
+                pkt[at..at + 2].copy_from_slice(&v.to_be_bytes());
+            }
+        }
+        e
     }
 }
 
