@@ -31,11 +31,18 @@ use xlat::ila::{ila_to_sir, sir_to_ila, IlaError, IlaMapping, Locator, SirPrefix
 use crate::config::IcmpRate;
 use crate::mode::reply::{fits, owed, Responder};
 use crate::mode::{Egress, Emit, Family, Frame, Mode, ModeWorker};
-use crate::{Counters, Direction, DropReason};
+use crate::{Counters, Direction, DropReason, Offload};
 
 pub mod config;
 #[cfg(test)]
 mod tests;
+
+mod partial;
+
+/// The big-endian 16-bit word at `at`.
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
 
 pub use config::{Addr64, Addr64Error, IlaSettings, IlaSettingsError};
 /// The checksum mode and identifier format of [`IlaConfig`], from `xlat::ila`.
@@ -395,6 +402,39 @@ impl ModeWorker for IlaWorker {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
+        if frame.offload != Offload::None {
+            return self.process_offloaded(now, dir, frame, egress);
+        }
+        self.process_whole(now, dir, frame, egress)
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.engine
+    }
+
+    fn quiescent(&self) {
+        if let Some(q) = &self.qsbr {
+            q.quiescent();
+        }
+    }
+
+    fn offline(&self) {
+        if let Some(q) = &self.qsbr {
+            q.offline();
+        }
+    }
+}
+
+impl IlaWorker {
+    /// [`ModeWorker::process`] for a packet whose checksums are final.
+    #[inline(always)]
+    fn process_whole(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
         let mtu = egress.leaving_mtu(dir, frame.offload);
         let pkt = frame.packet();
         let checked = match (pkt.first().map(|b| b >> 4), pkt.get(field::HOP_LIMIT)) {
@@ -422,20 +462,29 @@ impl ModeWorker for IlaWorker {
         }
     }
 
-    fn counters(&self) -> &Counters {
-        &self.engine
-    }
-
-    fn quiescent(&self) {
-        if let Some(q) = &self.qsbr {
-            q.quiescent();
+    /// A packet with a partial transport checksum (GSO or checksum offload passed through
+    /// on AF_PACKET, issue 15 item 6): translated as any other, then the change the
+    /// translation made to the checksum field is redone under the partial rule.
+    #[cold]
+    #[inline(never)]
+    fn process_offloaded(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        frame: &mut Frame<'_>,
+        egress: &Egress,
+    ) -> Emit {
+        let partial =
+            partial::csum_at(frame.packet()).and_then(|at| Some((at, be16(frame.packet(), at)?)));
+        let e = self.process_whole(now, dir, frame, egress);
+        if let (Emit::Forward { .. }, Some((at, p))) = (&e, partial) {
+            let pkt = frame.packet_mut();
+            if let Some(c) = be16(pkt, at) {
+                let v = partial::redo_as_partial(p, c);
+                pkt[at..at + 2].copy_from_slice(&v.to_be_bytes());
+            }
         }
-    }
-
-    fn offline(&self) {
-        if let Some(q) = &self.qsbr {
-            q.offline();
-        }
+        e
     }
 }
 

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use super::sys;
-use crate::vnet::{VnetHdr, VNET_HDR_LEN};
+use crate::vnet::VnetHdr;
 
 /// Frames queued before [`AfPacketTx::send`] flushes on its own.
 pub const BATCH: usize = sys::SENDMMSG_MAX;
@@ -81,7 +81,14 @@ impl AfPacketTx {
     /// (no GSO, checksums final).
     pub fn send(&mut self, frame: &[u8]) -> io::Result<()> {
         if self.vnet {
-            self.buf.extend_from_slice(&[0u8; VNET_HDR_LEN]);
+            // `hdr_len` = the whole frame: the kernel's `packet_snd` makes that much of
+            // the skb linear; with 0 it keeps only the Ethernet header linear and puts the
+            // rest in page fragments, which every later header access must pull.
+            let h = VnetHdr {
+                hdr_len: u16::try_from(frame.len()).unwrap_or(0),
+                ..VnetHdr::default()
+            };
+            self.buf.extend_from_slice(&h.to_bytes());
         }
         self.push(frame)
     }

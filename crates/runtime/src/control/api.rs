@@ -396,6 +396,7 @@ pub fn io_json(io: &IoCounters) -> Value {
         "tx_dropped": io.tx_dropped,
         "gso": io.gso,
         "not_for_us": io.not_for_us,
+        "gso_refused": io.gso_refused,
     })
 }
 

@@ -23,6 +23,7 @@ mod fastpath;
 // -- XDP fast path status and counters (issue 15, operability) --
 mod fastpath_status;
 pub(crate) mod forward;
+mod gso;
 mod netview;
 mod open;
 mod stats;
@@ -151,8 +152,9 @@ pub fn run(
     let view = published.current();
     let local = (&view.local[..], &view.local6[..]);
     // GSO pass-through: NAT44 keeps header sizes, so a super-packet's virtio-net header
-    // stays valid after translation and the kernel segments it on transmit.
-    let want_gso = gw.gso && matches!(mode, ModeConfig::Nat44(_));
+    // stays valid after translation and the kernel segments it on transmit; NAT64, SIIT,
+    // CLAT and ILA pass them through with the header adjusted (`gso`, issue 15 item 6).
+    let want_gso = gw.gso;
     let mut host = open::host_prepare(&links, log)?;
     // The reason for a fallback to AF_PACKET, for `quicknat status`.
     let fallback = std::sync::Mutex::new(None::<String>);

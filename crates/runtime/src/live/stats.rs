@@ -30,6 +30,10 @@ pub struct IoCounters {
     pub tx_dropped: u64,
     /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
     pub gso: u64,
+    /// Frames with offload work (GSO, partial checksum) that could not pass through: an
+    /// unsupported GSO type or layout, or UDP segments too big for the egress (issue 15
+    /// item 6). Dropped, never sent oversized.
+    pub gso_refused: u64,
     // -- byte counters (issue 12, metrics) --
     /// Bytes received on the inside / outside interface (Ethernet frames as received).
     pub rx_bytes: [u64; 2],
@@ -72,6 +76,7 @@ impl IoCounters {
         self.csum_completed += o.csum_completed;
         self.tx_dropped += o.tx_dropped;
         self.gso += o.gso;
+        self.gso_refused += o.gso_refused;
         self.heartbeats += o.heartbeats;
         self.not_for_us += o.not_for_us;
     }
@@ -111,7 +116,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!(
-        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} probe_skipped={} no_route={} oversize={} too_big={} icmp_sent={} gso={} fragmented={} csum_completed={} tx_dropped={} drops[{}] early_dropped={}",
+        "stats: rx in={} out={} tx in={} out={} forwarded={} sessions={} to_kernel={} via_kernel={} probe_skipped={} no_route={} oversize={} too_big={} icmp_sent={} gso={} gso_refused={} fragmented={} csum_completed={} tx_dropped={} drops[{}] early_dropped={}",
         io.rx[0],
         io.rx[1],
         io.tx[0],
@@ -126,6 +131,7 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         e.dropped(engine::DropReason::TooBig),
         e.icmp_errors_sent,
         io.gso,
+        io.gso_refused,
         e.fragmented,
         io.csum_completed,
         io.tx_dropped,

@@ -19,6 +19,7 @@ use io::{Port, Rx, RxMeta, VnetHdr};
 
 use super::config::first_of_each_family;
 use super::forward::{fit_segments, ip_dst, Forwarding, Handoff};
+use super::gso;
 use super::netview::{Link, NetView, Published};
 use super::stats::{IoCounters, Snapshot};
 
@@ -57,6 +58,8 @@ pub(crate) struct Worker<P, W> {
     deferred: Vec<u8>,
     /// End offsets of the frames in `deferred`.
     deferred_ends: Vec<usize>,
+    /// The virtio-net header of each frame in `deferred` (GSO pass-through).
+    deferred_vnet: Vec<Option<VnetHdr>>,
     /// Where each of `out`'s packets leaves: (link, packet index in `out`); kept across
     /// passes so a pass that answers allocates nothing.
     routes: Vec<(usize, usize)>,
@@ -69,8 +72,9 @@ enum Out {
     /// virtio-net header, when the frame came with one).
     InPlace(usize, Option<VnetHdr>),
     /// The translation in the scratch buffer (this range, Ethernet header included)
-    /// leaves by this link.
-    Scratch(usize, Range<usize>),
+    /// leaves by this link (behind this virtio-net header: a super-packet or a partial
+    /// checksum passed through, see `gso`).
+    Scratch(usize, Range<usize>, Option<VnetHdr>),
     /// The packets the mode wrote to its output (an ICMP error, fragments), already
     /// framed; each with the link it leaves by.
     Extra,
@@ -87,6 +91,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             out: Output::new(),
             deferred: Vec::with_capacity(4096),
             deferred_ends: Vec::with_capacity(8),
+            deferred_vnet: Vec::with_capacity(8),
             routes: Vec::with_capacity(64),
             io: IoCounters::default(),
         }
@@ -174,15 +179,16 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             }
             // Frames for the port they came from that `Rx::Back` could not carry.
             let mut start = 0;
-            for &end in &self.deferred_ends {
+            for (&end, vnet) in self.deferred_ends.iter().zip(&self.deferred_vnet) {
                 let ok = self.ports[side]
-                    .send(&self.deferred[start..end], None)
+                    .send(&self.deferred[start..end], vnet.as_ref())
                     .is_ok();
                 self.io.count_sent(side, ok, end - start);
                 start = end;
             }
             self.deferred.clear();
             self.deferred_ends.clear();
+            self.deferred_vnet.clear();
         }
         self.send_polled(now, view, egress);
         for p in &mut self.ports {
@@ -239,6 +245,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
         let mut h = Handler {
             mode: &mut self.mode,
             family: self.setup.families[side],
+            to_v6: self.setup.families[side] == 4 && self.setup.families[1 - side] == 6,
             in_place: self.setup.in_place,
             scratch: &mut self.scratch,
             out: &mut self.out,
@@ -255,9 +262,11 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
         };
         let deferred = &mut self.deferred;
         let deferred_ends = &mut self.deferred_ends;
-        let mut defer = |frame: &[u8]| {
+        let deferred_vnet = &mut self.deferred_vnet;
+        let mut defer = |frame: &[u8], vnet: Option<VnetHdr>| {
             deferred.extend_from_slice(frame);
             deferred_ends.push(deferred.len());
+            deferred_vnet.push(vnet);
         };
         me.recv(|frame, meta| match h.frame(frame, meta, dir) {
             Some(Out::InPlace(out, vnet)) if out == side => {
@@ -272,13 +281,13 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 h.io.count_sent(out, ok, frame.len());
                 Rx::Done
             }
-            Some(Out::Scratch(out, r)) if out == side => {
-                defer(&h.scratch[r]);
+            Some(Out::Scratch(out, r, vnet)) if out == side => {
+                defer(&h.scratch[r], vnet);
                 Rx::Done
             }
-            Some(Out::Scratch(out, r)) => {
+            Some(Out::Scratch(out, r, vnet)) => {
                 let len = r.len();
-                let ok = other.send(&h.scratch[r], None).is_ok();
+                let ok = other.send(&h.scratch[r], vnet.as_ref()).is_ok();
                 h.io.count_sent(out, ok, len);
                 Rx::Done
             }
@@ -288,7 +297,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                         continue;
                     };
                     if out == side {
-                        defer(f);
+                        defer(f, None);
                     } else {
                         let ok = other.send(f, None).is_ok();
                         h.io.count_sent(out, ok, f.len());
@@ -321,6 +330,8 @@ struct Handler<'a, W> {
     mode: &'a mut W,
     /// The IP version the mode translates on this side.
     family: u8,
+    /// This side's packets become IPv6 (IPv4 inside or outside of NAT64, SIIT, CLAT).
+    to_v6: bool,
     in_place: bool,
     scratch: &'a mut Vec<u8>,
     out: &'a mut Output,
@@ -379,9 +390,14 @@ impl<W: ModeWorker> Handler<'_, W> {
             let hdr = match meta.vnet {
                 // A super-packet: its segments must fit the next hop; TCP is a byte stream,
                 // so the kernel may cut it at a smaller size.
-                Some(v) if v.is_gso() => {
-                    Some(fit_segments(v.for_forward(), &frame[l3..], l3, mtu)?)
-                }
+                Some(v) if v.is_gso() => match fit_segments(v.for_forward(), &frame[l3..], l3, mtu)
+                {
+                    Some(v) => Some(v),
+                    None => {
+                        self.io.gso_refused += 1;
+                        return None;
+                    }
+                },
                 Some(v) => Some(v.for_forward()),
                 None => None,
             };
@@ -395,16 +411,80 @@ impl<W: ModeWorker> Handler<'_, W> {
         // The headers change size: translate in the scratch buffer, behind headroom.
         let n = len.min(self.scratch.len() - HEADROOM - 64);
         self.scratch[HEADROOM..HEADROOM + n].copy_from_slice(&frame[l3..l3 + n]);
-        let mut f = Frame::new(self.scratch, HEADROOM, n, self.out);
+        // Offload work passed through (issue 15 item 6): the mode sees one segment.
+        let passed = match meta.vnet.filter(|v| v.is_gso() || v.needs_csum()) {
+            Some(v) => match self.present(&v, n, l3) {
+                Some(p) => Some((v, p)),
+                None => return None,
+            },
+            None => None,
+        };
+        let given = passed.map_or(n, |(_, p)| p.len);
+        let mut f = Frame::new(self.scratch, HEADROOM, given, self.out);
         f.link_group = link_group;
         let (start, len) = match self.mode.process(self.now, dir, &mut f, self.egress) {
             Emit::Forward { start, len } | Emit::Hairpin { start, len } => (start, len),
+            // The mode cut one segment into fragments: the rest would be lost.
+            Emit::Fragments if passed.is_some_and(|(v, _)| v.is_gso()) => {
+                self.io.gso_refused += 1;
+                return None;
+            }
             Emit::Reply(_) | Emit::Fragments => return self.route_out(),
             Emit::Drop(_) => return None,
         };
-        let framed = self.scratch.get_mut(start.checked_sub(14)?..start + len)?;
-        let out = self.fwd.frame_out(framed, self.io)?;
-        Some(Out::Scratch(out, start - 14..start + len))
+        let Some((v, p)) = passed else {
+            let framed = self.scratch.get_mut(start.checked_sub(14)?..start + len)?;
+            let out = self.fwd.frame_out(framed, self.io)?;
+            return Some(Out::Scratch(out, start - 14..start + len, None));
+        };
+        let fitted = gso::finish(self.scratch, start, len, &v, &p, 14).and_then(|(len, hdr)| {
+            let framed = self.scratch.get_mut(start.saturating_sub(14)..start + len);
+            let framed = framed
+                .filter(|_| start >= 14)
+                .ok_or(gso::GsoRefusal::Translated)?;
+            // Longer than the MTU as a whole: its segments are what must fit.
+            let Some((out, mac)) = self.fwd.next_hop(&framed[14..], self.io) else {
+                return Ok(None);
+            };
+            let hdr = gso::fit_mtu(hdr, 14, self.fwd.links[out].mtu)?;
+            if !hdr.is_gso() && framed.len() - 14 > self.fwd.links[out].mtu {
+                self.io.oversize += 1;
+                return Ok(None);
+            }
+            self.fwd.write_eth(framed, out, mac);
+            Ok(Some((out, len, hdr)))
+        });
+        match fitted {
+            Ok(Some((out, len, hdr))) => {
+                if hdr.is_gso() {
+                    self.io.gso += 1;
+                }
+                Some(Out::Scratch(out, start - 14..start + len, Some(hdr)))
+            }
+            Ok(None) => None,
+            Err(_) => {
+                self.io.gso_refused += 1;
+                None
+            }
+        }
+    }
+
+    /// [`gso::present`]s the `n` bytes in the scratch buffer received behind `v`; counts
+    /// and returns `None` when they cannot pass.
+    fn present(&mut self, v: &VnetHdr, n: usize, l3: usize) -> Option<gso::Presented> {
+        let pkt = &mut self.scratch[HEADROOM..HEADROOM + n];
+        // Link padding after the IP packet is not part of it.
+        let pkt = match gso::ip_len(pkt) {
+            Some(l) if l <= pkt.len() => &mut pkt[..l],
+            _ => pkt,
+        };
+        match gso::present(pkt, v, l3, self.to_v6) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                self.io.gso_refused += 1;
+                None
+            }
+        }
     }
 
     /// Routes the packets the mode wrote to its output (an ICMP error, fragments) and
@@ -425,3 +505,5 @@ impl<W: ModeWorker> Handler<'_, W> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gso;

@@ -287,6 +287,12 @@ fn traffic(reg: &mut Registry, s: &Sample) {
     );
     counter(
         reg,
+        "gso_refused_packets",
+        "Frames with offload work (GSO, partial checksum) that could not pass through: dropped",
+        io.gso_refused,
+    );
+    counter(
+        reg,
         "log_events_sent",
         "NAT event log records sent to collectors",
         s.events.0,
