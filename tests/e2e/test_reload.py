@@ -19,8 +19,9 @@ configuration file is rewritten to add a rule 10.0.1.0/24 -> the new pool
 NAT64 (below): a download from an IPv4 server to an IPv6 client survives a reload that
 adds to pool4 and changes the UDP timeout; a pref64 change is refused.
 
-SIIT (last): a reload moves an EAM entry to another IPv4 address; pings follow it at
-once, in the same process.
+SIIT: a reload moves an EAM entry to another IPv4 address; pings follow it at once, in
+the same process. CLAT (last): a reload moves the provider's NAT64 prefix (plat); the
+app's pings go into the new prefix, not the old one, in the same process.
 
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_reload.py [--quicknat PATH]
@@ -372,3 +373,95 @@ def test_siit_the_control_api_answers_status_stats_and_reload(gw_siit, quicknat)
     assert api("sessions") == [{"v": 1, "ok": True, "end": "sessions", "count": 0}]
     r = sh(quicknat, "reload", "--socket", sock, check=False)
     assert r.returncode == 0 and r.stdout.strip() == "siit: no change", r.stdout + r.stderr
+
+
+# -- CLAT (stateless, 464XLAT's customer side): the provider's NAT64 prefix reloads live --
+
+CLAT = """
+[gateway]
+inside = "g-in"
+outside = "g-out"
+backend = "{backend}"
+stats_interval = 1
+control_socket = "{sock}"
+
+[clat]
+ipv4 = "192.0.0.2/32"
+ipv6 = "2001:db8:aaaa::2/128"
+plat = "{plat}"
+"""
+
+# Network-specific prefixes: RFC 6052 §3.1 keeps the well-known 64:ff9b::/96 for global
+# IPv4 addresses, and 198.51.100.10 is a documentation one (the CLAT refuses it there).
+OLD_PLAT, NEW_PLAT = "2001:db8:64::/96", "2001:db8:46::/96"
+# 198.51.100.10 embedded in each /96 (RFC 6052): where the CLAT sends a ping to it.
+OLD_DST6, NEW_DST6 = "2001:db8:64::c633:640a", "2001:db8:46::c633:640a"
+
+
+def clat_config(backend, plat):
+    sock = os.path.join(tempfile.gettempdir(), f"qn-reload-clat-{backend}.sock")
+    return CLAT.format(backend=backend, plat=plat, sock=sock)
+
+
+class ReloadClat(Reload):
+    """app (192.0.0.2) == gw, the CLAT (g-in 192.0.0.1 | g-out 2001:db8:2::2) == plat.
+    `plat` stands for the provider's NAT64: it answers at 198.51.100.10's address in one
+    prefix at a time, so whether a ping is answered says which prefix the CLAT used."""
+
+    def __init__(self):
+        Scenario.__init__(self, "qrc", ("app", "gw", "plat"))
+
+    def setup(self, quicknat, backend):
+        self.backend = backend
+        self.make_namespaces()
+        self.link("app", "a0", "gw", "g-in")
+        self.link("plat", "p0", "gw", "g-out")
+        self.nsx("app", "ip", "addr", "add", "192.0.0.2/29", "dev", "a0")
+        self.nsx("app", "ip", "route", "add", "default", "via", "192.0.0.1")
+        self.nsx("gw", "ip", "addr", "add", "192.0.0.1/29", "dev", "g-in")
+        self.nsx("gw", "ip", "-6", "addr", "add", "2001:db8:2::2/64", "dev", "g-out", "nodad")
+        self.nsx("gw", "ip", "-6", "route", "add", "default", "via", "2001:db8:2::1")
+        self.nsx("plat", "ip", "-6", "addr", "add", "2001:db8:2::1/64", "dev", "p0", "nodad")
+        self.holds(OLD_DST6)
+        self.nsx("plat", "ip", "-6", "route", "add", "2001:db8:aaaa::2/128", "via", "2001:db8:2::2")
+        self.qn = self.quicknat(quicknat, "gw", clat_config(backend, OLD_PLAT),
+                                f"reload-clat-{backend}")
+        assert self.qn.wait_started(), self.qn.text()[-2000:]
+
+    def holds(self, dst6, drop=None):
+        """`plat` answers at `dst6` (and no longer at `drop`)."""
+        self.nsx("plat", "ip", "-6", "addr", "add", f"{dst6}/128", "dev", "p0", "nodad")
+        if drop:
+            self.nsx("plat", "ip", "-6", "addr", "del", f"{drop}/128", "dev", "p0")
+
+    def ping(self):
+        r = self.nsx("app", "ping", "-c", "1", "-W", "1", "198.51.100.10", check=False, timeout=5)
+        return r.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def gw_clat(quicknat, backend):
+    g = ReloadClat()
+    try:
+        g.setup(quicknat, backend)
+        yield g
+    finally:
+        assert not g.close()
+
+
+def test_clat_a_reload_moves_the_plat_prefix(gw_clat):
+    # Before: the app's ping to 198.51.100.10 reaches 2001:db8:64::c633:640a (old prefix).
+    g = gw_clat
+    assert wait_for(g.ping, 5), g.qn.text()[-2000:]
+    g.rewrite(clat_config(g.backend, NEW_PLAT))
+    line = g.hup("clat: ")
+    assert OLD_PLAT in line and NEW_PLAT in line, line
+    # After: the same process sends it into the new prefix: answered when only the new
+    # address exists, unanswered when only the old one does.
+    g.holds(NEW_DST6, drop=OLD_DST6)
+    assert wait_for(g.ping, 5), g.qn.text()[-2000:]
+    g.holds(OLD_DST6, drop=NEW_DST6)
+    assert not g.ping()
+    g.holds(NEW_DST6, drop=OLD_DST6)
+    assert wait_for(g.ping, 5), g.qn.text()[-2000:]
+    assert g.qn.proc.poll() is None

@@ -107,6 +107,20 @@ impl ReloadReport {
             self.push(format!("{what} {old:?} → {new:?}"));
         }
     }
+
+    /// [`compare`](Self::compare) for an optional setting shown as the operator writes it
+    /// (`2001:db8:64::/96`, not the Debug form of its bytes), `none` when unset.
+    pub fn compare_shown<V: PartialEq + std::fmt::Display>(
+        &mut self,
+        what: &str,
+        old: &Option<V>,
+        new: &Option<V>,
+    ) {
+        let show = |v: &Option<V>| v.as_ref().map_or_else(|| "none".to_owned(), V::to_string);
+        if old != new {
+            self.push(format!("{what} {} → {}", show(old), show(new)));
+        }
+    }
 }
 
 impl std::fmt::Display for ReloadReport {

@@ -101,7 +101,7 @@ impl Siit {
     pub fn reload(&self, old: &SiitConfig, new: &SiitConfig) -> Result<ReloadReport, ConfigError> {
         new.validate()?;
         let mut report = ReloadReport::default();
-        report.compare("pref64", &old.pref64, &new.pref64);
+        report.compare_shown("pref64", &old.pref64, &new.pref64);
         if old.eam != new.eam {
             report.push(format!(
                 "eam: {} → {} entries",
@@ -109,7 +109,7 @@ impl Siit {
                 new.eam.len()
             ));
         }
-        report.compare(
+        report.compare_shown(
             "icmp_error_source",
             &old.icmp_error_source,
             &new.icmp_error_source,

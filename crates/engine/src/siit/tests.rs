@@ -272,4 +272,12 @@ fn a_reload_changes_the_eam_table_of_running_workers() {
     assert_eq!(to_eam(&mut w), after);
     // The same file again: nothing to report.
     assert_eq!(shared.reload(&new, &new).unwrap().to_string(), "no change");
+    // A prefix change is reported as the operator writes prefixes.
+    let moved = SiitConfig {
+        pref64: Some("2001:db8:46::/96".parse().unwrap()),
+        ..new.clone()
+    };
+    let report = shared.reload(&new, &moved).unwrap().to_string();
+    let was = new.pref64.as_ref().unwrap().to_string();
+    assert_eq!(report, format!("pref64 {was} → 2001:db8:46::/96"));
 }
