@@ -565,3 +565,54 @@ def test_a_subscriber_over_its_port_limit_reaches_the_collectors(quicknat, backe
         m = re.findall(r"\bsubscriber_limit=(\d+)", s.qn.stats())
         return int(m[-1]) if m else 0
     assert wait_for(lambda: limited() >= n - LIMIT, 5) and limited() == n - LIMIT, s.qn.stats()
+
+
+# A pool of 4 ports per address and no per-host limit: the fifth flow of one inside host
+# finds no free port on its (paired) address.
+POOL_PORTS = 4
+EXHAUST_CONFIG = CONFIG.replace('ports = "20000-29999"', f'ports = "20000-{20000 + POOL_PORTS - 1}"').replace(
+    "port_preservation = false\n", "port_preservation = false\nmax_ports_per_host = 0\n",
+).replace('events = ["binding", "session", "limits"]', 'events = ["limits"]')
+
+
+@pytest.mark.only(backend="af_packet")
+@pytest.mark.parametrize("pool,nat_event", [("203.0.113.1/32", 12), ("203.0.113.0/31", 3)],
+                         ids=["ports-exhausted", "addresses-exhausted"])
+def test_an_exhausted_pool_reaches_the_collectors_once_a_second(quicknat, backend, scenario,
+                                                                pool, nat_event):
+    # RFC 8158 natEvent 12 (NAT ports exhausted: the rule's one address ran out of ports)
+    # or 3 (NAT addresses exhausted: a pool of several addresses, the host's paired one
+    # is full), with the pool's address; throttled to one event a second however many
+    # packets are refused, each of which is a counted pool_exhausted drop.
+    s = scenario
+    config = EXHAUST_CONFIG.replace('pool = ["203.0.113.1/32"]', f'pool = ["{pool}"]')
+    s.setup(quicknat, backend, syslog=True, nfacctd=False, config=config)
+    over = 12
+    n = POOL_PORTS + over
+    started = time.monotonic()
+    s.nsx("cli", "python3", "-c", BURST, SERVER, "5353", str(n), timeout=30)
+    # The burst lasts well under a second here; allow for a second boundary inside it.
+    seconds = int(time.monotonic() - started) + 2
+
+    def refused():
+        m = re.findall(r"\bpool_exhausted=(\d+)", s.qn.stats())
+        return int(m[-1]) if m else 0
+    assert wait_for(lambda: refused() >= over, 10), s.qn.stats()
+    assert refused() == over, s.qn.stats()
+    assert wait_for(lambda: len(s.syslog_lines()) >= 1, 10), s.qn.text()[-2000:]
+    assert wait_for(lambda: s.natlog_counter("ipfix_messages") >= 1, 10)
+    lines = s.syslog_lines()
+    assert 1 <= len(lines) <= seconds, (seconds, lines)
+    first = pool.split("/")[0]
+    for line in lines:
+        m = RFC5424.match(line)
+        assert m, line
+        p = dict(re.findall(r' ([^ =]+)="([^"]*)"', m["params"]))
+        assert p["natEvent"] == str(nat_event), line
+        assert p["postNATSourceIPv4Address"] == first, line
+        assert p["subscriber"].startswith("10.0.0.2"), line
+    s.tshark.terminate()
+    s.tshark.wait(timeout=10)
+    records = [r for _, rs in s.ipfix_messages() for r in rs]
+    assert [int(r["cflow.nat_event"]) for r in records] == [nat_event] * len(lines), records
+    assert all(r["cflow.post_natsource_ipv4_address"] == first for r in records), records
