@@ -127,14 +127,20 @@ class Reload(Scenario):
         return int(m[-1]) if m else 0
 
 
-@pytest.fixture(scope="module")
-def gw(quicknat, backend):
-    g = Reload()
+def running(cls, quicknat, backend):
+    """A module fixture's body: `cls`'s scenario set up, yielded, then torn down (its
+    close must report nothing left behind)."""
+    g = cls()
     try:
         g.setup(quicknat, backend)
         yield g
     finally:
         assert not g.close()
+
+
+@pytest.fixture(scope="module")
+def gw(quicknat, backend):
+    yield from running(Reload, quicknat, backend)
 
 
 def test_a_download_survives_a_reload_that_adds_a_pool_and_changes_timeouts(gw):
@@ -239,12 +245,7 @@ class Reload64(Reload):
 
 @pytest.fixture(scope="module")
 def gw64(quicknat, backend):
-    g = Reload64()
-    try:
-        g.setup(quicknat, backend)
-        yield g
-    finally:
-        assert not g.close()
+    yield from running(Reload64, quicknat, backend)
 
 
 def test_nat64_a_download_survives_a_pool4_and_timeout_reload(gw64):
@@ -326,12 +327,7 @@ class ReloadSiit(Reload):
 
 @pytest.fixture(scope="module")
 def gw_siit(quicknat, backend):
-    g = ReloadSiit()
-    try:
-        g.setup(quicknat, backend)
-        yield g
-    finally:
-        assert not g.close()
+    yield from running(ReloadSiit, quicknat, backend)
 
 
 def test_siit_a_reload_moves_an_eam_entry(gw_siit):
@@ -441,12 +437,7 @@ class ReloadClat(Reload):
 
 @pytest.fixture(scope="module")
 def gw_clat(quicknat, backend):
-    g = ReloadClat()
-    try:
-        g.setup(quicknat, backend)
-        yield g
-    finally:
-        assert not g.close()
+    yield from running(ReloadClat, quicknat, backend)
 
 
 def test_clat_a_reload_moves_the_plat_prefix(gw_clat):
