@@ -232,6 +232,22 @@ pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> 
             Ipv4Addr::new(scratch[12], scratch[13], scratch[14], scratch[15]),
             u16::from_be_bytes([scratch[20], scratch[21]]),
         );
+        // And one reply, so the flow is established before timing starts: a TCP
+        // session seen only outbound stays "picked up" and every segment would run the
+        // connection-tracking state machine instead of the established path.
+        scratch.clear();
+        build(&mut scratch, tcp, server, public, 46);
+        if !driver
+            .process_all(
+                &mut warm,
+                Timestamp::from_nanos(warm_at),
+                Direction::Inbound,
+                &mut scratch,
+            )
+            .is_forward()
+        {
+            continue;
+        }
         for (dir, src, dst, size, expect) in [
             (Direction::Outbound, inside, server, size, public),
             (
