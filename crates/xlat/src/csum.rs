@@ -1,6 +1,6 @@
 //! Accumulating checksum deltas: many 16-bit field changes, one checksum update.
 
-use wire::checksum::{combine, fold};
+use wire::checksum::fold64;
 
 /// The ones'-complement sum of `~old + new` over every changed 16-bit word (RFC 1624
 /// eqn 3, generalised to several words). Apply it to any checksum covering those words.
@@ -15,6 +15,15 @@ impl Delta {
     #[inline]
     pub fn word(&mut self, old: u16, new: u16) {
         // Each term is below 2^17: 2^47 of them would be needed to overflow; fold once at the end.
+        self.0 += u64::from(!old) + u64::from(new);
+    }
+
+    /// Records that a 32-bit word (two adjacent 16-bit words, big-endian) changed from
+    /// `old` to `new`: since 2^16 ≡ 1 (mod 0xFFFF), `!old + new` as 32-bit values is the
+    /// sum of both halves' terms.
+    #[inline]
+    pub fn word32(&mut self, old: u32, new: u32) {
+        // Each term is below 2^33: 2^31 of them would be needed to overflow.
         self.0 += u64::from(!old) + u64::from(new);
     }
 
@@ -40,18 +49,14 @@ impl Delta {
     /// The updated checksum: `~(~HC + delta)`.
     #[inline]
     pub fn apply(self, csum: u16) -> u16 {
-        let mut s = u64::from(!csum) + self.0;
-        s = (s & 0xFFFF_FFFF) + (s >> 32);
-        !fold(combine(s as u32, 0))
+        !fold64(u64::from(!csum) + self.0)
     }
 
     /// Applies the delta to a *partial* checksum (a field holding the folded pseudo-header
     /// sum, not its complement, as CHECKSUM_PARTIAL offloads leave it): `HC + delta`.
     #[inline]
     pub fn apply_partial(self, partial: u16) -> u16 {
-        let mut s = u64::from(partial) + self.0;
-        s = (s & 0xFFFF_FFFF) + (s >> 32);
-        fold(combine(s as u32, 0))
+        fold64(u64::from(partial) + self.0)
     }
 
     /// Like [`apply`](Self::apply) under the IPv4 UDP rule: a zero checksum (none sent)
@@ -156,6 +161,19 @@ mod tests {
             // the form a full recompute yields except when all data words sum to zero.
             prop_assert!(inc == full || (inc ^ full) == 0xFFFF && (inc == 0 || full == 0),
                          "inc {:04x} full {:04x}", inc, full);
+        }
+
+        /// A 32-bit change recorded at once updates a checksum exactly as its two 16-bit
+        /// halves recorded one by one.
+        #[test]
+        fn word32_equals_two_words(old in any::<u32>(), new in any::<u32>(), csum in any::<u16>()) {
+            let mut one = Delta::ZERO;
+            one.word32(old, new);
+            let mut two = Delta::ZERO;
+            two.word((old >> 16) as u16, (new >> 16) as u16);
+            two.word(old as u16, new as u16);
+            prop_assert_eq!(one.apply(csum), two.apply(csum));
+            prop_assert_eq!(one.apply_partial(csum), two.apply_partial(csum));
         }
     }
 

@@ -91,13 +91,6 @@ fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: D
     changed
 }
 
-/// Adds the change of a 32-bit field to a delta (as two 16-bit words).
-#[inline(always)]
-fn delta32(d: &mut Delta, old: u32, new: u32) {
-    d.word((old >> 16) as u16, (new >> 16) as u16);
-    d.word(old as u16, new as u16);
-}
-
 /// The common case with one bounds check up front: a 20-byte IPv4 header followed by a
 /// full TCP (20 bytes) or UDP (8 bytes) header. Returns false (nothing written) when the
 /// packet is not of that shape.
@@ -130,8 +123,8 @@ fn rewrite_headers(
     let (old_src, old_dst) = (rd32(ip, 12), rd32(ip, 16));
     let (new_src, new_dst) = (u32::from(to.src), u32::from(to.dst));
     let mut pseudo = Delta::ZERO;
-    delta32(&mut pseudo, old_src, new_src);
-    delta32(&mut pseudo, old_dst, new_dst);
+    pseudo.word32(old_src, new_src);
+    pseudo.word32(old_dst, new_dst);
     ip[12..16].copy_from_slice(&new_src.to_be_bytes());
     ip[16..20].copy_from_slice(&new_dst.to_be_bytes());
     let mut ip_delta = pseudo;
@@ -146,15 +139,12 @@ fn rewrite_headers(
     if l4.len() < 8 {
         return false;
     }
-    let (op, odp) = (
-        u16::from_be_bytes([l4[0], l4[1]]),
-        u16::from_be_bytes([l4[2], l4[3]]),
-    );
+    // Both ports as one 32-bit word: one load, one store, one delta term.
+    let old_ports = u32::from_be_bytes([l4[0], l4[1], l4[2], l4[3]]);
+    let new_ports = (u32::from(to.sport) << 16) | u32::from(to.dport);
     let mut d = pseudo;
-    d.word(op, to.sport);
-    d.word(odp, to.dport);
-    l4[0..2].copy_from_slice(&to.sport.to_be_bytes());
-    l4[2..4].copy_from_slice(&to.dport.to_be_bytes());
+    d.word32(old_ports, new_ports);
+    l4[0..4].copy_from_slice(&new_ports.to_be_bytes());
     match kind {
         L4Kind::Tcp if l4.len() >= 18 => {
             let c = u16::from_be_bytes([l4[16], l4[17]]);
