@@ -118,7 +118,7 @@ fn ports(proto: IpProtocol, l4: &[u8]) -> Option<(Proto, L4Kind, u16, u16)> {
 /// and takes the full parse, which also names the reason for a drop. When this returns
 /// a flow, it is exactly the flow the full parse returns (a test holds it to that).
 #[inline]
-fn parse_fast(pkt: &[u8], verify_ip: bool) -> Option<Flow> {
+pub(super) fn parse_fast(pkt: &[u8], verify_ip: bool) -> Option<Flow> {
     let h: &[u8; 28] = pkt.first_chunk::<28>()?;
     if h[0] != 0x45 || h[6] & 0x3f != 0 || h[7] != 0 {
         return None;
@@ -127,12 +127,16 @@ fn parse_fast(pkt: &[u8], verify_ip: bool) -> Option<Flow> {
     if total > pkt.len() || total < 28 {
         return None;
     }
-    let mut sum = 0u32;
-    for i in 0..10 {
-        sum += u32::from(u16::from_be_bytes([h[2 * i], h[2 * i + 1]]));
-    }
-    if verify_ip && wire::checksum::fold(sum) != 0xffff {
-        return None;
+    if verify_ip {
+        // The header as five 32-bit words in native byte order: a ones'-complement sum
+        // is byte-order independent (RFC 1071 §2(B)), and all ones is its own swap.
+        let mut sum = 0u64;
+        for w in h[..20].chunks_exact(4) {
+            sum += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
+        }
+        if wire::checksum::fold64(sum) != 0xffff {
+            return None;
+        }
     }
     let src = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
     let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);

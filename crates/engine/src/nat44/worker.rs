@@ -13,7 +13,7 @@ use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite
 use super::frag::{rewrite_fragment, FragKey, FragRewrite};
 use super::held::Hold;
 use super::natlog::Origin;
-use super::parse::{parse_with, Flow, Fragment, IcmpError, Parsed};
+use super::parse::{parse_fast, parse_full, parse_with, Flow, Fragment, IcmpError, Parsed};
 use super::stage::Stage;
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
@@ -190,7 +190,34 @@ impl Nat44Worker {
             // The first packet of a staged batch: its session lines on the way first.
             self.stage.sessions(&self.shared.sessions);
         }
-        let parsed = parse_with(pkt, offload != Offload::Gso)?;
+        let verify_ip = offload != Offload::Gso;
+        // The common case first: a plain TCP or UDP packet, read straight from the bytes.
+        if let Some(f) = parse_fast(pkt, verify_ip) {
+            if self.shared.cfg.decrement_ttl && f.ttl <= 1 {
+                return Err(DropReason::TtlExpired);
+            }
+            fits(pkt, mtu)?;
+            if self.flow(now, dir, Leg::Wire, Flow { offload, ..f }, pkt)? {
+                self.hairpin_return(now, offload, pkt)?;
+            }
+            return Ok(());
+        }
+        self.process_other(now, dir, pkt, offload, mtu)
+    }
+
+    /// Every other shape (options, fragments, ICMP, a bad checksum, a drop to name): the
+    /// full parse, out of line so the common case above stays small.
+    #[cold]
+    #[inline(never)]
+    fn process_other(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        pkt: &mut [u8],
+        offload: Offload,
+        mtu: Option<u32>,
+    ) -> Result<(), DropReason> {
+        let parsed = parse_full(pkt, offload != Offload::Gso)?;
         let ttl = match parsed {
             Parsed::Flow(f) | Parsed::FirstFragment(f, _) => f.ttl,
             Parsed::IcmpError(e) => e.ttl,
