@@ -186,6 +186,7 @@ fn set_ip_addrs_ttl(
 /// asked. `l4_off` is the transport header's offset (the IPv4 header length).
 ///
 /// The caller guarantees TTL > 1 when `decrement_ttl` is set.
+#[inline]
 pub fn rewrite(
     pkt: &mut [u8],
     l4_off: usize,
@@ -196,6 +197,19 @@ pub fn rewrite(
     if l4_off == 20 && rewrite_fast(pkt, kind, to, decrement_ttl) {
         return true;
     }
+    rewrite_other(pkt, l4_off, kind, to, decrement_ttl)
+}
+
+/// Every shape but the common one (header options, ICMP queries, a short transport
+/// header), out of line so the common case inlines into its caller.
+#[inline(never)]
+fn rewrite_other(
+    pkt: &mut [u8],
+    l4_off: usize,
+    kind: L4Kind,
+    to: &Rewrite,
+    decrement_ttl: bool,
+) -> bool {
     if pkt.len() < l4_off.max(20) {
         return false;
     }
