@@ -162,8 +162,11 @@ pub struct Segment {
 impl Segment {
     /// Reads a segment from its header bytes `hdr` (at least 20; options are read from
     /// what `hdr` holds, only for a SYN) and the transport length `l4_len` (header plus
-    /// payload). `None` when `hdr` is shorter than 20 bytes. Never panics.
-    #[inline]
+    /// payload). `None` when `hdr` is shorter than 20 bytes. Never panics. Always
+    /// inlined: as a call its `Option<Segment>` came back through the stack and was
+    /// re-read with a wider load than the stores (a store-forwarding stall, ~6% of the
+    /// NAT44 fast path's cycles in `perf`); the options walk stays out of line.
+    #[inline(always)]
     pub fn parse(hdr: &[u8], l4_len: usize) -> Option<Segment> {
         let h = hdr.get(..20)?;
         let be32 = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
