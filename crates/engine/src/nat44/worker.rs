@@ -197,12 +197,48 @@ impl Nat44Worker {
                 return Err(DropReason::TtlExpired);
             }
             fits(pkt, mtu)?;
-            if self.flow(now, dir, Leg::Wire, Flow { offload, ..f }, pkt)? {
+            // An established session: translate. Anything else (no session, one idle
+            // past its timeout) goes out of line; the flow is never handed to a call
+            // here, so it stays in registers instead of being laid out in memory.
+            let sh = &*self.shared;
+            let h = match sh.sessions.hit(&f.tuple) {
+                Some(h) if is_live(sh, &h, now) => h,
+                found => return self.flow_miss(now, dir, pkt, offload, found.is_none()),
+            };
+            if forward(sh, h, dir, Leg::Wire, &Flow { offload, ..f }, now, pkt)? {
                 self.hairpin_return(now, offload, pkt)?;
             }
             return Ok(());
         }
         self.process_other(now, dir, pkt, offload, mtu)
+    }
+
+    /// The common shape without a live session (`absent`: none was found at all, so the
+    /// lookup is not repeated): parsed again (cheap beside making a session) and taken
+    /// through the general flow path.
+    #[cold]
+    #[inline(never)]
+    fn flow_miss(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        pkt: &mut [u8],
+        offload: Offload,
+        absent: bool,
+    ) -> Result<(), DropReason> {
+        let Some(f) = parse_fast(pkt, offload != Offload::Gso) else {
+            return Err(DropReason::Malformed); // not reached: the same bytes parsed before
+        };
+        let f = Flow { offload, ..f };
+        let hairpin = if absent {
+            self.flow_create(now, dir, Leg::Wire, f, pkt)?
+        } else {
+            self.flow(now, dir, Leg::Wire, f, pkt)?
+        };
+        if hairpin {
+            self.hairpin_return(now, offload, pkt)?;
+        }
+        Ok(())
     }
 
     /// Every other shape (options, fragments, ICMP, a bad checksum, a drop to name): the
@@ -335,8 +371,7 @@ impl Nat44Worker {
     fn lookup_live(&mut self, t: &Tuple, now: Timestamp) -> Option<RecordRef> {
         let sh = &*self.shared;
         let h = sh.sessions.hit(t)?;
-        let (seen, tcp, proto) = h.activity();
-        if seen + sh.timeout(proto, tcp) > now {
+        if is_live(sh, &h, now) {
             return Some(h.r);
         }
         let at = Origin { ring: self.id, now };
@@ -357,14 +392,26 @@ impl Nat44Worker {
         {
             let sh = &*self.shared;
             if let Some(h) = sh.sessions.hit(&f.tuple) {
-                let (seen, tcp, proto) = h.activity();
-                if seen + sh.timeout(proto, tcp) > now {
+                if is_live(sh, &h, now) {
                     return forward(sh, h, dir, leg, &f, now, pkt);
                 }
                 let at = Origin { ring: self.id, now };
                 expire(sh, &mut self.counters, h.r.session, at);
             }
         }
+        self.flow_create(now, dir, leg, f, pkt)
+    }
+
+    /// No live session for `f`: make one (or refuse the packet), then translate.
+    #[inline]
+    fn flow_create(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        leg: Leg,
+        f: Flow,
+        pkt: &mut [u8],
+    ) -> Result<bool, DropReason> {
         let r = match dir {
             Direction::Outbound => self.new_outbound(now, &f.tuple)?,
             Direction::Inbound => match self.new_inbound(now, leg, &f.tuple) {
@@ -820,6 +867,20 @@ fn returns(flags: u32, dir: Direction) -> bool {
     flags & HAIRPIN != 0 && dir == Direction::Outbound
 }
 
+/// Whether the session `h` hit is within its idle timeout at `now`.
+#[inline(always)]
+fn is_live(sh: &Nat44Shared, h: &conntrack::Hit<'_>, now: Timestamp) -> bool {
+    let (seen, tcp, proto) = h.activity();
+    seen + sh.timeout(proto, tcp) > now
+}
+
+/// The session `t` hits, if it is live (see [`is_live`]); one idle past its timeout is
+/// left for the general path to expire.
+#[inline(always)]
+fn live_hit<'a>(sh: &'a Nat44Shared, t: &Tuple, now: Timestamp) -> Option<conntrack::Hit<'a>> {
+    sh.sessions.hit(t).filter(|h| is_live(sh, h, now))
+}
+
 /// Translates a packet along the record it hit; `Ok(true)` when the packet now goes to
 /// one of the NAT's public endpoints (see [`returns`]).
 #[inline(always)]
@@ -996,13 +1057,9 @@ impl Nat44Shared {
         t: &Tuple,
         segment: Option<&TcpSegment>,
     ) -> Option<Tuple> {
-        let h = self.sessions.hit(t)?;
-        let (seen, tcp, proto) = h.activity();
+        let h = live_hit(self, t, now)?;
         let flags = h.flags();
-        if seen + self.timeout(proto, tcp) <= now
-            || flags & HAIRPIN != 0
-            || side_direction(flags, h.r.side) != dir
-        {
+        if flags & HAIRPIN != 0 || side_direction(flags, h.r.side) != dir {
             return None;
         }
         // Refused (an out-of-window RST): the full path drops and counts it.
