@@ -97,6 +97,12 @@ impl Nat44Worker {
         w
     }
 
+    /// Stages every batch whatever the table's size (tests of the staged path).
+    #[cfg(test)]
+    pub(super) fn stage_always(&mut self) {
+        self.stage = Stage::above(0);
+    }
+
     /// Picks up the policy generation a reload published (see `crate::reload`); without
     /// waiting: if the cell is busy this instant, the next packet looks again.
     #[cold]
