@@ -210,22 +210,21 @@ pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> 
     let mut bytes = Vec::with_capacity(flows * 2 * 64);
     let mut packets = Vec::with_capacity(flows * 2);
     let mut scratch = Vec::with_capacity(1600);
+    // One warm-up packet from `src` to `dst` through the engine (left in `scratch`);
+    // whether it was forwarded.
+    let mut warm_up = |scratch: &mut Vec<u8>, dir, tcp, src, dst| {
+        scratch.clear();
+        build(scratch, tcp, src, dst, 46);
+        driver
+            .process_all(&mut warm, Timestamp::from_nanos(warm_at), dir, scratch)
+            .is_forward()
+    };
     for i in 0..flows {
         let tcp = i % 2 == 0;
         let (inside, server) = (inside_of(i), server_of(i));
         let size = frames.size(2 * i);
         // Learn the public endpoint by translating the flow's first packet.
-        scratch.clear();
-        build(&mut scratch, tcp, inside, server, 46);
-        if !driver
-            .process_all(
-                &mut warm,
-                Timestamp::from_nanos(warm_at),
-                Direction::Outbound,
-                &mut scratch,
-            )
-            .is_forward()
-        {
+        if !warm_up(&mut scratch, Direction::Outbound, tcp, inside, server) {
             continue; // counted in the engine; the flow just does not take part
         }
         let public = (
@@ -235,17 +234,7 @@ pub fn prepare(flows: usize, frames: FrameMix, rules: usize, workers: usize) -> 
         // And one reply, so the flow is established before timing starts: a TCP
         // session seen only outbound stays "picked up" and every segment would run the
         // connection-tracking state machine instead of the established path.
-        scratch.clear();
-        build(&mut scratch, tcp, server, public, 46);
-        if !driver
-            .process_all(
-                &mut warm,
-                Timestamp::from_nanos(warm_at),
-                Direction::Inbound,
-                &mut scratch,
-            )
-            .is_forward()
-        {
+        if !warm_up(&mut scratch, Direction::Inbound, tcp, server, public) {
             continue;
         }
         for (dir, src, dst, size, expect) in [

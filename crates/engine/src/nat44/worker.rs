@@ -199,10 +199,7 @@ impl Nat44Worker {
         let verify_ip = offload != Offload::Gso;
         // The common case first: a plain TCP or UDP packet, read straight from the bytes.
         if let Some(f) = parse_fast(pkt, verify_ip) {
-            if self.shared.cfg.decrement_ttl && f.ttl <= 1 {
-                return Err(DropReason::TtlExpired);
-            }
-            fits(pkt, mtu)?;
+            self.router_checks(f.ttl, pkt, mtu)?;
             // An established session: translate. Anything else (no session, one idle
             // past its timeout) goes out of line; the flow is never handed to a call
             // here, so it stays in registers instead of being laid out in memory.
@@ -211,12 +208,36 @@ impl Nat44Worker {
                 Some(h) if is_live(sh, &h, now) => h,
                 found => return self.flow_miss(now, dir, pkt, offload, found.is_none()),
             };
-            if forward(sh, h, dir, Leg::Wire, &Flow { offload, ..f }, now, pkt)? {
-                self.hairpin_return(now, offload, pkt)?;
-            }
-            return Ok(());
+            let hairpin = forward(sh, h, dir, Leg::Wire, &Flow { offload, ..f }, now, pkt)?;
+            return self.hairpin_if(hairpin, now, offload, pkt);
         }
         self.process_other(now, dir, pkt, offload, mtu)
+    }
+
+    /// What a router checks before forwarding: the TTL, then the next hop's MTU (RFC 1812
+    /// §5.2.6, §4.2.2.7: in that order).
+    #[inline(always)]
+    fn router_checks(&self, ttl: u8, pkt: &[u8], mtu: Option<u32>) -> Result<(), DropReason> {
+        if self.shared.cfg.decrement_ttl && ttl <= 1 {
+            return Err(DropReason::TtlExpired);
+        }
+        fits(pkt, mtu)
+    }
+
+    /// The hairpin's return pass, when the first pass sent the packet to one of the NAT's
+    /// own public endpoints.
+    #[inline(always)]
+    fn hairpin_if(
+        &mut self,
+        hairpin: bool,
+        now: Timestamp,
+        offload: Offload,
+        pkt: &mut [u8],
+    ) -> Result<(), DropReason> {
+        if hairpin {
+            self.hairpin_return(now, offload, pkt)?;
+        }
+        Ok(())
     }
 
     /// The common shape without a live session (`absent`: none was found at all, so the
@@ -241,10 +262,7 @@ impl Nat44Worker {
         } else {
             self.flow(now, dir, Leg::Wire, f, pkt)?
         };
-        if hairpin {
-            self.hairpin_return(now, offload, pkt)?;
-        }
-        Ok(())
+        self.hairpin_if(hairpin, now, offload, pkt)
     }
 
     /// Every other shape (options, fragments, ICMP, a bad checksum, a drop to name): the
@@ -265,15 +283,9 @@ impl Nat44Worker {
             Parsed::IcmpError(e) => e.ttl,
             Parsed::Fragment(g) => g.ttl,
         };
-        if self.shared.cfg.decrement_ttl && ttl <= 1 {
-            return Err(DropReason::TtlExpired);
-        }
-        // A router checks the next hop's MTU after the TTL (RFC 1812 §5.2.6, §4.2.2.7).
-        fits(pkt, mtu)?;
-        if self.pass(now, dir, Leg::Wire, parsed, offload, pkt)? {
-            self.hairpin_return(now, offload, pkt)?;
-        }
-        Ok(())
+        self.router_checks(ttl, pkt, mtu)?;
+        let hairpin = self.pass(now, dir, Leg::Wire, parsed, offload, pkt)?;
+        self.hairpin_if(hairpin, now, offload, pkt)
     }
 
     /// RFC 4787 REQ-9 / RFC 5128 §3.3: the packet left its sender's mapping for one of the
