@@ -4,6 +4,7 @@
 //! the capture replay (`offline`) and the control socket live here.
 
 pub mod control;
+pub mod cpucache;
 pub mod link;
 pub mod live;
 pub mod metrics;

@@ -8,7 +8,7 @@
 //! misses overlap.
 //!
 //! Only when the sessions outgrow the core's private cache: while they fit (their
-//! working set, live slots times bytes per session, below [`PRIVATE_CACHE`]), every
+//! working set, live slots times bytes per session, below [`private_cache`]), every
 //! lookup hits in L2 and the hints' instructions cost more than the waits they hide
 //! (measured 2026-11-24, AMD EPYC 2-vCPU KVM, 1 MiB L2, `quicknat-bench --flows`:
 //! unstaged 20.7-21.2 Mpps at 8,192 flows against 19.1-19.7 staged; staged wins from
@@ -20,17 +20,34 @@
 //! another worker or the reaper) only wastes a prefetch. No allocation: a fixed array of
 //! [`STAGE`] entries per worker; packets past it are not staged.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use conntrack::{Endpoint, Key, Proto, SessionTable, Staged, Tuple};
 
 /// Packets staged per batch at most (the live backends' batches are 64).
 pub const STAGE: usize = 64;
 
-/// The data cache private to one core, in bytes: below this working set the table is
-/// not staged. A constant, not detected: current server cores have 1-2 MiB of L2 (AMD
-/// EPYC Zen 2-4: 512 KiB-1 MiB, Intel Xeon Skylake-SP on: 1-2 MiB); 1 MiB errs towards
-/// staging, whose cost in a table that fits is a few percent, while not staging a table
-/// that does not fit costs several times over.
+/// The data cache private to one core, in bytes, when nobody said otherwise (see
+/// [`set_private_cache`]): below this working set the table is not staged. Current
+/// server cores have 512 KiB-2 MiB of L2 (AMD EPYC Zen 2-4: 512 KiB-1 MiB, Intel Xeon
+/// Skylake-SP on: 1-2 MiB); 1 MiB errs towards staging, whose cost in a table that fits
+/// is a few percent, while not staging a table that does not fit costs several times over.
 pub const PRIVATE_CACHE: usize = 1 << 20;
+
+/// The private cache size workers created from now on stage against.
+static PRIVATE: AtomicUsize = AtomicUsize::new(PRIVATE_CACHE);
+
+/// Tells the engine the size of one core's private data cache (the runtime reads it from
+/// the machine at start-up, before it creates workers; the engine does no I/O). A machine
+/// fact, the same for every worker, hence process-wide.
+pub fn set_private_cache(bytes: usize) {
+    PRIVATE.store(bytes, Ordering::Relaxed);
+}
+
+/// The private cache size workers stage against now.
+pub fn private_cache() -> usize {
+    PRIVATE.load(Ordering::Relaxed)
+}
 
 /// Packets between two looks at the table's size.
 pub const RECHECK: u32 = 256;
@@ -53,7 +70,7 @@ pub(super) struct Stage {
 
 impl Default for Stage {
     fn default() -> Self {
-        Self::above(PRIVATE_CACHE)
+        Self::above(private_cache())
     }
 }
 

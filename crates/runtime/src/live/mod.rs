@@ -126,6 +126,23 @@ pub fn run(
     });
     let mut mode = mode;
     clamp_translator_mtus(&mut mode, mtus.map(Some));
+    // Staged batches (issue 15): a session table that fits in one core's private cache
+    // is not prefetched; the engine is told that cache's size before workers exist.
+    let caches = std::path::Path::new(crate::cpucache::SYSFS_CPU0_CACHES);
+    match crate::cpucache::private_cache_bytes(caches) {
+        Some(bytes) => {
+            engine::nat44::set_private_cache(bytes);
+            log(format!(
+                "engine: batches staged (prefetched) once sessions outgrow {} KiB, cpu0's private cache",
+                bytes >> 10
+            ));
+        }
+        None => log(format!(
+            "engine: cpu0's private cache size not found in {}: batches staged once sessions outgrow {} KiB",
+            crate::cpucache::SYSFS_CPU0_CACHES,
+            engine::nat44::PRIVATE_CACHE >> 10
+        )),
+    }
     let shared = Arc::new(AnyMode::new(&mode, gw.workers)?);
     // -- metrics (issue 12) --
     // Bound first: an address in use is a start-up error before the host is touched, and
