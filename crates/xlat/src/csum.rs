@@ -30,14 +30,7 @@ impl Delta {
     /// Records a change of a 4-byte field (an IPv4 address).
     #[inline]
     pub fn addr(&mut self, old: [u8; 4], new: [u8; 4]) {
-        self.word(
-            u16::from_be_bytes([old[0], old[1]]),
-            u16::from_be_bytes([new[0], new[1]]),
-        );
-        self.word(
-            u16::from_be_bytes([old[2], old[3]]),
-            u16::from_be_bytes([new[2], new[3]]),
-        );
+        self.word32(u32::from_be_bytes(old), u32::from_be_bytes(new));
     }
 
     /// Adds another delta (e.g. the pseudo-header change to a port change).

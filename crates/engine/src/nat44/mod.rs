@@ -59,7 +59,7 @@ mod tests_tcp;
 mod worker;
 
 pub use offload::SessionOffload;
-pub use stage::{private_cache, set_private_cache, PRIVATE_CACHE};
+pub use stage::{set_private_cache, PRIVATE_CACHE};
 
 use std::hash::BuildHasherDefault;
 use std::net::Ipv4Addr;

@@ -127,16 +127,8 @@ pub(super) fn parse_fast(pkt: &[u8], verify_ip: bool) -> Option<Flow> {
     if total > pkt.len() || total < 28 {
         return None;
     }
-    if verify_ip {
-        // The header as five 32-bit words in native byte order: a ones'-complement sum
-        // is byte-order independent (RFC 1071 §2(B)), and all ones is its own swap.
-        let mut sum = 0u64;
-        for w in h[..20].chunks_exact(4) {
-            sum += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
-        }
-        if wire::checksum::fold64(sum) != 0xffff {
-            return None;
-        }
+    if verify_ip && wire::checksum::fold(wire::checksum::sum(&h[..20])) != 0xffff {
+        return None;
     }
     let src = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
     let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);

@@ -45,7 +45,7 @@ pub fn set_private_cache(bytes: usize) {
 }
 
 /// The private cache size workers stage against now.
-pub fn private_cache() -> usize {
+fn private_cache() -> usize {
     PRIVATE.load(Ordering::Relaxed)
 }
 

@@ -387,14 +387,8 @@ impl Nat44Worker {
     /// Looks a tuple up; a session found idle past its timeout is expired on the spot.
     #[inline]
     fn lookup_live(&mut self, t: &Tuple, now: Timestamp) -> Option<RecordRef> {
-        let sh = &*self.shared;
-        let h = sh.sessions.hit(t)?;
-        if is_live(sh, &h, now) {
-            return Some(h.r);
-        }
         let at = Origin { ring: self.id, now };
-        expire(sh, &mut self.counters, h.r.session, at);
-        None
+        live_or_expire(&self.shared, &mut self.counters, t, at).map(|h| h.r)
     }
 
     #[inline]
@@ -407,15 +401,9 @@ impl Nat44Worker {
         pkt: &mut [u8],
     ) -> Result<bool, DropReason> {
         // Fast path: an established session, its slot located once.
-        {
-            let sh = &*self.shared;
-            if let Some(h) = sh.sessions.hit(&f.tuple) {
-                if is_live(sh, &h, now) {
-                    return forward(sh, h, dir, leg, &f, now, pkt);
-                }
-                let at = Origin { ring: self.id, now };
-                expire(sh, &mut self.counters, h.r.session, at);
-            }
+        let at = Origin { ring: self.id, now };
+        if let Some(h) = live_or_expire(&self.shared, &mut self.counters, &f.tuple, at) {
+            return forward(&self.shared, h, dir, leg, &f, now, pkt);
         }
         self.flow_create(now, dir, leg, f, pkt)
     }
@@ -890,6 +878,23 @@ fn returns(flags: u32, dir: Direction) -> bool {
 fn is_live(sh: &Nat44Shared, h: &conntrack::Hit<'_>, now: Timestamp) -> bool {
     let (seen, tcp, proto) = h.activity();
     seen + sh.timeout(proto, tcp) > now
+}
+
+/// The session `t` hits, if it is live (see [`is_live`]); one found idle past its
+/// timeout is expired on the spot (by `at`).
+#[inline(always)]
+fn live_or_expire<'a>(
+    sh: &'a Nat44Shared,
+    counters: &mut Counters,
+    t: &Tuple,
+    at: Origin,
+) -> Option<conntrack::Hit<'a>> {
+    let h = sh.sessions.hit(t)?;
+    if is_live(sh, &h, at.now) {
+        return Some(h);
+    }
+    expire(sh, counters, h.r.session, at);
+    None
 }
 
 /// The session `t` hits, if it is live (see [`is_live`]); one idle past its timeout is
