@@ -16,6 +16,10 @@
 // the bytes leaving are the engine's. The TTL decrement adds the constant 0xFEFF
 // (`~w + (w - 0x0100)` for any w >= 0x0100), already folded into `ip_delta`.
 //
+// NAT64 (fast_path_64, fast_path_46, below): the same for a stateful NAT64 session, whose
+// packets change family on the way: IPv6 arriving inside leaves as IPv4, IPv4 arriving
+// outside as IPv6.
+//
 // Layouts: keep in sync with crates/io/src/afxdp/fast_path.rs.
 
 /* One direction of a flow as it arrives (wire byte order). */
@@ -101,6 +105,14 @@ static __attribute__((always_inline)) void count(__u32 idx, __u64 n)
 		*c += n;
 }
 
+static __attribute__((always_inline)) void fast_touch(__u64 *last_seen)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (now - *last_seen > FAST_TOUCH_NS)
+		*last_seen = now;
+}
+
 /* Returns an XDP action for a fast-path hit, or -1: not ours (the caller steers it). */
 static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 *data, __u8 *l3,
 						  __u8 *end)
@@ -181,10 +193,362 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 	}
 	__builtin_memcpy(data, v->dmac, 6);
 	__builtin_memcpy(data + 6, v->smac, 6);
-	__u64 now = bpf_ktime_get_ns();
-	if (now - v->last_seen > FAST_TOUCH_NS)
-		v->last_seen = now;
+	fast_touch(&v->last_seen);
 	count(FAST_PACKETS, 1);
 	count(FAST_BYTES, (__u64)(end - data));
 	return bpf_redirect_map(&tx_port, v->egress, 0);
+}
+
+/* --- NAT64 (issue 15 item 2): the header changes family, so it shrinks or grows by 20
+ * bytes (bpf_xdp_adjust_head). Each per-packet field follows the engine's established
+ * NAT64 path (engine::nat64, outbound_fast / inbound_fast, and xlat::siit) step by step, so
+ * the bytes leaving are its bytes: the transport checksum is updated in the engine's
+ * order (SIIT's pseudo-header delta, then the port patch, or the other way round
+ * inbound), with the RFC 768 / RFC 8200 rule for a computed UDP zero at each step. */
+
+/* An IPv6 flow as it arrives (inside). */
+struct fast_key6 {
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+/* IPv6 -> IPv4: what the packet leaves as. */
+struct fast_val64 {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;	  /* the pool port (the destination port stays) */
+	__u16 siit_delta; /* IPv6 addresses -> IPv4 ones, for the transport checksum */
+	__u32 egress;
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u8 decrement_ttl;
+	__u8 tos_copy; /* 1: TOS = the traffic class; 0: TOS = `tos` */
+	__u8 tos;
+	__u8 df;  /* FAST_DF_* */
+	__u16 mtu; /* the IPv4 next hop's (host order): longer packets go to user space */
+	__u16 pad0;
+	__u32 pad1;
+	__u64 last_seen;
+};
+
+/* IPv4 -> IPv6. */
+struct fast_val46 {
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__u16 dport;	  /* the host's port (the source port stays) */
+	__u16 siit_delta; /* IPv4 addresses -> IPv6 ones */
+	__u32 egress;
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u8 decrement_ttl;
+	__u8 tc_copy; /* 1: traffic class = the TOS; 0: = `tc` */
+	__u8 tc;
+	__u8 pad0;
+	__u16 mtu_df;	/* with DF: the IPv6 next hop's MTU (host order) */
+	__u16 mtu_nodf; /* without: the lowest IPv6 MTU (longer ones are fragmented) */
+	__u32 pad1;
+	__u64 last_seen;
+};
+
+#define FAST_DF_RFC 0	/* RFC 7915 §5.1: set above 1260 bytes */
+#define FAST_DF_CLEAR 1
+#define FAST_DF_SET 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536); /* set by the loader */
+	__type(key, struct fast_key6);
+	__type(value, struct fast_val64);
+} fast_64 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536); /* set by the loader */
+	__type(key, struct fast_key);
+	__type(value, struct fast_val46);
+} fast_46 SEC(".maps");
+
+static long (*bpf_xdp_adjust_head)(struct xdp_md *ctx, int delta) = (void *)44;
+
+/* update16 of wire::checksum, for a port patch: ~(~c + ~old + new). */
+static __attribute__((always_inline)) __u16 csum_port(__u16 c, __u16 old, __u16 new, int udp)
+{
+	if (old == new)
+		return c;
+	if (udp && c == 0)
+		return 0;
+	c = (__u16)~fold32((__u32)(__u16)~c + (__u16)~old + new);
+	return (udp && c == 0) ? 0xffff : c;
+}
+
+/* Delta::apply, or apply_udp4 for UDP (a zero stays, a computed zero is sent as ones). */
+static __attribute__((always_inline)) __u16 csum_siit(__u16 c, __u16 delta, int udp)
+{
+	if (udp && c == 0)
+		return 0;
+	c = csum_apply(c, delta);
+	return (udp && c == 0) ? 0xffff : c;
+}
+
+/* The sum of an IPv6 address's words as loaded (no carry lost in 32 bits). */
+static __attribute__((always_inline)) __u32 sum_v6(const __u8 *a)
+{
+	__u32 s = 0;
+
+#pragma unroll
+	for (int i = 0; i < 16; i += 2)
+		s += *(__u16 *)(a + i);
+	return s;
+}
+
+/* xlat::siit's derived_ident (FNV-1a over the first 32 bytes of the transport data, as
+ * it is after SIIT's checksum update: `c` at `coff`), for IPv4 packets with DF clear. */
+static __attribute__((always_inline)) __u16 derived_ident(__u8 *l4, __u8 *end, int coff, __u16 c)
+{
+	__u32 h = 0x811C9DC5u;
+	__u8 cb[2];
+
+	/* The checksum as it lies on the wire (c holds the wire bytes). */
+	__builtin_memcpy(cb, &c, 2);
+#pragma unroll
+	for (int i = 0; i < 32; i++) {
+		if (l4 + i + 1 > end)
+			break;
+		__u8 b = i == coff ? cb[0] : i == coff + 1 ? cb[1] : l4[i];
+		h ^= b;
+		h *= 0x01000193u;
+	}
+	return (__u16)((h >> 16) ^ h);
+}
+
+/* IPv6 arriving inside -> IPv4 out of the other interface. -1: not ours. */
+static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 *data, __u8 *l3,
+						  __u8 *end)
+{
+	struct fast_key6 key = {};
+	struct fast_val64 *v;
+	__u8 *l4;
+	int coff;
+
+	if (l3 != data + 14 || l3 + 40 > end)
+		return -1;
+	if ((l3[0] >> 4) != 6)
+		return -1;
+	__u16 plen = be16(*(__u16 *)(l3 + 4));
+	if (l3 + 40 + plen != end)
+		return -1;
+	l4 = l3 + 40;
+	key.proto = l3[6];
+	if (key.proto == 6) {
+		if (l4 + 20 > end)
+			return -1;
+		if (l4[13] & 0x07)
+			return -1;
+		coff = 16;
+	} else if (key.proto == 17) {
+		if (l4 + 8 > end)
+			return -1;
+		coff = 6;
+	} else {
+		return -1;
+	}
+	__builtin_memcpy(key.saddr, l3 + 8, 16);
+	__builtin_memcpy(key.daddr, l3 + 24, 16);
+	key.sport = *(__u16 *)l4;
+	key.dport = *(__u16 *)(l4 + 2);
+	v = bpf_map_lookup_elem(&fast_64, &key);
+	if (!v) {
+		count(FAST_MISS, 1);
+		return -1;
+	}
+	/* A hop limit of 1 or less: the engine's (an ICMP error may be owed). */
+	__u8 hop = l3[7];
+	if (hop <= 1)
+		return -1;
+	if (v->decrement_ttl)
+		hop -= 1;
+	__u16 total = plen + 20;
+	if (total > v->mtu)
+		return -1;
+	__u16 *csum = (__u16 *)(l4 + coff);
+	__u16 c = *csum;
+	/* UDP without a checksum (illegal in IPv6: the engine drops or computes it), or a
+	 * partial checksum from a veth peer's offload: user space. */
+	if (key.proto == 17 && c == 0)
+		return -1;
+	{
+		__u32 ps = sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) + be16(plen);
+		if (c == fold32(ps))
+			return -1;
+	}
+	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
+		count(FAST_NO_PORT, 1);
+		return -1;
+	}
+	int udp = key.proto == 17;
+	__u8 tc = (__u8)((l3[0] << 4) | (l3[1] >> 4));
+	__u8 tos = v->tos_copy ? tc : v->tos;
+	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
+
+	/* SIIT's pseudo-header change, the ID from the segment as it is then, the port. */
+	c = csum_siit(c, v->siit_delta, udp);
+	__u16 id = df ? 0 : be16(derived_ident(l4, end, coff, c));
+	*csum = csum_port(c, key.sport, v->sport, udp);
+	*(__u16 *)l4 = v->sport;
+
+	/* The IPv4 header over the last 20 bytes of the IPv6 one. */
+	__u8 *h = l3 + 20;
+	__u32 w0 = (0x45u << 8 | tos);
+	__u16 frag = df ? be16(0x4000) : 0;
+	*(__u16 *)h = be16((__u16)w0);
+	*(__u16 *)(h + 2) = be16(total);
+	*(__u16 *)(h + 4) = id;
+	*(__u16 *)(h + 6) = frag;
+	h[8] = hop;
+	h[9] = key.proto;
+	*(__u16 *)(h + 10) = 0;
+	*(__u32 *)(h + 12) = v->saddr;
+	*(__u32 *)(h + 16) = v->daddr;
+	{
+		__u32 s = 0;
+
+#pragma unroll
+		for (int i = 0; i < 20; i += 2)
+			s += *(__u16 *)(h + i);
+		*(__u16 *)(h + 10) = (__u16)~fold32(s);
+	}
+	fast_touch(&v->last_seen);
+	__u32 egress = v->egress;
+	__u8 mac[12];
+	__builtin_memcpy(mac, v->dmac, 12);
+	__u64 bytes = (__u64)(end - data) - 20;
+
+	if (bpf_xdp_adjust_head(ctx, 20))
+		return XDP_ABORTED;
+	data = (__u8 *)(long)ctx->data;
+	end = (__u8 *)(long)ctx->data_end;
+	if (data + 14 > end)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, mac, 12);
+	*(__u16 *)(data + 12) = be16(ETH_P_IP);
+	count(FAST_PACKETS, 1);
+	count(FAST_BYTES, bytes);
+	return bpf_redirect_map(&tx_port, egress, 0);
+}
+
+/* IPv4 arriving outside -> IPv6 out of the other interface. -1: not ours. */
+static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 *data, __u8 *l3,
+						  __u8 *end)
+{
+	struct fast_key key = {};
+	struct fast_val46 *v;
+	__u8 *l4;
+	int coff;
+
+	if (l3 != data + 14 || l3 + 20 > end)
+		return -1;
+	/* No options; not a fragment (DF may be set). */
+	if (l3[0] != 0x45 || (*(__u16 *)(l3 + 6) & be16(0x3fff)))
+		return -1;
+	__u16 tot = be16(*(__u16 *)(l3 + 2));
+	if (l3 + tot != end)
+		return -1;
+	l4 = l3 + 20;
+	key.proto = l3[9];
+	if (key.proto == 6) {
+		if (l4 + 20 > end)
+			return -1;
+		if (l4[13] & 0x07)
+			return -1;
+		coff = 16;
+	} else if (key.proto == 17) {
+		if (l4 + 8 > end)
+			return -1;
+		coff = 6;
+	} else {
+		return -1;
+	}
+	key.saddr = *(__u32 *)(l3 + 12);
+	key.daddr = *(__u32 *)(l3 + 16);
+	key.sport = *(__u16 *)l4;
+	key.dport = *(__u16 *)(l4 + 2);
+	v = bpf_map_lookup_elem(&fast_46, &key);
+	if (!v) {
+		count(FAST_MISS, 1);
+		return -1;
+	}
+	/* A router verifies the header checksum (SIIT drops a bad one: the engine's). */
+	{
+		__u32 s = 0;
+
+#pragma unroll
+		for (int i = 0; i < 20; i += 2)
+			s += *(__u16 *)(l3 + i);
+		if (fold32(s) != 0xffff)
+			return -1;
+	}
+	__u8 ttl = l3[8];
+	if (ttl <= 1)
+		return -1;
+	if (v->decrement_ttl)
+		ttl -= 1;
+	int df = (l3[6] & 0x40) != 0;
+	__u32 len6 = (__u32)tot + 20;
+	if (len6 > (df ? v->mtu_df : v->mtu_nodf))
+		return -1;
+	__u16 *csum = (__u16 *)(l4 + coff);
+	__u16 c = *csum;
+	if (key.proto == 17 && c == 0)
+		return -1;
+	{
+		__u32 ps = (key.saddr & 0xffff) + (key.saddr >> 16) + (key.daddr & 0xffff) +
+			   (key.daddr >> 16) + be16((__u16)key.proto) + be16((__u16)(tot - 20));
+		if (c == fold32(ps))
+			return -1;
+	}
+	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
+		count(FAST_NO_PORT, 1);
+		return -1;
+	}
+	int udp = key.proto == 17;
+	__u8 tc = v->tc_copy ? l3[1] : v->tc;
+
+	/* The port patch (NAT44's part), then SIIT's pseudo-header change. */
+	c = csum_port(c, key.dport, v->dport, udp);
+	*csum = csum_siit(c, v->siit_delta, udp);
+	*(__u16 *)(l4 + 2) = v->dport;
+
+	fast_touch(&v->last_seen);
+	__u32 egress = v->egress;
+	__u8 mac[12];
+	__u32 addrs[8];
+	__builtin_memcpy(mac, v->dmac, 12);
+	__builtin_memcpy(addrs, v->saddr, 32);
+	__u64 bytes = (__u64)(end - data) + 20;
+
+	if (bpf_xdp_adjust_head(ctx, -20))
+		return XDP_ABORTED;
+	data = (__u8 *)(long)ctx->data;
+	end = (__u8 *)(long)ctx->data_end;
+	if (data + 54 > end)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, mac, 12);
+	*(__u16 *)(data + 12) = be16(ETH_P_IPV6);
+	__u8 *h = data + 14;
+	/* Version 6, the traffic class, flow label 0. */
+	h[0] = 0x60 | (tc >> 4);
+	h[1] = (__u8)(tc << 4);
+	h[2] = 0;
+	h[3] = 0;
+	*(__u16 *)(h + 4) = be16((__u16)(tot - 20));
+	h[6] = key.proto;
+	h[7] = ttl;
+	__builtin_memcpy(h + 8, addrs, 32);
+	count(FAST_PACKETS, 1);
+	count(FAST_BYTES, bytes);
+	return bpf_redirect_map(&tx_port, egress, 0);
 }

@@ -64,6 +64,9 @@ static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 #define QN_CFG_STEER_V6 4u
 /* Look established IPv4 TCP/UDP flows up in `fast_v4` (the fast path, fast_path.h). */
 #define QN_CFG_FAST_V4 8u
+/* NAT64: look IPv6 TCP/UDP up in `fast_64`, IPv4 TCP/UDP in `fast_46`. */
+#define QN_CFG_FAST_64 16u
+#define QN_CFG_FAST_46 32u
 
 #include "fast_path.h"
 
@@ -132,6 +135,12 @@ int xdp_steer(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u32 *cfg = bpf_map_lookup_elem(&config, &zero);
 	__u32 flags = cfg ? *cfg : (QN_CFG_STEER_V4 | QN_CFG_STEER_V6);
+	/* A unicast frame for another host's MAC never takes the fast path. */
+	__u64 *own = bpf_map_lookup_elem(&own_mac, &zero);
+	__u64 dst_mac = 0;
+
+	__builtin_memcpy(&dst_mac, data, 6);
+	int foreign = own && *own && !(data[0] & 1) && dst_mac != *own;
 
 	if (proto == be16(ETH_P_IP)) {
 		if (!(flags & QN_CFG_STEER_V4))
@@ -144,14 +153,14 @@ int xdp_steer(struct xdp_md *ctx)
 			if (bpf_map_lookup_elem(&local_v4, &dst))
 				return XDP_PASS;
 		}
-		__u64 *own = bpf_map_lookup_elem(&own_mac, &zero);
-		__u64 dst_mac = 0;
-
-		__builtin_memcpy(&dst_mac, data, 6);
-		int foreign = own && *own && !(data[0] & 1) && dst_mac != *own;
-
 		if ((flags & QN_CFG_FAST_V4) && !foreign) {
 			int v = fast_path_v4(ctx, data, l3, end);
+
+			if (v >= 0)
+				return v;
+		}
+		if ((flags & QN_CFG_FAST_46) && !foreign) {
+			int v = fast_path_46(ctx, data, l3, end);
 
 			if (v >= 0)
 				return v;
@@ -176,6 +185,12 @@ int xdp_steer(struct xdp_md *ctx)
 				return XDP_PASS;
 			if (l3[40] >= 133 && l3[40] <= 137)
 				return XDP_PASS;
+		}
+		if ((flags & QN_CFG_FAST_64) && !foreign) {
+			int v = fast_path_64(ctx, data, l3, end);
+
+			if (v >= 0)
+				return v;
 		}
 	} else {
 		return XDP_PASS;

@@ -230,6 +230,23 @@ impl Nat64Shared {
             .collect()
     }
 
+    /// The IPv6 ends of a session the inside opened, as its IPv6 packets carry them:
+    /// (the host's address, the server's Pref64 address), for `initial` (host id ->
+    /// server). `None` for any other session (opened from outside, or a hairpin). What the
+    /// XDP fast path keys a session's IPv6 direction by (issue 15 item 2).
+    pub fn session_ends6(&self, initial: &Tuple) -> Option<(Ipv6Addr, Ipv6Addr)> {
+        let (host, server) = (initial.src.addr, initial.dst.addr);
+        if !HostTable::is_host_id(host) || HostTable::is_host_id(server) {
+            return None;
+        }
+        Some((self.hosts.0.addr(host)?, self.v4_to_inside(server)?))
+    }
+
+    /// The header translation's options in force (what the established path translates by).
+    pub fn options(&self) -> &SiitOptions {
+        &self.options
+    }
+
     /// The IPv4 address of IPv6 `a` seen from inside: a Pref64 address (a server) or a
     /// known host.
     #[inline]

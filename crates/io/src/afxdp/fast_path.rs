@@ -7,14 +7,19 @@
 //! [`FastPath::set_ports`]) and the Ethernet addresses. The program stamps each hit's
 //! `last_seen` (CLOCK_MONOTONIC, as [`monotonic_ns`]) and counts per CPU.
 //!
+//! Two more maps carry flows whose packets change family (NAT64): `fast_64` holds IPv6
+//! flows arriving inside that leave as IPv4 ([`Rewrite64`]), `fast_46` IPv4 flows arriving
+//! outside that leave as IPv6 ([`Rewrite46`]). [`FastPath::enable`] says which maps the
+//! program looks in.
+//!
 //! Like the rest of io this knows no NAT: an entry is "packets with this 5-tuple leave
 //! with that one"; which flows qualify and when is the caller's business.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Mutex;
 
-use aya::maps::{DevMap, HashMap, MapData, MapError, PerCpuArray};
+use aya::maps::{Array, DevMap, HashMap, MapData, MapError, PerCpuArray};
 
 /// IP protocol numbers the fast path handles.
 pub const PROTO_TCP: u8 = 6;
@@ -53,6 +58,103 @@ pub struct FastRewrite {
     pub mtu: u16,
 }
 
+/// An IPv6 flow, as its packets carry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlowTuple6 {
+    /// `PROTO_TCP` or `PROTO_UDP`.
+    pub proto: u8,
+    /// Source address.
+    pub src: Ipv6Addr,
+    /// Source port.
+    pub sport: u16,
+    /// Destination address.
+    pub dst: Ipv6Addr,
+    /// Destination port.
+    pub dport: u16,
+}
+
+/// Which flows the program looks up (`config[0]`'s fast-path bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastKind {
+    /// IPv4 -> IPv4 (`fast_v4`).
+    Nat44,
+    /// IPv6 -> IPv4 (`fast_64`) and IPv4 -> IPv6 (`fast_46`).
+    Nat64,
+}
+
+/// One entry, as [`FastPath::remove`] and [`FastPath::last_seen_ns`] name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FastFlow {
+    /// In `fast_v4`.
+    V4(FlowTuple),
+    /// In `fast_64`.
+    V6To4(FlowTuple6),
+    /// In `fast_46`.
+    V4To6(FlowTuple),
+}
+
+/// A header byte the translation writes: copied from the other family's header, or fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteRule {
+    /// The IPv4 TOS from the IPv6 traffic class (or back).
+    Copy,
+    /// This value.
+    Fixed(u8),
+}
+
+/// The DF flag of an IPv4 packet translated from IPv6 (no Fragment header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DfRule {
+    /// Set above 1260 bytes (RFC 7915 §5.1); below, clear with a content-derived ID.
+    Rfc,
+    /// Always clear.
+    Clear,
+    /// Always set.
+    Set,
+}
+
+/// What the packets of an IPv6 flow leave as: IPv4, by the other interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rewrite64 {
+    /// The IPv4 tuple after the rewrite: its destination port is the arriving one.
+    pub to: FlowTuple,
+    /// The `tx_port` slot of the interface it leaves by (0 or 1).
+    pub egress: u32,
+    /// Next hop's MAC.
+    pub dst_mac: [u8; 6],
+    /// The egress interface's MAC.
+    pub src_mac: [u8; 6],
+    /// TTL = hop limit - 1 (else the hop limit).
+    pub decrement_ttl: bool,
+    /// The TOS.
+    pub tos: ByteRule,
+    /// The DF flag.
+    pub df: DfRule,
+    /// Packets whose IPv4 total length would exceed this go to user space.
+    pub mtu: u16,
+}
+
+/// What the packets of an IPv4 flow leave as: IPv6, by the other interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rewrite46 {
+    /// The IPv6 tuple after the rewrite: its source port is the arriving one.
+    pub to: FlowTuple6,
+    /// The `tx_port` slot of the interface it leaves by (0 or 1).
+    pub egress: u32,
+    /// Next hop's MAC.
+    pub dst_mac: [u8; 6],
+    /// The egress interface's MAC.
+    pub src_mac: [u8; 6],
+    /// Hop limit = TTL - 1 (else the TTL).
+    pub decrement_ttl: bool,
+    /// The traffic class.
+    pub tc: ByteRule,
+    /// Packets with DF whose IPv6 length would exceed this go to user space.
+    pub mtu_df: u16,
+    /// Packets without DF (which the translator fragments) likewise.
+    pub mtu_nodf: u16,
+}
+
 /// `struct fast_key` in bpf/fast_path.h.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -85,14 +187,100 @@ struct Val {
     last_seen: u64,
 }
 
+/// `struct fast_key6`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Key6 {
+    saddr: [u8; 16],
+    daddr: [u8; 16],
+    sport: [u8; 2],
+    dport: [u8; 2],
+    proto: u8,
+    pad: [u8; 3],
+}
+
+/// `struct fast_val64`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Val64 {
+    saddr: [u8; 4],
+    daddr: [u8; 4],
+    sport: [u8; 2],
+    siit_delta: [u8; 2],
+    egress: u32,
+    dmac: [u8; 6],
+    smac: [u8; 6],
+    decrement_ttl: u8,
+    tos_copy: u8,
+    tos: u8,
+    df: u8,
+    mtu: u16,
+    pad0: u16,
+    pad1: u32,
+    last_seen: u64,
+}
+
+/// `struct fast_val46`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Val46 {
+    saddr: [u8; 16],
+    daddr: [u8; 16],
+    dport: [u8; 2],
+    siit_delta: [u8; 2],
+    egress: u32,
+    dmac: [u8; 6],
+    smac: [u8; 6],
+    decrement_ttl: u8,
+    tc_copy: u8,
+    tc: u8,
+    pad0: u8,
+    mtu_df: u16,
+    mtu_nodf: u16,
+    pad1: u32,
+    last_seen: u64,
+}
+
 const _: () = assert!(std::mem::size_of::<Key>() == 16);
 const _: () = assert!(std::mem::size_of::<Val>() == 48);
+const _: () = assert!(std::mem::size_of::<Key6>() == 40);
+const _: () = assert!(std::mem::size_of::<Val64>() == 48);
+const _: () = assert!(std::mem::size_of::<Val46>() == 72);
 
 // SAFETY: plain old data, `repr(C)`, every field an integer or an integer array, no
 // implicit padding (sizes asserted above): any bit pattern is valid.
 unsafe impl aya::Pod for Key {}
 // SAFETY: as for `Key`.
 unsafe impl aya::Pod for Val {}
+// SAFETY: as for `Key`.
+unsafe impl aya::Pod for Key6 {}
+// SAFETY: as for `Key`.
+unsafe impl aya::Pod for Val64 {}
+// SAFETY: as for `Key`.
+unsafe impl aya::Pod for Val46 {}
+
+impl Key6 {
+    fn of(t: &FlowTuple6) -> Key6 {
+        Key6 {
+            saddr: t.src.octets(),
+            daddr: t.dst.octets(),
+            sport: t.sport.to_be_bytes(),
+            dport: t.dport.to_be_bytes(),
+            proto: t.proto,
+            pad: [0; 3],
+        }
+    }
+}
+
+impl ByteRule {
+    /// (copy, value) as the program reads them.
+    fn fields(self) -> (u8, u8) {
+        match self {
+            ByteRule::Copy => (1, 0),
+            ByteRule::Fixed(v) => (0, v),
+        }
+    }
+}
 
 impl Key {
     fn of(t: &FlowTuple) -> Key {
@@ -127,6 +315,33 @@ fn words(a: Ipv4Addr) -> [u16; 2] {
         u16::from_be_bytes([o[0], o[1]]),
         u16::from_be_bytes([o[2], o[3]]),
     ]
+}
+
+/// The folded ones'-complement sum of `words`.
+fn sum_words(words: impl IntoIterator<Item = u16>) -> u16 {
+    let mut s: u64 = words.into_iter().map(u64::from).sum();
+    while s > 0xFFFF {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    s as u16
+}
+
+fn words6(a: Ipv6Addr) -> [u16; 8] {
+    a.segments()
+}
+
+/// The transport checksum delta of replacing a pseudo-header's IPv6 addresses by IPv4
+/// ones (`to_v6` false) or back: RFC 7915 §5.5 / §4.5. Protocol and length are the same
+/// number in both pseudo-headers, so only the address sums change (as xlat::siit does
+/// it: one 16-bit word, the sum of each side's address words).
+fn siit_delta(v4: (Ipv4Addr, Ipv4Addr), v6: (Ipv6Addr, Ipv6Addr), to_v6: bool) -> u16 {
+    let s4 = sum_words(words(v4.0).into_iter().chain(words(v4.1)));
+    let s6 = sum_words(words6(v6.0).into_iter().chain(words6(v6.1)));
+    if to_v6 {
+        delta(&[(s4, s6)])
+    } else {
+        delta(&[(s6, s4)])
+    }
 }
 
 /// The checksum deltas (IPv4 header, transport) of rewriting `from` to `r.to`.
@@ -171,6 +386,9 @@ pub struct FastPathStats {
 /// One interface's fast-path maps (see the module doc).
 pub struct FastPath {
     flows: Mutex<HashMap<MapData, Key, Val>>,
+    flows64: Mutex<HashMap<MapData, Key6, Val64>>,
+    flows46: Mutex<HashMap<MapData, Key, Val46>>,
+    config: Mutex<Array<MapData, u32>>,
     ports: Mutex<DevMap<MapData>>,
     stats: PerCpuArray<MapData, u64>,
     capacity: u32,
@@ -196,11 +414,17 @@ impl FastPath {
                 .ok_or_else(|| map_err("XDP object", format!("no map {name}")))
         };
         let flows = HashMap::try_from(take("fast_v4")?).map_err(|e| map_err("fast_v4", e))?;
+        let flows64 = HashMap::try_from(take("fast_64")?).map_err(|e| map_err("fast_64", e))?;
+        let flows46 = HashMap::try_from(take("fast_46")?).map_err(|e| map_err("fast_46", e))?;
+        let config = Array::try_from(take("config")?).map_err(|e| map_err("config", e))?;
         let ports = DevMap::try_from(take("tx_port")?).map_err(|e| map_err("tx_port", e))?;
         let stats =
             PerCpuArray::try_from(take("fast_stats")?).map_err(|e| map_err("fast_stats", e))?;
         Ok(FastPath {
             flows: Mutex::new(flows),
+            flows64: Mutex::new(flows64),
+            flows46: Mutex::new(flows46),
+            config: Mutex::new(config),
             ports: Mutex::new(ports),
             stats,
             capacity,
@@ -210,6 +434,18 @@ impl FastPath {
     /// The most flows (directions) the map holds.
     pub fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// Makes the program look up the flows of `kind` (and no others) from now on.
+    pub fn enable(&self, kind: FastKind) -> io::Result<()> {
+        let mut cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let flags = cfg.get(&0, 0).map_err(|e| map_err("config", e))?;
+        let on = match kind {
+            FastKind::Nat44 => CFG_FAST_V4,
+            FastKind::Nat64 => CFG_FAST_64 | CFG_FAST_46,
+        };
+        let flags = (flags & !(CFG_FAST_V4 | CFG_FAST_64 | CFG_FAST_46)) | on;
+        cfg.set(0, flags, 0).map_err(|e| map_err("config", e))
     }
 
     /// Sets the interfaces redirected to: slot 0 (inside) and 1 (outside).
@@ -249,20 +485,77 @@ impl FastPath {
             .map_err(|e| map_err("fast_v4 insert", e))
     }
 
+    /// Installs (or replaces) the translation of the IPv6 packets of `from` arriving here.
+    pub fn insert_64(&self, from: &FlowTuple6, r: &Rewrite64) -> io::Result<()> {
+        let (tos_copy, tos) = r.tos.fields();
+        let v = Val64 {
+            saddr: r.to.src.octets(),
+            daddr: r.to.dst.octets(),
+            sport: r.to.sport.to_be_bytes(),
+            siit_delta: siit_delta((r.to.src, r.to.dst), (from.src, from.dst), false).to_be_bytes(),
+            egress: r.egress,
+            dmac: r.dst_mac,
+            smac: r.src_mac,
+            decrement_ttl: u8::from(r.decrement_ttl),
+            tos_copy,
+            tos,
+            df: match r.df {
+                DfRule::Rfc => 0,
+                DfRule::Clear => 1,
+                DfRule::Set => 2,
+            },
+            mtu: r.mtu,
+            ..Val64::default()
+        };
+        let mut flows = self.flows64.lock().unwrap_or_else(|e| e.into_inner());
+        flows
+            .insert(Key6::of(from), v, 0)
+            .map_err(|e| map_err("fast_64 insert", e))
+    }
+
+    /// Installs (or replaces) the translation of the IPv4 packets of `from` arriving here.
+    pub fn insert_46(&self, from: &FlowTuple, r: &Rewrite46) -> io::Result<()> {
+        let (tc_copy, tc) = r.tc.fields();
+        let v = Val46 {
+            saddr: r.to.src.octets(),
+            daddr: r.to.dst.octets(),
+            dport: r.to.dport.to_be_bytes(),
+            siit_delta: siit_delta((from.src, from.dst), (r.to.src, r.to.dst), true).to_be_bytes(),
+            egress: r.egress,
+            dmac: r.dst_mac,
+            smac: r.src_mac,
+            decrement_ttl: u8::from(r.decrement_ttl),
+            tc_copy,
+            tc,
+            mtu_df: r.mtu_df,
+            mtu_nodf: r.mtu_nodf,
+            ..Val46::default()
+        };
+        let mut flows = self.flows46.lock().unwrap_or_else(|e| e.into_inner());
+        flows
+            .insert(Key::of(from), v, 0)
+            .map_err(|e| map_err("fast_46 insert", e))
+    }
+
     /// Removes the entry of `from`; whether there was one.
-    pub fn remove(&self, from: &FlowTuple) -> bool {
-        let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        flows.remove(&Key::of(from)).is_ok()
+    pub fn remove(&self, from: &FastFlow) -> bool {
+        match from {
+            FastFlow::V4(t) => lock(&self.flows).remove(&Key::of(t)).is_ok(),
+            FastFlow::V6To4(t) => lock(&self.flows64).remove(&Key6::of(t)).is_ok(),
+            FastFlow::V4To6(t) => lock(&self.flows46).remove(&Key::of(t)).is_ok(),
+        }
     }
 
     /// The last time (CLOCK_MONOTONIC ns, see [`monotonic_ns`]) the program forwarded a
     /// packet of `from` (to within 50 ms), 0 if never; `None` without an entry.
-    pub fn last_seen_ns(&self, from: &FlowTuple) -> Option<u64> {
-        let flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        match flows.get(&Key::of(from), 0) {
-            Ok(v) => Some(v.last_seen),
-            Err(MapError::KeyNotFound) => None,
-            Err(_) => None,
+    pub fn last_seen_ns(&self, from: &FastFlow) -> Option<u64> {
+        fn seen<V: aya::Pod>(r: Result<V, MapError>, at: impl Fn(&V) -> u64) -> Option<u64> {
+            r.ok().map(|v| at(&v))
+        }
+        match from {
+            FastFlow::V4(t) => seen(lock(&self.flows).get(&Key::of(t), 0), |v| v.last_seen),
+            FastFlow::V6To4(t) => seen(lock(&self.flows64).get(&Key6::of(t), 0), |v| v.last_seen),
+            FastFlow::V4To6(t) => seen(lock(&self.flows46).get(&Key::of(t), 0), |v| v.last_seen),
         }
     }
 
@@ -282,6 +575,15 @@ impl FastPath {
         }
     }
 }
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `config[0]`'s fast-path bits (`QN_CFG_FAST_*` in bpf/xdp_steer.c).
+const CFG_FAST_V4: u32 = 8;
+const CFG_FAST_64: u32 = 16;
+const CFG_FAST_46: u32 = 32;
 
 /// Now on CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns` stamps with.
 pub fn monotonic_ns() -> u64 {
@@ -351,5 +653,54 @@ mod tests {
         h[12..16].copy_from_slice(&[203, 0, 113, 1]);
         h[10..12].copy_from_slice(&[0, 0]);
         assert_eq!(updated, sum16(&h));
+    }
+
+    /// The transport checksum with the pseudo-header `addrs` (their bytes), `proto` and
+    /// the segment's length, over `seg` (whose checksum field is zero).
+    fn l4_csum(addrs: &[u8], proto: u8, seg: &[u8]) -> u16 {
+        let mut b = addrs.to_vec();
+        b.extend_from_slice(&[0, proto]);
+        b.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+        b.extend_from_slice(seg);
+        sum16(&b)
+    }
+
+    fn apply(c: u16, d: u16) -> u16 {
+        let mut s = u32::from(!c) + u32::from(d);
+        while s > 0xFFFF {
+            s = (s & 0xFFFF) + (s >> 16);
+        }
+        !(s as u16)
+    }
+
+    /// The NAT64 maps' pseudo-header deltas turn a segment's IPv6 checksum into its IPv4
+    /// one and back, as a full recompute gives them (the program applies them with RFC
+    /// 1624 eqn 3, as xlat::siit does).
+    #[test]
+    fn siit_delta_matches_a_full_recompute() {
+        let (h6, s6): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8:1::2".parse().unwrap(),
+            "2001:db8:64::c633:6402".parse().unwrap(),
+        );
+        let (p4, s4) = (
+            Ipv4Addr::new(203, 0, 113, 1),
+            Ipv4Addr::new(198, 51, 100, 2),
+        );
+        for seg in [
+            vec![
+                0x9c, 0x40, 0x00, 0x50, 1, 2, 3, 4, 5, 6, 7, 8, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0,
+            ],
+            vec![
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0,
+                0, 0, 0, 0, 0xab,
+            ],
+        ] {
+            let v6: Vec<u8> = [h6.octets(), s6.octets()].concat();
+            let v4: Vec<u8> = [p4.octets(), s4.octets()].concat();
+            let c6 = l4_csum(&v6, PROTO_TCP, &seg);
+            let c4 = l4_csum(&v4, PROTO_TCP, &seg);
+            assert_eq!(apply(c6, siit_delta((p4, s4), (h6, s6), false)), c4);
+            assert_eq!(apply(c4, siit_delta((p4, s4), (h6, s6), true)), c6);
+        }
     }
 }

@@ -27,8 +27,6 @@ const CFG_PASS_LOCAL: u32 = 1;
 /// `config[0]` bits: steer IPv4 / IPv6 to the socket (`QN_CFG_STEER_V4/V6`).
 const CFG_STEER_V4: u32 = 2;
 const CFG_STEER_V6: u32 = 4;
-/// `config[0]` bit: look IPv4 TCP/UDP up in `fast_v4` (`QN_CFG_FAST_V4`).
-const CFG_FAST_V4: u32 = 8;
 
 /// The message `AfXdp::open` fails with when build.rs found no clang.
 pub(crate) const NO_CLANG: &str =
@@ -70,6 +68,8 @@ pub(crate) fn attach(
     }
     let mut ebpf = EbpfLoader::new()
         .map_max_entries("fast_v4", fast_entries.max(1))
+        .map_max_entries("fast_64", fast_entries.max(1))
+        .map_max_entries("fast_46", fast_entries.max(1))
         .load(XDP_STEER_OBJ)
         .map_err(|e| err("loading the XDP object", ifname, e))?;
     {
@@ -131,9 +131,7 @@ pub(crate) fn attach(
         if steer.ipv6 {
             flags |= CFG_STEER_V6;
         }
-        if fast_entries > 0 {
-            flags |= CFG_FAST_V4;
-        }
+        // The fast-path bits are the fast path's own (FastPath::enable).
         cfg.set(0, flags, 0).map_err(|e| err("config", ifname, e))?;
     }
     {

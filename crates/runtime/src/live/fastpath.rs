@@ -1,5 +1,5 @@
-//! The XDP fast path's brain-side half (issue 15 item 2): which NAT44 sessions the
-//! steering program forwards by itself, installed and removed on the engine's word.
+//! The XDP fast path's brain-side half (issue 15 item 2): which NAT44 or NAT64 sessions
+//! the steering program forwards by itself, installed and removed on the engine's word.
 //!
 //! The engine stays the brain: its reaper shows this offload every live session on
 //! each walk (every 200 ms, off the per-packet path: no worker ever waits on a map
@@ -15,6 +15,12 @@
 //! table is bounded: when it is full a session is refused (`refused_full`) and stays
 //! on the slow path.
 //!
+//! NAT64 sessions (NAT64 runs on NAT44's table, keyed by host ids) are offloaded the
+//! same way when the inside opened them: the IPv6 direction in the inside interface's
+//! `fast_64` (host address and port, server's Pref64 address -> pool address and port,
+//! server), the IPv4 one in the outside interface's `fast_46`, with the header
+//! translation's options in force at install (TOS / traffic class, DF, TTL, MTUs).
+//!
 //! Last-seen: the program stamps CLOCK_MONOTONIC; the walk converts it to the engine's
 //! clock and the reaper refreshes the session with it, so an active fast-path flow
 //! never expires.
@@ -24,9 +30,16 @@ use std::sync::{Arc, Mutex};
 
 use conntrack::session::HAIRPIN;
 use conntrack::tcp::ConnState;
+use std::net::IpAddr;
+
 use conntrack::{Proto, SessionView, Timestamp, Tuple};
 use engine::nat44::SessionOffload;
-use io::afxdp::fast_path::{monotonic_ns, FastPath, FastRewrite, FlowTuple, PROTO_TCP, PROTO_UDP};
+use engine::nat64::Nat64Shared;
+use io::afxdp::fast_path::{
+    monotonic_ns, ByteRule, DfRule, FastFlow, FastKind, FastPath, FastRewrite, FlowTuple,
+    FlowTuple6, Rewrite46, Rewrite64, PROTO_TCP, PROTO_UDP,
+};
+use xlat::siit::DfPolicy;
 type FxHashMap<K, V> = std::collections::HashMap<K, V>;
 
 use super::netview::{Link, NetView, Published};
@@ -35,10 +48,13 @@ use super::netview::{Link, NetView, Published};
 /// reads the program's stamps (the shortest idle timeout, ICMP's, is 60 s by default).
 const STAMP_READ_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The flows one session installed: (link it arrives on, tuple) per direction.
+/// A session's two entries: (link it arrives on, flow) per direction.
+type Dirs = [(usize, FastFlow); 2];
+
+/// The flows one session installed.
 #[derive(Clone, Copy, Debug)]
 struct Installed {
-    dirs: [(usize, FlowTuple); 2],
+    dirs: Dirs,
     /// The network view version the MACs came from.
     version: u64,
 }
@@ -72,8 +88,19 @@ pub struct FastPathCounters {
     pub misses: u64,
 }
 
+/// What the sessions are.
+enum Kind {
+    Nat44,
+    /// NAT64 over its NAT44 table: the instance gives the IPv6 ends and the options.
+    Nat64(Arc<Nat64Shared>),
+}
+
+/// The next hop of one direction: (egress slot, its MAC, the egress interface's MAC).
+type Hop = (u32, [u8; 6], [u8; 6]);
+
 /// The offload: both interfaces' maps and what was installed in them.
 pub(crate) struct XdpFastPath {
+    kind: Kind,
     /// Per link (inside, outside): the map of flows arriving there.
     maps: [Arc<FastPath>; 2],
     links: [Link; 2],
@@ -127,7 +154,8 @@ fn established(v: &SessionView) -> bool {
 impl XdpFastPath {
     /// Over the interfaces' maps `maps` (inside, outside), redirecting to `links`,
     /// holding packets to `mtus`; `now` is the engine's clock at this instant.
-    pub fn new(
+    fn new(
+        kind: Kind,
         maps: [Arc<FastPath>; 2],
         links: [Link; 2],
         mtus: [u32; 2],
@@ -136,11 +164,17 @@ impl XdpFastPath {
         now: Timestamp,
     ) -> std::io::Result<Self> {
         let ifindexes = [links[0].index, links[1].index];
+        let fast_kind = match kind {
+            Kind::Nat44 => FastKind::Nat44,
+            Kind::Nat64(_) => FastKind::Nat64,
+        };
         for m in &maps {
             m.set_ports(ifindexes)?;
+            m.enable(fast_kind)?;
         }
         let max_sessions = (maps[0].capacity().min(maps[1].capacity()) / 2).max(1) as usize;
         Ok(XdpFastPath {
+            kind,
             maps,
             links,
             mtus,
@@ -183,57 +217,178 @@ impl XdpFastPath {
         self.by_session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The rewrite of packets arriving on link `ingress` as `from`, leaving as `to`: by
-    /// the other link, to the next hop the routes and neighbours give for `to.dst`.
-    fn rewrite(&self, view: &NetView, ingress: usize, to: FlowTuple) -> Option<FastRewrite> {
-        let (ifindex, hop) = view.routes.lookup(to.dst)?;
+    /// The next hop of packets arriving on link `ingress` for `dst`: by the other link, to
+    /// the neighbour the routes give (`None`: another link, or not resolved yet).
+    fn hop(&self, view: &NetView, ingress: usize, dst: IpAddr) -> Option<Hop> {
         let egress = 1 - ingress;
-        if self.links[egress].index != ifindex {
-            return None;
-        }
-        let dst_mac = view.neighbors.get(ifindex, hop)?;
+        let dst_mac = match dst {
+            IpAddr::V4(a) => {
+                let (ifindex, hop) = view.routes.lookup(a)?;
+                (self.links[egress].index == ifindex).then_some(())?;
+                view.neighbors.get(ifindex, hop)?
+            }
+            IpAddr::V6(a) => {
+                let (ifindex, hop) = view.routes.lookup6(a)?;
+                (self.links[egress].index == ifindex).then_some(())?;
+                view.neighbors.get6(ifindex, hop)?
+            }
+        };
+        Some((egress as u32, dst_mac, self.links[egress].mac))
+    }
+
+    /// The rewrite of IPv4 packets arriving on link `ingress`, leaving as `to`.
+    fn rewrite(&self, view: &NetView, ingress: usize, to: FlowTuple) -> Option<FastRewrite> {
+        let (egress, dst_mac, src_mac) = self.hop(view, ingress, IpAddr::V4(to.dst))?;
         Some(FastRewrite {
             to,
-            egress: egress as u32,
+            egress,
             dst_mac,
-            src_mac: self.links[egress].mac,
+            src_mac,
             decrement_ttl: self.decrement_ttl,
-            mtu: self.mtus[egress].min(u32::from(u16::MAX)) as u16,
+            mtu: self.mtus[egress as usize].min(u32::from(u16::MAX)) as u16,
         })
     }
 
     /// Installs both directions of `v`; whether it is offloaded now.
     fn install(&self, v: &SessionView, by: &mut FxHashMap<Tuple, Installed>) -> bool {
-        let (Some(orig), Some(orig_to)) = (flow(&v.initial), flow(&v.revised)) else {
-            return false;
-        };
-        let (Some(reply), Some(reply_to)) =
-            (flow(&v.revised.reversed()), flow(&v.initial.reversed()))
-        else {
-            return false;
-        };
-        let from_inside = v.flags & conntrack::session::FROM_INSIDE != 0;
-        let first = if from_inside { 0 } else { 1 };
         let version = self.published.version();
         let view = self.published.current();
-        let (Some(r0), Some(r1)) = (
-            self.rewrite(&view, first, orig_to),
-            self.rewrite(&view, 1 - first, reply_to),
-        ) else {
-            return false;
+        let dirs = match &self.kind {
+            Kind::Nat44 => self.install44(v, &view),
+            Kind::Nat64(nat) => self.install64(nat, v, &view),
         };
-        let dirs = [(first, orig), (1 - first, reply)];
-        for ((link, from), r) in dirs.iter().zip([r0, r1]) {
-            if self.maps[*link].insert(from, &r).is_err() {
+        match dirs {
+            Ok(dirs) => {
+                by.insert(v.initial, Installed { dirs, version });
+                true
+            }
+            Err(Some(dirs)) => {
+                // Refused by the kernel half-way: neither direction stays.
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 for (l, f) in &dirs {
                     self.maps[*l].remove(f);
                 }
-                return false;
+                false
+            }
+            Err(None) => false,
+        }
+    }
+
+    /// NAT44: both directions in `fast_v4`. `Err(None)`: not offloadable now;
+    /// `Err(Some(dirs))`: a map refused an entry.
+    fn install44(&self, v: &SessionView, view: &NetView) -> Result<Dirs, Option<Dirs>> {
+        let (Some(orig), Some(orig_to)) = (flow(&v.initial), flow(&v.revised)) else {
+            return Err(None);
+        };
+        let (Some(reply), Some(reply_to)) =
+            (flow(&v.revised.reversed()), flow(&v.initial.reversed()))
+        else {
+            return Err(None);
+        };
+        let from_inside = v.flags & conntrack::session::FROM_INSIDE != 0;
+        let first = if from_inside { 0 } else { 1 };
+        let (Some(r0), Some(r1)) = (
+            self.rewrite(view, first, orig_to),
+            self.rewrite(view, 1 - first, reply_to),
+        ) else {
+            return Err(None);
+        };
+        let dirs = [
+            (first, FastFlow::V4(orig)),
+            (1 - first, FastFlow::V4(reply)),
+        ];
+        for ((link, from), r) in [(first, orig), (1 - first, reply)].iter().zip([r0, r1]) {
+            if self.maps[*link].insert(from, &r).is_err() {
+                return Err(Some(dirs));
             }
         }
-        by.insert(v.initial, Installed { dirs, version });
-        true
+        Ok(dirs)
+    }
+
+    /// NAT64 (a session the inside opened): the IPv6 direction in the inside map's
+    /// `fast_64`, the IPv4 one in the outside map's `fast_46`.
+    fn install64(
+        &self,
+        nat: &Nat64Shared,
+        v: &SessionView,
+        view: &NetView,
+    ) -> Result<Dirs, Option<Dirs>> {
+        let (Some(orig), Some(orig_to)) = (flow(&v.initial), flow(&v.revised)) else {
+            return Err(None);
+        };
+        let Some((host6, server6)) = nat.session_ends6(&v.initial) else {
+            return Err(None);
+        };
+        let opts = nat.options();
+        let mtu16 = |m: u32| m.min(u32::from(u16::MAX)) as u16;
+        // Inside: host:port -> server6:dport arrives, leaves as pool:pport -> server:dport.
+        let from6 = FlowTuple6 {
+            proto: orig.proto,
+            src: host6,
+            sport: orig.sport,
+            dst: server6,
+            dport: orig.dport,
+        };
+        // Outside: server:dport -> pool:pport arrives, leaves as server6:dport -> host:port.
+        let from4 = FlowTuple {
+            proto: orig.proto,
+            src: orig_to.dst,
+            sport: orig_to.dport,
+            dst: orig_to.src,
+            dport: orig_to.sport,
+        };
+        let to6 = FlowTuple6 {
+            proto: orig.proto,
+            src: server6,
+            sport: orig_to.dport,
+            dst: host6,
+            dport: orig.sport,
+        };
+        let (Some(out), Some(back)) = (
+            self.hop(view, 0, IpAddr::V4(orig_to.dst)),
+            self.hop(view, 1, IpAddr::V6(host6)),
+        ) else {
+            return Err(None);
+        };
+        let r64 = Rewrite64 {
+            to: orig_to,
+            egress: out.0,
+            dst_mac: out.1,
+            src_mac: out.2,
+            decrement_ttl: opts.decrement_ttl,
+            tos: match (opts.tos, opts.tos_to_traffic_class) {
+                (Some(t), _) => ByteRule::Fixed(t),
+                (None, true) => ByteRule::Copy,
+                (None, false) => ByteRule::Fixed(0),
+            },
+            df: match opts.df {
+                DfPolicy::Rfc => DfRule::Rfc,
+                DfPolicy::Clear => DfRule::Clear,
+                DfPolicy::Set => DfRule::Set,
+            },
+            mtu: mtu16(opts.ipv4_mtu.min(self.mtus[1])),
+        };
+        let r46 = Rewrite46 {
+            to: to6,
+            egress: back.0,
+            dst_mac: back.1,
+            src_mac: back.2,
+            decrement_ttl: opts.decrement_ttl,
+            tc: match (opts.traffic_class, opts.tos_to_traffic_class) {
+                (Some(t), _) => ByteRule::Fixed(t),
+                (None, true) => ByteRule::Copy,
+                (None, false) => ByteRule::Fixed(0),
+            },
+            mtu_df: mtu16(opts.ipv6_mtu.min(self.mtus[0])),
+            mtu_nodf: mtu16(opts.ipv6_fragment_mtu().min(self.mtus[0])),
+        };
+        let dirs = [(0, FastFlow::V6To4(from6)), (1, FastFlow::V4To6(from4))];
+        if self.maps[0].insert_64(&from6, &r64).is_err()
+            || self.maps[1].insert_46(&from4, &r46).is_err()
+        {
+            return Err(Some(dirs));
+        }
+        Ok(dirs)
     }
 
     fn uninstall(&self, i: &Installed) {
@@ -334,8 +489,20 @@ pub(crate) fn attach(
         log(format!("xdp fast path: off ({why})"));
         Ok(None)
     };
-    let engine::mode::any::AnyMode::Nat44(nat) = shared else {
-        return refuse("NAT44 only in this version".into());
+    let (kind, table, decrement_ttl, what) = match shared {
+        engine::mode::any::AnyMode::Nat44(nat) => (
+            Kind::Nat44,
+            Arc::clone(nat),
+            nat.config().decrement_ttl,
+            "NAT44",
+        ),
+        engine::mode::any::AnyMode::Nat64(nat) => (
+            Kind::Nat64(Arc::clone(nat)),
+            Arc::clone(nat.nat44()),
+            nat.options().decrement_ttl,
+            "NAT64",
+        ),
+        _ => return refuse("NAT44 and NAT64 only in this version".into()),
     };
     let super::open::Opened::Xdp(ports) = opened else {
         return refuse("the AF_XDP backend is not in use".into());
@@ -352,22 +519,23 @@ pub(crate) fn attach(
         return refuse("the XDP program runs in generic (skb) mode".into());
     }
     let fast = XdpFastPath::new(
+        kind,
         [a, b],
         links.clone(),
         mtus,
         Arc::clone(published),
-        nat.config().decrement_ttl,
+        decrement_ttl,
         now,
     );
     let fast = match fast {
         Ok(f) => Arc::new(f),
         Err(e) => return refuse(format!("devmap: {e}")),
     };
-    if !nat.attach_offload(Arc::clone(&fast) as Arc<dyn SessionOffload>) {
+    if !table.attach_offload(Arc::clone(&fast) as Arc<dyn SessionOffload>) {
         return refuse("an offload is attached already".into());
     }
     log(format!(
-        "xdp fast path: on for established NAT44 TCP/UDP flows between {} and {} (at most {} sessions; the reaper offloads them within 200 ms)",
+        "xdp fast path: on for established {what} TCP/UDP flows between {} and {} (at most {} sessions; the reaper offloads them within 200 ms)",
         links[0].name, links[1].name, fast.max_sessions
     ));
     Ok(Some(fast))

@@ -177,10 +177,10 @@ pub fn run(
     let fallback = std::sync::Mutex::new(None::<String>);
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
     let fast_why = std::sync::Mutex::new(None::<String>);
-    // XDP fast path (issue 15 item 2): AF_XDP and NAT44 only.
+    // XDP fast path (issue 15 item 2): AF_XDP, NAT44 and NAT64 only.
     let fast_entries = if gw.backend == Backend::AfXdp
         && gw.xdp_fast_path != FastPathSwitch::Off
-        && matches!(mode, ModeConfig::Nat44(_))
+        && matches!(mode, ModeConfig::Nat44(_) | ModeConfig::Nat64(_))
     {
         gw.xdp_fast_path_entries
     } else {
