@@ -113,6 +113,24 @@ static __attribute__((always_inline)) void fast_touch(__u64 *last_seen)
 		*last_seen = now;
 }
 
+/* The transport header at `l4` (`proto` 6 or 17): the offset of its checksum, or -1 when
+ * the packet is not the fast path's (not TCP/UDP, truncated, a TCP SYN, FIN or RST: state
+ * changes are the engine's). */
+static __attribute__((always_inline)) int l4_csum_off(__u8 proto, __u8 *l4, __u8 *end)
+{
+	if (proto == 6) {
+		if (l4 + 20 > end || (l4[13] & 0x07))
+			return -1;
+		return 16;
+	}
+	if (proto == 17) {
+		if (l4 + 8 > end)
+			return -1;
+		return 6;
+	}
+	return -1;
+}
+
 /* Returns an XDP action for a fast-path hit, or -1: not ours (the caller steers it). */
 static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 *data, __u8 *l3,
 						  __u8 *end)
@@ -134,20 +152,10 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 		return -1;
 	l4 = l3 + 20;
 	key.proto = l3[9];
-	if (key.proto == 6) {
-		if (l4 + 20 > end)
-			return -1;
-		/* FIN, SYN, RST: state changes are the engine's. */
-		if (l4[13] & 0x07)
-			return -1;
-		csum = (__u16 *)(l4 + 16);
-	} else if (key.proto == 17) {
-		if (l4 + 8 > end)
-			return -1;
-		csum = (__u16 *)(l4 + 6);
-	} else {
+	int coff = l4_csum_off(key.proto, l4, end);
+	if (coff < 0)
 		return -1;
-	}
+	csum = (__u16 *)(l4 + coff);
 	key.saddr = *(__u32 *)(l3 + 12);
 	key.daddr = *(__u32 *)(l3 + 16);
 	key.sport = *(__u16 *)l4;
@@ -343,19 +351,9 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 		return -1;
 	l4 = l3 + 40;
 	key.proto = l3[6];
-	if (key.proto == 6) {
-		if (l4 + 20 > end)
-			return -1;
-		if (l4[13] & 0x07)
-			return -1;
-		coff = 16;
-	} else if (key.proto == 17) {
-		if (l4 + 8 > end)
-			return -1;
-		coff = 6;
-	} else {
+	coff = l4_csum_off(key.proto, l4, end);
+	if (coff < 0)
 		return -1;
-	}
 	__builtin_memcpy(key.saddr, l3 + 8, 16);
 	__builtin_memcpy(key.daddr, l3 + 24, 16);
 	key.sport = *(__u16 *)l4;
@@ -459,19 +457,9 @@ static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 
 		return -1;
 	l4 = l3 + 20;
 	key.proto = l3[9];
-	if (key.proto == 6) {
-		if (l4 + 20 > end)
-			return -1;
-		if (l4[13] & 0x07)
-			return -1;
-		coff = 16;
-	} else if (key.proto == 17) {
-		if (l4 + 8 > end)
-			return -1;
-		coff = 6;
-	} else {
+	coff = l4_csum_off(key.proto, l4, end);
+	if (coff < 0)
 		return -1;
-	}
 	key.saddr = *(__u32 *)(l3 + 12);
 	key.daddr = *(__u32 *)(l3 + 16);
 	key.sport = *(__u16 *)l4;

@@ -41,17 +41,24 @@ pub struct FlowTuple {
     pub dport: u16,
 }
 
-/// What the packets of one [`FlowTuple`] leave with.
+/// Where a flow's packets leave: the interface and the Ethernet addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FastRewrite {
-    /// The tuple after the rewrite (same protocol).
-    pub to: FlowTuple,
+pub struct NextHop {
     /// The `tx_port` slot of the interface it leaves by (0 or 1).
     pub egress: u32,
     /// Next hop's MAC.
     pub dst_mac: [u8; 6],
     /// The egress interface's MAC.
     pub src_mac: [u8; 6],
+}
+
+/// What the packets of one [`FlowTuple`] leave with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastRewrite {
+    /// The tuple after the rewrite (same protocol).
+    pub to: FlowTuple,
+    /// Where it leaves.
+    pub hop: NextHop,
     /// Decrement the TTL (and leave packets arriving with TTL <= 1 to user space).
     pub decrement_ttl: bool,
     /// Packets with a longer IP total length go to user space.
@@ -118,12 +125,8 @@ pub enum DfRule {
 pub struct Rewrite64 {
     /// The IPv4 tuple after the rewrite: its destination port is the arriving one.
     pub to: FlowTuple,
-    /// The `tx_port` slot of the interface it leaves by (0 or 1).
-    pub egress: u32,
-    /// Next hop's MAC.
-    pub dst_mac: [u8; 6],
-    /// The egress interface's MAC.
-    pub src_mac: [u8; 6],
+    /// Where it leaves.
+    pub hop: NextHop,
     /// TTL = hop limit - 1 (else the hop limit).
     pub decrement_ttl: bool,
     /// The TOS.
@@ -139,12 +142,8 @@ pub struct Rewrite64 {
 pub struct Rewrite46 {
     /// The IPv6 tuple after the rewrite: its source port is the arriving one.
     pub to: FlowTuple6,
-    /// The `tx_port` slot of the interface it leaves by (0 or 1).
-    pub egress: u32,
-    /// Next hop's MAC.
-    pub dst_mac: [u8; 6],
-    /// The egress interface's MAC.
-    pub src_mac: [u8; 6],
+    /// Where it leaves.
+    pub hop: NextHop,
     /// Hop limit = TTL - 1 (else the TTL).
     pub decrement_ttl: bool,
     /// The traffic class.
@@ -470,9 +469,9 @@ impl FastPath {
             dport: r.to.dport.to_be_bytes(),
             ip_delta: ip.to_be_bytes(),
             l4_delta: l4.to_be_bytes(),
-            egress: r.egress,
-            dmac: r.dst_mac,
-            smac: r.src_mac,
+            egress: r.hop.egress,
+            dmac: r.hop.dst_mac,
+            smac: r.hop.src_mac,
             decrement_ttl: u8::from(r.decrement_ttl),
             pad0: 0,
             mtu: r.mtu,
@@ -493,9 +492,9 @@ impl FastPath {
             daddr: r.to.dst.octets(),
             sport: r.to.sport.to_be_bytes(),
             siit_delta: siit_delta((r.to.src, r.to.dst), (from.src, from.dst), false).to_be_bytes(),
-            egress: r.egress,
-            dmac: r.dst_mac,
-            smac: r.src_mac,
+            egress: r.hop.egress,
+            dmac: r.hop.dst_mac,
+            smac: r.hop.src_mac,
             decrement_ttl: u8::from(r.decrement_ttl),
             tos_copy,
             tos,
@@ -521,9 +520,9 @@ impl FastPath {
             daddr: r.to.dst.octets(),
             dport: r.to.dport.to_be_bytes(),
             siit_delta: siit_delta((from.src, from.dst), (r.to.src, r.to.dst), true).to_be_bytes(),
-            egress: r.egress,
-            dmac: r.dst_mac,
-            smac: r.src_mac,
+            egress: r.hop.egress,
+            dmac: r.hop.dst_mac,
+            smac: r.hop.src_mac,
             decrement_ttl: u8::from(r.decrement_ttl),
             tc_copy,
             tc,
@@ -630,9 +629,11 @@ mod tests {
                 sport: 1025,
                 ..from
             },
-            egress: 1,
-            dst_mac: [0; 6],
-            src_mac: [0; 6],
+            hop: NextHop {
+                egress: 1,
+                dst_mac: [0; 6],
+                src_mac: [0; 6],
+            },
             decrement_ttl: true,
             mtu: 1500,
         };

@@ -37,7 +37,7 @@ use engine::nat44::SessionOffload;
 use engine::nat64::Nat64Shared;
 use io::afxdp::fast_path::{
     monotonic_ns, ByteRule, DfRule, FastFlow, FastKind, FastPath, FastRewrite, FlowTuple,
-    FlowTuple6, Rewrite46, Rewrite64, PROTO_TCP, PROTO_UDP,
+    FlowTuple6, NextHop, Rewrite46, Rewrite64, PROTO_TCP, PROTO_UDP,
 };
 use xlat::siit::DfPolicy;
 type FxHashMap<K, V> = std::collections::HashMap<K, V>;
@@ -95,9 +95,6 @@ enum Kind {
     Nat64(Arc<Nat64Shared>),
 }
 
-/// The next hop of one direction: (egress slot, its MAC, the egress interface's MAC).
-type Hop = (u32, [u8; 6], [u8; 6]);
-
 /// The offload: both interfaces' maps and what was installed in them.
 pub(crate) struct XdpFastPath {
     kind: Kind,
@@ -139,6 +136,16 @@ fn flow(t: &Tuple) -> Option<FlowTuple> {
         dst: t.dst.addr,
         dport: t.dst.port,
     })
+}
+
+/// The TOS or traffic class the translation writes, as xlat::siit decides it: the value
+/// configured, else the other header's (`tos_to_traffic_class`), else zero.
+fn byte_rule(fixed: Option<u8>, copy: bool) -> ByteRule {
+    match (fixed, copy) {
+        (Some(v), _) => ByteRule::Fixed(v),
+        (None, true) => ByteRule::Copy,
+        (None, false) => ByteRule::Fixed(0),
+    }
 }
 
 /// Whether the engine considers `v` established: TCP in `ESTABLISHED`; UDP with its
@@ -219,7 +226,7 @@ impl XdpFastPath {
 
     /// The next hop of packets arriving on link `ingress` for `dst`: by the other link, to
     /// the neighbour the routes give (`None`: another link, or not resolved yet).
-    fn hop(&self, view: &NetView, ingress: usize, dst: IpAddr) -> Option<Hop> {
+    fn hop(&self, view: &NetView, ingress: usize, dst: IpAddr) -> Option<NextHop> {
         let egress = 1 - ingress;
         let dst_mac = match dst {
             IpAddr::V4(a) => {
@@ -233,19 +240,21 @@ impl XdpFastPath {
                 view.neighbors.get6(ifindex, hop)?
             }
         };
-        Some((egress as u32, dst_mac, self.links[egress].mac))
+        Some(NextHop {
+            egress: egress as u32,
+            dst_mac,
+            src_mac: self.links[egress].mac,
+        })
     }
 
     /// The rewrite of IPv4 packets arriving on link `ingress`, leaving as `to`.
     fn rewrite(&self, view: &NetView, ingress: usize, to: FlowTuple) -> Option<FastRewrite> {
-        let (egress, dst_mac, src_mac) = self.hop(view, ingress, IpAddr::V4(to.dst))?;
+        let hop = self.hop(view, ingress, IpAddr::V4(to.dst))?;
         Some(FastRewrite {
             to,
-            egress,
-            dst_mac,
-            src_mac,
+            hop,
             decrement_ttl: self.decrement_ttl,
-            mtu: self.mtus[egress as usize].min(u32::from(u16::MAX)) as u16,
+            mtu: self.mtus[hop.egress as usize].min(u32::from(u16::MAX)) as u16,
         })
     }
 
@@ -352,15 +361,9 @@ impl XdpFastPath {
         };
         let r64 = Rewrite64 {
             to: orig_to,
-            egress: out.0,
-            dst_mac: out.1,
-            src_mac: out.2,
+            hop: out,
             decrement_ttl: opts.decrement_ttl,
-            tos: match (opts.tos, opts.tos_to_traffic_class) {
-                (Some(t), _) => ByteRule::Fixed(t),
-                (None, true) => ByteRule::Copy,
-                (None, false) => ByteRule::Fixed(0),
-            },
+            tos: byte_rule(opts.tos, opts.tos_to_traffic_class),
             df: match opts.df {
                 DfPolicy::Rfc => DfRule::Rfc,
                 DfPolicy::Clear => DfRule::Clear,
@@ -370,15 +373,9 @@ impl XdpFastPath {
         };
         let r46 = Rewrite46 {
             to: to6,
-            egress: back.0,
-            dst_mac: back.1,
-            src_mac: back.2,
+            hop: back,
             decrement_ttl: opts.decrement_ttl,
-            tc: match (opts.traffic_class, opts.tos_to_traffic_class) {
-                (Some(t), _) => ByteRule::Fixed(t),
-                (None, true) => ByteRule::Copy,
-                (None, false) => ByteRule::Fixed(0),
-            },
+            tc: byte_rule(opts.traffic_class, opts.tos_to_traffic_class),
             mtu_df: mtu16(opts.ipv6_mtu.min(self.mtus[0])),
             mtu_nodf: mtu16(opts.ipv6_fragment_mtu().min(self.mtus[0])),
         };
