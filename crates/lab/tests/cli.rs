@@ -83,6 +83,44 @@ fn lab_checks_the_flood_rate() {
 }
 
 #[test]
+fn lab_takes_the_xdpfast_arm_for_nat44_and_nat64_only() {
+    // nat44 and nat64 accept it: the next check is the product binary's.
+    for topology in ["nat44", "nat64"] {
+        let out = lab(&[
+            "lab",
+            "--topology",
+            topology,
+            "--backends",
+            "af_xdp,xdpfast",
+            "--quicknat",
+            "/nonexistent/quicknat",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{topology}: {stderr}");
+        assert!(
+            stderr.starts_with("error: no quicknat binary at "),
+            "{topology}: {stderr}"
+        );
+    }
+    let out = lab(&[
+        "lab",
+        "--topology",
+        "ila",
+        "--backends",
+        "xdpfast",
+        "--quicknat",
+        "/nonexistent/quicknat",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("unknown backend \"xdpfast\"")
+            && stderr.contains("xdpfast with --topology nat44 or nat64"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn gen_rejects_a_destination_without_a_port() {
     let out = lab(&["gen", "--dst", "198.51.100.2"]);
     let stderr = text(&out.stderr);

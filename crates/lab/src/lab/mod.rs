@@ -13,7 +13,7 @@
 //! - [`ila`]: TCP request/response directly (kernel forwarding) vs through quicknat ILA.
 //! - [`attack`]: quicknat NAT44 vs the kernel's NAT under hostile and greedy traffic.
 //! - [`cluster`]: 2-3 quicknat gateways behind BIRD routers, one failed on purpose.
-//! - [`xdpfast`]: the NAT44 lab's arm with quicknat's XDP fast path on.
+//! - [`xdpfast`]: the NAT44 and NAT64 labs' arm with quicknat's XDP fast path on.
 
 pub mod attack;
 pub mod cluster;
@@ -454,7 +454,8 @@ pub(crate) fn iperf(
 /// (offered pps, forwarded pps, gateway core CPU ns per forwarded packet). The CPU figure
 /// comes from a SCHED_IDLE soaker on the gateway core (when `idle_rate` > 0): the share of
 /// its idle-core rate it lost is the share the gateway used (the kernel's per-CPU tick
-/// accounting proved unreliable on these VMs).
+/// accounting proved unreliable on these VMs). `src_port`: the flows' first source port
+/// (the same flows as a warm-up, e.g. the XDP fast path's), else ephemeral ports.
 pub(crate) fn udp_small(
     lab: &Lab,
     dst: &str,
@@ -462,6 +463,7 @@ pub(crate) fn udp_small(
     pps: Option<u64>,
     seconds: u64,
     idle_rate: f64,
+    src_port: Option<u16>,
 ) -> Result<(f64, f64, f64)> {
     let exe = exe()?;
     let before_fwd = lab.counter(lab.gw(), out_dev, "tx_packets");
@@ -491,6 +493,10 @@ pub(crate) fn udp_small(
     if let Some(p) = pps {
         rate = p.to_string();
         args.extend(["--pps", rate.as_str()]);
+    }
+    let port = src_port.map(|p| p.to_string());
+    if let Some(p) = &port {
+        args.extend(["--src-port", p.as_str()]);
     }
     args.push("--json");
     let out = lab.ns(lab.cli(), &args)?;

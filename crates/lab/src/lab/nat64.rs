@@ -19,14 +19,24 @@
 //!
 //! Both get the same offloads (off), the same RPS steering of the kernel's receive work to
 //! the gateway core and the same traffic.
+//!
+//! `--backends ...,xdpfast` adds quicknat on AF_XDP with the XDP fast path on
+//! ([`super::xdpfast`], as in the NAT44 lab): established NAT64 sessions are translated in
+//! XDP (IPv6 in, IPv4 out and back) and redirected between the veths, whose peers (`c0`,
+//! `s0`) get an `XDP_PASS` program to take redirected frames. Its UDP cell sends on fixed
+//! source ports, warmed up first with the server answering until the fast path installed
+//! every flow; each of its cells reports the share of the gateway's packets the XDP program
+//! forwarded.
 
+use std::path::Path;
 use std::process::Child;
 
 use anyhow::{Context, Result};
 
+use super::floor::{self, Running};
 use super::{
     alternate, chrono_like_date, iperf, med, ratio, require, stop_child, stop_flag, temp_path,
-    udp_small, Configs, Lab, GW_CORE,
+    udp_small, xdpfast, Configs, Lab, GW_CORE,
 };
 
 const SERVER: &str = "198.51.100.2";
@@ -42,7 +52,7 @@ pub struct Nat64Options {
     pub seconds: u64,
     /// Alternating rounds (medians reported).
     pub rounds: usize,
-    /// quicknat backends ("af_xdp", "af_packet").
+    /// quicknat backends ("af_xdp", "af_packet", "xdpfast": AF_XDP with the XDP fast path).
     pub backends: Vec<String>,
     /// Pin TAYGA to the gateway core (else the scheduler places it).
     pub pin_tayga: bool,
@@ -64,6 +74,33 @@ pub struct Nat64Result {
     /// super-packets reach the gateway; quicknat on AF_PACKET passes them through, issue
     /// 15 item 6) (Gbit/s).
     pub tcp1_on: f64,
+    /// The XDP fast-path arm: the share of each cell's packets the XDP program forwarded
+    /// (the rest reached the AF_XDP socket); `None` for the other arms and TAYGA.
+    pub fast_share: Option<Nat64FastShare>,
+}
+
+/// Per cell, the fraction (0..1) of the gateway's packets the XDP fast path forwarded.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Nat64FastShare {
+    /// TCP 1 stream, offloads off.
+    pub tcp1_off: f64,
+    /// The UDP capacity cell (its flows warmed up first).
+    pub udp: f64,
+    /// TCP 1 stream, offloads on at the ends.
+    pub tcp1_on: f64,
+}
+
+/// One quicknat arm's figures over TAYGA's (higher is better); `None` where TAYGA's is 0.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Nat64Ratio {
+    /// "quicknat af_xdp", "quicknat xdpfast", ...
+    pub quicknat: String,
+    /// TCP 1 stream, offloads off.
+    pub tcp1_off: Option<f64>,
+    /// TCP 1 stream, offloads on at the ends.
+    pub tcp1_on: Option<f64>,
+    /// IPv6 UDP capacity.
+    pub udp_capacity: Option<f64>,
 }
 
 /// The report: medians per system.
@@ -81,6 +118,8 @@ pub struct Nat64Report {
     pub tayga: Nat64Result,
     /// Whether TAYGA was pinned to the gateway core.
     pub tayga_pinned: bool,
+    /// Each quicknat arm's figures over TAYGA's, in the order of `quicknat`.
+    pub ratios: Vec<Nat64Ratio>,
 }
 
 fn devs(lab: &Lab) -> [(&str, &str); 4] {
@@ -108,6 +147,8 @@ fn build() -> Result<Lab> {
 
 enum System {
     Quicknat(Child),
+    /// quicknat with the XDP fast path, and the veth peers' `XDP_PASS` programs.
+    Xdpfast(Running),
     Tayga(Child),
 }
 
@@ -117,16 +158,19 @@ fn forwarding(lab: &Lab, on: bool) -> Result<()> {
     lab.sysctl(lab.gw(), &format!("net.ipv6.conf.all.forwarding={v}"))
 }
 
-/// TAYGA, or quicknat (`bin`) with configuration `quicknat`.
+/// TAYGA, or quicknat (`bin`) on backend `quicknat.0` with configuration `quicknat.1`.
 fn start(
     lab: &Lab,
-    bin: &std::path::Path,
-    quicknat: Option<&std::path::Path>,
-    tayga: &std::path::Path,
+    bin: &Path,
+    quicknat: Option<(&str, &Path)>,
+    tayga: &Path,
     pin: bool,
 ) -> Result<System> {
-    if let Some(cfg) = quicknat {
+    if let Some((backend, cfg)) = quicknat {
         forwarding(lab, false)?;
+        if backend == xdpfast::BACKEND {
+            return Ok(System::Xdpfast(xdpfast::start(lab, bin, cfg)?));
+        }
         return Ok(System::Quicknat(lab.start_quicknat(
             bin,
             lab.gw(),
@@ -148,9 +192,13 @@ fn start(
     Ok(System::Tayga(child))
 }
 
-fn stop(lab: &Lab, s: System, tayga: &std::path::Path) -> Result<()> {
+fn stop(lab: &Lab, s: System, tayga: &Path) -> Result<()> {
     match s {
         System::Quicknat(c) => eprintln!("lab nat64: quicknat {}", stop_child(c)),
+        System::Xdpfast(r) => {
+            floor::stop(lab, r)?;
+            forwarding(lab, false)?;
+        }
         System::Tayga(c) => {
             let _ = stop_child(c);
             forwarding(lab, false)?;
@@ -164,23 +212,53 @@ fn stop(lab: &Lab, s: System, tayga: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn measure(lab: &Lab, s: u64) -> Result<Nat64Result> {
+/// The cells. `fast`: the quicknat binary of the XDP fast-path arm (whose counters are read
+/// around each cell, outside it, and whose UDP flows are warmed up first), else `None`.
+fn measure(lab: &Lab, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
+    let snap = || -> Result<Option<xdpfast::FastSnap>> { fast.map(xdpfast::snap).transpose() };
+    let share_of = |a: Option<xdpfast::FastSnap>, b: Option<xdpfast::FastSnap>| {
+        a.zip(b).map_or(0.0, |(a, b)| a.share_until(&b))
+    };
+    let mut share = Nat64FastShare::default();
+    let a = snap()?;
     let mut r = Nat64Result {
         tcp1_off: iperf(lab, SERVER, SERVER6, 1, s)?,
         ..Nat64Result::default()
     };
+    share.tcp1_off = share_of(a, snap()?);
+    let dst = format!("[{SERVER6}]:9");
+    // The fast path takes a UDP flow once a reply came back: establish the cell's flows
+    // (the server answers them; the sink is not on yet).
+    let src_port = match fast {
+        Some(bin) => {
+            let n = xdpfast::warm_up(lab, bin, &dst, &format!("{SERVER}:9"))?;
+            eprintln!("lab nat64: quicknat xdpfast: {n} UDP sessions offloaded before the cell");
+            Some(xdpfast::SRC_PORT)
+        }
+        None => None,
+    };
     lab.sink_on(lab.srv(), "s0")?;
-    let (offered, fwd, _) = udp_small(lab, &format!("[{SERVER6}]:9"), "g-out", None, s, 0.0)?;
+    let cell = (|| {
+        let a = snap()?;
+        let c = udp_small(lab, &dst, "g-out", None, s, 0.0, src_port)?;
+        Ok::<_, anyhow::Error>((c, share_of(a, snap()?)))
+    })();
+    lab.sink_off(lab.srv())?;
+    let ((offered, fwd, _), udp_share) = cell?;
     r.udp_offered_pps = offered;
     r.udp_capacity_pps = fwd;
-    lab.sink_off(lab.srv())?;
+    share.udp = udp_share;
     // Offloads on at the ends only: the gateway's interfaces stay as each system set
     // them (quicknat on AF_XDP takes no super-packets and turns them off).
     let ends = [(lab.cli(), "c0"), (lab.srv(), "s0")];
     lab.offloads(&ends, true);
+    let a = snap();
     let on = iperf(lab, SERVER, SERVER6, 1, s);
+    let b = snap();
     lab.offloads(&ends, false);
     r.tcp1_on = on?;
+    share.tcp1_on = share_of(a?, b?);
+    r.fast_share = fast.map(|_| share);
     Ok(r)
 }
 
@@ -190,7 +268,36 @@ fn combine(rs: &[Nat64Result]) -> Nat64Result {
         udp_capacity_pps: med(rs, |r| r.udp_capacity_pps),
         udp_offered_pps: med(rs, |r| r.udp_offered_pps),
         tcp1_on: med(rs, |r| r.tcp1_on),
+        fast_share: rs.first().and_then(|r| r.fast_share).map(|_| {
+            let sh = |f: &dyn Fn(&Nat64FastShare) -> f64| {
+                med(rs, |r| r.fast_share.as_ref().map_or(0.0, f))
+            };
+            Nat64FastShare {
+                tcp1_off: sh(&|x| x.tcp1_off),
+                udp: sh(&|x| x.udp),
+                tcp1_on: sh(&|x| x.tcp1_on),
+            }
+        }),
     }
+}
+
+/// Each quicknat arm's medians over TAYGA's.
+fn ratios(quicknat: &[(String, Nat64Result)], tayga: &Nat64Result) -> Vec<Nat64Ratio> {
+    let over = |a: f64, b: f64| (b > 0.0).then(|| a / b);
+    quicknat
+        .iter()
+        .map(|(b, q)| Nat64Ratio {
+            quicknat: format!("quicknat {b}"),
+            tcp1_off: over(q.tcp1_off, tayga.tcp1_off),
+            tcp1_on: over(q.tcp1_on, tayga.tcp1_on),
+            udp_capacity: over(q.udp_capacity_pps, tayga.udp_capacity_pps),
+        })
+        .collect()
+}
+
+/// The NAT64 tables every quicknat arm runs.
+fn nat64_mode() -> String {
+    format!("[nat64]\npref64 = \"{PREF64}\"\npool4 = [\"203.0.113.1/32\"]\n")
 }
 
 /// Runs the NAT64 lab.
@@ -198,11 +305,11 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
     require(&["ip", "iperf3", "nft", "ethtool", "taskset", "tayga"])?;
     let lab = build()?;
     lab.offloads(&devs(&lab), false);
-    let configs = Configs::gateway(
-        "nat64",
-        &opts.backends,
-        &format!("[nat64]\npref64 = \"{PREF64}\"\npool4 = [\"203.0.113.1/32\"]\n"),
-    )?;
+    let configs = Configs::gateway("nat64", &opts.backends, &nat64_mode())?;
+    // The XDP fast-path arm's own configuration (AF_XDP, xdp_fast_path = "on").
+    if let Some(c) = configs.0.iter().find(|(b, _)| b == xdpfast::BACKEND) {
+        std::fs::write(&c.1, xdpfast::config_text(&nat64_mode()))?;
+    }
     let cfgs = &configs.0;
     let tayga_dir = temp_path("tayga");
     let tayga = temp_path("tayga.conf");
@@ -225,14 +332,12 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             })
         },
         |arm| {
-            let sys = start(
-                &lab,
-                &opts.quicknat,
-                arm.map(|i| cfgs[i].1.as_path()),
-                &tayga,
-                opts.pin_tayga,
-            )?;
-            let r = measure(&lab, opts.seconds);
+            let quicknat = arm.map(|i| (cfgs[i].0.as_str(), cfgs[i].1.as_path()));
+            let sys = start(&lab, &opts.quicknat, quicknat, &tayga, opts.pin_tayga)?;
+            let fast = quicknat
+                .filter(|(b, _)| *b == xdpfast::BACKEND)
+                .map(|_| opts.quicknat.as_path());
+            let r = measure(&lab, opts.seconds, fast);
             stop(&lab, sys, &tayga)?;
             r
         },
@@ -241,16 +346,19 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
     let _ = std::fs::remove_file(&tayga);
     let _ = std::fs::remove_dir_all(&tayga_dir);
     let (t, q) = result?;
+    let quicknat: Vec<(String, Nat64Result)> = cfgs
+        .iter()
+        .map(|(b, _)| b.clone())
+        .zip(q.iter().map(|r| combine(r)))
+        .collect();
+    let tayga = combine(&t);
     Ok(Nat64Report {
         when: chrono_like_date(),
         seconds: opts.seconds,
         rounds: opts.rounds,
-        quicknat: cfgs
-            .iter()
-            .map(|(b, _)| b.clone())
-            .zip(q.iter().map(|r| combine(r)))
-            .collect(),
-        tayga: combine(&t),
+        ratios: ratios(&quicknat, &tayga),
+        quicknat,
+        tayga,
         tayga_pinned: opts.pin_tayga,
     })
 }
@@ -262,47 +370,104 @@ impl std::fmt::Display for Nat64Report {
             "quicknat lab nat64 — {} — median of {} alternating rounds, {} s each",
             self.when, self.rounds, self.seconds
         )?;
-        write!(f, "{:<42}", "metric")?;
+        write!(f, "{:<46}", "metric")?;
         for (b, _) in &self.quicknat {
             write!(f, " {:>18}", format!("quicknat {b}"))?;
         }
         writeln!(f, " {:>10} {:>22}", "TAYGA", "best quicknat / TAYGA")?;
-        let mut row =
-            |name: &str, get: &dyn Fn(&Nat64Result) -> f64, compare: bool| -> std::fmt::Result {
-                write!(f, "{name:<42}")?;
-                let mut best = 0.0f64;
-                for (_, q) in &self.quicknat {
-                    best = best.max(get(q));
-                    write!(f, " {:>18.2}", get(q))?;
+        // `get`: a figure, `None` where the arm has none ("-"; TAYGA's column left blank).
+        let mut row = |name: &str,
+                       get: &dyn Fn(&Nat64Result) -> Option<f64>,
+                       compare: bool|
+         -> std::fmt::Result {
+            write!(f, "{name:<46}")?;
+            let mut best = 0.0f64;
+            for (_, q) in &self.quicknat {
+                match get(q) {
+                    Some(v) => {
+                        best = best.max(v);
+                        write!(f, " {v:>18.2}")?;
+                    }
+                    None => write!(f, " {:>18}", "-")?,
                 }
-                let t = get(&self.tayga);
-                let r = if compare {
-                    ratio(best, t)
-                } else {
-                    String::new()
-                };
-                writeln!(f, " {t:>10.2} {r:>22}")
+            }
+            let t = get(&self.tayga);
+            let r = match t {
+                Some(t) if compare => ratio(best, t),
+                _ => String::new(),
             };
-        row("TCP 1 stream, offloads off (Gbit/s)", &|r| r.tcp1_off, true)?;
+            let t = t.map_or(String::new(), |t| format!("{t:.2}"));
+            writeln!(f, " {t:>10} {r:>22}")
+        };
+        row(
+            "TCP 1 stream, offloads off (Gbit/s)",
+            &|r| Some(r.tcp1_off),
+            true,
+        )?;
         row(
             "TCP 1 stream, offloads on at the ends (Gbit/s)",
-            &|r| r.tcp1_on,
+            &|r| Some(r.tcp1_on),
             true,
         )?;
         row(
             "IPv6 UDP 18 B payload capacity (Mpps)",
-            &|r| r.udp_capacity_pps / 1e6,
+            &|r| Some(r.udp_capacity_pps / 1e6),
             true,
         )?;
         row(
             "  offered by the generator (Mpps)",
-            &|r| r.udp_offered_pps / 1e6,
+            &|r| Some(r.udp_offered_pps / 1e6),
             false,
         )?;
+        // The XDP fast-path arm: how much of each cell really went through XDP (%).
+        let fast = self.quicknat.iter().any(|(_, q)| q.fast_share.is_some());
+        if fast {
+            row(
+                "XDP fast path share: TCP 1 stream off (%)",
+                &|r| r.fast_share.map(|x| x.tcp1_off * 100.0),
+                false,
+            )?;
+            row(
+                "XDP fast path share: UDP capacity (%)",
+                &|r| r.fast_share.map(|x| x.udp * 100.0),
+                false,
+            )?;
+            row(
+                "XDP fast path share: TCP 1 stream on (%)",
+                &|r| r.fast_share.map(|x| x.tcp1_on * 100.0),
+                false,
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<46} {:>10} {:>10} {:>14}",
+            "ratio (quicknat / TAYGA)", "TCP1 off", "TCP1 on", "UDP capacity"
+        )?;
+        let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
+        for r in &self.ratios {
+            writeln!(
+                f,
+                "{:<46} {:>10} {:>10} {:>14}",
+                format!("{} / TAYGA", r.quicknat),
+                x(r.tcp1_off),
+                x(r.tcp1_on),
+                x(r.udp_capacity)
+            )?;
+        }
+        writeln!(f)?;
         writeln!(
             f,
             "quicknat: stateful NAT64 (RFC 6146, NAPT, per-flow sessions, pool4 203.0.113.1/32), 1 worker on core {GW_CORE}, kernel forwarding off"
         )?;
+        if fast {
+            writeln!(
+                f,
+                "quicknat xdpfast: AF_XDP with xdp_fast_path = \"on\" (established sessions translated in XDP, XDP_PASS on the veth peers); \
+                 its UDP flows warmed up on fixed source ports with the server answering; share = XDP-forwarded / (that + AF_XDP socket rx);\n\
+                 on veth its XDP work runs on the sending core, the generator's: where out = offered, the generator was the limit"
+            )?;
+        }
         write!(
             f,
             "TAYGA: stateless NAT64, 1:1 map 2001:db8:1::2 <-> 203.0.113.1 (no ports, no per-flow state), kernel forwarding via TUN, {}\n\
@@ -313,5 +478,79 @@ impl std::fmt::Display for Nat64Report {
                 "placed by the scheduler (--pin-tayga pins it to the gateway core)".to_string()
             }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(tcp: f64, share: Option<f64>) -> Nat64Result {
+        Nat64Result {
+            tcp1_off: tcp,
+            udp_capacity_pps: 100_000.0,
+            udp_offered_pps: 200_000.0,
+            tcp1_on: tcp,
+            fast_share: share.map(|s| Nat64FastShare {
+                tcp1_off: s,
+                udp: s,
+                tcp1_on: 0.0,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_fast_path_share_is_a_median_and_only_the_xdpfast_arm_has_one() {
+        let rs = [
+            result(1.0, Some(0.9)),
+            result(3.0, Some(0.99)),
+            result(2.0, Some(0.95)),
+        ];
+        let m = combine(&rs);
+        assert_eq!(m.tcp1_off, 2.0);
+        let sh = m.fast_share.unwrap();
+        assert!((sh.udp - 0.95).abs() < 1e-9, "{sh:?}");
+        assert!(combine(&[result(1.0, None)]).fast_share.is_none());
+    }
+
+    #[test]
+    fn the_table_prints_the_xdpfast_arm_its_share_and_its_ratios_to_tayga() {
+        let quicknat = vec![
+            ("af_xdp".to_string(), result(2.0, None)),
+            (xdpfast::BACKEND.to_string(), result(3.0, Some(0.97))),
+        ];
+        let tayga = Nat64Result {
+            udp_capacity_pps: 0.0,
+            ..result(1.0, None)
+        };
+        let report = Nat64Report {
+            ratios: ratios(&quicknat, &tayga),
+            quicknat,
+            tayga,
+            ..Nat64Report::default()
+        };
+        assert_eq!(report.ratios[1].quicknat, "quicknat xdpfast");
+        assert_eq!(report.ratios[1].tcp1_off, Some(3.0));
+        // TAYGA forwarded nothing: no ratio, not infinity.
+        assert_eq!(report.ratios[1].udp_capacity, None);
+        let t = report.to_string();
+        assert!(t.contains("quicknat xdpfast"), "{t}");
+        let share = t
+            .lines()
+            .find(|l| l.starts_with("XDP fast path share: UDP capacity"))
+            .unwrap_or_else(|| panic!("{t}"));
+        // af_xdp has no fast path ("-"), xdpfast 97%.
+        assert!(share.contains(" - ") && share.contains("97.00"), "{share}");
+        let r = t
+            .lines()
+            .find(|l| l.starts_with("quicknat xdpfast / TAYGA"))
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(r.contains("3.00x") && r.trim_end().ends_with('-'), "{r}");
+        // Without the arm, no share rows.
+        let plain = Nat64Report {
+            quicknat: vec![("af_xdp".to_string(), result(2.0, None))],
+            ..Nat64Report::default()
+        };
+        assert!(!plain.to_string().contains("XDP fast path share"));
     }
 }

@@ -1,6 +1,8 @@
-//! The NAT44 lab's `quicknat xdpfast` arm (issue 15): quicknat on AF_XDP with
-//! `[gateway] xdp_fast_path = "on"`, so established TCP/UDP flows are rewritten and
-//! redirected by the XDP program (devmap) and never reach the AF_XDP socket.
+//! The NAT44 and NAT64 labs' `quicknat xdpfast` arm (issue 15): quicknat on AF_XDP with
+//! `[gateway] xdp_fast_path = "on"`, so established TCP/UDP flows are rewritten (NAT64:
+//! translated, IPv6 <-> IPv4) and redirected by the XDP program (devmap) and never reach
+//! the AF_XDP socket. Both labs use the same helpers: [`config_text`] with the topology's
+//! translation tables, [`start`], [`warm_up`] and [`snap`].
 //!
 //! Set up like the XDP forwarder floor ([`super::floor`], `XdpFwd`): the veth peers (`c0`,
 //! `s0`) get an `XDP_PASS` program, without which a veth drops frames redirected into it;
@@ -126,14 +128,16 @@ pub(crate) fn start(lab: &Lab, quicknat: &Path, cfg: &Path) -> Result<Running> {
 }
 
 /// Establishes the UDP cells' flows and waits until the fast path installed all of them:
-/// the server answers each datagram while the client sends on the cells' source ports;
+/// the server answers each datagram (`quicknat-lab echo` on `listen`, the server's own
+/// address and port) while the client sends to `dst` (the server as the client names it:
+/// the same address under NAT44, pref64 + it under NAT64) on the cells' source ports;
 /// returns the number of sessions installed meanwhile.
-pub(crate) fn warm_up(lab: &Lab, quicknat: &Path, dst: &str) -> Result<u64> {
+pub(crate) fn warm_up(lab: &Lab, quicknat: &Path, dst: &str, listen: &str) -> Result<u64> {
     let exe = exe()?;
     let before = snap(quicknat)?;
     let mut echo = lab.spawn(
         lab.srv(),
-        &[&exe, "echo", "--listen", dst, "--seconds", "30"],
+        &[&exe, "echo", "--listen", listen, "--seconds", "30"],
     )?;
     let flows = FLOWS.to_string();
     let port = SRC_PORT.to_string();
