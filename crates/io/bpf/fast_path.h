@@ -131,6 +131,87 @@ static __attribute__((always_inline)) int l4_csum_off(__u8 proto, __u8 *l4, __u8
 	return -1;
 }
 
+/* The IPv4 pseudo-header sum of `k`'s segment of `len` bytes (words as loaded). */
+static __attribute__((always_inline)) __u32 pseudo_v4(struct fast_key *k, __u16 len)
+{
+	return (k->saddr & 0xffff) + (k->saddr >> 16) + (k->daddr & 0xffff) + (k->daddr >> 16) +
+	       be16((__u16)k->proto) + be16(len);
+}
+
+/* Segments longer than this many 4-byte words are never completed here (user space does). */
+#define FAST_SUM_WORDS 372
+
+/* A partial transport checksum (the field holds only the pseudo-header sum `ps`: a veth
+ * peer's tx checksum offload, which XDP_REDIRECT cannot carry) is completed here exactly
+ * as user space completes it (io::csum::complete_if_partial): the sum over the segment as
+ * it lies, complemented; a UDP zero sent as ones. The segment starts `l4_off` bytes into
+ * the frame and runs to its end, its checksum `coff` bytes in. 0: the checksum is
+ * complete (now or already); -1: it is partial and not completed here (too long, or a
+ * UDP datagram shorter than its packet): user space's.
+ *
+ * A global function: the verifier checks it once, not once per path of its callers (the
+ * loop would take every caller past the 1M-instruction limit). */
+__attribute__((noinline)) int qn_csum_finish(struct xdp_md *ctx, __u32 l4_off, __u32 coff, __u32 ps,
+					     __u32 udp)
+{
+	__u8 *data = (__u8 *)(long)ctx->data;
+	__u8 *end = (__u8 *)(long)ctx->data_end;
+
+	/* Bounds the verifier can see (the callers' offsets are below them). */
+	__u8 *l4 = data + (l4_off & 0x7f);
+	coff &= 0x1f;
+	__u16 *csum = (__u16 *)(l4 + coff);
+
+	if (l4 + 8 > end || (__u8 *)(csum + 1) > end)
+		return -1;
+	__u16 c = *csum;
+	__u16 f = fold32(ps);
+
+	if (c != f && !(c == 0 && f == 0xffff))
+		return 0;
+	if (udp && be16(*(__u16 *)(l4 + 4)) != (__u16)(end - l4))
+		return -1;
+	__u64 sum = 0;
+	__u8 *p = l4;
+
+	for (int i = 0; i < FAST_SUM_WORDS; i++) {
+		if (p + 4 > end)
+			break;
+		sum += *(__u32 *)p;
+		p += 4;
+	}
+	if (p + 4 <= end)
+		return -1;
+	if (p + 2 <= end) {
+		sum += *(__u16 *)p;
+		p += 2;
+	}
+	if (p + 1 <= end)
+		sum += *p;
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	__u16 over = fold32((__u32)(sum & 0xffff) + (__u32)((sum >> 16) & 0xffff));
+	/* A complete checksum that happens to equal the pseudo-header sum verifies: left. */
+	if (fold32(ps + over) == 0xffff)
+		return 0;
+	c = (__u16)~over;
+	*csum = (udp && c == 0) ? 0xffff : c;
+	return 0;
+}
+
+/* Completes `csum`'s segment if partial (qn_csum_finish); -1: leave the packet to user space. */
+static __attribute__((always_inline)) int csum_finish(struct xdp_md *ctx, __u8 *data, __u8 *l4,
+						      __u16 *csum, __u32 ps, int udp)
+{
+	__u16 c = *csum;
+	__u16 f = fold32(ps);
+
+	/* The cheap test inline: a complete checksum almost never equals this. */
+	if (c != f && !(c == 0 && f == 0xffff))
+		return 0;
+	return qn_csum_finish(ctx, (__u32)(l4 - data), (__u32)((__u8 *)csum - l4), ps, udp);
+}
+
 /* Returns an XDP action for a fast-path hit, or -1: not ours (the caller steers it). */
 static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 *data, __u8 *l3,
 						  __u8 *end)
@@ -169,15 +250,11 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 		return -1;
 	if (tot > v->mtu)
 		return -1;
-	/* A partial checksum (the pseudo-header sum, a veth peer's tx offload): user space
-	 * completes it; an incremental update cannot. */
+	/* A partial checksum (the pseudo-header sum, a veth peer's tx offload) is completed
+	 * first; an incremental update cannot. A UDP zero (no checksum) stays. */
+	if (*csum != 0 && csum_finish(ctx, data, l4, csum, pseudo_v4(&key, tot - 20), key.proto == 17))
+		return -1;
 	__u16 c = *csum;
-	if (c != 0) {
-		__u32 ps = (key.saddr & 0xffff) + (key.saddr >> 16) + (key.daddr & 0xffff) +
-			   (key.daddr >> 16) + be16((__u16)key.proto) + be16((__u16)(tot - 20));
-		if (c == fold32(ps))
-			return -1;
-	}
 	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
 		count(FAST_NO_PORT, 1);
 		return -1;
@@ -373,16 +450,15 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	if (total > v->mtu)
 		return -1;
 	__u16 *csum = (__u16 *)(l4 + coff);
-	__u16 c = *csum;
-	/* UDP without a checksum (illegal in IPv6: the engine drops or computes it), or a
-	 * partial checksum from a veth peer's offload: user space. */
-	if (key.proto == 17 && c == 0)
+	/* UDP without a checksum (illegal in IPv6: the engine drops or computes it): user
+	 * space. A partial one is completed first. */
+	if (key.proto == 17 && *csum == 0)
 		return -1;
-	{
-		__u32 ps = sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) + be16(plen);
-		if (c == fold32(ps))
-			return -1;
-	}
+	if (csum_finish(ctx, data, l4, csum,
+			sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) + be16(plen),
+			key.proto == 17))
+		return -1;
+	__u16 c = *csum;
 	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
 		count(FAST_NO_PORT, 1);
 		return -1;
@@ -489,15 +565,11 @@ static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 
 	if (len6 > (df ? v->mtu_df : v->mtu_nodf))
 		return -1;
 	__u16 *csum = (__u16 *)(l4 + coff);
-	__u16 c = *csum;
-	if (key.proto == 17 && c == 0)
+	if (key.proto == 17 && *csum == 0)
 		return -1;
-	{
-		__u32 ps = (key.saddr & 0xffff) + (key.saddr >> 16) + (key.daddr & 0xffff) +
-			   (key.daddr >> 16) + be16((__u16)key.proto) + be16((__u16)(tot - 20));
-		if (c == fold32(ps))
-			return -1;
-	}
+	if (csum_finish(ctx, data, l4, csum, pseudo_v4(&key, tot - 20), key.proto == 17))
+		return -1;
+	__u16 c = *csum;
 	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
 		count(FAST_NO_PORT, 1);
 		return -1;
