@@ -55,6 +55,8 @@ type Dirs = [(usize, FastFlow); 2];
 #[derive(Clone, Copy, Debug)]
 struct Installed {
     dirs: Dirs,
+    /// Where each direction leaves (in `dirs`' order).
+    hops: [NextHop; 2],
     /// The network view version the MACs came from.
     version: u64,
 }
@@ -247,28 +249,62 @@ impl XdpFastPath {
         })
     }
 
-    /// The rewrite of IPv4 packets arriving on link `ingress`, leaving as `to`.
-    fn rewrite(&self, view: &NetView, ingress: usize, to: FlowTuple) -> Option<FastRewrite> {
-        let hop = self.hop(view, ingress, IpAddr::V4(to.dst))?;
-        Some(FastRewrite {
+    /// The rewrite of IPv4 packets leaving as `to` by `hop`.
+    fn rewrite(&self, to: FlowTuple, hop: NextHop) -> FastRewrite {
+        FastRewrite {
             to,
             hop,
             decrement_ttl: self.decrement_ttl,
             mtu: self.mtus[hop.egress as usize].min(u32::from(u16::MAX)) as u16,
-        })
+        }
+    }
+
+    /// Where `v`'s two directions leave now (original first, as `Installed::dirs`);
+    /// `None` while one is not offloadable (no route by the other link, no neighbour).
+    fn hops(&self, v: &SessionView, view: &NetView) -> Option<[NextHop; 2]> {
+        match &self.kind {
+            Kind::Nat44 => {
+                let first = if v.flags & conntrack::session::FROM_INSIDE != 0 {
+                    0
+                } else {
+                    1
+                };
+                Some([
+                    self.hop(view, first, IpAddr::V4(v.revised.dst.addr))?,
+                    self.hop(view, 1 - first, IpAddr::V4(v.initial.src.addr))?,
+                ])
+            }
+            Kind::Nat64(nat) => {
+                let (host6, _) = nat.session_ends6(&v.initial)?;
+                Some([
+                    self.hop(view, 0, IpAddr::V4(v.revised.dst.addr))?,
+                    self.hop(view, 1, IpAddr::V6(host6))?,
+                ])
+            }
+        }
     }
 
     /// Installs both directions of `v`; whether it is offloaded now.
     fn install(&self, v: &SessionView, by: &mut FxHashMap<Tuple, Installed>) -> bool {
         let version = self.published.version();
         let view = self.published.current();
+        let Some(hops) = self.hops(v, &view) else {
+            return false;
+        };
         let dirs = match &self.kind {
-            Kind::Nat44 => self.install44(v, &view),
-            Kind::Nat64(nat) => self.install64(nat, v, &view),
+            Kind::Nat44 => self.install44(v, hops),
+            Kind::Nat64(nat) => self.install64(nat, v, hops),
         };
         match dirs {
             Ok(dirs) => {
-                by.insert(v.initial, Installed { dirs, version });
+                by.insert(
+                    v.initial,
+                    Installed {
+                        dirs,
+                        hops,
+                        version,
+                    },
+                );
                 true
             }
             Err(Some(dirs)) => {
@@ -285,7 +321,7 @@ impl XdpFastPath {
 
     /// NAT44: both directions in `fast_v4`. `Err(None)`: not offloadable now;
     /// `Err(Some(dirs))`: a map refused an entry.
-    fn install44(&self, v: &SessionView, view: &NetView) -> Result<Dirs, Option<Dirs>> {
+    fn install44(&self, v: &SessionView, hops: [NextHop; 2]) -> Result<Dirs, Option<Dirs>> {
         let (Some(orig), Some(orig_to)) = (flow(&v.initial), flow(&v.revised)) else {
             return Err(None);
         };
@@ -296,12 +332,10 @@ impl XdpFastPath {
         };
         let from_inside = v.flags & conntrack::session::FROM_INSIDE != 0;
         let first = if from_inside { 0 } else { 1 };
-        let (Some(r0), Some(r1)) = (
-            self.rewrite(view, first, orig_to),
-            self.rewrite(view, 1 - first, reply_to),
-        ) else {
-            return Err(None);
-        };
+        let (r0, r1) = (
+            self.rewrite(orig_to, hops[0]),
+            self.rewrite(reply_to, hops[1]),
+        );
         let dirs = [
             (first, FastFlow::V4(orig)),
             (1 - first, FastFlow::V4(reply)),
@@ -320,7 +354,7 @@ impl XdpFastPath {
         &self,
         nat: &Nat64Shared,
         v: &SessionView,
-        view: &NetView,
+        [out, back]: [NextHop; 2],
     ) -> Result<Dirs, Option<Dirs>> {
         let (Some(orig), Some(orig_to)) = (flow(&v.initial), flow(&v.revised)) else {
             return Err(None);
@@ -352,12 +386,6 @@ impl XdpFastPath {
             sport: orig_to.dport,
             dst: host6,
             dport: orig.sport,
-        };
-        let (Some(out), Some(back)) = (
-            self.hop(view, 0, IpAddr::V4(orig_to.dst)),
-            self.hop(view, 1, IpAddr::V6(host6)),
-        ) else {
-            return Err(None);
         };
         let r64 = Rewrite64 {
             to: orig_to,
@@ -427,12 +455,22 @@ impl SessionOffload for XdpFastPath {
                 by.remove(&v.initial);
                 self.uninstall(&i);
             } else if i.version != self.published.version() {
-                // Routes or neighbours changed: take the MACs again (or leave it to the
-                // slow path when the next hop is gone).
-                by.remove(&v.initial);
-                self.uninstall(&i);
-                if self.install(v, &mut by) {
-                    self.installed.fetch_add(1, Ordering::Relaxed);
+                // Routes or neighbours changed. Most changes (any neighbour's state, a
+                // route elsewhere) leave this session's next hops as they were: then only
+                // the version is taken, no map is touched. Otherwise the entries are
+                // replaced, or left to the slow path when a next hop is gone.
+                let version = self.published.version();
+                let view = self.published.current();
+                if self.hops(v, &view) == Some(i.hops) {
+                    if let Some(e) = by.get_mut(&v.initial) {
+                        e.version = version;
+                    }
+                } else {
+                    by.remove(&v.initial);
+                    self.uninstall(&i);
+                    if self.install(v, &mut by) {
+                        self.installed.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             return seen;
