@@ -121,10 +121,16 @@ static __attribute__((always_inline)) int l4_csum_off(__u8 proto, __u8 *l4, __u8
 	if (proto == 6) {
 		if (l4 + 20 > end || (l4[13] & 0x07))
 			return -1;
+		/* A data offset the engine's parser refuses (under 5 words, past the end). */
+		__u8 doff = l4[12] >> 4;
+		if (doff < 5 || l4 + doff * 4 > end)
+			return -1;
 		return 16;
 	}
 	if (proto == 17) {
-		if (l4 + 8 > end)
+		/* The datagram is the whole payload (user space sums, and the engine reads, the
+		 * UDP length; a shorter one is theirs). */
+		if (l4 + 8 > end || be16(*(__u16 *)(l4 + 4)) != (__u16)(end - l4))
 			return -1;
 		return 6;
 	}
@@ -169,8 +175,6 @@ __attribute__((noinline)) int qn_csum_finish(struct xdp_md *ctx, __u32 l4_off, _
 
 	if (c != f && !(c == 0 && f == 0xffff))
 		return 0;
-	if (udp && be16(*(__u16 *)(l4 + 4)) != (__u16)(end - l4))
-		return -1;
 	__u64 sum = 0;
 	__u8 *p = l4;
 
@@ -251,8 +255,9 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 	if (tot > v->mtu)
 		return -1;
 	/* A partial checksum (the pseudo-header sum, a veth peer's tx offload) is completed
-	 * first; an incremental update cannot. A UDP zero (no checksum) stays. */
-	if (*csum != 0 && csum_finish(ctx, data, l4, csum, pseudo_v4(&key, tot - 20), key.proto == 17))
+	 * first; an incremental update cannot. A UDP zero (no checksum) stays as it is. */
+	if ((key.proto == 6 || *csum != 0) &&
+	    csum_finish(ctx, data, l4, csum, pseudo_v4(&key, tot - 20), key.proto == 17))
 		return -1;
 	__u16 c = *csum;
 	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
@@ -468,14 +473,34 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	__u8 tos = v->tos_copy ? tc : v->tos;
 	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
 
+	fast_touch(&v->last_seen);
+	__u32 egress = v->egress;
+	__u8 mac[12];
+	__builtin_memcpy(mac, v->dmac, 12);
+	__u64 bytes = (__u64)(end - data) - 20;
+	__u16 sport = v->sport;
+	__u16 delta = v->siit_delta;
+	__u32 addrs[2] = {v->saddr, v->daddr};
+
+	/* Everything is read: move the start (20 bytes shorter) before writing anything, so
+	 * that a refusal leaves the packet as it came, for user space. */
+	if (bpf_xdp_adjust_head(ctx, 20))
+		return -1;
+	data = (__u8 *)(long)ctx->data;
+	end = (__u8 *)(long)ctx->data_end;
+	__u8 *h = data + 14;
+	l4 = h + 20;
+	csum = (__u16 *)(l4 + coff);
+	if ((__u8 *)(csum + 1) > end)
+		return XDP_ABORTED; /* cannot be: the same bytes were checked above */
+
 	/* SIIT's pseudo-header change, the ID from the segment as it is then, the port. */
-	c = csum_siit(c, v->siit_delta, udp);
+	c = csum_siit(c, delta, udp);
 	__u16 id = df ? 0 : be16(derived_ident(l4, end, coff, c));
-	*csum = csum_port(c, key.sport, v->sport, udp);
-	*(__u16 *)l4 = v->sport;
+	*csum = csum_port(c, key.sport, sport, udp);
+	*(__u16 *)l4 = sport;
 
 	/* The IPv4 header over the last 20 bytes of the IPv6 one. */
-	__u8 *h = l3 + 20;
 	__u32 w0 = (0x45u << 8 | tos);
 	__u16 frag = df ? be16(0x4000) : 0;
 	*(__u16 *)h = be16((__u16)w0);
@@ -485,8 +510,7 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	h[8] = hop;
 	h[9] = key.proto;
 	*(__u16 *)(h + 10) = 0;
-	*(__u32 *)(h + 12) = v->saddr;
-	*(__u32 *)(h + 16) = v->daddr;
+	__builtin_memcpy(h + 12, addrs, 8);
 	{
 		__u32 s = 0;
 
@@ -495,18 +519,6 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 			s += *(__u16 *)(h + i);
 		*(__u16 *)(h + 10) = (__u16)~fold32(s);
 	}
-	fast_touch(&v->last_seen);
-	__u32 egress = v->egress;
-	__u8 mac[12];
-	__builtin_memcpy(mac, v->dmac, 12);
-	__u64 bytes = (__u64)(end - data) - 20;
-
-	if (bpf_xdp_adjust_head(ctx, 20))
-		return XDP_ABORTED;
-	data = (__u8 *)(long)ctx->data;
-	end = (__u8 *)(long)ctx->data_end;
-	if (data + 14 > end)
-		return XDP_ABORTED;
 	__builtin_memcpy(data, mac, 12);
 	*(__u16 *)(data + 12) = be16(ETH_P_IP);
 	count(FAST_PACKETS, 1);
@@ -577,25 +589,34 @@ static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 
 	int udp = key.proto == 17;
 	__u8 tc = v->tc_copy ? l3[1] : v->tc;
 
-	/* The port patch (NAT44's part), then SIIT's pseudo-header change. */
-	c = csum_port(c, key.dport, v->dport, udp);
-	*csum = csum_siit(c, v->siit_delta, udp);
-	*(__u16 *)(l4 + 2) = v->dport;
-
 	fast_touch(&v->last_seen);
 	__u32 egress = v->egress;
+	__u16 dport = v->dport;
+	__u16 delta = v->siit_delta;
 	__u8 mac[12];
 	__u32 addrs[8];
 	__builtin_memcpy(mac, v->dmac, 12);
 	__builtin_memcpy(addrs, v->saddr, 32);
 	__u64 bytes = (__u64)(end - data) + 20;
 
+	/* Everything is read: grow the start by 20 bytes before writing anything, so that a
+	 * refusal (no headroom) leaves the packet as it came, for user space. */
 	if (bpf_xdp_adjust_head(ctx, -20))
-		return XDP_ABORTED;
+		return -1;
 	data = (__u8 *)(long)ctx->data;
 	end = (__u8 *)(long)ctx->data_end;
 	if (data + 54 > end)
+		return XDP_ABORTED; /* cannot be: the packet only grew */
+	l4 = data + 54;
+	csum = (__u16 *)(l4 + coff);
+	if ((__u8 *)(csum + 1) > end)
 		return XDP_ABORTED;
+
+	/* The port patch (NAT44's part), then SIIT's pseudo-header change. */
+	c = csum_port(c, key.dport, dport, udp);
+	*csum = csum_siit(c, delta, udp);
+	*(__u16 *)(l4 + 2) = dport;
+
 	__builtin_memcpy(data, mac, 12);
 	*(__u16 *)(data + 12) = be16(ETH_P_IPV6);
 	__u8 *h = data + 14;

@@ -151,8 +151,13 @@ pub fn complete_if_partial(frame: &mut [u8]) -> bool {
     let Some(mut s) = segment(frame) else {
         return false;
     };
-    // The cheap test first: a complete checksum almost never equals this.
-    if !s.field().is_some_and(|f| ones_eq(f, fold(s.pseudo))) {
+    // The cheap test first: a complete checksum almost never equals this. A UDP zero is
+    // "no checksum" (IPv4) or the translator's to refuse (IPv6), never a partial sum (a
+    // sender's pseudo-header sum folds to 0xFFFF at worst, never 0).
+    let Some(field) = s.field() else {
+        return false;
+    };
+    if (s.udp && field == 0) || !ones_eq(field, fold(s.pseudo)) {
         return false;
     }
     // The field stands in for the pseudo-header, so the sum over the segment as it lies

@@ -58,7 +58,7 @@ mod tests_stage;
 mod tests_tcp;
 mod worker;
 
-pub use offload::SessionOffload;
+pub use offload::{SessionOffload, Visit};
 pub use stage::{set_private_cache, PRIVATE_CACHE};
 
 use std::hash::BuildHasherDefault;

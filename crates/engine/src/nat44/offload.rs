@@ -14,12 +14,23 @@ use conntrack::{SessionView, Timestamp};
 
 use super::Nat44Shared;
 
+/// What the offload answers for a session the reaper's walk showed it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Visit {
+    /// When it last forwarded one of the session's packets (None: not offloaded, or
+    /// never). The reaper refreshes the session with a later time.
+    pub seen: Option<Timestamp>,
+    /// It took the session (its entries) just now: from here on its packets pass the
+    /// engine unseen, so a TCP session's sequence words are forgotten at once (else a
+    /// legitimate RST could be refused as out of a window the engine stopped following).
+    pub installed: bool,
+}
+
 /// What carries sessions' packets outside the engine (the runtime's XDP fast path).
 pub trait SessionOffload: Send + Sync + std::fmt::Debug {
     /// The reaper's walk visits live session `v` at `now`: offload it if it qualifies,
-    /// and return when the offload last forwarded one of its packets (None: not
-    /// offloaded, or never). The reaper refreshes the session with a later time.
-    fn visit(&self, v: &SessionView, now: Timestamp) -> Option<Timestamp>;
+    /// and say when the offload last forwarded one of its packets.
+    fn visit(&self, v: &SessionView, now: Timestamp) -> Visit;
     /// Session `v` ends (expired, reset and timed out, evicted, drained): stop
     /// forwarding it. Called before its binding is released.
     fn remove(&self, v: &SessionView);
@@ -46,13 +57,20 @@ impl Nat44Shared {
         let Some(o) = self.offload() else {
             return seen;
         };
-        match o.visit(v, now) {
+        let visit = o.visit(v, now);
+        let tcp = v.initial.proto == conntrack::Proto::Tcp;
+        if visit.installed && tcp {
+            if let Some(h) = self.sessions.hit(&v.initial) {
+                h.forget_sequence();
+            }
+        }
+        match visit.seen {
             Some(t) if t > seen => {
                 let t = t.min(now);
                 if let Some(h) = self.sessions.hit(&v.initial) {
                     h.touch(t);
                     // Its segments went by unseen: their sequence numbers with them.
-                    if v.initial.proto == conntrack::Proto::Tcp {
+                    if tcp {
                         h.forget_sequence();
                     }
                 }
@@ -76,14 +94,19 @@ mod tests {
     #[derive(Debug, Default)]
     struct Recorder {
         seen: Mutex<Option<Timestamp>>,
+        /// What `visit` answers for `installed`.
+        installs: Mutex<bool>,
         visited: Mutex<usize>,
         removed: Mutex<Vec<SessionView>>,
     }
 
     impl SessionOffload for Recorder {
-        fn visit(&self, _v: &SessionView, _now: Timestamp) -> Option<Timestamp> {
+        fn visit(&self, _v: &SessionView, _now: Timestamp) -> Visit {
             *self.visited.lock().unwrap() += 1;
-            *self.seen.lock().unwrap()
+            Visit {
+                seen: *self.seen.lock().unwrap(),
+                installed: *self.installs.lock().unwrap(),
+            }
         }
         fn remove(&self, v: &SessionView) {
             self.removed.lock().unwrap().push(*v);
@@ -116,5 +139,45 @@ mod tests {
         assert_eq!(nat.session_count(), 0);
         assert_eq!(rec.removed.lock().unwrap().len(), 1);
         assert_eq!(rec.removed.lock().unwrap()[0].initial.src.addr, IN_A);
+    }
+
+    /// A TCP session the offload takes forgets its sequence words at once: its segments
+    /// pass the engine unseen from then on, so a legitimate RST far past the window the
+    /// engine last saw is forwarded, not refused as out of window (found in review).
+    #[test]
+    fn an_offloaded_tcp_session_forgets_its_window_at_install() {
+        use crate::testpkt::tcp_segment as seg;
+        use crate::verdict::DropReason;
+        use crate::Emit;
+        const SYN: u8 = 0x02;
+        const SYNACK: u8 = 0x12;
+        const ACK: u8 = 0x10;
+        const RST: u8 = 0x04;
+        for installs in [false, true] {
+            let mut nat = Nat44::new(config()).unwrap();
+            let rec = Arc::new(Recorder::default());
+            *rec.installs.lock().unwrap() = installs;
+            assert!(nat.shared().attach_offload(rec.clone()));
+            let t = Timestamp::from_secs(1);
+            let mut p = seg(IN_A, 1111, SRV, 80, SYN, 100, 0, 0);
+            assert!(nat.process(t, Direction::Outbound, &mut p).is_forward());
+            let public = crate::testpkt::ports(&p).0;
+            let pub_a = crate::nat44::tests::PUB;
+            let mut p = seg(SRV, 80, pub_a, public, SYNACK, 5000, 101, 0);
+            assert!(nat.process(t, Direction::Inbound, &mut p).is_forward());
+            let mut p = seg(IN_A, 1111, SRV, 80, ACK, 101, 5001, 0);
+            assert!(nat.process(t, Direction::Outbound, &mut p).is_forward());
+            // The reaper's walk shows the offload the session.
+            nat.handle_timeout(t + Duration::from_millis(200));
+            assert!(*rec.visited.lock().unwrap() > 0);
+            // The server sent 1 MB through the offload; its RST is at 5001 + 1_000_000.
+            let mut p = seg(SRV, 80, pub_a, public, RST, 5001 + 1_000_000, 0, 0);
+            let e = nat.process(t + Duration::from_secs(1), Direction::Inbound, &mut p);
+            if installs {
+                assert!(e.is_forward(), "{e:?}");
+            } else {
+                assert_eq!(e, Emit::Drop(DropReason::TcpRstOutOfWindow));
+            }
+        }
     }
 }

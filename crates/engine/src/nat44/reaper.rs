@@ -153,6 +153,14 @@ impl Nat44Reaper {
                     || sh.drained(v)
             },
             |id, v, marked_here| {
+                if !marked_here {
+                    // A worker ended it (and told the offload) while the walk may have
+                    // been offering it: tell the offload again, idempotently, so no
+                    // entry installed in between outlives the session.
+                    if let Some(o) = sh.offload() {
+                        o.remove(&v);
+                    }
+                }
                 if marked_here {
                     release_session(
                         &sh,

@@ -213,6 +213,32 @@ fn leaves_ready_frames_alone_and_refuses_what_it_cannot_fix() {
 
 // ---- from afxdp/csum.rs: recognised from the bytes ----
 
+/// A UDP datagram without a checksum (field 0) whose pseudo-header sum folds to 0xFFFF
+/// (ones'-complement equal to 0) is not taken for a partial one: "no checksum" stays, as
+/// the XDP fast path leaves it (found in review).
+#[test]
+fn a_udp_zero_checksum_is_never_completed() {
+    let mut f = partial_udp4();
+    // Pick the destination's last word so that the pseudo-header sum folds to 0xFFFF.
+    let base = checksum::fold(checksum::pseudo_header_v4(
+        [10, 0, 0, 2],
+        [10, 0, 0, 0],
+        17,
+        13,
+    ));
+    let last = 0xFFFFu16 - base;
+    f[14 + 18..14 + 20].copy_from_slice(&last.to_be_bytes());
+    let dst = [10, 0, f[14 + 18], f[14 + 19]];
+    assert_eq!(
+        checksum::fold(checksum::pseudo_header_v4([10, 0, 0, 2], dst, 17, 13)),
+        0xFFFF
+    );
+    f[34 + 6..34 + 8].copy_from_slice(&[0, 0]);
+    let orig = f.clone();
+    assert!(!complete_if_partial(&mut f));
+    assert_eq!(f, orig);
+}
+
 #[test]
 fn completes_partial_tcp_and_udp_v4_with_and_without_vlan() {
     for proto in [TCP, UDP] {

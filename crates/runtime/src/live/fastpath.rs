@@ -33,7 +33,7 @@ use conntrack::tcp::ConnState;
 use std::net::IpAddr;
 
 use conntrack::{Proto, SessionView, Timestamp, Tuple};
-use engine::nat44::SessionOffload;
+use engine::nat44::{SessionOffload, Visit};
 use engine::nat64::Nat64Shared;
 use io::afxdp::fast_path::{
     monotonic_ns, ByteRule, DfRule, FastFlow, FastKind, FastPath, FastRewrite, FlowTuple,
@@ -85,7 +85,7 @@ pub struct FastPathCounters {
     pub dir_packets: [u64; 2],
     /// Their bytes (Ethernet frames), per direction.
     pub dir_bytes: [u64; 2],
-    /// IPv4 TCP/UDP packets the program looked up and did not find (sent to the AF_XDP
+    /// TCP/UDP packets (IPv4, and IPv6 under NAT64) the program looked up and did not find (sent to the AF_XDP
     /// socket: a flow not offloaded, or not yet), both interfaces.
     pub misses: u64,
 }
@@ -437,9 +437,9 @@ impl XdpFastPath {
 }
 
 impl SessionOffload for XdpFastPath {
-    fn visit(&self, v: &SessionView, now: Timestamp) -> Option<Timestamp> {
+    fn visit(&self, v: &SessionView, now: Timestamp) -> Visit {
         if v.flags & HAIRPIN != 0 {
-            return None;
+            return Visit::default();
         }
         let mut by = self.lock();
         if let Some(i) = by.get(&v.initial).copied() {
@@ -468,24 +468,33 @@ impl SessionOffload for XdpFastPath {
                 } else {
                     by.remove(&v.initial);
                     self.uninstall(&i);
-                    if self.install(v, &mut by) {
+                    let installed = self.install(v, &mut by);
+                    if installed {
                         self.installed.fetch_add(1, Ordering::Relaxed);
                     }
+                    return Visit { seen, installed };
                 }
             }
-            return seen;
+            return Visit {
+                seen,
+                installed: false,
+            };
         }
         if !established(v) {
-            return None;
+            return Visit::default();
         }
         if by.len() >= self.max_sessions {
             self.refused_full.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return Visit::default();
         }
-        if self.install(v, &mut by) {
+        let installed = self.install(v, &mut by);
+        if installed {
             self.installed.fetch_add(1, Ordering::Relaxed);
         }
-        None
+        Visit {
+            seen: None,
+            installed,
+        }
     }
 
     fn remove(&self, v: &SessionView) {
