@@ -175,6 +175,14 @@ import json, socket, sys
 from scapy.all import (Ether, IP, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, UDP, TCP, Raw,
                        IPOption_NOP, IPOption_EOL, fragment, fragment6, sendp, get_if_hwaddr, conf)
 conf.verb = 0
+def start(iface, prefix):
+    # The sender's interface, the gateway's MAC (argv[1]), the flows' public ports
+    # (argv[2] UDP, argv[3] TCP), and the tags its packets carry.
+    global IFACE, gw, me, uport, tport, tag
+    IFACE, gw, me = iface, sys.argv[1], get_if_hwaddr(iface)
+    uport, tport = int(sys.argv[2]), int(sys.argv[3])
+    n = iter(range(100))
+    tag = lambda: prefix + "%02d." % next(n)
 def pay(tag, n, w=None):
     # n payload bytes (at least 12), starting with the tag "Q64-d-NN."; with w, the word
     # at payload offset 10 is w.
@@ -233,13 +241,8 @@ def summary():
 # IPv6 -> IPv4, sent by the client at the gateway's inside MAC (argv[1]); argv[2] and
 # argv[3] are the UDP and TCP flows' public ports.
 CRAFT_OUT = CRAFT_COMMON + r"""
-IFACE = "c0"
-gw, me = sys.argv[1], get_if_hwaddr("c0")
-uport, tport = int(sys.argv[2]), int(sys.argv[3])
+start("c0", "Q64-o-")
 SRC, DST, POOL4, SERVER = "2001:db8:1::2", "%s", "%s", "%s"
-n = iter(range(100))
-def tag():
-    return "Q64-o-%%02d." %% next(n)
 def v6(hlim=64, tc=0, fl=0):
     return Ether(src=me, dst=gw) / IPv6(src=SRC, dst=DST, hlim=hlim, tc=tc, fl=fl)
 def tcph(sport, flags, i, csum=None):
@@ -280,13 +283,8 @@ summary()
 # IPv4 -> IPv6, sent by the server at the gateway's outside MAC (argv[1]) to the public
 # endpoints 203.0.113.1:argv[2] (UDP) and :argv[3] (TCP).
 CRAFT_IN = CRAFT_COMMON + r"""
-IFACE = "s0"
-gw, me = sys.argv[1], get_if_hwaddr("s0")
-uport, tport = int(sys.argv[2]), int(sys.argv[3])
+start("s0", "Q64-i-")
 SRC, DST, SERVER6, CLIENT6 = "%s", "%s", "%s", "%s"
-n = iter(range(100))
-def tag():
-    return "Q64-i-%%02d." %% next(n)
 def v4(ttl=64, tos=0, df=True, ident=0x4000, **kw):
     return Ether(src=me, dst=gw) / IP(src=SRC, dst=DST, ttl=ttl, tos=tos, id=ident,
                                       flags=("DF" if df else 0), **kw)

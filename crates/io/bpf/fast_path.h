@@ -150,7 +150,8 @@ static __attribute__((always_inline)) __u32 pseudo_v4(struct fast_key *k, __u16 
 /* A partial transport checksum (the field holds only the pseudo-header sum `ps`: a veth
  * peer's tx checksum offload, which XDP_REDIRECT cannot carry) is completed here exactly
  * as user space completes it (io::csum::complete_if_partial): the sum over the segment as
- * it lies, complemented; a UDP zero sent as ones. The segment starts `l4_off` bytes into
+ * it lies, complemented; a UDP zero sent as ones. Called through `csum_finish`, which
+ * has recognised the field as partial. The segment starts `l4_off` bytes into
  * the frame and runs to its end, its checksum `coff` bytes in. 0: the checksum is
  * complete (now or already); -1: it is partial and not completed here (too long, or a
  * UDP datagram shorter than its packet): user space's.
@@ -170,11 +171,6 @@ __attribute__((noinline)) int qn_csum_finish(struct xdp_md *ctx, __u32 l4_off, _
 
 	if (l4 + 8 > end || (__u8 *)(csum + 1) > end)
 		return -1;
-	__u16 c = *csum;
-	__u16 f = fold32(ps);
-
-	if (c != f && !(c == 0 && f == 0xffff))
-		return 0;
 	__u64 sum = 0;
 	__u8 *p = l4;
 
@@ -198,7 +194,7 @@ __attribute__((noinline)) int qn_csum_finish(struct xdp_md *ctx, __u32 l4_off, _
 	/* A complete checksum that happens to equal the pseudo-header sum verifies: left. */
 	if (fold32(ps + over) == 0xffff)
 		return 0;
-	c = (__u16)~over;
+	__u16 c = (__u16)~over;
 	*csum = (udp && c == 0) ? 0xffff : c;
 	return 0;
 }
@@ -216,6 +212,55 @@ static __attribute__((always_inline)) int csum_finish(struct xdp_md *ctx, __u8 *
 	return qn_csum_finish(ctx, (__u32)(l4 - data), (__u32)((__u8 *)csum - l4), ps, udp);
 }
 
+/* An IPv4 TCP/UDP packet the fast path may take: version 4 without options, not a
+ * fragment (MF clear, offset 0; DF may be set), the frame exactly the packet (no padding,
+ * nothing truncated). Fills `key`, `*l4` and `*tot`; returns the transport checksum's
+ * offset, or -1: not ours. */
+static __attribute__((always_inline)) int parse_v4(__u8 *data, __u8 *l3, __u8 *end,
+						   struct fast_key *key, __u8 **l4, __u16 *tot)
+{
+	if (l3 != data + 14 || l3 + 20 > end)
+		return -1;
+	if (l3[0] != 0x45 || (*(__u16 *)(l3 + 6) & be16(0x3fff)))
+		return -1;
+	*tot = be16(*(__u16 *)(l3 + 2));
+	if (l3 + *tot != end)
+		return -1;
+	*l4 = l3 + 20;
+	key->proto = l3[9];
+	int coff = l4_csum_off(key->proto, *l4, end);
+	if (coff < 0)
+		return -1;
+	key->saddr = *(__u32 *)(l3 + 12);
+	key->daddr = *(__u32 *)(l3 + 16);
+	key->sport = *(__u16 *)*l4;
+	key->dport = *(__u16 *)(*l4 + 2);
+	return coff;
+}
+
+/* The folded sum of a 20-byte IPv4 header's words (0xffff: its checksum verifies). */
+static __attribute__((always_inline)) __u16 ip4_hdr_sum(const __u8 *h)
+{
+	__u32 s = 0;
+
+#pragma unroll
+	for (int i = 0; i < 20; i += 2)
+		s += *(__u16 *)(h + i);
+	return fold32(s);
+}
+
+/* Sends the rewritten frame: its Ethernet header (`mac`: destination then source, 12
+ * bytes), counted, redirected out of `egress`'s slot. */
+static __attribute__((always_inline)) int fast_send(__u8 *data, const __u8 *mac, __u16 ethertype,
+						    __u64 bytes, __u32 egress)
+{
+	__builtin_memcpy(data, mac, 12);
+	*(__u16 *)(data + 12) = be16(ethertype);
+	count(FAST_PACKETS, 1);
+	count(FAST_BYTES, bytes);
+	return bpf_redirect_map(&tx_port, egress, 0);
+}
+
 /* Returns an XDP action for a fast-path hit, or -1: not ours (the caller steers it). */
 static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 *data, __u8 *l3,
 						  __u8 *end)
@@ -223,28 +268,12 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 	struct fast_key key = {};
 	struct fast_val *v;
 	__u8 *l4;
-	__u16 *csum;
 	__u16 tot;
+	int coff = parse_v4(data, l3, end, &key, &l4, &tot);
 
-	if (l3 != data + 14 || l3 + 20 > end)
-		return -1;
-	/* Version 4, no options; not a fragment (MF clear, offset 0). */
-	if (l3[0] != 0x45 || (*(__u16 *)(l3 + 6) & be16(0x3fff)))
-		return -1;
-	tot = be16(*(__u16 *)(l3 + 2));
-	/* The frame is exactly the packet (no padding, nothing truncated). */
-	if (l3 + tot != end)
-		return -1;
-	l4 = l3 + 20;
-	key.proto = l3[9];
-	int coff = l4_csum_off(key.proto, l4, end);
 	if (coff < 0)
 		return -1;
-	csum = (__u16 *)(l4 + coff);
-	key.saddr = *(__u32 *)(l3 + 12);
-	key.daddr = *(__u32 *)(l3 + 16);
-	key.sport = *(__u16 *)l4;
-	key.dport = *(__u16 *)(l4 + 2);
+	__u16 *csum = (__u16 *)(l4 + coff);
 	v = bpf_map_lookup_elem(&fast_v4, &key);
 	if (!v) {
 		count(FAST_MISS, 1);
@@ -281,12 +310,8 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 	} else {
 		*csum = csum_apply(c, v->l4_delta);
 	}
-	__builtin_memcpy(data, v->dmac, 6);
-	__builtin_memcpy(data + 6, v->smac, 6);
 	fast_touch(&v->last_seen);
-	count(FAST_PACKETS, 1);
-	count(FAST_BYTES, (__u64)(end - data));
-	return bpf_redirect_map(&tx_port, v->egress, 0);
+	return fast_send(data, v->dmac, ETH_P_IP, (__u64)(end - data), v->egress);
 }
 
 /* --- NAT64 (issue 15 item 2): the header changes family, so it shrinks or grows by 20
@@ -511,19 +536,8 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	h[9] = key.proto;
 	*(__u16 *)(h + 10) = 0;
 	__builtin_memcpy(h + 12, addrs, 8);
-	{
-		__u32 s = 0;
-
-#pragma unroll
-		for (int i = 0; i < 20; i += 2)
-			s += *(__u16 *)(h + i);
-		*(__u16 *)(h + 10) = (__u16)~fold32(s);
-	}
-	__builtin_memcpy(data, mac, 12);
-	*(__u16 *)(data + 12) = be16(ETH_P_IP);
-	count(FAST_PACKETS, 1);
-	count(FAST_BYTES, bytes);
-	return bpf_redirect_map(&tx_port, egress, 0);
+	*(__u16 *)(h + 10) = (__u16)~ip4_hdr_sum(h);
+	return fast_send(data, mac, ETH_P_IP, bytes, egress);
 }
 
 /* IPv4 arriving outside -> IPv6 out of the other interface. -1: not ours. */
@@ -533,40 +547,19 @@ static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 
 	struct fast_key key = {};
 	struct fast_val46 *v;
 	__u8 *l4;
-	int coff;
+	__u16 tot;
+	int coff = parse_v4(data, l3, end, &key, &l4, &tot);
 
-	if (l3 != data + 14 || l3 + 20 > end)
-		return -1;
-	/* No options; not a fragment (DF may be set). */
-	if (l3[0] != 0x45 || (*(__u16 *)(l3 + 6) & be16(0x3fff)))
-		return -1;
-	__u16 tot = be16(*(__u16 *)(l3 + 2));
-	if (l3 + tot != end)
-		return -1;
-	l4 = l3 + 20;
-	key.proto = l3[9];
-	coff = l4_csum_off(key.proto, l4, end);
 	if (coff < 0)
 		return -1;
-	key.saddr = *(__u32 *)(l3 + 12);
-	key.daddr = *(__u32 *)(l3 + 16);
-	key.sport = *(__u16 *)l4;
-	key.dport = *(__u16 *)(l4 + 2);
 	v = bpf_map_lookup_elem(&fast_46, &key);
 	if (!v) {
 		count(FAST_MISS, 1);
 		return -1;
 	}
 	/* A router verifies the header checksum (SIIT drops a bad one: the engine's). */
-	{
-		__u32 s = 0;
-
-#pragma unroll
-		for (int i = 0; i < 20; i += 2)
-			s += *(__u16 *)(l3 + i);
-		if (fold32(s) != 0xffff)
-			return -1;
-	}
+	if (ip4_hdr_sum(l3) != 0xffff)
+		return -1;
 	__u8 ttl = l3[8];
 	if (ttl <= 1)
 		return -1;
@@ -617,8 +610,6 @@ static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 
 	*csum = csum_siit(c, delta, udp);
 	*(__u16 *)(l4 + 2) = dport;
 
-	__builtin_memcpy(data, mac, 12);
-	*(__u16 *)(data + 12) = be16(ETH_P_IPV6);
 	__u8 *h = data + 14;
 	/* Version 6, the traffic class, flow label 0. */
 	h[0] = 0x60 | (tc >> 4);
@@ -629,7 +620,5 @@ static __attribute__((always_inline)) int fast_path_46(struct xdp_md *ctx, __u8 
 	h[6] = key.proto;
 	h[7] = ttl;
 	__builtin_memcpy(h + 8, addrs, 32);
-	count(FAST_PACKETS, 1);
-	count(FAST_BYTES, bytes);
-	return bpf_redirect_map(&tx_port, egress, 0);
+	return fast_send(data, mac, ETH_P_IPV6, bytes, egress);
 }
