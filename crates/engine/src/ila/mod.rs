@@ -21,6 +21,7 @@
 //! [`Counters`] too. Must never panic, allocate or block on the packet path, and leaves a
 //! dropped packet untouched.
 
+use std::net::Ipv6Addr;
 use std::sync::Arc;
 
 use conntrack::ila_table::IlaTable;
@@ -261,6 +262,37 @@ impl IlaRouter {
             qsbr: None,
             responder: Responder::new(self.icmp_rate),
         }
+    }
+
+    /// The two destinations one mapping translates between, as a packet carries them:
+    /// the SIR address (SIR prefix | identifier) and the ILA address the stage rewrites it
+    /// to (locator | the identifier as the checksum mode leaves it), or `None` when the
+    /// stage refuses this identifier (checksum-neutral mapping impossible) or would not
+    /// bring the ILA address back to the same SIR one. For the XDP fast path, which
+    /// rewrites whole destinations (`runtime::live::fastpath_ila`).
+    pub fn addresses(&self, identifier: u64, locator: u64) -> Option<(Ipv6Addr, Ipv6Addr)> {
+        let sir = Ipv6Addr::from(u128::from(self.config.sir_prefix) << 64 | u128::from(identifier));
+        let m = self.mapping(locator);
+        // A bare header (no next header): the modes that adjust the transport checksum
+        // find none, the others rewrite only the address.
+        let header = |dst: Ipv6Addr| {
+            let mut h = [0u8; field::HEADER_LEN];
+            h[0] = 0x60;
+            h[field::NXT_HDR] = 59;
+            h[field::HOP_LIMIT] = 64;
+            h[field::DST_ADDR].copy_from_slice(&dst.octets());
+            h
+        };
+        let dst = |h: &[u8; field::HEADER_LEN]| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&h[field::DST_ADDR]);
+            Ipv6Addr::from(a)
+        };
+        let mut h = header(sir);
+        sir_to_ila(&mut h, &m).ok()?;
+        let ila = dst(&h);
+        ila_to_sir(&mut h, &m).ok()?;
+        (dst(&h) == sir).then_some((sir, ila))
     }
 
     fn mapping(&self, locator: u64) -> IlaMapping {

@@ -435,3 +435,35 @@ fn neutral_map_receives_a_no_action_peers_packet_with_a_valid_checksum() {
         assert_eq!(w.counters().translated, 1);
     }
 }
+
+/// `addresses` gives the destinations the stage itself writes: a packet to the SIR
+/// address leaves to the ILA address and comes back to the SIR one, in every checksum
+/// mode (the fast path keys its maps by these); an identifier the neutral modes refuse
+/// has none.
+#[test]
+fn addresses_are_the_stages_own() {
+    for (csum, format) in [
+        (CsumMode::NoAction, IdentFormat::Luid),
+        (CsumMode::AdjustTransport, IdentFormat::Luid),
+        (CsumMode::NeutralMap, IdentFormat::UseFormat),
+        (CsumMode::NeutralMapAuto, IdentFormat::Luid),
+    ] {
+        let r = router(csum, format, UnmappedAction::Drop);
+        r.table().insert(RST_IDENT, RST_LOC).unwrap();
+        let (sir, ila) = r.addresses(RST_IDENT, RST_LOC).unwrap();
+        assert_eq!(sir.octets(), addr(RST_SIR, RST_IDENT), "{csum:?}");
+        assert_eq!(ila.octets()[..8], RST_LOC.to_be_bytes(), "{csum:?}");
+        let mut w = r.worker();
+        let mut p = packet(17, sir.octets(), b"payload");
+        assert!(w.process_detailed(&mut p, Direction::Outbound).is_ok());
+        assert_eq!(p[24..40], ila.octets(), "{csum:?}");
+        assert!(w.process_detailed(&mut p, Direction::Inbound).is_ok());
+        assert_eq!(p[24..40], sir.octets(), "{csum:?}");
+        // 0xFFFF in the adjustment word cannot come back under a neutral mode.
+        let refused = r.addresses(RST_IDENT | 0xFFFF, RST_LOC);
+        match csum {
+            CsumMode::NeutralMap | CsumMode::NeutralMapAuto => assert_eq!(refused, None),
+            _ => assert!(refused.is_some()),
+        }
+    }
+}
