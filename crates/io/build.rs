@@ -14,6 +14,7 @@ fn main() {
     let src = "bpf/xdp_steer.c";
     println!("cargo:rerun-if-changed={src}");
     println!("cargo:rerun-if-changed=bpf/fast_path.h");
+    println!("cargo:rerun-if-changed=bpf/fast_path_ila.h");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=PATH");

@@ -440,6 +440,18 @@ static __attribute__((always_inline)) __u16 derived_ident(__u8 *l4, __u8 *end, i
 	return (__u16)((h >> 16) ^ h);
 }
 
+/* An IPv6 packet the fast path may take: untagged, version 6, the frame exactly the packet
+ * (no padding, nothing truncated). Sets `*plen` (the payload length); 0: not ours. */
+static __attribute__((always_inline)) int parse_v6(__u8 *data, __u8 *l3, __u8 *end, __u16 *plen)
+{
+	if (l3 != data + 14 || l3 + 40 > end)
+		return 0;
+	if ((l3[0] >> 4) != 6)
+		return 0;
+	*plen = be16(*(__u16 *)(l3 + 4));
+	return l3 + 40 + *plen == end;
+}
+
 /* IPv6 arriving inside -> IPv4 out of the other interface. -1: not ours. */
 static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 *data, __u8 *l3,
 						  __u8 *end)
@@ -448,13 +460,9 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	struct fast_val64 *v;
 	__u8 *l4;
 	int coff;
+	__u16 plen;
 
-	if (l3 != data + 14 || l3 + 40 > end)
-		return -1;
-	if ((l3[0] >> 4) != 6)
-		return -1;
-	__u16 plen = be16(*(__u16 *)(l3 + 4));
-	if (l3 + 40 + plen != end)
+	if (!parse_v6(data, l3, end, &plen))
 		return -1;
 	l4 = l3 + 40;
 	key.proto = l3[6];

@@ -67,8 +67,11 @@ static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 /* NAT64: look IPv6 TCP/UDP up in `fast_64`, IPv4 TCP/UDP in `fast_46`. */
 #define QN_CFG_FAST_64 16u
 #define QN_CFG_FAST_46 32u
+/* ILA: look IPv6 destinations up in `fast_ila` (fast_path_ila.h). */
+#define QN_CFG_FAST_ILA 64u
 
 #include "fast_path.h"
+#include "fast_path_ila.h"
 
 struct in6 {
 	__u32 a[4];
@@ -188,6 +191,13 @@ int xdp_steer(struct xdp_md *ctx)
 		}
 		if ((flags & QN_CFG_FAST_64) && !foreign) {
 			int v = fast_path_64(ctx, data, l3, end);
+
+			if (v >= 0)
+				return v;
+		} else if ((flags & QN_CFG_FAST_ILA) && !foreign) {
+			/* Never after fast_path_64, whose bpf_xdp_adjust_head leaves the packet
+			 * pointers unusable (NAT64 and ILA never run together). */
+			int v = fast_path_ila(ctx, data, l3, end);
 
 			if (v >= 0)
 				return v;

@@ -12,6 +12,10 @@
 //! outside that leave as IPv6 ([`Rewrite46`]). [`FastPath::enable`] says which maps the
 //! program looks in.
 //!
+//! ILA's `fast_ila` (bpf/fast_path_ila.h) is keyed by an IPv6 destination alone: packets
+//! to this address leave to that one ([`IlaRewrite`]), the transport checksum updated for
+//! the change or left.
+//!
 //! Like the rest of io this knows no NAT: an entry is "packets with this 5-tuple leave
 //! with that one"; which flows qualify and when is the caller's business.
 
@@ -87,6 +91,8 @@ pub enum FastKind {
     Nat44,
     /// IPv6 -> IPv4 (`fast_64`) and IPv4 -> IPv6 (`fast_46`).
     Nat64,
+    /// IPv6 destinations (`fast_ila`).
+    Ila,
 }
 
 /// One entry, as [`FastPath::remove`] and [`FastPath::last_seen_ns`] name it.
@@ -98,6 +104,8 @@ pub enum FastFlow {
     V6To4(FlowTuple6),
     /// In `fast_46`.
     V4To6(FlowTuple),
+    /// In `fast_ila`: packets to this destination.
+    Ila(Ipv6Addr),
 }
 
 /// A header byte the translation writes: copied from the other family's header, or fixed.
@@ -152,6 +160,37 @@ pub struct Rewrite46 {
     pub mtu_df: u16,
     /// Packets without DF (which the translator fragments) likewise.
     pub mtu_nodf: u16,
+}
+
+/// What the IPv6 packets to one destination leave with (ILA): the destination `to`, by the
+/// other interface, the hop limit decremented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IlaRewrite {
+    /// The destination after the rewrite.
+    pub to: Ipv6Addr,
+    /// Update the TCP/UDP/ICMPv6 checksum for the change of the destination's upper 64
+    /// bits (adj-transport); `false`: leave it (no-action, and the checksum-neutral modes,
+    /// whose `to` keeps the address's ones'-complement sum).
+    pub adjust: bool,
+    /// Where it leaves.
+    pub hop: NextHop,
+    /// Packets with a longer IPv6 length (header included) go to user space.
+    pub mtu: u16,
+}
+
+/// `struct fast_val_ila` in bpf/fast_path_ila.h.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct ValIla {
+    daddr: [u8; 16],
+    l4_delta: [u8; 2],
+    adjust: u8,
+    pad0: u8,
+    egress: u32,
+    dmac: [u8; 6],
+    smac: [u8; 6],
+    mtu: u16,
+    pad1: u16,
 }
 
 /// `struct fast_key` in bpf/fast_path.h.
@@ -245,6 +284,7 @@ const _: () = assert!(std::mem::size_of::<Val>() == 48);
 const _: () = assert!(std::mem::size_of::<Key6>() == 40);
 const _: () = assert!(std::mem::size_of::<Val64>() == 48);
 const _: () = assert!(std::mem::size_of::<Val46>() == 72);
+const _: () = assert!(std::mem::size_of::<ValIla>() == 40);
 
 // SAFETY: plain old data, `repr(C)`, every field an integer or an integer array, no
 // implicit padding (sizes asserted above): any bit pattern is valid.
@@ -257,6 +297,8 @@ unsafe impl aya::Pod for Key6 {}
 unsafe impl aya::Pod for Val64 {}
 // SAFETY: as for `Key`.
 unsafe impl aya::Pod for Val46 {}
+// SAFETY: as for `Key`.
+unsafe impl aya::Pod for ValIla {}
 
 impl Key6 {
     fn of(t: &FlowTuple6) -> Key6 {
@@ -343,6 +385,13 @@ fn siit_delta(v4: (Ipv4Addr, Ipv4Addr), v6: (Ipv6Addr, Ipv6Addr), to_v6: bool) -
     }
 }
 
+/// ILA's transport checksum delta (adj-transport): the destination's upper 64 bits, word
+/// by word, as xlat::ila's transport_fix records them (the identifier does not change).
+fn ila_delta(from: Ipv6Addr, to: Ipv6Addr) -> u16 {
+    let (f, t) = (from.segments(), to.segments());
+    delta(&[(f[0], t[0]), (f[1], t[1]), (f[2], t[2]), (f[3], t[3])])
+}
+
 /// The checksum deltas (IPv4 header, transport) of rewriting `from` to `r.to`.
 fn deltas(from: &FlowTuple, r: &FastRewrite) -> (u16, u16) {
     let (os, od, ns, nd) = (
@@ -387,6 +436,8 @@ pub struct FastPath {
     flows: Mutex<HashMap<MapData, Key, Val>>,
     flows64: Mutex<HashMap<MapData, Key6, Val64>>,
     flows46: Mutex<HashMap<MapData, Key, Val46>>,
+    /// Keyed by the IPv6 destination's 16 bytes.
+    ila: Mutex<HashMap<MapData, [u8; 16], ValIla>>,
     config: Mutex<Array<MapData, u32>>,
     ports: Mutex<DevMap<MapData>>,
     stats: PerCpuArray<MapData, u64>,
@@ -415,6 +466,7 @@ impl FastPath {
         let flows = HashMap::try_from(take("fast_v4")?).map_err(|e| map_err("fast_v4", e))?;
         let flows64 = HashMap::try_from(take("fast_64")?).map_err(|e| map_err("fast_64", e))?;
         let flows46 = HashMap::try_from(take("fast_46")?).map_err(|e| map_err("fast_46", e))?;
+        let ila = HashMap::try_from(take("fast_ila")?).map_err(|e| map_err("fast_ila", e))?;
         let config = Array::try_from(take("config")?).map_err(|e| map_err("config", e))?;
         let ports = DevMap::try_from(take("tx_port")?).map_err(|e| map_err("tx_port", e))?;
         let stats =
@@ -423,6 +475,7 @@ impl FastPath {
             flows: Mutex::new(flows),
             flows64: Mutex::new(flows64),
             flows46: Mutex::new(flows46),
+            ila: Mutex::new(ila),
             config: Mutex::new(config),
             ports: Mutex::new(ports),
             stats,
@@ -442,8 +495,9 @@ impl FastPath {
         let on = match kind {
             FastKind::Nat44 => CFG_FAST_V4,
             FastKind::Nat64 => CFG_FAST_64 | CFG_FAST_46,
+            FastKind::Ila => CFG_FAST_ILA,
         };
-        let flags = (flags & !(CFG_FAST_V4 | CFG_FAST_64 | CFG_FAST_46)) | on;
+        let flags = (flags & !(CFG_FAST_V4 | CFG_FAST_64 | CFG_FAST_46 | CFG_FAST_ILA)) | on;
         cfg.set(0, flags, 0).map_err(|e| map_err("config", e))
     }
 
@@ -536,12 +590,30 @@ impl FastPath {
             .map_err(|e| map_err("fast_46 insert", e))
     }
 
+    /// Installs (or replaces) the rewrite of the IPv6 packets to `from` arriving here.
+    pub fn insert_ila(&self, from: Ipv6Addr, r: &IlaRewrite) -> io::Result<()> {
+        let v = ValIla {
+            daddr: r.to.octets(),
+            l4_delta: ila_delta(from, r.to).to_be_bytes(),
+            adjust: u8::from(r.adjust),
+            egress: r.hop.egress,
+            dmac: r.hop.dst_mac,
+            smac: r.hop.src_mac,
+            mtu: r.mtu,
+            ..ValIla::default()
+        };
+        lock(&self.ila)
+            .insert(from.octets(), v, 0)
+            .map_err(|e| map_err("fast_ila insert", e))
+    }
+
     /// Removes the entry of `from`; whether there was one.
     pub fn remove(&self, from: &FastFlow) -> bool {
         match from {
             FastFlow::V4(t) => lock(&self.flows).remove(&Key::of(t)).is_ok(),
             FastFlow::V6To4(t) => lock(&self.flows64).remove(&Key6::of(t)).is_ok(),
             FastFlow::V4To6(t) => lock(&self.flows46).remove(&Key::of(t)).is_ok(),
+            FastFlow::Ila(a) => lock(&self.ila).remove(&a.octets()).is_ok(),
         }
     }
 
@@ -555,6 +627,8 @@ impl FastPath {
             FastFlow::V4(t) => seen(lock(&self.flows).get(&Key::of(t), 0), |v| v.last_seen),
             FastFlow::V6To4(t) => seen(lock(&self.flows64).get(&Key6::of(t), 0), |v| v.last_seen),
             FastFlow::V4To6(t) => seen(lock(&self.flows46).get(&Key::of(t), 0), |v| v.last_seen),
+            // ILA mappings do not expire: the program stamps nothing.
+            FastFlow::Ila(a) => lock(&self.ila).get(&a.octets(), 0).ok().map(|_| 0),
         }
     }
 
@@ -583,6 +657,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 const CFG_FAST_V4: u32 = 8;
 const CFG_FAST_64: u32 = 16;
 const CFG_FAST_46: u32 = 32;
+const CFG_FAST_ILA: u32 = 64;
 
 /// Now on CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns` stamps with.
 pub fn monotonic_ns() -> u64 {

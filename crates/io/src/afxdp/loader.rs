@@ -70,6 +70,7 @@ pub(crate) fn attach(
         .map_max_entries("fast_v4", fast_entries.max(1))
         .map_max_entries("fast_64", fast_entries.max(1))
         .map_max_entries("fast_46", fast_entries.max(1))
+        .map_max_entries("fast_ila", fast_entries.max(1))
         .load(XDP_STEER_OBJ)
         .map_err(|e| err("loading the XDP object", ifname, e))?;
     {
