@@ -189,11 +189,22 @@ impl fmt::Display for ApplySummary {
 /// identifiers that stay mapped is never interrupted. Inserts that do not fit are listed
 /// in [`ApplySummary::failed`], the rest is still applied.
 pub fn apply_mappings(router: &IlaRouter, desired: &[(u64, u64)]) -> ApplySummary {
+    apply_mappings_with(router, desired, &mut |_| {})
+}
+
+/// [`apply_mappings`], calling `before(identifier)` before each removal or locator change
+/// (an offload drops its copy of the mapping first).
+fn apply_mappings_with(
+    router: &IlaRouter,
+    desired: &[(u64, u64)],
+    before: &mut dyn FnMut(u64),
+) -> ApplySummary {
     let table = router.table();
     let want: HashMap<u64, u64> = desired.iter().copied().collect();
     let have: HashMap<u64, u64> = table.iter().map(|e| (e.identifier, e.locator)).collect();
     let mut s = ApplySummary::default();
     for id in have.keys().filter(|id| !want.contains_key(id)) {
+        before(*id);
         if table.remove(*id) {
             s.removed += 1;
         }
@@ -205,9 +216,13 @@ pub fn apply_mappings(router: &IlaRouter, desired: &[(u64, u64)]) -> ApplySummar
             continue;
         }
         let loc = want[&id];
+        let changed = |before: &mut dyn FnMut(u64)| {
+            before(id);
+            table.set_locator(id, loc)
+        };
         match have.get(&id) {
             Some(&old) if old == loc => s.unchanged += 1,
-            Some(_) if table.set_locator(id, loc) => s.changed += 1,
+            Some(_) if changed(before) => s.changed += 1,
             _ => match table.insert(id, loc) {
                 Ok(()) => s.added += 1,
                 Err(e) => s.failed.push((id, e.to_string())),
@@ -221,14 +236,26 @@ pub fn apply_mappings(router: &IlaRouter, desired: &[(u64, u64)]) -> ApplySummar
 pub type ReloadFn =
     Box<dyn Fn() -> Result<IlaSettings, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
 
+/// A copy of the mappings kept elsewhere (the XDP fast path's maps): told before any
+/// mapping is removed or changed, and brought up to date after each change.
+pub(crate) trait MappingOffload: Send + Sync {
+    /// `identifier`'s mapping is about to be removed or changed: stop using the copy.
+    fn forget(&self, identifier: u64);
+    /// Make the copy hold what the table holds now (`mappings`: identifier, locator).
+    fn sync(&self, mappings: &[(u64, u64)]);
+}
+
 /// What the control server acts on: the router, how to re-read the configuration, and
 /// the workers' QSBR state for recycling removed slots.
 pub struct ControlState {
     router: Arc<IlaRouter>,
     reload: Option<ReloadFn>,
     qsbr: Option<Arc<Qsbr>>,
-    /// Serialises requests, so a reload's diff is not raced by an `add`.
+    /// Serialises requests, so a reload's diff is not raced by an `add` (and an offload's
+    /// sync never runs between its `forget` and the change).
     ops: Mutex<()>,
+    /// The XDP fast path's copy of the mappings, when it runs.
+    offload: std::sync::OnceLock<Arc<dyn MappingOffload>>,
 }
 
 impl fmt::Debug for ControlState {
@@ -237,6 +264,7 @@ impl fmt::Debug for ControlState {
             .field("router", &self.router)
             .field("reload", &self.reload.is_some())
             .field("qsbr", &self.qsbr)
+            .field("offload", &self.offload.get().is_some())
             .finish()
     }
 }
@@ -251,6 +279,43 @@ impl ControlState {
             reload,
             qsbr,
             ops: Mutex::new(()),
+            offload: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Keeps `offload` in step with the table from now on (once; false if one is
+    /// attached already), and fills it.
+    pub(crate) fn attach_offload(&self, offload: Arc<dyn MappingOffload>) -> bool {
+        let _ops = self.lock();
+        if self.offload.set(offload).is_err() {
+            return false;
+        }
+        self.sync_locked();
+        true
+    }
+
+    /// Brings the offload up to date with the table (the runtime calls this on a timer,
+    /// for next hops that were not resolved and routes that changed).
+    pub(crate) fn sync_offload(&self) {
+        let _ops = self.lock();
+        self.sync_locked();
+    }
+
+    fn sync_locked(&self) {
+        if let Some(o) = self.offload.get() {
+            let all: Vec<(u64, u64)> = self
+                .router
+                .table()
+                .iter()
+                .map(|e| (e.identifier, e.locator))
+                .collect();
+            o.sync(&all);
+        }
+    }
+
+    fn forget(&self, identifier: u64) {
+        if let Some(o) = self.offload.get() {
+            o.forget(identifier);
         }
     }
 
@@ -286,7 +351,9 @@ impl ControlState {
         if settings.config != *self.router.config() {
             return Err(ReloadError::SettingsChanged);
         }
-        let summary = apply_mappings(&self.router, &settings.mappings);
+        let summary =
+            apply_mappings_with(&self.router, &settings.mappings, &mut |id| self.forget(id));
+        self.sync_locked();
         self.reclaim();
         Ok(summary)
     }
@@ -299,6 +366,14 @@ impl ControlState {
             Err(e) => return format!("error {e}\n"),
         };
         let _ops = self.lock();
+        let out = self.handle_locked(req);
+        if !matches!(req, Request::List | Request::Reload) {
+            self.sync_locked();
+        }
+        out
+    }
+
+    fn handle_locked(&self, req: Request) -> String {
         let table = self.router.table();
         match req {
             Request::List => {
@@ -321,18 +396,23 @@ impl ControlState {
                 identifier,
                 locator,
             } => match table.lookup(identifier) {
-                Some(old) if table.set_locator(identifier, locator) => format!(
-                    "ok set {} {} (was {})\n",
-                    Addr64(identifier),
-                    Addr64(locator),
-                    Addr64(old)
-                ),
-                _ => format!(
-                    "error {}: no such mapping (use ila add)\n",
-                    Addr64(identifier)
-                ),
+                Some(old) => {
+                    self.forget(identifier);
+                    if table.set_locator(identifier, locator) {
+                        format!(
+                            "ok set {} {} (was {})\n",
+                            Addr64(identifier),
+                            Addr64(locator),
+                            Addr64(old)
+                        )
+                    } else {
+                        no_such(identifier)
+                    }
+                }
+                None => no_such(identifier),
             },
             Request::Del { identifier } => {
+                self.forget(identifier);
                 if table.remove(identifier) {
                     self.reclaim();
                     format!("ok deleted {}\n", Addr64(identifier))
@@ -347,6 +427,13 @@ impl ControlState {
             },
         }
     }
+}
+
+fn no_such(identifier: u64) -> String {
+    format!(
+        "error {}: no such mapping (use ila add)\n",
+        Addr64(identifier)
+    )
 }
 
 /// What the control server answers with: the ILA text verbs (ILA mode only) and the JSON

@@ -195,6 +195,85 @@ fn reload_applies_the_difference_or_refuses_new_settings() {
     assert_eq!(contents(state.router()), vec![(1, 11), (3, 30)]);
 }
 
+/// A copy of the mappings that records what it was told, and what the table held for the
+/// identifier when it was told to forget it.
+#[derive(Default)]
+struct Recorder {
+    router: Mutex<Option<Arc<IlaRouter>>>,
+    events: Mutex<Vec<String>>,
+}
+
+impl MappingOffload for Recorder {
+    fn forget(&self, identifier: u64) {
+        let held = self
+            .router
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|r| r.table().lookup(identifier));
+        self.events
+            .lock()
+            .unwrap()
+            .push(format!("forget {identifier:x} (table: {held:x?})"));
+    }
+
+    fn sync(&self, mappings: &[(u64, u64)]) {
+        let mut m = mappings.to_vec();
+        m.sort_unstable();
+        self.events.lock().unwrap().push(format!("sync {m:x?}"));
+    }
+}
+
+/// The XDP fast path's copy (issue 15): filled when attached; told to forget a mapping
+/// while the table still holds it, before `set`, `del` and a reload change or remove it;
+/// synced after every change; never told anything by `list`.
+#[test]
+fn an_offload_forgets_a_mapping_before_it_changes_and_is_synced_after() {
+    let next = Arc::new(Mutex::new(IlaSettings {
+        config: CONFIG,
+        capacity: 8,
+        mappings: vec![(1, 0x11), (3, 0x30)],
+        icmp_rate: Default::default(),
+    }));
+    let source = Arc::clone(&next);
+    let reload: ReloadFn = Box::new(move || Ok(source.lock().unwrap().clone()));
+    let state = ControlState::new(router(8, &[(1, 0x10), (2, 0x20)]), Some(reload), None);
+    let rec = Arc::new(Recorder::default());
+    *rec.router.lock().unwrap() = Some(Arc::clone(state.router()));
+    assert!(state.attach_offload(Arc::clone(&rec) as Arc<dyn MappingOffload>));
+    assert!(!state.attach_offload(Arc::clone(&rec) as Arc<dyn MappingOffload>));
+    let take = || std::mem::take(&mut *rec.events.lock().unwrap());
+    assert_eq!(take(), ["sync [(1, 10), (2, 20)]"]);
+    state.handle("ila list");
+    assert!(take().is_empty());
+    state.handle("ila add 0:0:0:4 0:0:0:40");
+    assert_eq!(take(), ["sync [(1, 10), (2, 20), (4, 40)]"]);
+    state.handle("ila set 0:0:0:4 0:0:0:41");
+    assert_eq!(
+        take(),
+        [
+            "forget 4 (table: Some(40))",
+            "sync [(1, 10), (2, 20), (4, 41)]"
+        ]
+    );
+    state.handle("ila del 0:0:0:2");
+    assert_eq!(
+        take(),
+        ["forget 2 (table: Some(20))", "sync [(1, 10), (4, 41)]"]
+    );
+    assert!(state.handle("ila reload").starts_with("ok reload"));
+    let mut ev = take();
+    let last = ev.pop();
+    ev.sort();
+    assert_eq!(
+        ev,
+        ["forget 1 (table: Some(10))", "forget 4 (table: Some(41))"]
+    );
+    assert_eq!(last.as_deref(), Some("sync [(1, 11), (3, 30)]"));
+    state.sync_offload();
+    assert_eq!(take(), ["sync [(1, 11), (3, 30)]"]);
+}
+
 // hostops (issue 14, finding 6): who may use the socket.
 #[test]
 fn only_root_and_the_control_group_are_allowed() {

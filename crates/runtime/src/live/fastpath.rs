@@ -91,30 +91,34 @@ pub struct FastPathCounters {
 }
 
 /// What the sessions are.
-enum Kind {
+pub(super) enum Kind {
     Nat44,
     /// NAT64 over its NAT44 table: the instance gives the IPv6 ends and the options.
     Nat64(Arc<Nat64Shared>),
+    /// ILA: no sessions, the router's mappings (`fastpath_ila`).
+    Ila(Arc<engine::ila::IlaRouter>),
 }
 
 /// The offload: both interfaces' maps and what was installed in them.
 pub(crate) struct XdpFastPath {
-    kind: Kind,
+    pub(super) kind: Kind,
     /// Per link (inside, outside): the map of flows arriving there.
-    maps: [Arc<FastPath>; 2],
+    pub(super) maps: [Arc<FastPath>; 2],
     links: [Link; 2],
-    mtus: [u32; 2],
-    published: Arc<Published>,
+    pub(super) mtus: [u32; 2],
+    pub(super) published: Arc<Published>,
     decrement_ttl: bool,
     /// Sessions the maps hold at most (two entries each).
     max_sessions: usize,
     /// Engine clock minus CLOCK_MONOTONIC, in ns.
     offset: i128,
     by_session: Mutex<FxHashMap<Tuple, Installed>>,
-    installed: AtomicU64,
-    removed: AtomicU64,
-    refused_full: AtomicU64,
-    errors: AtomicU64,
+    /// ILA: the mappings offloaded, by identifier.
+    pub(super) by_ident: Mutex<FxHashMap<u64, super::fastpath_ila::IlaInstalled>>,
+    pub(super) installed: AtomicU64,
+    pub(super) removed: AtomicU64,
+    pub(super) refused_full: AtomicU64,
+    pub(super) errors: AtomicU64,
 }
 
 impl std::fmt::Debug for XdpFastPath {
@@ -176,12 +180,18 @@ impl XdpFastPath {
         let fast_kind = match kind {
             Kind::Nat44 => FastKind::Nat44,
             Kind::Nat64(_) => FastKind::Nat64,
+            Kind::Ila(_) => FastKind::Ila,
         };
         for m in &maps {
             m.set_ports(ifindexes)?;
             m.enable(fast_kind)?;
         }
-        let max_sessions = (maps[0].capacity().min(maps[1].capacity()) / 2).max(1) as usize;
+        // A session may put both its entries in one map; an ILA mapping puts one in each.
+        let per_map = maps[0].capacity().min(maps[1].capacity());
+        let max_sessions = match kind {
+            Kind::Ila(_) => per_map,
+            _ => (per_map / 2).max(1),
+        } as usize;
         Ok(XdpFastPath {
             kind,
             maps,
@@ -192,6 +202,7 @@ impl XdpFastPath {
             max_sessions,
             offset: i128::from(now.as_nanos()) - i128::from(monotonic_ns()),
             by_session: Mutex::new(FxHashMap::new()),
+            by_ident: Mutex::new(FxHashMap::new()),
             installed: AtomicU64::new(0),
             removed: AtomicU64::new(0),
             refused_full: AtomicU64::new(0),
@@ -214,12 +225,22 @@ impl XdpFastPath {
             dir_packets,
             dir_bytes,
             misses,
-            sessions: self.lock().len() as u64,
+            sessions: (self.lock().len() + self.ila_lock().len()) as u64,
             installed: self.installed.load(Ordering::Relaxed),
             removed: self.removed.load(Ordering::Relaxed),
             refused_full: self.refused_full.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether this offloads ILA mappings (attached to the control state, not a table).
+    pub(crate) fn is_ila(&self) -> bool {
+        matches!(self.kind, Kind::Ila(_))
+    }
+
+    /// The most sessions (ILA: mappings) offloaded at once.
+    pub(super) fn max_sessions(&self) -> usize {
+        self.max_sessions
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<Tuple, Installed>> {
@@ -228,7 +249,7 @@ impl XdpFastPath {
 
     /// The next hop of packets arriving on link `ingress` for `dst`: by the other link, to
     /// the neighbour the routes give (`None`: another link, or not resolved yet).
-    fn hop(&self, view: &NetView, ingress: usize, dst: IpAddr) -> Option<NextHop> {
+    pub(super) fn hop(&self, view: &NetView, ingress: usize, dst: IpAddr) -> Option<NextHop> {
         let egress = 1 - ingress;
         let dst_mac = match dst {
             IpAddr::V4(a) => {
@@ -281,6 +302,7 @@ impl XdpFastPath {
                     self.hop(view, 1, IpAddr::V6(host6))?,
                 ])
             }
+            Kind::Ila(_) => None,
         }
     }
 
@@ -294,6 +316,7 @@ impl XdpFastPath {
         let dirs = match &self.kind {
             Kind::Nat44 => self.install44(v, hops),
             Kind::Nat64(nat) => self.install64(nat, v, hops),
+            Kind::Ila(_) => Err(None),
         };
         match dirs {
             Ok(dirs) => {
@@ -536,17 +559,24 @@ pub(crate) fn attach(
     let (kind, table, decrement_ttl, what) = match shared {
         engine::mode::any::AnyMode::Nat44(nat) => (
             Kind::Nat44,
-            Arc::clone(nat),
+            Some(Arc::clone(nat)),
             nat.config().decrement_ttl,
-            "NAT44",
+            "established NAT44 TCP/UDP flows",
         ),
         engine::mode::any::AnyMode::Nat64(nat) => (
             Kind::Nat64(Arc::clone(nat)),
-            Arc::clone(nat.nat44()),
+            Some(Arc::clone(nat.nat44())),
             nat.options().decrement_ttl,
-            "NAT64",
+            "established NAT64 TCP/UDP flows",
         ),
-        _ => return refuse("NAT44 and NAT64 only in this version".into()),
+        // The mappings are attached by the caller, to the control state that edits them.
+        engine::mode::any::AnyMode::Ila(ila) => (
+            Kind::Ila(Arc::clone(&ila.router)),
+            None,
+            true,
+            "ILA mappings (TCP/UDP/ICMPv6)",
+        ),
+        _ => return refuse("NAT44, NAT64 and ILA only in this version".into()),
     };
     let super::open::Opened::Xdp(ports) = opened else {
         return refuse("the AF_XDP backend is not in use".into());
@@ -575,11 +605,17 @@ pub(crate) fn attach(
         Ok(f) => Arc::new(f),
         Err(e) => return refuse(format!("devmap: {e}")),
     };
-    if !table.attach_offload(Arc::clone(&fast) as Arc<dyn SessionOffload>) {
-        return refuse("an offload is attached already".into());
+    if let Some(table) = table {
+        if !table.attach_offload(Arc::clone(&fast) as Arc<dyn SessionOffload>) {
+            return refuse("an offload is attached already".into());
+        }
     }
+    let (unit, when) = match fast.kind {
+        Kind::Ila(_) => ("mappings", "as their next hops resolve"),
+        _ => ("sessions", "the reaper offloads them within 200 ms"),
+    };
     log(format!(
-        "xdp fast path: on for established {what} TCP/UDP flows between {} and {} (at most {} sessions; the reaper offloads them within 200 ms)",
+        "xdp fast path: on for {what} between {} and {} (at most {} {unit}; {when})",
         links[0].name, links[1].name, fast.max_sessions
     ));
     Ok(Some(fast))

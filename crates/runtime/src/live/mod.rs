@@ -20,6 +20,7 @@
 
 mod config;
 mod fastpath;
+mod fastpath_ila;
 // -- XDP fast path status and counters (issue 15, operability) --
 mod fastpath_status;
 pub(crate) mod forward;
@@ -177,11 +178,13 @@ pub fn run(
     let fallback = std::sync::Mutex::new(None::<String>);
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
     let fast_why = std::sync::Mutex::new(None::<String>);
-    // XDP fast path (issue 15 item 2): AF_XDP, NAT44 and NAT64 only.
+    // XDP fast path (issue 15 item 2): AF_XDP, NAT44, NAT64 and ILA.
     let fast_entries = if gw.backend == Backend::AfXdp
         && gw.xdp_fast_path != FastPathSwitch::Off
-        && matches!(mode, ModeConfig::Nat44(_) | ModeConfig::Nat64(_))
-    {
+        && matches!(
+            mode,
+            ModeConfig::Nat44(_) | ModeConfig::Nat64(_) | ModeConfig::Ila(_)
+        ) {
         gw.xdp_fast_path_entries
     } else {
         0
@@ -320,6 +323,15 @@ pub fn run(
         clock(),
         &fast_log,
     )?;
+    // ILA: the mappings are copied into the maps now and kept in step by the control
+    // side (`fastpath_ila`), which edits them.
+    let ila_offload = match (&fast, &control_state) {
+        (Some(f), Some(c)) if f.is_ila() => {
+            c.attach_offload(Arc::clone(f) as Arc<dyn crate::control::MappingOffload>);
+            Some(Arc::clone(c))
+        }
+        _ => None,
+    };
     let fast_status = Arc::new(fastpath_status::status(
         gw,
         &fast,
@@ -442,6 +454,17 @@ pub fn run(
                         g.clone_from(r.counters());
                     }
                     std::thread::sleep(Duration::from_millis(if busy { 1 } else { 10 }));
+                }
+            });
+        }
+        // XDP fast path for ILA: mappings whose next hops were unresolved, and routes or
+        // neighbours that changed, are taken up by a sync every 500 ms.
+        if let Some(c) = &ila_offload {
+            let stop = &stop;
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(500));
+                    c.sync_offload();
                 }
             });
         }
