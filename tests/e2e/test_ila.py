@@ -77,9 +77,14 @@ LOC_B2 = "2001:db8:b:2"
 ID_A, ID_B, ID_B2 = "0:0:0:a", "0:0:0:b", "0:0:0:b2"
 
 MODES = {
-    # label: (csum_mode, ident_type, unmapped)
-    "adjust-transport": ("adjust-transport", "luid", "drop"),
-    "neutral-map": ("neutral-map", "use-format", "forward"),
+    # label: (csum_mode, ident_type, unmapped, xdp_fast_path)
+    "adjust-transport": ("adjust-transport", "luid", "drop", "off"),
+    "neutral-map": ("neutral-map", "use-format", "forward", "off"),
+    # The same with the XDP fast path on (AF_XDP only): the mappings are copied into the
+    # steering program's maps, which then carry most packets; every check must hold as
+    # it does without (the move included: `ila set` must reach the maps).
+    "adjust-transport-xdpfast": ("adjust-transport", "luid", "drop", "on"),
+    "neutral-map-xdpfast": ("neutral-map", "use-format", "forward", "on"),
 }
 
 CONFIG = """
@@ -90,6 +95,7 @@ backend = "{backend}"
 workers = 1
 stats_interval = 1
 control_socket = "{sock}"
+xdp_fast_path = "{fast}"
 
 [ila]
 sir_prefix = "3333:0:0:1::/64"
@@ -327,9 +333,10 @@ class Router:
     """One ILA router: `quicknat run` in namespace `ns` with its configuration, control
     socket and log in `tmp`."""
 
-    def __init__(self, name, ns, inside, outside, backend, csum, ident, unmapped, tmp):
+    def __init__(self, name, ns, inside, outside, backend, mode, tmp):
         self.name, self.ns, self.inside, self.outside = name, ns, inside, outside
-        self.backend, self.csum, self.ident, self.unmapped = backend, csum, ident, unmapped
+        self.backend = backend
+        self.csum, self.ident, self.unmapped, self.fast = mode
         self.sock = os.path.join(tmp, f"{name}.sock")
         self.cfg = os.path.join(tmp, f"{name}.toml")
         self.logpath = os.path.join(tmp, f"{name}.log")
@@ -340,7 +347,8 @@ class Router:
         text = "".join(f'\n[[ila.mapping]]\nidentifier = "{i}"\nlocator = "{l}"\n' for i, l in mappings)
         with open(self.cfg, "w") as f:
             f.write(CONFIG.format(inside=self.inside, outside=self.outside, backend=self.backend, sock=self.sock,
-                                  csum=self.csum, ident=self.ident, unmapped=self.unmapped, mappings=text))
+                                  csum=self.csum, ident=self.ident, unmapped=self.unmapped, fast=self.fast,
+                                  mappings=text))
 
     def start(self, quicknat):
         self.quicknat = quicknat
@@ -409,7 +417,8 @@ class IlaNetwork(Scenario):
     def __init__(self, quicknat, backend, mode):
         super().__init__("qi", ("a", "r1", "r2", "r3", "net", "b"))
         self.binary, self.backend = quicknat, backend
-        self.csum, self.ident, self.unmapped = MODES[mode]
+        self.mode = MODES[mode]
+        self.csum, self.ident, self.unmapped, self.fast = self.mode
         self.tmp = tempfile.mkdtemp(prefix="qi-")
         self.routers, self.captures = {}, []
 
@@ -449,6 +458,10 @@ class IlaNetwork(Scenario):
         for d in ("n1", "n2", "n3", "br0"):
             self.nsx("net", "ip", "link", "set", d, "up")
             self.offloads_off("net", d)
+        if self.fast == "on":
+            # The routers' veth peers take XDP-redirected frames only with NAPI (GRO on).
+            for n, dev in (("a", "a0"), ("net", "n1"), ("net", "n2"), ("net", "n3"), ("b", "b0"), ("b", "b1")):
+                self.nsx(n, "ethtool", "-K", dev, "gro", "on", check=False)
         # Hosts: SIR addresses; the SIR /64 via their router.
         self.nsx("a", "ip", "-6", "addr", "add", f"{A}/128", "dev", "a0", "nodad")
         self.nsx("a", "ip", "-6", "route", "add", f"{SIR}::/64", "via", "fe80::1", "dev", "a0", "src", A)
@@ -467,7 +480,7 @@ class IlaNetwork(Scenario):
 
         self.base = [(ID_A, LOC_A), (ID_B, LOC_B1)]
         for name, ins, out in (("r1", "r1a", "r1n"), ("r2", "r2b", "r2n"), ("r3", "r3b", "r3n")):
-            r = Router(name, self.ns[name], ins, out, self.backend, self.csum, self.ident, self.unmapped, self.tmp)
+            r = Router(name, self.ns[name], ins, out, self.backend, self.mode, self.tmp)
             r.write_config(self.base)
             self.routers[name] = r
             r.start(self.binary)
@@ -628,6 +641,8 @@ def mode(request):
 
 @pytest.fixture(scope="class")
 def ila(quicknat, backend, mode):
+    if MODES[mode][3] == "on" and backend != "af_xdp":
+        pytest.skip("the XDP fast path runs on the AF_XDP backend only")
     net = IlaNetwork(quicknat, backend, mode)
     try:
         net.setup()
@@ -797,6 +812,26 @@ class TestIla:
         ila.move()
         r = ila.nsx("a", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", B, check=False)
         assert r.returncode == 0, r.stdout + r.stderr
+
+    # --- The XDP fast path (its variants only).
+
+    def test_xdp_fast_path_carried_the_traffic_both_ways_on_r1_and_r3(self, ila):
+        """With the fast path on, the XDP program itself forwarded packets in both
+        directions on R1 (A's router) and R3 (B's after the move: its mapping came from
+        `ila set`), installed the mappings and had no map errors; off, the routers report
+        no fast-path counters at all."""
+        ila.move()
+        ila.nsx("a", "ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", B, check=False)
+        if ila.fast != "on":
+            assert "xdp_fast=" not in ila.r1.text(), ila.r1.text()[-600:]
+            return
+        def counters():
+            return {n: ila.routers[n].stats() for n in ("r1", "r3")}
+        ok = lambda: all(c.get("xdp_fast_out", 0) > 0 and c.get("xdp_fast_in", 0) > 0 for c in counters().values())
+        wait_for(ok, timeout=5)
+        c = counters()
+        assert ok() and all(v.get("xdp_fast_installs", 0) >= 2 and v.get("xdp_fast_errors", 1) == 0
+                            for v in c.values()), c
 
     # --- Stop.
 
