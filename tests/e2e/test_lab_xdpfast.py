@@ -1,7 +1,8 @@
 """The labs' XDP fast-path arm (issue 15): `quicknat-lab lab --backends xdpfast` runs
 quicknat on AF_XDP with `xdp_fast_path = "on"` beside the kernel NAT and the XDP forwarder
 (its floor), alternating, and reports its figures and ratios; `--topology nat64 --backends
-xdpfast` runs it with `[nat64]` beside TAYGA.
+xdpfast` runs it with `[nat64]` beside TAYGA, and `--topology ila --backends xdpfast` the ILA
+routers with their mappings in XDP beside the kernel forwarding directly.
 
     sudo python3 -m pytest tests/e2e/test_lab_xdpfast.py [--quicknat PATH]
 
@@ -159,3 +160,32 @@ def test_nat64_its_ratio_to_tayga(lab64):
     assert "quicknat xdpfast" in rows, rows
     r = rows["quicknat xdpfast"]
     assert r["tcp1_off"] and r["tcp1_off"] > 0, r
+
+
+# --------------------------------------------------------------------------- ILA (mappings)
+
+@pytest.fixture(scope="module")
+def lab_ila(quicknat, backend):
+    if backend != "af_xdp":
+        pytest.skip("the XDP fast path is an AF_XDP feature")
+    return run_lab(quicknat, ["--topology", "ila", "--seconds", "2", "--rounds", "1",
+                              "--backends", "xdpfast"])
+
+
+def test_ila_the_arm_carries_the_request_response_load_beside_the_kernel(lab_ila):
+    """The ILA lab's xdpfast arm: both routers translate with the fast path on; the
+    request/response load ran through them with no failed connection, beside the direct
+    kernel path in the same round; it has no forward-only arm."""
+    m = dict(lab_ila["ila"])["xdpfast"]
+    assert m["tps"] > 0 and m["errors"] == 0, m
+    assert lab_ila["direct"]["tps"] > 0, lab_ila["direct"]
+    assert "xdpfast" not in dict(lab_ila["forward"]), lab_ila["forward"]
+
+
+def test_ila_the_packets_went_through_xdp(lab_ila):
+    """Each connection's SYN and FIN go through the engines; everything between them, both
+    ways, through the XDP programs: at least 90% of both routers' packets (one run read
+    99.6%)."""
+    share = dict(lab_ila["ila"])["xdpfast"]["fast_share"]
+    assert share is not None and share >= 0.9, share
+    assert lab_ila["direct"]["fast_share"] is None

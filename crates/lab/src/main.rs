@@ -71,7 +71,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// quicknat backends to measure (comma-separated): af_xdp, af_packet (default: both;
-        /// attack: af_packet, quicknat's default); nat44 and nat64 also xdpfast (AF_XDP with
+        /// attack: af_packet, quicknat's default); nat44, nat64 and ila also xdpfast (AF_XDP with
         /// the XDP fast path on).
         #[arg(long, value_name = "LIST")]
         backends: Option<String>,
@@ -536,12 +536,12 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         .filter(|b| !b.is_empty())
         .collect();
     for b in &backends {
-        // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44 and NAT64 labs.
-        let xdpfast =
-            b == lab::xdpfast::BACKEND && matches!(topology, Topology::Nat44 | Topology::Nat64);
+        // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44, NAT64 and ILA labs.
+        let xdpfast = b == lab::xdpfast::BACKEND
+            && matches!(topology, Topology::Nat44 | Topology::Nat64 | Topology::Ila);
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast,
-            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44 or nat64)"
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64 or ila)"
         );
     }
     anyhow::ensure!(

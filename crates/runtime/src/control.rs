@@ -243,6 +243,9 @@ pub(crate) trait MappingOffload: Send + Sync {
     fn forget(&self, identifier: u64);
     /// Make the copy hold what the table holds now (`mappings`: identifier, locator).
     fn sync(&self, mappings: &[(u64, u64)]);
+    /// Whether something besides the table changed since the last sync (routes or
+    /// neighbours), so that the timer's sync has work to do.
+    fn stale(&self) -> bool;
 }
 
 /// What the control server acts on: the router, how to re-read the configuration, and
@@ -294,11 +297,14 @@ impl ControlState {
         true
     }
 
-    /// Brings the offload up to date with the table (the runtime calls this on a timer,
-    /// for next hops that were not resolved and routes that changed).
+    /// Brings the offload up to date with the table when it says it is stale (the runtime
+    /// calls this on a timer, for next hops that were not resolved and routes that
+    /// changed; a change of the table syncs at once).
     pub(crate) fn sync_offload(&self) {
         let _ops = self.lock();
-        self.sync_locked();
+        if self.offload.get().is_some_and(|o| o.stale()) {
+            self.sync_locked();
+        }
     }
 
     fn sync_locked(&self) {

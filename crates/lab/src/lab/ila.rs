@@ -27,6 +27,11 @@
 //!   SIR routes: the same user-space forwarding, minus the translation. ILA against this
 //!   is the cost of translating, the figure Linux's 3.4% measures (ILA vs no ILA on the
 //!   same path); ILA against `direct` adds the cost of forwarding in user space.
+//! - `--backends ...,xdpfast` (issue 15): the ila path on AF_XDP with the XDP fast path on
+//!   ([`super::xdpfast`]): each router copies its mappings into the steering program, which
+//!   rewrites and redirects the packets itself (ra: b's mapping SIR -> ILA, a's ILA -> SIR;
+//!   rb the mirror image). The hosts' veths get an `XDP_PASS` program, without which a
+//!   veth drops frames redirected into it. It has no fwd-only arm (nothing to offload).
 
 use std::path::PathBuf;
 use std::process::Child;
@@ -35,7 +40,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use super::{
-    alternate, chrono_like_date, exe, med, require, stop_child, stop_flag, temp_path, Lab,
+    alternate, chrono_like_date, exe, floor, med, require, stop_child, stop_flag, temp_path,
+    xdpfast, Lab,
 };
 
 const SIR_A: &str = "2001:db8:ffff:1::a";
@@ -57,7 +63,7 @@ pub struct IlaOptions {
     pub conns: usize,
     /// Request and response size, bytes.
     pub size: usize,
-    /// quicknat backends ("af_xdp", "af_packet").
+    /// quicknat backends ("af_xdp", "af_packet", "xdpfast": AF_XDP with the XDP fast path).
     pub backends: Vec<String>,
     /// The quicknat binary run as the ILA routers.
     pub quicknat: PathBuf,
@@ -76,6 +82,9 @@ pub struct RrResult {
     pub p99_us: f64,
     /// Connections that failed mid-run.
     pub errors: f64,
+    /// xdpfast: the share of both routers' packets the XDP program forwarded (from their
+    /// fast-path and AF_XDP socket counters over the measurement); `None` elsewhere.
+    pub fast_share: Option<f64>,
 }
 
 /// The report: medians per path.
@@ -95,7 +104,8 @@ pub struct IlaReport {
     pub direct: RrResult,
     /// Through both quicknat ILA routers, per backend.
     pub ila: Vec<(String, RrResult)>,
-    /// Through both quicknat routers forwarding without translating, per backend.
+    /// Through both quicknat routers forwarding without translating, per backend (none
+    /// for xdpfast).
     pub forward: Vec<(String, RrResult)>,
 }
 
@@ -164,12 +174,35 @@ fn forward_config(backend: &str, inside: &str, outside: &str, sock: &str) -> Str
 }
 
 fn config(backend: &str, inside: &str, outside: &str, sock: &str) -> String {
+    let (backend, fast) = if backend == xdpfast::BACKEND {
+        ("af_xdp", "on")
+    } else {
+        (backend, "off")
+    };
     format!(
-        "[gateway]\ninside = \"{inside}\"\noutside = \"{outside}\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\ncontrol_socket = \"{sock}\"\n\n\
+        "[gateway]\ninside = \"{inside}\"\noutside = \"{outside}\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\ncontrol_socket = \"{sock}\"\nxdp_fast_path = \"{fast}\"\n\n\
          [ila]\nsir_prefix = \"2001:db8:ffff:1::/64\"\ncsum_mode = \"adjust-transport\"\nunmapped = \"drop\"\n\n\
          [[ila.mapping]]\nidentifier = \"0:0:0:a\"\nlocator = \"2001:db8:a:0\"\n\n\
          [[ila.mapping]]\nidentifier = \"0:0:0:b\"\nlocator = \"2001:db8:b:0\"\n"
     )
+}
+
+/// `XDP_PASS` on the hosts' veths (a0, b0), which the routers' fast path redirects into.
+fn host_xdp_pass(lab: &Lab) -> Result<Vec<Child>> {
+    let exe = exe()?;
+    let mut procs = Vec::new();
+    for (ns, dev) in [(lab.at(A), "a0"), (lab.at(B), "b0")] {
+        let started = lab.spawn(ns, &[&exe, "fwd", "--backend", "xdp-pass", "--inside", dev]);
+        match started {
+            Ok(c) => procs.push(c),
+            Err(e) => {
+                floor::stop(lab, floor::Running::with(0, procs))?;
+                return Err(e);
+            }
+        }
+        floor::await_xdp(lab, ns, dev, &mut procs)?;
+    }
+    Ok(procs)
 }
 
 /// One request/response measurement from a to b.
@@ -221,6 +254,22 @@ fn rr(lab: &Lab, opts: &IlaOptions) -> Result<RrResult> {
         p90_us: get("p90_us"),
         p99_us: get("p99_us"),
         errors: get("errors"),
+        fast_share: None,
+    })
+}
+
+/// [`rr`] with the share of both routers' packets the XDP program forwarded meanwhile.
+fn rr_fast(lab: &Lab, opts: &IlaOptions, socks: &[PathBuf; 2]) -> Result<RrResult> {
+    let snap = || -> Result<xdpfast::FastSnap> {
+        Ok(xdpfast::snap_at(&opts.quicknat, &socks[0])?
+            + xdpfast::snap_at(&opts.quicknat, &socks[1])?)
+    };
+    let before = snap()?;
+    let r = rr(lab, opts)?;
+    let after = snap()?;
+    Ok(RrResult {
+        fast_share: Some(before.share_until(&after)),
+        ..r
     })
 }
 
@@ -231,6 +280,10 @@ fn combine(rs: &[RrResult]) -> RrResult {
         p90_us: med(rs, |r| r.p90_us),
         p99_us: med(rs, |r| r.p99_us),
         errors: med(rs, |r| r.errors),
+        fast_share: rs
+            .iter()
+            .all(|r| r.fast_share.is_some())
+            .then(|| med(rs, |r| r.fast_share.unwrap_or(0.0))),
     }
 }
 
@@ -243,6 +296,7 @@ pub fn run(opts: &IlaOptions) -> Result<IlaReport> {
         .backends
         .iter()
         .flat_map(|b| [(b.clone(), true), (b.clone(), false)])
+        .filter(|(b, xlat)| *xlat || b != xdpfast::BACKEND)
         .map(|(b, xlat)| {
             let tag = if xlat { "ila" } else { "fwd" };
             let paths = [
@@ -280,18 +334,31 @@ pub fn run(opts: &IlaOptions) -> Result<IlaReport> {
                 r
             }
             Some(i) => {
-                let (_, xlat, [ra_cfg, rb_cfg]) = &cfgs[i];
+                let (b, xlat, [ra_cfg, rb_cfg]) = &cfgs[i];
                 if !xlat {
                     direct_routes(&lab, true, false)?;
                 }
-                let ra: Child = lab.start_quicknat(&opts.quicknat, lab.at(RA), 0, ra_cfg)?;
-                let rb = lab.start_quicknat(&opts.quicknat, lab.at(RB), 1, rb_cfg);
-                let r = rb.and_then(|rb| {
-                    let r = rr(&lab, opts);
-                    eprintln!("lab ila: rb {}", stop_child(rb));
+                let pass = if b == xdpfast::BACKEND {
+                    host_xdp_pass(&lab)?
+                } else {
+                    Vec::new()
+                };
+                let r = (|| {
+                    let ra: Child = lab.start_quicknat(&opts.quicknat, lab.at(RA), 0, ra_cfg)?;
+                    let rb = lab.start_quicknat(&opts.quicknat, lab.at(RB), 1, rb_cfg);
+                    let r = rb.and_then(|rb| {
+                        let r = if b == xdpfast::BACKEND {
+                            rr_fast(&lab, opts, &socks)
+                        } else {
+                            rr(&lab, opts)
+                        };
+                        eprintln!("lab ila: rb {}", stop_child(rb));
+                        r
+                    });
+                    eprintln!("lab ila: ra {}", stop_child(ra));
                     r
-                });
-                eprintln!("lab ila: ra {}", stop_child(ra));
+                })();
+                floor::stop(&lab, floor::Running::with(0, pass))?;
                 if !xlat {
                     direct_routes(&lab, false, false)?;
                 }
@@ -339,7 +406,7 @@ impl std::fmt::Display for IlaReport {
             self.when, self.rounds, self.seconds, self.conns, self.size
         )?;
         write!(f, "{:<30} {:>16}", "metric", "direct (kernel)")?;
-        for ((b, _), _) in self.ila.iter().zip(&self.forward) {
+        for (b, _) in &self.ila {
             write!(
                 f,
                 " {:>22} {:>22}",
@@ -348,10 +415,15 @@ impl std::fmt::Display for IlaReport {
             )?;
         }
         writeln!(f)?;
+        let fwd_of = |b: &str| self.forward.iter().find(|(x, _)| x == b).map(|(_, r)| r);
         let mut row = |name: &str, get: &dyn Fn(&RrResult) -> f64, prec: usize| {
             write!(f, "{name:<30} {:>16.prec$}", get(&self.direct))?;
-            for ((_, ila), (_, fwd)) in self.ila.iter().zip(&self.forward) {
-                write!(f, " {:>22.prec$} {:>22.prec$}", get(fwd), get(ila))?;
+            for (b, ila) in &self.ila {
+                match fwd_of(b) {
+                    Some(fwd) => write!(f, " {:>22.prec$}", get(fwd))?,
+                    None => write!(f, " {:>22}", "-")?,
+                }
+                write!(f, " {:>22.prec$}", get(ila))?;
             }
             writeln!(f)
         };
@@ -360,6 +432,16 @@ impl std::fmt::Display for IlaReport {
         row("latency p90 (us)", &|r| r.p90_us, 1)?;
         row("latency p99 (us)", &|r| r.p99_us, 1)?;
         row("connection errors", &|r| r.errors, 0)?;
+        if self.ila.iter().any(|(_, r)| r.fast_share.is_some()) {
+            write!(f, "{:<30} {:>16}", "share through XDP", "-")?;
+            for (_, ila) in &self.ila {
+                let s = ila
+                    .fast_share
+                    .map_or_else(|| "-".into(), |s| format!("{:.1}%", s * 100.0));
+                write!(f, " {:>22} {:>22}", "-", s)?;
+            }
+            writeln!(f)?;
+        }
         let cost = |base: f64, r: f64| {
             if base > 0.0 {
                 format!("{:.1}%", (1.0 - r / base) * 100.0)
@@ -368,25 +450,23 @@ impl std::fmt::Display for IlaReport {
             }
         };
         write!(f, "{:<30} {:>16}", "translation cost (vs fwd-only)", "-")?;
-        for ((_, ila), (_, fwd)) in self.ila.iter().zip(&self.forward) {
-            write!(f, " {:>22} {:>22}", "-", cost(fwd.tps, ila.tps))?;
+        for (b, ila) in &self.ila {
+            let c = fwd_of(b).map_or_else(|| "-".into(), |fwd| cost(fwd.tps, ila.tps));
+            write!(f, " {:>22} {:>22}", "-", c)?;
         }
         writeln!(f, "   (goal: < 3.4%, Linux in-kernel ILA vs no ILA)")?;
         write!(f, "{:<30} {:>16}", "cost vs direct kernel path", "-")?;
-        for ((_, ila), (_, fwd)) in self.ila.iter().zip(&self.forward) {
-            write!(
-                f,
-                " {:>22} {:>22}",
-                cost(self.direct.tps, fwd.tps),
-                cost(self.direct.tps, ila.tps)
-            )?;
+        for (b, ila) in &self.ila {
+            let c = fwd_of(b).map_or_else(|| "-".into(), |fwd| cost(self.direct.tps, fwd.tps));
+            write!(f, " {:>22} {:>22}", c, cost(self.direct.tps, ila.tps))?;
         }
         writeln!(f)?;
         write!(
             f,
             "direct = the routers' kernels forward IPv6 (no translation); fwd-only = two quicknat routers \
              (user space, 1 worker each, pinned to cores 0 and 1) forwarding without translating; ILA = the same \
-             routers translating SIR <-> ILA; kernel forwarding off for both quicknat paths"
+             routers translating SIR <-> ILA (xdpfast: on AF_XDP with the XDP fast path on); kernel forwarding off \
+             for both quicknat paths"
         )
     }
 }

@@ -68,6 +68,18 @@ impl FastSnap {
     }
 }
 
+impl std::ops::Add for FastSnap {
+    type Output = FastSnap;
+
+    fn add(self, o: FastSnap) -> FastSnap {
+        FastSnap {
+            packets: self.packets + o.packets,
+            installs: self.installs + o.installs,
+            rx: self.rx + o.rx,
+        }
+    }
+}
+
 /// Parses `quicknat stats --json` output (its last line holds the `stats` object).
 fn parse_stats(out: &str) -> Option<FastSnap> {
     let v: serde_json::Value = serde_json::from_str(out.lines().last()?).ok()?;
@@ -83,9 +95,17 @@ fn parse_stats(out: &str) -> Option<FastSnap> {
 
 /// The counters now, from the running gateway.
 pub(crate) fn snap(quicknat: &Path) -> Result<FastSnap> {
-    let out = super::run(
-        std::process::Command::new(quicknat).args(["stats", "--json", "--socket", SOCKET]),
-    )?;
+    snap_at(quicknat, Path::new(SOCKET))
+}
+
+/// The counters now, from the gateway whose control socket is `socket`.
+pub(crate) fn snap_at(quicknat: &Path, socket: &Path) -> Result<FastSnap> {
+    let out = super::run(std::process::Command::new(quicknat).args([
+        "stats".as_ref(),
+        "--json".as_ref(),
+        "--socket".as_ref(),
+        socket.as_os_str(),
+    ]))?;
     parse_stats(&out).with_context(|| {
         format!(
             "quicknat stats: no xdp_fast_path counters in {}",

@@ -1,5 +1,6 @@
 //! `[gateway] xdp_fast_path` and `xdp_fast_path_entries` (issue 15 item 2): the XDP fast
-//! path for established NAT44 and NAT64 flows on the AF_XDP backend, read and checked here.
+//! path for established NAT44 and NAT64 flows and ILA mappings on the AF_XDP backend, read and
+//! checked here.
 
 use runtime::live::{FastPathSwitch, XDP_FAST_PATH_ENTRIES};
 use toml::Spanned;

@@ -201,6 +201,7 @@ fn reload_applies_the_difference_or_refuses_new_settings() {
 struct Recorder {
     router: Mutex<Option<Arc<IlaRouter>>>,
     events: Mutex<Vec<String>>,
+    stale: std::sync::atomic::AtomicBool,
 }
 
 impl MappingOffload for Recorder {
@@ -222,11 +223,16 @@ impl MappingOffload for Recorder {
         m.sort_unstable();
         self.events.lock().unwrap().push(format!("sync {m:x?}"));
     }
+
+    fn stale(&self) -> bool {
+        self.stale.swap(false, Ordering::Relaxed)
+    }
 }
 
 /// The XDP fast path's copy (issue 15): filled when attached; told to forget a mapping
 /// while the table still holds it, before `set`, `del` and a reload change or remove it;
-/// synced after every change; never told anything by `list`.
+/// synced after every change; never told anything by `list`; synced by the timer only
+/// when it says it is stale.
 #[test]
 fn an_offload_forgets_a_mapping_before_it_changes_and_is_synced_after() {
     let next = Arc::new(Mutex::new(IlaSettings {
@@ -270,6 +276,9 @@ fn an_offload_forgets_a_mapping_before_it_changes_and_is_synced_after() {
         ["forget 1 (table: Some(10))", "forget 4 (table: Some(41))"]
     );
     assert_eq!(last.as_deref(), Some("sync [(1, 11), (3, 30)]"));
+    state.sync_offload();
+    assert!(take().is_empty(), "nothing changed");
+    rec.stale.store(true, Ordering::Relaxed);
     state.sync_offload();
     assert_eq!(take(), ["sync [(1, 11), (3, 30)]"]);
 }

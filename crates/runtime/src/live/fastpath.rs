@@ -85,8 +85,9 @@ pub struct FastPathCounters {
     pub dir_packets: [u64; 2],
     /// Their bytes (Ethernet frames), per direction.
     pub dir_bytes: [u64; 2],
-    /// TCP/UDP packets (IPv4, and IPv6 under NAT64) the program looked up and did not find (sent to the AF_XDP
-    /// socket: a flow not offloaded, or not yet), both interfaces.
+    /// Packets the program looked up and did not find (sent to the AF_XDP socket: a flow
+    /// not offloaded, or not yet), both interfaces: IPv4 TCP/UDP, NAT64 also IPv6 TCP/UDP,
+    /// ILA IPv6 TCP/UDP/ICMPv6.
     pub misses: u64,
 }
 
@@ -115,6 +116,8 @@ pub(crate) struct XdpFastPath {
     by_session: Mutex<FxHashMap<Tuple, Installed>>,
     /// ILA: the mappings offloaded, by identifier.
     pub(super) by_ident: Mutex<FxHashMap<u64, super::fastpath_ila::IlaInstalled>>,
+    /// ILA: the network view version the last sync saw.
+    pub(super) ila_synced: AtomicU64,
     pub(super) installed: AtomicU64,
     pub(super) removed: AtomicU64,
     pub(super) refused_full: AtomicU64,
@@ -203,6 +206,7 @@ impl XdpFastPath {
             offset: i128::from(now.as_nanos()) - i128::from(monotonic_ns()),
             by_session: Mutex::new(FxHashMap::new()),
             by_ident: Mutex::new(FxHashMap::new()),
+            ila_synced: AtomicU64::new(u64::MAX),
             installed: AtomicU64::new(0),
             removed: AtomicU64::new(0),
             refused_full: AtomicU64::new(0),

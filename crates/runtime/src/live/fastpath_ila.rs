@@ -122,11 +122,16 @@ impl MappingOffload for XdpFastPath {
         }
     }
 
+    fn stale(&self) -> bool {
+        self.ila_synced.load(Ordering::Relaxed) != self.published.version()
+    }
+
     fn sync(&self, mappings: &[(u64, u64)]) {
         let Some(router) = self.router() else {
             return;
         };
         let version = self.published.version();
+        self.ila_synced.store(version, Ordering::Relaxed);
         let view = self.published.current();
         let mut by = self.ila_lock();
         // Mappings the table no longer holds, or holds with another locator (the control

@@ -158,25 +158,25 @@ impl FastPathStatus {
         family(
             "sessions",
             "gauge",
-            "Sessions offloaded to the XDP fast path now.",
+            "Sessions (ILA: mappings) offloaded to the XDP fast path now.",
             &one(c.sessions),
         );
         family(
             "installs",
             "counter",
-            "Sessions offloaded so far.",
+            "Sessions (ILA: mappings) offloaded so far.",
             &one(c.installed),
         );
         family(
             "removals",
             "counter",
-            "Offloaded sessions taken out so far (ended, reset, rerouted).",
+            "Offloaded sessions taken out so far (ended, reset, rerouted; ILA: mappings changed or removed).",
             &one(c.removed),
         );
         family(
             "misses",
             "counter",
-            "IPv4 TCP/UDP packets the XDP program found no entry for (sent to the AF_XDP socket).",
+            "Packets the XDP program looked up and found no entry for (sent to the AF_XDP socket): IPv4 TCP/UDP; NAT64 also IPv6 TCP/UDP; ILA IPv6 TCP/UDP/ICMPv6.",
             &one(c.misses),
         );
         family(
