@@ -22,6 +22,14 @@
 //
 // Layouts: keep in sync with crates/io/src/afxdp/fast_path.rs.
 
+/* FAST_MAP_FLAGS: the flow maps are not preallocated. A preallocated hash map puts a
+ * deleted element straight back on its free list, so an update that follows a delete (a
+ * session reinstalled, an ILA mapping changed) may rewrite the very element an XDP run on
+ * another CPU has just looked up and is still reading: one packet could leave with half
+ * the old rewrite and half the new. Without preallocation, elements are freed after an
+ * RCU grace period, and a program holding one reads it whole. */
+#define BPF_F_NO_PREALLOC 1u
+
 /* One direction of a flow as it arrives (wire byte order). */
 struct fast_key {
 	__u32 saddr;
@@ -58,6 +66,7 @@ struct bpf_devmap_val {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* set by the loader: [gateway] xdp_fast_path_entries */
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* see FAST_MAP_FLAGS */
 	__type(key, struct fast_key);
 	__type(value, struct fast_val);
 } fast_v4 SEC(".maps");
@@ -376,6 +385,7 @@ struct fast_val46 {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* set by the loader */
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* see FAST_MAP_FLAGS */
 	__type(key, struct fast_key6);
 	__type(value, struct fast_val64);
 } fast_64 SEC(".maps");
@@ -383,6 +393,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* set by the loader */
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* see FAST_MAP_FLAGS */
 	__type(key, struct fast_key);
 	__type(value, struct fast_val46);
 } fast_46 SEC(".maps");

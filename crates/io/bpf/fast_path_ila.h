@@ -43,6 +43,7 @@ struct fast_key_ila {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* set by the loader */
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* see FAST_MAP_FLAGS */
 	__type(key, struct fast_key_ila);
 	__type(value, struct fast_val_ila);
 } fast_ila SEC(".maps");

@@ -83,9 +83,9 @@ fn lab_checks_the_flood_rate() {
 }
 
 #[test]
-fn lab_takes_the_xdpfast_arm_for_nat44_and_nat64_only() {
-    // nat44 and nat64 accept it: the next check is the product binary's.
-    for topology in ["nat44", "nat64"] {
+fn lab_takes_the_xdpfast_arm_for_nat44_nat64_and_ila_only() {
+    // nat44, nat64 and ila accept it: the next check is the product binary's.
+    for topology in ["nat44", "nat64", "ila"] {
         let out = lab(&[
             "lab",
             "--topology",
@@ -105,7 +105,7 @@ fn lab_takes_the_xdpfast_arm_for_nat44_and_nat64_only() {
     let out = lab(&[
         "lab",
         "--topology",
-        "ila",
+        "attack",
         "--backends",
         "xdpfast",
         "--quicknat",
@@ -115,7 +115,7 @@ fn lab_takes_the_xdpfast_arm_for_nat44_and_nat64_only() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("unknown backend \"xdpfast\"")
-            && stderr.contains("xdpfast with --topology nat44 or nat64"),
+            && stderr.contains("xdpfast with --topology nat44, nat64 or ila"),
         "{stderr}"
     );
 }

@@ -147,6 +147,11 @@ fn flow(t: &Tuple) -> Option<FlowTuple> {
     })
 }
 
+/// An MTU as the program's 16-bit field holds it.
+pub(super) fn mtu16(m: u32) -> u16 {
+    m.min(u32::from(u16::MAX)) as u16
+}
+
 /// The TOS or traffic class the translation writes, as xlat::siit decides it: the value
 /// configured, else the other header's (`tos_to_traffic_class`), else zero.
 fn byte_rule(fixed: Option<u8>, copy: bool) -> ByteRule {
@@ -280,8 +285,15 @@ impl XdpFastPath {
             to,
             hop,
             decrement_ttl: self.decrement_ttl,
-            mtu: self.mtus[hop.egress as usize].min(u32::from(u16::MAX)) as u16,
+            mtu: mtu16(self.passing_mtu()),
         }
+    }
+
+    /// The longest IP packet that may pass both ways unchanged in size: the worker drops
+    /// one longer than the link it *arrives* on (`oversize`) and refuses one longer than
+    /// the link it leaves by (an ICMP error is owed), so the program takes neither.
+    pub(super) fn passing_mtu(&self) -> u32 {
+        self.mtus[0].min(self.mtus[1])
     }
 
     /// Where `v`'s two directions leave now (original first, as `Installed::dirs`);
@@ -390,7 +402,6 @@ impl XdpFastPath {
             return Err(None);
         };
         let opts = nat.options();
-        let mtu16 = |m: u32| m.min(u32::from(u16::MAX)) as u16;
         // Inside: host:port -> server6:dport arrives, leaves as pool:pport -> server:dport.
         let from6 = FlowTuple6 {
             proto: orig.proto,
@@ -424,15 +435,26 @@ impl XdpFastPath {
                 DfPolicy::Clear => DfRule::Clear,
                 DfPolicy::Set => DfRule::Set,
             },
-            mtu: mtu16(opts.ipv4_mtu.min(self.mtus[1])),
+            // IPv4 length = IPv6 length - 20: within the outside link and `ipv4_mtu`, and
+            // arriving within the inside link (else the worker drops it as oversize).
+            mtu: mtu16(
+                opts.ipv4_mtu
+                    .min(self.mtus[1])
+                    .min(self.mtus[0].saturating_sub(20)),
+            ),
         };
         let r46 = Rewrite46 {
             to: to6,
             hop: back,
             decrement_ttl: opts.decrement_ttl,
             tc: byte_rule(opts.traffic_class, opts.tos_to_traffic_class),
-            mtu_df: mtu16(opts.ipv6_mtu.min(self.mtus[0])),
-            mtu_nodf: mtu16(opts.ipv6_fragment_mtu().min(self.mtus[0])),
+            // IPv6 length = IPv4 length + 20, the IPv4 packet within the outside link.
+            mtu_df: mtu16(opts.ipv6_mtu.min(self.mtus[0]).min(self.mtus[1] + 20)),
+            mtu_nodf: mtu16(
+                opts.ipv6_fragment_mtu()
+                    .min(self.mtus[0])
+                    .min(self.mtus[1] + 20),
+            ),
         };
         let dirs = [(0, FastFlow::V6To4(from6)), (1, FastFlow::V4To6(from4))];
         if self.maps[0].insert_64(&from6, &r64).is_err()

@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use engine::ila::{CsumMode, IlaRouter};
 use io::afxdp::fast_path::{FastFlow, IlaRewrite, NextHop};
 
-use super::fastpath::{Kind, XdpFastPath};
+use super::fastpath::{mtu16, Kind, XdpFastPath};
 use crate::control::MappingOffload;
 
 /// One offloaded mapping.
@@ -94,7 +94,7 @@ impl XdpFastPath {
             to,
             adjust,
             hop,
-            mtu: self.mtus[hop.egress as usize].min(u32::from(u16::MAX)) as u16,
+            mtu: mtu16(self.passing_mtu()),
         };
         let [sir, ila] = w.addrs;
         // Inside: SIR -> ILA; outside: ILA -> SIR.
@@ -173,6 +173,9 @@ impl MappingOffload for XdpFastPath {
             if self.ila_install(router, &w) {
                 by.insert(id, w);
                 self.installed.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // Refused by the kernel: the timer's next sync tries again.
+                self.ila_synced.store(u64::MAX, Ordering::Relaxed);
             }
         }
     }
