@@ -53,14 +53,13 @@ AF_XDP only; needs root and scapy.
 """
 
 import json
-import re
 import subprocess
 import sys
 
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import describe, differences, windows
+from wirecmp import describe, differences, fast_fixture, windows
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.only(backend="af_xdp")]
 
@@ -430,33 +429,8 @@ class Run:
         assert r.returncode == 0, r.stderr[-2000:]
         return json.loads(r.stdout.strip().splitlines()[-1])
 
-    def rx(self):
-        """(rx in, rx out) of the last stats line: frames the AF_XDP sockets received."""
-        v = re.findall(r"stats: rx in=(\d+) out=(\d+)", self.qn.text())
-        return (int(v[-1][0]), int(v[-1][1])) if v else (0, 0)
-
-    def stats_lines(self):
-        return self.qn.text().count("stats:")
-
-    def fresh_rx(self):
-        """rx() of the next stats line (one a second): counts that include all done so far."""
-        lines = self.stats_lines()
-        assert wait_for(lambda: self.stats_lines() > lines, 3), self.qn.text()[-2000:]
-        return self.rx()
-
     def close(self):
         return self.g.close()
-
-
-def run_fixture(quicknat, backend, fast, settings):
-    if backend != "af_xdp":
-        pytest.skip("the XDP fast path is an AF_XDP feature")
-    pytest.importorskip("scapy")
-    r = Run(quicknat, fast, settings)
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 @pytest.fixture(scope="module", params=list(SETTINGS))
@@ -467,12 +441,12 @@ def settings(request):
 
 @pytest.fixture(scope="module")
 def off(quicknat, backend, settings):
-    yield from run_fixture(quicknat, backend, "off", settings)
+    yield from fast_fixture(backend, lambda: Run(quicknat, "off", settings))
 
 
 @pytest.fixture(scope="module")
 def on(quicknat, backend, settings):
-    yield from run_fixture(quicknat, backend, "on", settings)
+    yield from fast_fixture(backend, lambda: Run(quicknat, "on", settings))
 
 
 def test_off_the_flows_work_on_the_slow_path_and_the_fast_path_is_reported_off(off):
@@ -481,8 +455,8 @@ def test_off_the_flows_work_on_the_slow_path_and_the_fast_path_is_reported_off(o
     assert st["on"] is False and st["switch"] == "off", st
     assert off.fast_stats() is None
     # A stats line after the exchanges, and no fast-path counter in any.
-    lines = off.stats_lines()
-    assert wait_for(lambda: off.stats_lines() > lines, 5), off.qn.text()[-2000:]
+    lines = off.qn.text().count("stats:")
+    assert wait_for(lambda: off.qn.text().count("stats:") > lines, 5), off.qn.text()[-2000:]
     assert " xdp_fast=" not in off.qn.text(), off.qn.stats()
 
 

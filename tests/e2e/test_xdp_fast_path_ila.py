@@ -43,14 +43,13 @@ AF_XDP only; needs root and scapy.
 
 import ipaddress
 import json
-import re
 import subprocess
 import sys
 
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import differences, windows
+from wirecmp import differences, fast_fixture, windows
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.only(backend="af_xdp")]
 
@@ -300,28 +299,8 @@ class Run:
         assert r.returncode == 0, r.stderr[-2000:]
         return json.loads(r.stdout.strip().splitlines()[-1])
 
-    def rx(self):
-        v = re.findall(r"stats: rx in=(\d+) out=(\d+)", self.qn.text())
-        return (int(v[-1][0]), int(v[-1][1])) if v else (0, 0)
-
-    def fresh_rx(self):
-        lines = self.qn.text().count("stats:")
-        assert wait_for(lambda: self.qn.text().count("stats:") > lines, 3), self.qn.text()[-2000:]
-        return self.rx()
-
     def close(self):
         return self.g.close()
-
-
-def run_fixture(quicknat, backend, fast, mode):
-    if backend != "af_xdp":
-        pytest.skip("the XDP fast path is an AF_XDP feature")
-    pytest.importorskip("scapy")
-    r = Run(quicknat, fast, mode)
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 @pytest.fixture(scope="module", params=list(MODES))
@@ -331,12 +310,12 @@ def mode(request):
 
 @pytest.fixture(scope="module")
 def off(quicknat, backend, mode):
-    yield from run_fixture(quicknat, backend, "off", mode)
+    yield from fast_fixture(backend, lambda: Run(quicknat, "off", mode))
 
 
 @pytest.fixture(scope="module")
 def on(quicknat, backend, mode):
-    yield from run_fixture(quicknat, backend, "on", mode)
+    yield from fast_fixture(backend, lambda: Run(quicknat, "on", mode))
 
 
 def test_on_the_mappings_are_offloaded_each_in_the_direction_this_router_forwards(on):

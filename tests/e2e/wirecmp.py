@@ -2,7 +2,10 @@
 that the bytes on the wire are the same with the fast path and without it (pcap files read
 as they grow, IP headers decoded, and a report of where two frames differ)."""
 
+import re
 import struct
+
+import pytest
 
 from netns import wait_for
 
@@ -96,6 +99,33 @@ def crafted(frames, prefix):
     return out
 
 
+def rx(qn):
+    """(rx in, rx out) of quicknat `qn`'s last stats line: frames its AF_XDP sockets
+    received."""
+    v = re.findall(r"stats: rx in=(\d+) out=(\d+)", qn.text())
+    return (int(v[-1][0]), int(v[-1][1])) if v else (0, 0)
+
+
+def fresh_rx(qn):
+    """rx() of the next stats line (one a second): counts that include all done so far."""
+    lines = qn.text().count("stats:")
+    assert wait_for(lambda: qn.text().count("stats:") > lines, 3), qn.text()[-2000:]
+    return rx(qn)
+
+
+def fast_fixture(backend, make):
+    """A module fixture's body for one run of a fast-path suite: skipped off AF_XDP or
+    without scapy, `make()` the run, closed at the end."""
+    if backend != "af_xdp":
+        pytest.skip("the XDP fast path is an AF_XDP feature")
+    pytest.importorskip("scapy")
+    r = make()
+    try:
+        yield r
+    finally:
+        r.close()
+
+
 def windows(run, directions, prefix, problems):
     """Sends each direction's crafted packets through `run` (a gateway with the fast path
     `run.fast`, "on" or "off") in a window of its own between two stats lines, so that the
@@ -109,7 +139,7 @@ def windows(run, directions, prefix, problems):
     more than the rest (2 more allowed: an entry reinstalled at a routes/neighbours change
     is briefly absent). Returns ([{key: [frames]}], [summaries]) per direction."""
     got, sent = [], []
-    rx0, before = run.fresh_rx(), run.fast_stats()
+    rx0, before = fresh_rx(run.qn), run.fast_stats()
     for way, craft, pcap, at in directions:
         c = craft()
         sent.append(c)
@@ -129,7 +159,7 @@ def windows(run, directions, prefix, problems):
                 problems.append(f"on, {way}: XDP {key} grew by {now[key] - before[key]}, "
                                 f"{c['fast']} fast-path-eligible packets sent; counter deltas "
                                 f"{ {k: now[k] - before[k] for k in now if isinstance(now[k], int)} }")
-        rx1 = run.fresh_rx()
+        rx1 = fresh_rx(run.qn)
         slow = c["sent"] - c["fast"]   # the engine's, and those either path may take
         if run.fast == "off":
             assert rx1[at] - rx0[at] >= c["sent"], f"{way}: {rx1[at] - rx0[at]} | {run.qn.stats()}"
