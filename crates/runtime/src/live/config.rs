@@ -58,7 +58,8 @@ pub struct GatewayConfig {
     /// default.
     pub natlog: crate::natlog::NatLogConfig,
     // -- XDP fast path (issue 15 item 2) --
-    /// AF_XDP + NAT44 or NAT64: forward established flows in the XDP program (`live::fastpath`).
+    /// AF_XDP + NAT44 or NAT64: forward established flows in the XDP program
+    /// (`live::fastpath`); ILA: its mappings (`live::fastpath_ila`).
     pub xdp_fast_path: FastPathSwitch,
     /// The most flow directions (two per session) the fast path's map holds per interface.
     pub xdp_fast_path_entries: u32,

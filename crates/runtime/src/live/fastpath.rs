@@ -1,5 +1,6 @@
 //! The XDP fast path's brain-side half (issue 15 item 2): which NAT44 or NAT64 sessions
-//! the steering program forwards by itself, installed and removed on the engine's word.
+//! the steering program forwards by itself, installed and removed on the engine's word
+//! (ILA's mappings: `fastpath_ila`, on the same maps and counters).
 //!
 //! The engine stays the brain: its reaper shows this offload every live session on
 //! each walk (every 200 ms, off the per-packet path: no worker ever waits on a map
