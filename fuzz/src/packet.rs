@@ -256,7 +256,16 @@ pub fn fill_checksums(pkt: &mut [u8]) -> bool {
             let Ok(up) = p.upper_layer() else {
                 return false;
             };
-            if up.fragment.is_some_and(|f| f.offset != 0) {
+            // A Routing header with segments left: the pseudo-header's destination is the
+            // final one in that header (RFC 8200 §8.1), which the fillers below do not
+            // know, and which no translation changes (xlat::ila leaves the checksum).
+            // Behind AH: RFC 7915 §5.1 translates no further than AH (its number becomes
+            // the IPv4 protocol, what follows is carried as it is), so no translator keeps
+            // a checksum behind it right (nor the AH's own ICV: the addresses changed).
+            if up.fragment.is_some_and(|f| f.offset != 0)
+                || up.routing_segments_left != 0
+                || behind_ah(pkt)
+            {
                 return false;
             }
             let Some(seg) = pkt.get_mut(up.offset..end) else {
@@ -277,6 +286,30 @@ pub fn fill_checksums(pkt: &mut [u8]) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether the IPv6 packet `pkt` has an Authentication Header in its extension chain
+/// (Hop-by-Hop, Routing, Destination Options and Fragment headers walked up to it).
+fn behind_ah(pkt: &[u8]) -> bool {
+    let (mut nh, mut off) = (pkt.get(6).copied(), 40usize);
+    for _ in 0..16 {
+        match nh {
+            Some(51) => return true,
+            Some(0 | 43 | 60) => {
+                let Some(len) = pkt.get(off + 1) else {
+                    return false;
+                };
+                nh = pkt.get(off).copied();
+                off += (usize::from(*len) + 1) * 8;
+            }
+            Some(44) => {
+                nh = pkt.get(off).copied();
+                off += 8;
+            }
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// The layer-4 header of an unfragmented IP packet without IPv6 extension headers:
