@@ -52,14 +52,13 @@ AF_XDP only; needs root and scapy.
     sudo python3 -m pytest tests/e2e/test_xdp_fast_path64.py [--quicknat PATH]
 """
 
-import json
 import subprocess
 import sys
 
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import describe, differences, fast_fixture, windows
+from wirecmp import FastRun, describe, differences, fast_fixture, windows
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.only(backend="af_xdp")]
 
@@ -340,7 +339,7 @@ def mac(g, ns, dev):
     return g.nsx(ns, "cat", f"/sys/class/net/{dev}/address").stdout.strip()
 
 
-class Run:
+class Run(FastRun):
     """One NAT64 gateway (fast path on or off), the echo server, the client, and captures
     of what the gateway sends to the server (IPv4) and to the client (IPv6)."""
 
@@ -387,23 +386,10 @@ class Run:
             g.close()
             raise
 
-    def log_tails(self):
-        return self.g.log_tails()
-
     def ping(self):
         self.cli.stdin.write("ping\n")
         self.cli.stdin.flush()
         return self.cli.stdout.readline().strip() == "ok"
-
-    def ctl(self, verb):
-        """`quicknat VERB --json` on this run's socket: the answer's object."""
-        r = subprocess.run([self.quicknat, verb, "--json", "--socket", self.sock],
-                           capture_output=True, text=True, timeout=10)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[verb]
-
-    def fast_stats(self):
-        return self.ctl("stats")["xdp_fast_path"]
 
     def established(self):
         """Exchanges messages until both flows are established and (fast path on) the
@@ -424,13 +410,7 @@ class Run:
         assert seen["udp"][0] == POOL4 and seen["tcp"][0] == POOL4, seen
         return seen["udp"][1], seen["tcp"][1]
 
-    def craft(self, ns, script, *args):
-        r = self.g.nsx(ns, sys.executable, "-c", script, *args, check=False, timeout=60)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return json.loads(r.stdout.strip().splitlines()[-1])
 
-    def close(self):
-        return self.g.close()
 
 
 @pytest.fixture(scope="module", params=list(SETTINGS))
@@ -477,8 +457,8 @@ def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off,
         uport, tport = run.public_ports()
         ports = (str(uport), str(tport))
         got[run.fast], sent[run.fast] = windows(run, (
-            ("out", lambda: run.craft("cli", CRAFT_OUT, mac(run.g, "gw", "g-in"), *ports), run.pcap4, 0),
-            ("in", lambda: run.craft("srv", CRAFT_IN, mac(run.g, "gw", "g-out"), *ports), run.pcap6, 1),
+            ("out", lambda: run.script("cli", CRAFT_OUT, mac(run.g, "gw", "g-in"), *ports), run.pcap4, 0),
+            ("in", lambda: run.script("srv", CRAFT_IN, mac(run.g, "gw", "g-out"), *ports), run.pcap6, 1),
         ), "Q64-", problems)
         # Ethernet: this run's own receiving host and gateway MACs.
         for frames, dst, src in ((got[run.fast][0], ("srv", "s0"), ("gw", "g-out")),

@@ -42,14 +42,12 @@ AF_XDP only; needs root and scapy.
 """
 
 import ipaddress
-import json
 import subprocess
-import sys
 
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import differences, fast_fixture, windows
+from wirecmp import FastRun, differences, fast_fixture, windows
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.only(backend="af_xdp")]
 
@@ -221,7 +219,7 @@ def mac(g, ns, dev):
     return g.nsx(ns, "cat", f"/sys/class/net/{dev}/address").stdout.strip()
 
 
-class Run:
+class Run(FastRun):
     """One ILA router (fast path on or off) with captures of what it sends to p
     (outbound) and to a (inbound)."""
 
@@ -265,18 +263,6 @@ class Run:
             g.close()
             raise
 
-    def log_tails(self):
-        return self.g.log_tails()
-
-    def ctl(self, verb):
-        r = subprocess.run([self.quicknat, verb, "--json", "--socket", self.sock],
-                           capture_output=True, text=True, timeout=10)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[verb]
-
-    def fast_stats(self):
-        return self.ctl("stats")["xdp_fast_path"]
-
     def ready(self):
         """With the fast path on: both mappings offloaded (B's outbound, A's inbound)."""
         if self.fast == "off":
@@ -295,12 +281,8 @@ class Run:
             args = ("p0", mac(g, "r1", "r1n"), addr(SIR, ID_B), ila_a, addr(SIR, ID_A),
                     addr(LOC_A, ila_ident(ID_C, csum, loc=LOC_A)), "fast")
             ns = "p"
-        r = g.nsx(ns, sys.executable, "-c", CRAFT, way, *args, check=False, timeout=60)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return json.loads(r.stdout.strip().splitlines()[-1])
+        return self.script(ns, CRAFT, way, *args)
 
-    def close(self):
-        return self.g.close()
 
 
 @pytest.fixture(scope="module", params=list(MODES))

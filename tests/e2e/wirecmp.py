@@ -2,8 +2,11 @@
 that the bytes on the wire are the same with the fast path and without it (pcap files read
 as they grow, IP headers decoded, and a report of where two frames differ)."""
 
+import json
 import re
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -124,6 +127,34 @@ def fast_fixture(backend, make):
         yield r
     finally:
         r.close()
+
+
+class FastRun:
+    """What a fast-path suite's run (one gateway, fast path `fast` "on" or "off") has in
+    common: its Scenario `g`, its quicknat `qn` and control socket `sock`; the control
+    verbs, the crafting scripts, the logs on failure."""
+
+    def log_tails(self):
+        return self.g.log_tails()
+
+    def ctl(self, verb):
+        """`quicknat VERB --json` on this run's socket: the answer's object."""
+        r = subprocess.run([self.quicknat, verb, "--json", "--socket", self.sock],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[verb]
+
+    def fast_stats(self):
+        return self.ctl("stats")["xdp_fast_path"]
+
+    def script(self, ns, script, *args):
+        """Runs the Python `script` in namespace `ns`: the JSON summary it prints last."""
+        r = self.g.nsx(ns, sys.executable, "-c", script, *args, check=False, timeout=60)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def close(self):
+        return self.g.close()
 
 
 def windows(run, directions, prefix, problems):

@@ -137,16 +137,13 @@ impl MappingOffload for XdpFastPath {
         // Mappings the table no longer holds, or holds with another locator (the control
         // side forgets those first; this is the safety net).
         let want: std::collections::HashMap<u64, u64> = mappings.iter().copied().collect();
-        let stale: Vec<u64> = by
-            .iter()
-            .filter(|(id, i)| want.get(id) != Some(&i.locator))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in stale {
-            if let Some(i) = by.remove(&id) {
-                self.ila_uninstall(&i);
+        by.retain(|id, i| {
+            let keep = want.get(id) == Some(&i.locator);
+            if !keep {
+                self.ila_uninstall(i);
             }
-        }
+            keep
+        });
         for &(id, locator) in mappings {
             if by.get(&id).is_some_and(|i| i.version == version) {
                 continue;
@@ -158,8 +155,7 @@ impl MappingOffload for XdpFastPath {
                     have.version = version;
                     continue;
                 }
-                let old = by.remove(&id);
-                if let Some(old) = old {
+                if let Some(old) = by.remove(&id) {
                     self.ila_uninstall(&old);
                 }
             }
