@@ -237,7 +237,13 @@ pub fn run(a: &FwdArgs, stop: &AtomicBool) -> Result<()> {
             wait_stop(stop);
             FwdCounts::default()
         }
-        b => bail!("--backend {b:?}: expected af_xdp, af_packet, xdp or xdp-pass"),
+        "tc" => {
+            let _fwd = xdp::attach_tc_forwarder(&names, &hops)?;
+            eprintln!("fwd: tc ingress bpf_redirect {} <-> {}", names[0], names[1]);
+            wait_stop(stop);
+            FwdCounts::default()
+        }
+        b => bail!("--backend {b:?}: expected af_xdp, af_packet, xdp, tc or xdp-pass"),
     };
     println!("{}", serde_json::to_string(&counts)?);
     Ok(())

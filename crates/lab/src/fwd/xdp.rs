@@ -1,4 +1,5 @@
-//! Loads `bpf/xdp_fwd.c` (compiled by build.rs) with aya: `xdp_fwd` on both gateway
+//! Loads `bpf/xdp_fwd.c` (compiled by build.rs) with aya: `tc_fwd` at both gateway
+//! interfaces' tc ingress hook (TCX links), or `xdp_fwd` on both gateway
 //! interfaces, each redirecting through its own one-entry devmap to the other, or
 //! `xdp_pass` on a veth peer. Native (driver) mode only: a generic-mode XDP forwarder
 //! would be no floor of anything. The programs are attached by BPF links that live as
@@ -6,7 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, DevMap};
-use aya::programs::{Xdp, XdpMode};
+use aya::programs::{tc, SchedClassifier, TcAttachType, Xdp, XdpMode};
 use aya::Ebpf;
 
 use super::{ifindex, ipv4_of, Hop};
@@ -49,6 +50,20 @@ fn mac_word(m: [u8; 6]) -> u64 {
     u64::from_ne_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0])
 }
 
+/// Fills `cfg` for the forwarder on `names[i]`: frames leave by `names[1 - i]` towards
+/// `hops[1 - i]` (the MACs, the ingress address, the egress index for `tc_fwd`).
+fn set_cfg(ebpf: &mut Ebpf, names: &[String; 2], hops: &[Hop; 2], i: usize) -> Result<()> {
+    let out = 1 - i;
+    let map = ebpf.map_mut("cfg").context("no cfg map")?;
+    let mut cfg: Array<_, u64> = Array::try_from(map).context("cfg")?;
+    let local = ipv4_of(&names[i]).map_or(0, |a| u32::from_ne_bytes(a.octets()));
+    cfg.set(0, mac_word(hops[out].dst), 0)?;
+    cfg.set(1, mac_word(hops[out].src), 0)?;
+    cfg.set(2, u64::from(local), 0)?;
+    cfg.set(3, u64::from(ifindex(&names[out])?), 0)?;
+    Ok(())
+}
+
 /// `xdp_fwd` on `names[i]` for i in 0..2, frames leaving by `names[1 - i]` towards
 /// `hops[1 - i]`.
 pub fn attach_forwarder(names: &[String; 2], hops: &[Hop; 2]) -> Result<[Attached; 2]> {
@@ -61,15 +76,30 @@ pub fn attach_forwarder(names: &[String; 2], hops: &[Hop; 2]) -> Result<[Attache
             dev.set(0, ifindex(&names[out])?, None, 0)
                 .with_context(|| format!("tx_port -> {}", names[out]))?;
         }
-        {
-            let map = ebpf.map_mut("cfg").context("no cfg map")?;
-            let mut cfg: Array<_, u64> = Array::try_from(map).context("cfg")?;
-            let local = ipv4_of(&names[i]).map_or(0, |a| u32::from_ne_bytes(a.octets()));
-            cfg.set(0, mac_word(hops[out].dst), 0)?;
-            cfg.set(1, mac_word(hops[out].src), 0)?;
-            cfg.set(2, u64::from(local), 0)?;
-        }
+        set_cfg(&mut ebpf, names, hops, i)?;
         attach(&mut ebpf, "xdp_fwd", &names[i])?;
+        Ok(Attached { _ebpf: ebpf })
+    };
+    Ok([one(0)?, one(1)?])
+}
+
+/// `tc_fwd` at the tc ingress hook of `names[i]` for i in 0..2, skbs leaving by
+/// `names[1 - i]` towards `hops[1 - i]` (`bpf_redirect`, GSO super-packets as they are).
+/// Attached by TCX links (Linux >= 6.6), or a clsact qdisc's filter on older kernels.
+pub fn attach_tc_forwarder(names: &[String; 2], hops: &[Hop; 2]) -> Result<[Attached; 2]> {
+    let one = |i: usize| -> Result<Attached> {
+        let mut ebpf = load()?;
+        set_cfg(&mut ebpf, names, hops, i)?;
+        // Older kernels attach through a clsact qdisc; it may be there already.
+        let _ = tc::qdisc_add_clsact(&names[i]);
+        let p: &mut SchedClassifier = ebpf
+            .program_mut("tc_fwd")
+            .context("no program tc_fwd in xdp_fwd.o")?
+            .try_into()
+            .context("tc_fwd: not a tc program")?;
+        p.load().context("loading tc_fwd")?;
+        p.attach(&names[i], TcAttachType::Ingress)
+            .with_context(|| format!("attaching tc_fwd to {}'s ingress", names[i]))?;
         Ok(Attached { _ebpf: ebpf })
     };
     Ok([one(0)?, one(1)?])

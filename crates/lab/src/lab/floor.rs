@@ -8,6 +8,10 @@
 //!   project's VMs) rejects it, and the arm is reported unavailable with the kernel's answer;
 //! - **minimal XDP forwarder**: `bpf/xdp_fwd.c`, XDP_REDIRECT through a devmap, MACs
 //!   rewritten to the next hop (the floor of an XDP fast path);
+//! - **minimal tc forwarder**: the same router in `bpf/xdp_fwd.c`'s `tc_fwd` at the tc
+//!   ingress hook (`bpf_redirect` of the skb, GSO super-packets as they are): the floor of
+//!   the fast path at the tc hook (quicknat `tcfast`, AF_PACKET), and on veth the cheaper
+//!   hook of the two (no XDP buffer to build from the skb, the peer's TSO stays on);
 //! - **minimal AF_XDP / AF_PACKET forwarders**: quicknat's own ports and batching without
 //!   the engine (`quicknat-lab fwd`, see crates/lab/src/fwd): the floor of each of
 //!   quicknat's I/O models.
@@ -48,6 +52,8 @@ pub enum Arm {
     KernelFwd,
     /// The minimal XDP forwarder.
     XdpFwd,
+    /// The same minimal forwarder at the tc ingress hook.
+    TcFwd,
     /// The minimal forwarder on quicknat's AF_XDP port.
     AfXdpFwd,
     /// The minimal forwarder on quicknat's AF_PACKET port.
@@ -64,6 +70,7 @@ impl Arm {
             Arm::Flowtable => "kernel NAT+flowtable".into(),
             Arm::KernelFwd => "kernel forwarding".into(),
             Arm::XdpFwd => "XDP fwd".into(),
+            Arm::TcFwd => "tc fwd".into(),
             Arm::AfXdpFwd => "AF_XDP fwd".into(),
             Arm::AfPacketFwd => "AF_PACKET fwd".into(),
             Arm::Quicknat(b) => format!("quicknat {b}"),
@@ -77,6 +84,8 @@ impl Arm {
             "af_packet" => Some(Arm::AfPacketFwd),
             // The XDP fast path's floor: XDP_REDIRECT through a devmap, no NAT.
             super::xdpfast::BACKEND => Some(Arm::XdpFwd),
+            // At the tc hook: the same minimal forwarder there.
+            super::xdpfast::TC_BACKEND => Some(Arm::TcFwd),
             _ => None,
         }
     }
@@ -214,6 +223,21 @@ pub(crate) fn start(lab: &Lab, arm: &Arm) -> Result<Running> {
                 nft_table: false,
             })
         }
+        Arm::TcFwd => {
+            lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
+            let fwd = spawn_fwd(lab, "tc")?;
+            let pid = fwd.id();
+            let mut procs = vec![fwd];
+            // TCX links are not listed by `tc filter`; the forwarder's own link fds are.
+            await_cond(&mut procs, "tc_fwd's TCX links on g-in and g-out", || {
+                tcx_links(pid) >= 2
+            })?;
+            Ok(Running {
+                pid: Some(pid),
+                procs,
+                nft_table: false,
+            })
+        }
         Arm::AfXdpFwd | Arm::AfPacketFwd => {
             lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
             let xdp = *arm == Arm::AfXdpFwd;
@@ -301,6 +325,19 @@ fn await_cond(procs: &mut [Child], what: &str, ok: impl Fn() -> bool) -> Result<
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// How many TCX links process `pid` holds (its fds' `link_type: tcx` in fdinfo).
+fn tcx_links(pid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter(|t| {
+            t.lines()
+                .any(|l| l.starts_with("link_type:") && l.ends_with("tcx"))
+        })
+        .count()
 }
 
 /// Waits until `dev` in `ns` has an XDP program attached.
