@@ -1,5 +1,6 @@
-//! Compiles the AF_XDP steering program (`bpf/xdp_steer.c`) with clang and
-//! leaves the object in `OUT_DIR/xdp_steer.o` for `include_bytes!`.
+//! Compiles the AF_XDP steering program (`bpf/xdp_steer.c`) and the AF_PACKET
+//! backend's tc fast path (`bpf/tc_fast.c`) with clang and leaves the objects in
+//! `OUT_DIR/xdp_steer.o` and `OUT_DIR/tc_fast.o` for `include_bytes!`.
 //!
 //! Without clang the object is an empty file: the crate still builds, and
 //! `afxdp::AfXdp::open` then fails with a clear error so callers fall back to
@@ -11,14 +12,18 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let src = "bpf/xdp_steer.c";
-    println!("cargo:rerun-if-changed={src}");
+    let srcs = ["bpf/xdp_steer.c", "bpf/tc_fast.c"];
+    for src in srcs {
+        println!("cargo:rerun-if-changed={src}");
+    }
+    println!("cargo:rerun-if-changed=bpf/common.h");
     println!("cargo:rerun-if-changed=bpf/fast_path.h");
     println!("cargo:rerun-if-changed=bpf/fast_path_ila.h");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=PATH");
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR")).join("xdp_steer.o");
+    let dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let obj = |src: &str| dir.join(src.trim_start_matches("bpf/").replace(".c", ".o"));
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
     let have_clang = Command::new(&clang)
         .arg("--version")
@@ -38,13 +43,17 @@ fn main() {
             "cargo:warning=clang not found: AF_XDP support is disabled \
              (install clang and rebuild; quicknat falls back to AF_PACKET)"
         );
-        std::fs::write(&out, b"").expect("write empty xdp_steer.o");
+        for src in srcs {
+            std::fs::write(obj(src), b"").expect("write an empty object");
+        }
         return;
     }
-    let status = Command::new(&clang)
-        .args(["-O2", "-g", "-target", "bpf", "-c", src, "-o"])
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed to compile {src}");
+    for src in srcs {
+        let status = Command::new(&clang)
+            .args(["-O2", "-g", "-target", "bpf", "-c", src, "-o"])
+            .arg(obj(src))
+            .status()
+            .expect("run clang");
+        assert!(status.success(), "clang failed to compile {src}");
+    }
 }

@@ -189,3 +189,32 @@ def test_ila_the_packets_went_through_xdp(lab_ila):
     share = dict(lab_ila["ila"])["xdpfast"]["fast_share"]
     assert share is not None and share >= 0.9, share
     assert lab_ila["direct"]["fast_share"] is None
+
+
+# -- the fast path at the tc hook (quicknat on AF_PACKET, `--backends tcfast`) --
+
+TC_ARM = "quicknat tcfast"
+
+
+@pytest.fixture(scope="module")
+def labtc(quicknat):
+    return run_lab(quicknat, ["--topology", "nat44", "--seconds", "2", "--rounds", "1",
+                              "--backends", "tcfast"])
+
+
+def test_the_tc_arm_runs_beside_its_floor_and_carries_super_packets(labtc):
+    names = [a["arm"] for a in labtc["arms"]]
+    assert names[0] == "kernel NAT" and "tc fwd" in names and names[-1] == TC_ARM, names
+    m = arm(labtc, TC_ARM)
+    assert m["tcp1_off"] > 0 and m["tcp1_on"] and m["tcp1_on"] > 0, m
+    share = m["fast_share"]
+    assert share is not None, m
+    for cell in ("unpaced", "fixed"):
+        assert share[cell] >= 0.99, (cell, share)
+    # Offloads on: the client's TSO stays on (no XDP program on any veth), and the
+    # super-packets go through the tc program like any segment.
+    for cell in ("tcp1_off", "tcp1_on"):
+        assert share[cell] >= 0.75, (cell, share)
+    rows = {r["versus"]: r for r in labtc["ratios"] if r["quicknat"] == TC_ARM}
+    assert "I/O floor (tc fwd)" in rows, rows
+    assert rows["I/O floor (tc fwd)"]["cpu_per_packet"] > 0, rows

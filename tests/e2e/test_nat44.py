@@ -154,12 +154,10 @@ class Gateway(Scenario):
         return self.qn.stop()
 
 
-# XDP fast path (issue 15 item 2): on AF_XDP every test runs again with established
-# flows forwarded by the XDP program (`xdp_fast_path = "on"`).
+# The fast path (issue 15 item 2): every test runs again with established flows forwarded
+# by the XDP program (AF_XDP) or the tc program (AF_PACKET) (`xdp_fast_path = "on"`).
 @pytest.fixture(scope="module", params=["off", "on"], ids=["slow", "xdp-fast"])
 def fast(request, backend):
-    if request.param == "on" and backend != "af_xdp":
-        pytest.skip("the XDP fast path is an AF_XDP feature")
     return request.param
 
 

@@ -79,14 +79,15 @@ struct {
 	__type(value, struct bpf_devmap_val);
 } tx_port SEC(".maps");
 
-/* Per CPU: FAST_PACKETS, FAST_BYTES, FAST_NO_PORT, FAST_MISS. */
+/* Per CPU: FAST_PACKETS, FAST_BYTES, FAST_NO_PORT, FAST_MISS, FAST_LOST. */
 #define FAST_PACKETS 0
 #define FAST_BYTES 1
 #define FAST_NO_PORT 2
 #define FAST_MISS 3 /* an IPv4 TCP/UDP packet with no entry: to user space */
+#define FAST_LOST 4 /* tc_fast.c: claimed at the socket, not forwarded by tc */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, __u64);
 } fast_stats SEC(".maps");
@@ -122,28 +123,36 @@ static __attribute__((always_inline)) void fast_touch(__u64 *last_seen)
 		*last_seen = now;
 }
 
-/* The transport header at `l4` (`proto` 6 or 17): the offset of its checksum, or -1 when
- * the packet is not the fast path's (not TCP/UDP, truncated, a TCP SYN, FIN or RST: state
- * changes are the engine's). */
-static __attribute__((always_inline)) int l4_csum_off(__u8 proto, __u8 *l4, __u8 *end)
+/* The transport header at `l4` (`proto` 6 or 17), `len` bytes to the frame's end (the
+ * header's bytes are below `end`, which bounds the reads): the offset of its checksum, or
+ * -1 when the packet is not the fast path's (not TCP/UDP, truncated, a TCP SYN, FIN or
+ * RST: state changes are the engine's). */
+static __attribute__((always_inline)) int l4_csum_off_len(__u8 proto, __u8 *l4, __u8 *end,
+							   __u32 len)
 {
 	if (proto == 6) {
-		if (l4 + 20 > end || (l4[13] & 0x07))
+		if (l4 + 20 > end || len < 20 || (l4[13] & 0x07))
 			return -1;
 		/* A data offset the engine's parser refuses (under 5 words, past the end). */
 		__u8 doff = l4[12] >> 4;
-		if (doff < 5 || l4 + doff * 4 > end)
+		if (doff < 5 || (__u32)doff * 4 > len)
 			return -1;
 		return 16;
 	}
 	if (proto == 17) {
 		/* The datagram is the whole payload (user space sums, and the engine reads, the
 		 * UDP length; a shorter one is theirs). */
-		if (l4 + 8 > end || be16(*(__u16 *)(l4 + 4)) != (__u16)(end - l4))
+		if (l4 + 8 > end || be16(*(__u16 *)(l4 + 4)) != len)
 			return -1;
 		return 6;
 	}
 	return -1;
+}
+
+/* l4_csum_off_len for a frame that ends at `end` (XDP). */
+static __attribute__((always_inline)) int l4_csum_off(__u8 proto, __u8 *l4, __u8 *end)
+{
+	return l4_csum_off_len(proto, l4, end, (__u32)(end - l4));
 }
 
 /* The IPv4 pseudo-header sum of `k`'s segment of `len` bytes (words as loaded). */
@@ -223,21 +232,23 @@ static __attribute__((always_inline)) int csum_finish(struct xdp_md *ctx, __u8 *
 
 /* An IPv4 TCP/UDP packet the fast path may take: version 4 without options, not a
  * fragment (MF clear, offset 0; DF may be set), the frame exactly the packet (no padding,
- * nothing truncated). Fills `key`, `*l4` and `*tot`; returns the transport checksum's
- * offset, or -1: not ours. */
-static __attribute__((always_inline)) int parse_v4(__u8 *data, __u8 *l3, __u8 *end,
-						   struct fast_key *key, __u8 **l4, __u16 *tot)
+ * nothing truncated). `frame` is the frame's length from `data`; `end` bounds the reads
+ * (the frame's end in XDP; the headers' in a copy or an skb's linear part). Fills `key`,
+ * `*l4` and `*tot`; returns the transport checksum's offset, or -1: not ours. */
+static __attribute__((always_inline)) int parse_v4_len(__u8 *data, __u8 *l3, __u8 *end,
+						       __u32 frame, struct fast_key *key,
+						       __u8 **l4, __u16 *tot)
 {
 	if (l3 != data + 14 || l3 + 20 > end)
 		return -1;
 	if (l3[0] != 0x45 || (*(__u16 *)(l3 + 6) & be16(0x3fff)))
 		return -1;
 	*tot = be16(*(__u16 *)(l3 + 2));
-	if (l3 + *tot != end)
+	if (14 + (__u32)*tot != frame)
 		return -1;
 	*l4 = l3 + 20;
 	key->proto = l3[9];
-	int coff = l4_csum_off(key->proto, *l4, end);
+	int coff = l4_csum_off_len(key->proto, *l4, end, (__u32)*tot - 20);
 	if (coff < 0)
 		return -1;
 	key->saddr = *(__u32 *)(l3 + 12);
@@ -245,6 +256,13 @@ static __attribute__((always_inline)) int parse_v4(__u8 *data, __u8 *l3, __u8 *e
 	key->sport = *(__u16 *)*l4;
 	key->dport = *(__u16 *)(*l4 + 2);
 	return coff;
+}
+
+/* parse_v4_len for a frame that ends at `end` (XDP). */
+static __attribute__((always_inline)) int parse_v4(__u8 *data, __u8 *l3, __u8 *end,
+						   struct fast_key *key, __u8 **l4, __u16 *tot)
+{
+	return parse_v4_len(data, l3, end, (__u32)(end - data), key, l4, tot);
 }
 
 /* The folded sum of a 20-byte IPv4 header's words (0xffff: its checksum verifies). */

@@ -14,61 +14,7 @@
 // Self-contained on purpose (no kernel or libbpf headers): building it needs
 // only `clang -O2 -g -target bpf -c`.
 
-typedef unsigned char __u8;
-typedef unsigned short __u16;
-typedef unsigned int __u32;
-typedef unsigned long long __u64;
-
-struct xdp_md {
-	__u32 data;
-	__u32 data_end;
-	__u32 data_meta;
-	__u32 ingress_ifindex;
-	__u32 rx_queue_index;
-	__u32 egress_ifindex;
-};
-
-enum { XDP_ABORTED = 0, XDP_DROP = 1, XDP_PASS = 2, XDP_TX = 3, XDP_REDIRECT = 4 };
-enum {
-	BPF_MAP_TYPE_HASH = 1,
-	BPF_MAP_TYPE_ARRAY = 2,
-	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
-	BPF_MAP_TYPE_DEVMAP = 14,
-	BPF_MAP_TYPE_XSKMAP = 17,
-};
-
-#define SEC(name) __attribute__((section(name), used))
-#define __uint(name, val) int(*name)[val]
-#define __type(name, val) typeof(val) *name
-
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
-static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
-
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define be16(x) ((__u16)__builtin_bswap16(x))
-#else
-#define be16(x) ((__u16)(x))
-#endif
-
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define ETH_P_8021Q 0x8100
-#define ETH_P_8021AD 0x88A8
-#define IPPROTO_ICMPV6 58
-
-/* config[0] bits. Keep in sync with crates/io/src/afxdp/loader.rs. */
-#define QN_CFG_PASS_LOCAL 1u
-/* Steer IPv4 / IPv6 to the socket; a family without its bit goes to the kernel. */
-#define QN_CFG_STEER_V4 2u
-#define QN_CFG_STEER_V6 4u
-/* Look established IPv4 TCP/UDP flows up in `fast_v4` (the fast path, fast_path.h). */
-#define QN_CFG_FAST_V4 8u
-/* NAT64: look IPv6 TCP/UDP up in `fast_64`, IPv4 TCP/UDP in `fast_46`. */
-#define QN_CFG_FAST_64 16u
-#define QN_CFG_FAST_46 32u
-/* ILA: look IPv6 destinations up in `fast_ila` (fast_path_ila.h). */
-#define QN_CFG_FAST_ILA 64u
+#include "common.h"
 
 #include "fast_path.h"
 #include "fast_path_ila.h"
@@ -98,13 +44,6 @@ struct {
 	__type(key, struct in6);
 	__type(value, __u8);
 } local_v6 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} config SEC(".maps");
 
 /* The interface's MAC in the low six bytes (as on the wire), 0: unknown. A unicast frame for
  * any other MAC (a bridge flooding unknown unicast to this port) never takes the fast path:

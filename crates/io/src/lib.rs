@@ -19,6 +19,8 @@
 //!   peers and private Unix sockets.
 //! * [`udp`]: batched UDP on a connected socket (`sendmmsg` / `recvmmsg`), for the
 //!   lab's traffic generator.
+//! * [`tcfast`]: the fast path at the tc ingress hook for the AF_PACKET backend (the
+//!   XDP fast path's maps, a GSO super-packet forwarded as it is).
 //! * [`pcap`] files, [`netlink`] (routes, neighbours), [`rawip`] (handing
 //!   packets to the kernel), and the unsafe edge in `sys.rs` (one `Mmap`,
 //!   socket options), each `unsafe` block with its `// SAFETY:` line.
@@ -38,6 +40,7 @@ pub mod port;
 pub mod privs;
 pub mod rawip;
 mod sys;
+pub mod tcfast;
 #[cfg(test)]
 mod testnet;
 pub mod udp;

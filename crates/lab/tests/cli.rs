@@ -156,3 +156,37 @@ fn soak_prints_its_loop_rate() {
     let rate: f64 = text(&out.stdout).trim().parse().expect("a number");
     assert!(rate > 0.0);
 }
+
+#[test]
+fn lab_takes_the_tcfast_arm_for_nat44_only() {
+    let out = lab(&[
+        "lab",
+        "--backends",
+        "af_packet,tcfast",
+        "--quicknat",
+        "/nonexistent/quicknat",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: no quicknat binary at "),
+        "{stderr}"
+    );
+    for topology in ["nat64", "ila", "attack"] {
+        let out = lab(&[
+            "lab",
+            "--topology",
+            topology,
+            "--backends",
+            "tcfast",
+            "--quicknat",
+            "/nonexistent/quicknat",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{topology}: {stderr}");
+        assert!(
+            stderr.contains("unknown backend \"tcfast\"") && stderr.contains("tcfast with nat44"),
+            "{topology}: {stderr}"
+        );
+    }
+}

@@ -28,6 +28,11 @@ pub struct PacketPort {
 }
 
 impl PacketPort {
+    /// The receive socket (the tc fast path's claim filter is attached to it).
+    pub(crate) fn rx_fd(&self) -> &OwnedFd {
+        &self.rx.fd
+    }
+
     /// Opens the receive ring `cfg` describes and a transmit socket on the same interface.
     /// `cfg.vnet_hdr` turns virtio-net headers on in both directions (GSO pass-through):
     /// frames arrive with [`RxMeta::vnet`] and leave behind the header they are sent with.

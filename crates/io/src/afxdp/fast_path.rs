@@ -429,6 +429,9 @@ pub struct FastPathStats {
     /// TCP/UDP packets (IPv4; IPv6 under NAT64) looked up and not found (a flow not offloaded: sent to user
     /// space, the AF_XDP socket).
     pub misses: u64,
+    /// At the tc hook: packets the claim filter kept from the socket that the tc program
+    /// did not forward (the kernel path dropped them). 0 unless something is wrong.
+    pub lost: u64,
 }
 
 /// One interface's fast-path maps (see the module doc).
@@ -645,6 +648,7 @@ impl FastPath {
             bytes: sum(1),
             no_port: sum(2),
             misses: sum(3),
+            lost: sum(4),
         }
     }
 }

@@ -124,7 +124,7 @@ fn measure(lab: &Lab, opts: &LabOptions, arm: &Arm, run: &Running) -> Result<Mod
     let s = opts.seconds;
     let mut r = ModeResult::default();
     // The XDP fast-path arm: its counters around each cell (outside the CPU windows).
-    let fast = *arm == Arm::Quicknat(xdpfast::BACKEND.into());
+    let fast = matches!(arm, Arm::Quicknat(b) if xdpfast::is_fast(b));
     let mut share = FastShare::default();
     let snap = || -> Result<Option<xdpfast::FastSnap>> {
         fast.then(|| xdpfast::snap(&opts.quicknat)).transpose()
@@ -351,21 +351,21 @@ impl std::fmt::Display for LabReport {
             Some(r.fixed.forwarded_pps / 1e3)
         })?;
         // The XDP fast-path arm: how much of each cell really went through XDP (%).
-        row("XDP fast path share: TCP 1 stream off (%)", &|r| {
+        row("fast path share: TCP 1 stream off (%)", &|r| {
             r.fast_share.map(|x| x.tcp1_off * 100.0)
         })?;
-        row("XDP fast path share: TCP 4 streams off (%)", &|r| {
+        row("fast path share: TCP 4 streams off (%)", &|r| {
             r.fast_share.map(|x| x.tcp4_off * 100.0)
         })?;
-        row("XDP fast path share: TCP 1 stream on (%)", &|r| {
+        row("fast path share: TCP 1 stream on (%)", &|r| {
             r.fast_share
                 .filter(|_| r.tcp1_on.is_some())
                 .map(|x| x.tcp1_on * 100.0)
         })?;
-        row("XDP fast path share: 64 B unpaced (%)", &|r| {
+        row("fast path share: 64 B unpaced (%)", &|r| {
             r.fast_share.map(|x| x.unpaced * 100.0)
         })?;
-        row("XDP fast path share: 64 B fixed load (%)", &|r| {
+        row("fast path share: 64 B fixed load (%)", &|r| {
             r.fast_share.map(|x| x.fixed * 100.0)
         })?;
         for (arm, why) in &self.unavailable {
@@ -409,6 +409,7 @@ fn arms(lab: &Lab, opts: &LabOptions, unavailable: &mut Vec<(String, String)>) -
         arms.push(Arm::KernelFwd);
         if crate::fwd::xdp::built_with_bpf() {
             arms.push(Arm::XdpFwd);
+            arms.push(Arm::TcFwd);
         } else {
             unavailable.push((Arm::XdpFwd.name(), "built without clang".into()));
         }
@@ -436,8 +437,8 @@ pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
     let configs = Configs::gateway("nat44", &opts.backends, &nat44_mode())?;
     // The XDP fast-path arm's own configuration (AF_XDP, xdp_fast_path = "on").
     let mut configs = configs;
-    if let Some(c) = configs.0.iter_mut().find(|(b, _)| b == xdpfast::BACKEND) {
-        std::fs::write(&c.1, xdpfast::config_text(&nat44_mode()))?;
+    for c in configs.0.iter_mut().filter(|(b, _)| xdpfast::is_fast(b)) {
+        std::fs::write(&c.1, xdpfast::config_for(&c.0, &nat44_mode()))?;
     }
     let cfgs = &configs.0;
     let mut unavailable = Vec::new();
@@ -451,8 +452,8 @@ pub fn run_lab(opts: &LabOptions) -> Result<LabReport> {
                     .find(|(c, _)| c == b)
                     .map(|(_, p)| p.clone())
                     .unwrap_or_default();
-                if b == xdpfast::BACKEND {
-                    xdpfast::start(&lab, &opts.quicknat, &cfg)?
+                if xdpfast::is_fast(b) {
+                    xdpfast::start_arm(&lab, &opts.quicknat, &cfg, b == xdpfast::BACKEND)?
                 } else {
                     lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
                     Running::process(lab.start_quicknat(&opts.quicknat, lab.gw(), GW_CORE, &cfg)?)

@@ -27,6 +27,14 @@ use super::{exe, Lab, GW_CORE};
 
 /// The arm's backend name in `--backends` (its report name is "quicknat xdpfast").
 pub const BACKEND: &str = "xdpfast";
+/// The NAT44 lab's arm with the same fast path at the tc ingress hook: AF_PACKET with
+/// `xdp_fast_path = "on"` (io::tcfast). Measured like `xdpfast`; its floor is `tc fwd`.
+pub const TC_BACKEND: &str = "tcfast";
+
+/// Whether `backend` is one of the fast-path arms.
+pub(crate) fn is_fast(backend: &str) -> bool {
+    backend == BACKEND || backend == TC_BACKEND
+}
 /// The UDP flows' first source port (64 flows: 40000..40063).
 pub(crate) const SRC_PORT: u16 = 40_000;
 /// The flows the UDP cells send on (as `floor::udp_cell`).
@@ -37,8 +45,18 @@ const SOCKET: &str = "/run/quicknat-lab-xdpfast.sock";
 /// The gateway configuration: AF_XDP, the fast path on (a start-up error if it cannot be
 /// had, so the arm never silently measures plain AF_XDP), then `mode`.
 pub(crate) fn config_text(mode: &str) -> String {
+    config_for(BACKEND, mode)
+}
+
+/// [`config_text`] for either fast-path arm: AF_XDP for `xdpfast`, AF_PACKET for `tcfast`.
+pub(crate) fn config_for(arm: &str, mode: &str) -> String {
+    let backend = if arm == TC_BACKEND {
+        "af_packet"
+    } else {
+        "af_xdp"
+    };
     format!(
-        "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"af_xdp\"\nworkers = 1\n\
+        "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{backend}\"\nworkers = 1\n\
          stats_interval = 3600\ncontrol_socket = \"{SOCKET}\"\nxdp_fast_path = \"on\"\n\n{mode}"
     )
 }
@@ -117,10 +135,22 @@ pub(crate) fn snap_at(quicknat: &Path, socket: &Path) -> Result<FastSnap> {
 /// Starts the arm: `XDP_PASS` on the veth peers, then quicknat pinned to the gateway core;
 /// returns once its control socket answers with the fast path on.
 pub(crate) fn start(lab: &Lab, quicknat: &Path, cfg: &Path) -> Result<Running> {
+    start_arm(lab, quicknat, cfg, true)
+}
+
+/// [`start`]; `xdp_peers`: whether the veth peers need `XDP_PASS` (not at the tc hook,
+/// whose redirected skbs any veth takes).
+pub(crate) fn start_arm(
+    lab: &Lab,
+    quicknat: &Path,
+    cfg: &Path,
+    xdp_peers: bool,
+) -> Result<Running> {
     lab.sysctl(lab.gw(), "net.ipv4.ip_forward=0")?;
     let exe = exe()?;
     let mut procs = Vec::new();
-    for (ns, dev) in [(lab.cli(), "c0"), (lab.srv(), "s0")] {
+    let peers = [(lab.cli(), "c0"), (lab.srv(), "s0")];
+    for (ns, dev) in peers.into_iter().filter(|_| xdp_peers) {
         procs.push(lab.spawn(ns, &[&exe, "fwd", "--backend", "xdp-pass", "--inside", dev])?);
         floor::await_xdp(lab, ns, dev, &mut procs)?;
     }
@@ -252,5 +282,8 @@ mod tests {
         assert!(c.contains("xdp_fast_path = \"on\"\n"), "{c}");
         assert!(c.contains(SOCKET), "{c}");
         assert!(c.ends_with("[nat44]\n"));
+        let t = config_for(TC_BACKEND, "[nat44]\n");
+        assert!(t.contains("backend = \"af_packet\"\n"), "{t}");
+        assert!(t.contains("xdp_fast_path = \"on\"\n"), "{t}");
     }
 }

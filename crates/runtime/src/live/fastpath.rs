@@ -123,6 +123,9 @@ pub(crate) struct XdpFastPath {
     pub(super) removed: AtomicU64,
     pub(super) refused_full: AtomicU64,
     pub(super) errors: AtomicU64,
+    /// On AF_PACKET: the tc programs (one per link) whose maps these are; dropped, they
+    /// are detached.
+    tc_hooks: Vec<io::tcfast::TcFastPath>,
 }
 
 impl std::fmt::Debug for XdpFastPath {
@@ -217,6 +220,7 @@ impl XdpFastPath {
             removed: AtomicU64::new(0),
             refused_full: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            tc_hooks: Vec::new(),
         })
     }
 
@@ -605,20 +609,38 @@ pub(crate) fn attach(
         ),
         _ => return refuse("NAT44, NAT64 and ILA only in this version".into()),
     };
-    let super::open::Opened::Xdp(ports) = opened else {
-        return refuse("the AF_XDP backend is not in use".into());
+    // The hook: the AF_XDP ports' XDP program, or on AF_PACKET a tc program of its own
+    // (io::tcfast) with a claim filter on every receive socket.
+    let mut tc_hooks = Vec::new();
+    let (a, b, hook) = match opened {
+        super::open::Opened::Xdp(ports) => {
+            let Some(first) = ports.first() else {
+                return refuse("no port".into());
+            };
+            let (Some(a), Some(b)) = (first[0].fast_path(), first[1].fast_path()) else {
+                return refuse("the XDP program was loaded without it".into());
+            };
+            if gw.xdp_fast_path == FastPathSwitch::Auto
+                && !(first[0].native_mode() && first[1].native_mode())
+            {
+                return refuse("the XDP program runs in generic (skb) mode".into());
+            }
+            (a, b, "XDP")
+        }
+        super::open::Opened::Packet(ports) => {
+            if !matches!(kind, Kind::Nat44) {
+                return refuse("at the tc hook (AF_PACKET): NAT44 only in this version".into());
+            }
+            match super::fastpath_tc::hooks(links, ports, gw.xdp_fast_path_entries) {
+                Ok(h) => {
+                    let (a, b) = (h[0].fast_path(), h[1].fast_path());
+                    tc_hooks.extend(h);
+                    (a, b, "tc ingress")
+                }
+                Err(e) => return refuse(e.to_string()),
+            }
+        }
     };
-    let Some(first) = ports.first() else {
-        return refuse("no port".into());
-    };
-    let (Some(a), Some(b)) = (first[0].fast_path(), first[1].fast_path()) else {
-        return refuse("the XDP program was loaded without it".into());
-    };
-    if gw.xdp_fast_path == FastPathSwitch::Auto
-        && !(first[0].native_mode() && first[1].native_mode())
-    {
-        return refuse("the XDP program runs in generic (skb) mode".into());
-    }
     let fast = XdpFastPath::new(
         kind,
         [a, b],
@@ -629,7 +651,10 @@ pub(crate) fn attach(
         now,
     );
     let fast = match fast {
-        Ok(f) => Arc::new(f),
+        Ok(mut f) => {
+            f.tc_hooks = tc_hooks;
+            Arc::new(f)
+        }
         Err(e) => return refuse(format!("devmap: {e}")),
     };
     if let Some(table) = table {
@@ -642,7 +667,7 @@ pub(crate) fn attach(
         _ => ("sessions", "the reaper offloads them within 200 ms"),
     };
     log(format!(
-        "xdp fast path: on for {what} between {} and {} (at most {} {unit}; {when})",
+        "xdp fast path: on for {what} between {} and {} at the {hook} hook (at most {} {unit}; {when})",
         links[0].name, links[1].name, fast.max_sessions
     ));
     Ok(Some(fast))

@@ -21,6 +21,7 @@
 mod config;
 mod fastpath;
 mod fastpath_ila;
+mod fastpath_tc;
 // -- XDP fast path status and counters (issue 15, operability) --
 mod fastpath_status;
 pub(crate) mod forward;
@@ -295,14 +296,6 @@ pub fn run(
     // announced until the workers run and the health check passes.
     let routing = open_routing(gw, log)?;
     let route_status = routing.as_ref().map(|(_, s)| Arc::clone(s));
-    // Every socket is open and the host set up: keep only what running and cleaning up
-    // need, before any thread starts (capabilities belong to threads).
-    match drop_privileges() {
-        Ok(()) => log(format!("privileges: {KEPT_CAPS_WHY}; no_new_privs set")),
-        Err(e) => log(format!(
-            "warning: privileges not dropped ({e}); the gateway keeps what it was started with"
-        )),
-    }
     let (events_tx, events_rx) = mpsc::sync_channel::<String>(256);
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
@@ -323,6 +316,15 @@ pub fn run(
         clock(),
         &fast_log,
     )?;
+    // Every socket is open, every BPF program loaded (the tc fast path's just now) and the
+    // host set up: keep only what running and cleaning up need, before any thread starts
+    // (capabilities belong to threads).
+    match drop_privileges() {
+        Ok(()) => log(format!("privileges: {KEPT_CAPS_WHY}; no_new_privs set")),
+        Err(e) => log(format!(
+            "warning: privileges not dropped ({e}); the gateway keeps what it was started with"
+        )),
+    }
     // ILA: the mappings are copied into the maps now and kept in step by the control
     // side (`fastpath_ila`), which edits them.
     let ila_offload = match (&fast, &control_state) {
