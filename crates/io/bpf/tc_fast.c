@@ -39,7 +39,7 @@ static long (*bpf_skb_pull_data)(struct __sk_buff *skb, __u32 len) = (void *)39;
 #define BPF_F_PSEUDO_HDR (1ull << 4)
 #define BPF_F_MARK_MANGLED_0 (1ull << 5)
 #define PACKET_OTHERHOST 3
-enum { TC_ACT_OK = 0, TC_ACT_REDIRECT = 7 };
+#define TC_ACT_OK 0 /* bpf_redirect returns TC_ACT_REDIRECT itself */
 
 /* A frame's headers as the filter reads them: Ethernet, IPv4 without options, TCP. */
 #define CLAIM_HDR 54
@@ -59,8 +59,9 @@ struct {
 	__type(value, struct claim);
 } tc_claim SEC(".maps");
 
-/* Whether a frame of `len` bytes (`gso_size`: its segments' payload, 0 for one packet) and
- * its headers `hdr` leaves within `mtu`: a super-packet is judged by its segments. */
+/* Whether an IPv4 packet of `tot` bytes with `hdr` bytes of IPv4 and transport headers
+ * leaves within `mtu` (`gso_size`: a super-packet's segment payload, 0 for one packet): a
+ * super-packet is judged by its segments. */
 static __attribute__((always_inline)) int fits(__u32 tot, __u32 gso_size, __u32 hdr, __u16 mtu)
 {
 	return gso_size ? gso_size + hdr <= mtu : tot <= mtu;

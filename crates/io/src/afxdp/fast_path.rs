@@ -456,7 +456,7 @@ impl std::fmt::Debug for FastPath {
 }
 
 fn map_err(what: &str, e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(format!("XDP fast path: {what}: {e}"))
+    io::Error::other(format!("fast path: {what}: {e}"))
 }
 
 impl FastPath {
@@ -464,7 +464,7 @@ impl FastPath {
     pub(crate) fn take(ebpf: &mut aya::Ebpf, capacity: u32) -> io::Result<Self> {
         let mut take = |name: &str| {
             ebpf.take_map(name)
-                .ok_or_else(|| map_err("XDP object", format!("no map {name}")))
+                .ok_or_else(|| map_err("BPF object", format!("no map {name}")))
         };
         let flows = HashMap::try_from(take("fast_v4")?).map_err(|e| map_err("fast_v4", e))?;
         let flows64 = HashMap::try_from(take("fast_64")?).map_err(|e| map_err("fast_64", e))?;

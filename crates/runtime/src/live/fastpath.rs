@@ -611,8 +611,7 @@ pub(crate) fn attach(
     };
     // The hook: the AF_XDP ports' XDP program, or on AF_PACKET a tc program of its own
     // (io::tcfast) with a claim filter on every receive socket.
-    let mut tc_hooks = Vec::new();
-    let (a, b, hook) = match opened {
+    let (a, b, hook, tc_hooks) = match opened {
         super::open::Opened::Xdp(ports) => {
             let Some(first) = ports.first() else {
                 return refuse("no port".into());
@@ -625,18 +624,19 @@ pub(crate) fn attach(
             {
                 return refuse("the XDP program runs in generic (skb) mode".into());
             }
-            (a, b, "XDP")
+            (a, b, "XDP", Vec::new())
         }
         super::open::Opened::Packet(ports) => {
             if !matches!(kind, Kind::Nat44) {
                 return refuse("at the tc hook (AF_PACKET): NAT44 only in this version".into());
             }
             match super::fastpath_tc::hooks(links, ports, gw.xdp_fast_path_entries) {
-                Ok(h) => {
-                    let (a, b) = (h[0].fast_path(), h[1].fast_path());
-                    tc_hooks.extend(h);
-                    (a, b, "tc ingress")
-                }
+                Ok(h) => (
+                    h[0].fast_path(),
+                    h[1].fast_path(),
+                    "tc ingress",
+                    Vec::from(h),
+                ),
                 Err(e) => return refuse(e.to_string()),
             }
         }
