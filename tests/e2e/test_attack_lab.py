@@ -147,10 +147,11 @@ def test_namespaces_and_temporary_files_removed(lab):
 
 
 def test_gateway_cpu_is_measured_for_every_arm(lab):
-    """The collision cell's CPU per packet comes from the gateway's own CPU time (quicknat's
-    threads by schedstat + every core's softirq), so it is never 0 where packets went through,
-    whatever else the machine runs (the SCHED_IDLE soaker it replaced read 0 under load);
-    the flood cell says where the gateway's CPU went."""
+    """The collision cell's CPU per packet comes from the gateway's own CPU time (its core's
+    busy time, measured rather than tick-sampled, + the other cores' softirq: cpu.rs's
+    GatewaySample), so it is never 0 where packets went through, whatever else the machine
+    runs (the SCHED_IDLE soaker read 0 under load; the tick-sampled column once read 0 for
+    the kernel's arm); the flood cell says where the gateway's CPU went."""
     _, _, report, err = lab
     assert report is not None, err[-3000:]
     for arm, rounds in report["raw"]:

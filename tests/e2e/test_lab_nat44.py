@@ -103,6 +103,26 @@ def test_every_arm_reports_non_zero_figures(lab):
             assert m["fixed"]["threads_ns"] > 0, (name, m)
 
 
+def test_the_gateway_cpu_is_its_cores_busy_time_plus_the_others_softirq(lab):
+    """cpu.rs / floor.rs: the gateway core's busy time (its idle time is measured under
+    NO_HZ, not ticked) plus the other cores' softirq (where the generator spins, and an XDP
+    program on a veth runs). Every arm but the XDP forwarder does work on the gateway core:
+    RPS steers the kernel's receive work there, and the processes are pinned there. The XDP
+    forwarder's program and the server's receive run on the sending core, so its gateway
+    core may read 0 (the column counts in 10 ms units)."""
+    _, _, report, err = lab
+    assert report is not None, err[-3000:]
+    for name, m in arms_of(report).items():
+        for cell in ("unpaced", "fixed"):
+            c = m[cell]
+            assert abs(c["cpu_ns"] - c["core_ns"] - c["other_cores_ns"]) < 1e-6 * c["cpu_ns"] + 1e-6, c
+            assert c["core_ns"] >= 0 and c["other_cores_ns"] >= 0, (name, cell, c)
+            if name != "XDP fwd":
+                assert c["core_ns"] > 0, (name, cell, c)
+            # The threads are pinned to the gateway core: part of its busy time.
+            assert c["threads_ns"] <= c["core_ns"] + 1e-6, (name, cell, c)
+
+
 def test_no_arm_forwards_more_than_was_offered(lab):
     """The sink counts at the server: it cannot see more than the generator sent (a few
     in-flight frames and other traffic of the run aside)."""

@@ -107,13 +107,12 @@ def test_the_packets_went_through_xdp(lab):
 
 
 def test_its_cpu_is_charged_where_xdp_runs(lab):
-    """cpu.rs's sanity: the XDP work (softirq, every core) is counted, not just quicknat's
-    threads; with >= 90% of the packets in XDP, softirq is most of the cost of the unpaced
-    cell. Not of the fixed-load cell: on these kernels softirq time is tick-sampled (250 Hz,
-    no IRQ_TIME_ACCOUNTING), and a short cell at a low rate (a loaded machine's generator
-    reached 9 of 200 kpps in one run) holds about one tick of XDP work, read as 0 after
-    other jobs' softirq is subtracted, while the gateway's idle threads (reaper, control)
-    are charged exactly."""
+    """cpu.rs's sanity: the XDP work is counted, not just quicknat's threads. It runs in
+    softirq on the sending core (the generator's, whose softirq column GatewaySample adds to
+    the gateway core's busy time). With >= 90% of the packets in XDP, the kernel's share is
+    most of the cost of the unpaced cell. Not asserted for the fixed-load cell: a loaded
+    machine's generator once reached 9 of 200 kpps, and so short a cell holds about one
+    4 ms tick of XDP work."""
     c = arm(lab, ARM)["unpaced"]
     assert c["softirq_ns"] > 0 and c["softirq_ns"] > c["threads_ns"], c
     assert arm(lab, ARM)["fixed"]["cpu_ns"] > 0

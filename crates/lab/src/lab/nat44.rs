@@ -150,7 +150,10 @@ fn measure(lab: &Lab, opts: &LabOptions, arm: &Arm, run: &Running) -> Result<Mod
     // The fast path takes a UDP flow once a reply was seen: establish the cells' flows.
     let src_port = if fast {
         let n = xdpfast::warm_up(lab, &opts.quicknat, &dst, &dst)?;
-        eprintln!("lab nat44: quicknat xdpfast: {n} UDP sessions offloaded before the cells");
+        eprintln!(
+            "lab nat44: {}: {n} UDP sessions offloaded before the cells",
+            arm.name()
+        );
         Some(xdpfast::SRC_PORT)
     } else {
         None
@@ -228,6 +231,9 @@ fn combine(rs: &[ModeResult]) -> ModeResult {
         threads_ns: med(rs, |r| f(r).threads_ns),
         softirq_ns: med(rs, |r| f(r).softirq_ns),
         ksoftirqd_ns: med(rs, |r| f(r).ksoftirqd_ns),
+        core_ns: med(rs, |r| f(r).core_ns),
+        other_cores_ns: med(rs, |r| f(r).other_cores_ns),
+        ipis_per_packet: med(rs, |r| f(r).ipis_per_packet),
     };
     ModeResult {
         tcp1_off: med(rs, |r| r.tcp1_off),
@@ -325,6 +331,12 @@ impl std::fmt::Display for LabReport {
         row("  unpaced: gateway CPU per packet (ns)", &|r| {
             Some(r.unpaced.cpu_ns)
         })?;
+        row("    of which the gateway core, busy (ns)", &|r| {
+            Some(r.unpaced.core_ns)
+        })?;
+        row("    of which the other cores' softirq (ns)", &|r| {
+            Some(r.unpaced.other_cores_ns)
+        })?;
         row("  unpaced: offered by the generator (Mpps)", &|r| {
             Some(r.unpaced.offered_pps / 1e6)
         })?;
@@ -338,12 +350,19 @@ impl std::fmt::Display for LabReport {
             ),
             &|r| Some(r.fixed.cpu_ns),
         )?;
+        row("  of which the gateway core, busy (ns)", &|r| {
+            Some(r.fixed.core_ns)
+        })?;
+        row("  of which the other cores' softirq (ns)", &|r| {
+            Some(r.fixed.other_cores_ns)
+        })?;
+        row("  IPIs that woke the gateway core, per packet", &|r| {
+            Some(r.fixed.ipis_per_packet)
+        })?;
         row("  of which the gateway's threads (ns)", &|r| {
             Some(r.fixed.threads_ns)
         })?;
-        row("  of which softirq, all cores (ns)", &|r| {
-            Some(r.fixed.softirq_ns)
-        })?;
+        row("  of which the kernel (ns)", &|r| Some(r.fixed.softirq_ns))?;
         row("    of which ksoftirqd (ns)", &|r| {
             Some(r.fixed.ksoftirqd_ns)
         })?;

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::*;
-use crate::lab::cpu::CpuSample;
-use crate::lab::floor::all_cores;
+use crate::lab::cpu::GatewaySample;
 use crate::probe::{now_ms, Arrivals};
 
 /// The SYN flood cell.
@@ -72,7 +71,7 @@ pub(super) fn flood_cell(
     }
     let rx0 = lab.counter(lab.gw(), "g-out", "rx_packets");
     let tx0 = lab.counter(lab.gw(), "g-in", "tx_packets");
-    let cpu0 = CpuSample::take_cores(pid, &all_cores());
+    let cpu0 = GatewaySample::take(pid);
     let t0 = Instant::now();
     let flood = spawn_flood(lab, lab.srv(), "s0", &gout, &args)?;
     let legit = lab.spawn(
@@ -91,11 +90,12 @@ pub(super) fn flood_cell(
     )?;
     r.flood = json_of(flood, "the SYN flood generator")?;
     let secs = t0.elapsed().as_secs_f64().max(1e-3);
-    let (threads_ns, irq_ns) = cpu0.until(&CpuSample::take_cores(pid, &all_cores()));
+    let spent = cpu0.until(&GatewaySample::take(pid));
+    let threads_ns = spent.threads.min(spent.core);
     let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
     r.flood_cpu = FloodCpu {
-        threads_pct: threads_ns as f64 / secs / 1e7,
-        softirq_pct: irq_ns as f64 / secs / 1e7,
+        threads_pct: threads_ns / secs / 1e7,
+        softirq_pct: (spent.total() - threads_ns) / secs / 1e7,
         outside_rx_pps: rate(lab.counter(lab.gw(), "g-out", "rx_packets"), rx0),
         inside_tx_pps: rate(lab.counter(lab.gw(), "g-in", "tx_packets"), tx0),
     };
@@ -201,17 +201,17 @@ pub(super) fn greedy_cell(
 }
 
 /// Least gateway CPU time one collision measurement counts (ns): 10 of `/proc/stat`'s
-/// 10 ms ticks. Under tick accounting (the lab's VMs) the softirq column is sampled, so a
-/// window with little work can read 0 ticks (the kernel's arm read 0 ns per packet in a CI
-/// run); the generator runs again, and the runs add up, until this much was counted.
+/// 10 ms units. The kernel's arm once read 0 ns per packet in a CI run, when the gateway
+/// core's softirq column was still tick-sampled (see [`GatewaySample`]). The generator runs
+/// again, and the runs add up, until this much is counted.
 const MIN_CPU_NS: u64 = 100_000_000;
 /// Most generator runs one collision measurement takes to count [`MIN_CPU_NS`].
 const MAX_COLLISION_RUNS: usize = 4;
 
 /// One collision measurement: (gateway CPU ns per forwarded packet, forwarded pps) while
-/// `tuples` are replayed at the fixed rate. The CPU is the gateway's own ([`CpuSample`]):
-/// quicknat's threads (`pid`) plus every core's softirq time, over the generator's runs
-/// (one, or more until [`MIN_CPU_NS`] is counted).
+/// `tuples` are replayed at the fixed rate. The CPU is the gateway's own ([`GatewaySample`]:
+/// its core's busy time, where quicknat (`pid`) is pinned, plus the other cores' softirq),
+/// over the generator's runs (one, or more until [`MIN_CPU_NS`] is counted).
 fn collision_run(
     lab: &Lab,
     o: &AttackOptions,
@@ -242,17 +242,16 @@ fn collision_run(
         )?;
         // Sampled from the generator's start to its end (its own set-up is not the gateway's).
         let before = lab.counter(lab.gw(), "g-in", "tx_packets");
-        let cpu0 = CpuSample::take_cores(pid, &all_cores());
+        let cpu0 = GatewaySample::take(pid);
         let t0 = Instant::now();
         let f: FloodReport = json_of(gen, "the collision generator")?;
         elapsed += t0.elapsed().as_secs_f64();
-        let cpu1 = CpuSample::take_cores(pid, &all_cores());
+        let spent = cpu0.until(&GatewaySample::take(pid));
         fwd += lab
             .counter(lab.gw(), "g-in", "tx_packets")
             .saturating_sub(before);
         anyhow::ensure!(f.sent > 0, "the collision generator sent nothing");
-        let (threads_ns, irq_ns) = cpu0.until(&cpu1);
-        ns += threads_ns + irq_ns;
+        ns += spent.total() as u64;
         if ns >= MIN_CPU_NS {
             break;
         }

@@ -49,8 +49,9 @@ pub struct ArmRound {
 pub struct FloodCpu {
     /// quicknat's threads (user and system time; 0 for the kernel's NAT), % of a core.
     pub threads_pct: f64,
-    /// Every core's softirq + irq time (the kernel's receive path up to the packet
-    /// socket or XDP, its NAT, forwarding), % of one core.
+    /// The kernel's work (the receive path up to the packet socket or XDP, its NAT,
+    /// forwarding): the gateway core's busy time beyond the threads, plus the other cores'
+    /// softirq ([`crate::lab::cpu::GatewaySample`]), % of one core.
     pub softirq_pct: f64,
     /// Frames the gateway's outside veth received per second (flood and legitimate).
     pub outside_rx_pps: f64,
@@ -180,7 +181,7 @@ impl std::fmt::Display for AttackReport {
                     writeln!(
                         f,
                         "{arm}, round {}: SYN flood: gateway CPU {:.0}% of a core in its \
-                         threads + {:.0}% in softirq; outside link took {:.1} kpps, \
+                         threads + {:.0}% in the kernel; outside link took {:.1} kpps, \
                          {:.1} kpps went on to the inside",
                         i + 1,
                         c.threads_pct,
