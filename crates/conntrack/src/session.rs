@@ -77,6 +77,10 @@ const LIFECYCLE: u32 = 3;
 pub const FROM_INSIDE: u32 = 1 << 2;
 /// Both ends are inside hosts talking through a public address.
 pub const HAIRPIN: u32 = 1 << 3;
+/// A worker has asked the offload to look at this session ([`Hit::hint_once`]); cleared
+/// by whoever takes the hint ([`SessionTable::clear_hint`]), so a later packet can ask
+/// again. Not part of [`SessionView::flags`].
+pub const OFFLOAD_HINTED: u32 = 1 << 4;
 const TCP_SHIFT: u32 = 8;
 const TCP_MASK: u32 = (1 << crate::tcp::BITS) - 1;
 const _: () = assert!(TCP_SHIFT + crate::tcp::BITS <= 32);
@@ -276,6 +280,15 @@ impl Hit<'_> {
             w[0].store(0, Ordering::Relaxed);
             w[1].store(0, Ordering::Relaxed);
         }
+    }
+
+    /// Sets the session's [`OFFLOAD_HINTED`] flag: true when this call did (so its caller
+    /// queues the one hint), false when it was set already. A plain load first, so a
+    /// session already hinted costs no write.
+    #[inline]
+    pub fn hint_once(&self) -> bool {
+        self.slot.state.load(Ordering::Relaxed) & OFFLOAD_HINTED == 0
+            && self.slot.state.fetch_or(OFFLOAD_HINTED, Ordering::AcqRel) & OFFLOAD_HINTED == 0
     }
 
     /// Feeds a TCP segment into the session's state (see [`crate::tcp::track`]); `Err`:
@@ -613,6 +626,13 @@ impl SessionTable {
             flags: st & (FROM_INSIDE | HAIRPIN),
             tcp: TcpState::from_bits(st >> TCP_SHIFT),
         })
+    }
+
+    /// Clears session `id`'s [`OFFLOAD_HINTED`] flag: its next packet may hint again.
+    pub fn clear_hint(&self, id: SessionId) {
+        if let Some(s) = self.slab.get(id.0) {
+            s.state.fetch_and(!OFFLOAD_HINTED, Ordering::AcqRel);
+        }
     }
 
     /// Whether the session is live.

@@ -137,6 +137,8 @@ pub struct Nat44Shared {
     /// The session offload (XDP fast path), when attached (`offload`; once, before
     /// traffic), shared by every policy generation.
     offload: Arc<std::sync::OnceLock<Arc<dyn SessionOffload>>>,
+    /// Sessions the workers hinted to the offload (`offload`), shared likewise.
+    hints: Arc<offload::Hints>,
     /// Where the generations of this instance's policy are published (`reload`).
     cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
     /// Public address ranges a reload removed, whose sessions the reaper ends at once
@@ -275,6 +277,7 @@ impl Nat44Shared {
             })),
             events: Arc::default(),
             offload: Arc::default(),
+            hints: Arc::default(),
             cell: Arc::default(),
             drained: Vec::new(),
             det,

@@ -36,6 +36,8 @@ pub struct Nat44Reaper {
     drained: usize,
     /// The eviction queue's swap buffer.
     scratch: Vec<u32>,
+    /// The offload hints' swap buffer.
+    hinted: Vec<u32>,
 }
 
 impl Nat44Reaper {
@@ -47,20 +49,25 @@ impl Nat44Reaper {
             counters: Counters::default(),
             drained: 0,
             scratch: Vec::new(),
+            hinted: Vec::new(),
         }
     }
 
-    /// Between sweeps: unlinks the sessions the workers evicted, frees what has passed its
-    /// grace period. Cheap when there is nothing (one atomic load). Returns whether
+    /// Between sweeps: shows the offload the sessions the workers hinted (see
+    /// `offload`), unlinks the sessions the workers evicted, frees what has passed its
+    /// grace period. Cheap when there is nothing (two atomic loads). Returns whether
     /// anything is still waiting (call again within a millisecond or so).
-    pub fn drain(&mut self, _now: Timestamp) -> bool {
+    pub fn drain(&mut self, now: Timestamp) -> bool {
+        if self.shared.has_hints() {
+            self.shared.current().offer_hinted(now, &mut self.hinted);
+        }
         if !self.shared.sessions.has_queued() && self.drained == 0 {
-            return false;
+            return self.shared.has_hints();
         }
         let sh = self.shared.current();
         self.unlink_evicted(&sh);
         self.free_safe(&sh);
-        sh.sessions.has_queued() || self.drained > 0
+        sh.sessions.has_queued() || self.drained > 0 || sh.has_hints()
     }
 
     /// Unlinks the evicted sessions (released by whoever evicted them) into `limbo`,

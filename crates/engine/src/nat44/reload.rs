@@ -140,6 +140,7 @@ impl Nat44Shared {
             held: Arc::clone(&self.held),
             events: Arc::clone(&self.events),
             offload: Arc::clone(&self.offload),
+            hints: Arc::clone(&self.hints),
             // Only the first generation's cell is polled: no cycle through the latest.
             cell: Arc::default(),
             drained: Vec::new(),

@@ -925,6 +925,7 @@ fn forward(
         observe_tcp(&h, pkt, f.l4_off, end)?;
     }
     h.touch(now);
+    sh.hint_offload(&h);
     let to = h.revised();
     let to = rewrite_of(&to);
     let decrement = leg.decrement_ttl(sh.cfg.decrement_ttl);

@@ -238,9 +238,7 @@ pub(crate) fn function_call_ipis(core: usize) -> Option<u64> {
 }
 
 fn ipis_of(text: &str, core: usize) -> Option<u64> {
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("CAL:"))?;
+    let line = text.lines().find(|l| l.trim_start().starts_with("CAL:"))?;
     line.split_whitespace().nth(1 + core)?.parse().ok()
 }
 

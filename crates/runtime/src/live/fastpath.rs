@@ -4,7 +4,9 @@
 //!
 //! The engine stays the brain: its reaper shows this offload every live session on
 //! each walk (every 200 ms, off the per-packet path: no worker ever waits on a map
-//! update), and a session that is established — TCP in `ESTABLISHED`, UDP once its
+//! update), and, between walks, each session a worker hinted as it forwarded one of its
+//! packets (within the reaper's next drain, 1-10 ms: `engine::nat44`'s offload hints), and
+//! a session that is established — TCP in `ESTABLISHED`, UDP once its
 //! reply record was refreshed after its original (a reply seen) — gets one entry per
 //! direction in the map of the interface that direction arrives on: the header fields
 //! it leaves with, the egress interface, and the next hop's MAC from the same
@@ -526,16 +528,25 @@ impl SessionOffload for XdpFastPath {
                     if installed {
                         self.installed.fetch_add(1, Ordering::Relaxed);
                     }
-                    return Visit { seen, installed };
+                    return Visit {
+                        seen,
+                        installed,
+                        pending: false,
+                    };
                 }
             }
             return Visit {
                 seen,
                 installed: false,
+                pending: false,
             };
         }
         if !established(v) {
-            return Visit::default();
+            // Its next packet through the engine hints it again.
+            return Visit {
+                pending: true,
+                ..Visit::default()
+            };
         }
         if by.len() >= self.max_sessions {
             self.refused_full.fetch_add(1, Ordering::Relaxed);
@@ -548,6 +559,7 @@ impl SessionOffload for XdpFastPath {
         Visit {
             seen: None,
             installed,
+            pending: false,
         }
     }
 
@@ -664,7 +676,10 @@ pub(crate) fn attach(
     }
     let (unit, when) = match fast.kind {
         Kind::Ila(_) => ("mappings", "as their next hops resolve"),
-        _ => ("sessions", "the reaper offloads them within 200 ms"),
+        _ => (
+            "sessions",
+            "the reaper offloads them within 10 ms of their being established",
+        ),
     };
     log(format!(
         "xdp fast path: on for {what} between {} and {} at the {hook} hook (at most {} {unit}; {when})",
