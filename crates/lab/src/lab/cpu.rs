@@ -217,12 +217,14 @@ impl GatewaySample {
         }
     }
 
-    /// What the gateway spent between `self` and `later`.
+    /// What the gateway spent between `self` and `later`. The threads are pinned to the
+    /// gateway core, so their time is part of its busy time (and never more than it).
     pub(crate) fn until(&self, later: &GatewaySample) -> GatewaySpent {
+        let core = self.core.busy_until(&later.core);
         GatewaySpent {
-            core: self.core.busy_until(&later.core),
+            core,
             others: self.others.until(&later.others).1 as f64,
-            threads: self.all.until(&later.all).0 as f64,
+            threads: (self.all.until(&later.all).0 as f64).min(core),
             ksoftirqd: self.all.ksoftirqd_until(&later.all) as f64,
             ipis: later.ipis.saturating_sub(self.ipis) as f64,
         }

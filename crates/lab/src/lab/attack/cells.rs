@@ -91,11 +91,10 @@ pub(super) fn flood_cell(
     r.flood = json_of(flood, "the SYN flood generator")?;
     let secs = t0.elapsed().as_secs_f64().max(1e-3);
     let spent = cpu0.until(&GatewaySample::take(pid));
-    let threads_ns = spent.threads.min(spent.core);
     let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
     r.flood_cpu = FloodCpu {
-        threads_pct: threads_ns / secs / 1e7,
-        softirq_pct: (spent.total() - threads_ns) / secs / 1e7,
+        threads_pct: spent.threads / secs / 1e7,
+        softirq_pct: (spent.total() - spent.threads) / secs / 1e7,
         outside_rx_pps: rate(lab.counter(lab.gw(), "g-out", "rx_packets"), rx0),
         inside_tx_pps: rate(lab.counter(lab.gw(), "g-in", "tx_packets"), tx0),
     };
