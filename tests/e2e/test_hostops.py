@@ -200,6 +200,27 @@ def test_privileges_are_dropped_after_setup(topo, quicknat, backend):
     assert "warning" not in log, log
 
 
+def test_threads_are_named_for_their_jobs(topo, quicknat, backend):
+    """`top -H`, `ps -L` and perf tell the worker from the reaper by name."""
+    qn = topo.quicknat(quicknat, "gw", CONFIG.replace("{backend}", backend), f"hostops-threads-{backend}")
+    assert qn.wait_started(), qn.text()
+
+    def names():
+        out = []
+        for tid in os.listdir(f"/proc/{qn.proc.pid}/task"):
+            with open(f"/proc/{qn.proc.pid}/task/{tid}/comm") as f:
+                out.append(f.read().strip())
+        return sorted(out)
+
+    # NAT44 with one worker: the main thread (it supervises), the routes-and-neighbours
+    # follower, the reaper, worker 0 and the control socket's listener.
+    want = sorted(["quicknat", "qn-control", "qn-netview", "qn-reaper", "qn-worker-0"])
+    assert wait_for(lambda: names() == want, 5), names()
+    assert wait_for(topo.ping, 5), qn.text()
+    rc, log = qn.stop()
+    assert rc == 0, log
+
+
 # ------------------------------------------------------------------- control socket
 
 ILA_CONFIG = """

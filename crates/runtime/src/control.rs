@@ -646,7 +646,7 @@ fn accept_loop(
                     log.clone(),
                 );
                 let spawned = std::thread::Builder::new()
-                    .name("qn-control-client".into())
+                    .name("qn-ctl-client".into())
                     .spawn(move || {
                         // A client that goes away mid-answer is not the server's problem.
                         let _ = serve_client(stream, &state, &stop, peer, &log);

@@ -29,6 +29,7 @@ mod gso;
 mod netview;
 mod open;
 mod stats;
+mod threads;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -425,12 +426,13 @@ pub fn run(
         snapshot: Arc::clone(&snapshots[id]),
         busy_poll: gw.busy_poll,
     };
-    std::thread::scope(|s| {
+    let failed = std::thread::scope(|scope| {
+        let s = threads::Spawner::new(scope, &stop);
         // Control: follow the kernel's routes and neighbours; resolve neighbours on request.
         {
             let (stop, published, links) = (&stop, &published, &links);
             let mut events = events;
-            s.spawn(move || {
+            s.spawn(threads::NETVIEW, move || {
                 netview::follow(&mut nl, &mut events, links, published, &probe_rx, stop, log)
             });
         }
@@ -438,7 +440,7 @@ pub fn run(
         if let Some(mut r) = shared.reaper() {
             let stop = &stop;
             let (lag, published) = (&reaper_lag, &reaper_counters);
-            s.spawn(move || {
+            s.spawn(threads::REAPER, move || {
                 // A full pass every 200 ms; between passes, the drain of what the workers
                 // evicted at a full table, every millisecond while any waits (so a SYN
                 // flood's victims are reclaimed before they fill the room kept for them),
@@ -463,7 +465,7 @@ pub fn run(
         // neighbours that changed, are taken up by a sync every 500 ms.
         if let Some(c) = &ila_offload {
             let stop = &stop;
-            s.spawn(move || {
+            s.spawn(threads::ILA_SYNC, move || {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(500));
                     c.sync_offload();
@@ -485,7 +487,7 @@ pub fn run(
             let routes = route_status.as_deref();
             // -- XDP fast path (issue 15, operability): its own families --
             let fast_status = &fast_status;
-            s.spawn(move || {
+            s.spawn(threads::METRICS, move || {
                 l.serve(stop, &|| {
                     let text = crate::metrics::render(&sources.sample());
                     let text = match routes {
@@ -499,8 +501,8 @@ pub fn run(
         // NAT event exporter: drains the workers' and the reaper's event rings.
         if let Some((exporter, counters)) = natlog {
             let (stop, interval) = (&stop, gw.stats_interval);
-            s.spawn(move || exporter.run(stop));
-            s.spawn(move || {
+            s.spawn(threads::NATLOG, move || exporter.run(stop));
+            s.spawn(threads::NATLOG_STATS, move || {
                 let mut last = Instant::now();
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(100));
@@ -514,8 +516,8 @@ pub fn run(
         }
         // Workers: the one place the backend is chosen; generic from here on.
         match opened {
-            Opened::Xdp(ports) => spawn_workers(s, &shared, ports, &setup, &stop, clock),
-            Opened::Packet(ports) => spawn_workers(s, &shared, ports, &setup, &stop, clock),
+            Opened::Xdp(ports) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
+            Opened::Packet(ports) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
         }
         // -- routing integration (issue 13) --
         // Announces while the links are up and the workers beat; withdraws otherwise and
@@ -523,7 +525,7 @@ pub fn run(
         if let Some((announcer, _)) = routing {
             let (stop, snapshots) = (&stop, &snapshots);
             let names = [links[0].name.as_str(), links[1].name.as_str()];
-            s.spawn(move || {
+            s.spawn(threads::ROUTING, move || {
                 // The workers' snapshots (the XDP fast path has none).
                 let beats = || {
                     snapshots
@@ -555,6 +557,7 @@ pub fn run(
             log,
             &fast_status,
         );
+        s.failure()
     });
     // The control thread: its clients wait on the log no more, it sees `stop` and
     // removes its socket file.
@@ -564,6 +567,15 @@ pub fn run(
     }
     for line in host.undo() {
         log(line);
+    }
+    if let Some((name, source)) = failed {
+        log(format!(
+            "quicknat: could not start thread {name}: {source}; stopped"
+        ));
+        return Err(LiveError::Io {
+            what: "starting the gateway's threads",
+            source,
+        });
     }
     let (engine, io) = totals(&snapshots);
     Ok(Summary {
@@ -575,7 +587,7 @@ pub fn run(
 
 /// Spawns one worker thread per port pair in `s`, each with its mode worker.
 fn spawn_workers<'scope, P, C>(
-    s: &'scope std::thread::Scope<'scope, '_>,
+    s: &threads::Spawner<'scope, '_, '_>,
     shared: &AnyMode,
     ports: Vec<[P; 2]>,
     setup: &dyn Fn(usize) -> WorkerSetup,
@@ -586,7 +598,7 @@ fn spawn_workers<'scope, P, C>(
     C: Fn() -> Timestamp + Copy + Send + 'scope,
 {
     struct Spawn<'a, 'scope, 'env, P, C> {
-        scope: &'scope std::thread::Scope<'scope, 'env>,
+        scope: &'a threads::Spawner<'scope, 'env, 'a>,
         ports: Vec<[P; 2]>,
         setup: &'a dyn Fn(usize) -> WorkerSetup,
         stop: &'scope AtomicBool,
@@ -604,7 +616,7 @@ fn spawn_workers<'scope, P, C>(
                 let w = Worker::new(mode.worker(id), ports, (self.setup)(id));
                 let (stop, clock) = (self.stop, self.clock);
                 let core = cores.get(id % cores.len().max(1)).copied();
-                self.scope.spawn(move || {
+                self.scope.spawn(threads::worker(id), move || {
                     if let Some(c) = core {
                         core_affinity::set_for_current(c);
                     }
