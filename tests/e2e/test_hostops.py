@@ -89,6 +89,12 @@ class Nat44(Scenario):
         out = self.nsx("gw", "ethtool", "-k", dev).stdout
         return {f: re.search(rf"^{f}: (\S+)", out, re.M).group(1) for f in FEATURES}
 
+    def hooks(self, dev):
+        """What is attached to `dev`: its qdiscs and its XDP program, if any."""
+        qdiscs = self.nsx("gw", "tc", "qdisc", "show", "dev", dev).stdout.strip()
+        link = self.nsx("gw", "ip", "-d", "link", "show", dev).stdout
+        return qdiscs, re.findall(r"\bxdp\S*", link)
+
     def tables(self):
         out = self.nsx("gw", "nft", "list", "tables", check=False).stdout
         return [l.split()[-1] for l in out.splitlines() if "quicknat" in l]
@@ -198,6 +204,26 @@ def test_privileges_are_dropped_after_setup(topo, quicknat, backend):
     assert rc == 0, log
     assert topo.tables() == [] and topo.state_files() == [], log
     assert "warning" not in log, log
+
+
+def test_a_clean_stop_leaves_the_interfaces_as_found_with_the_fast_path_on(topo, quicknat, backend):
+    """The fast path's programs (XDP on AF_XDP, tc ingress on AF_PACKET) go with the
+    gateway, and nothing it needed stays: no clsact qdisc (TCX needs none), no XDP."""
+    before = {d: topo.hooks(d) for d in ("g-in", "g-out")}
+    config = CONFIG.replace("{backend}", backend).replace("gso = false\n", 'gso = false\nxdp_fast_path = "on"\n')
+    qn = topo.quicknat(quicknat, "gw", config, f"hostops-fastpath-{backend}")
+    assert qn.wait_started(), qn.text()
+    hook = {"af_xdp": "XDP", "af_packet": "tc ingress"}[backend]
+    assert wait_for(lambda: "xdp fast path: on for" in qn.text(), 5), qn.text()
+    assert f"at the {hook} hook" in qn.text(), qn.text()
+    during = {d: topo.hooks(d) for d in ("g-in", "g-out")}
+    if backend == "af_xdp":
+        assert all(x for _, x in during.values()), during
+    assert wait_for(topo.ping, 5), qn.text()
+    rc, log = qn.stop()
+    assert rc == 0, log
+    after = {d: topo.hooks(d) for d in ("g-in", "g-out")}
+    assert after == before, log
 
 
 def test_threads_are_named_for_their_jobs(topo, quicknat, backend):

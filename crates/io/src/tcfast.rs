@@ -14,8 +14,8 @@
 //! See the program's header comment.
 //!
 //! The tc program is attached by a TCX link (Linux >= 6.6; older kernels: a clsact
-//! qdisc's filter) that lives as long as the [`TcFastPath`]: dropped, or the process
-//! killed, and the kernel detaches it.
+//! qdisc's filter, the qdisc added only then) that lives as long as the [`TcFastPath`]:
+//! dropped, or the process killed, and the kernel detaches it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -75,8 +75,6 @@ impl TcFastPath {
             .load(TC_FAST_OBJ)
             .map_err(|e| err("loading the object", ifname, e))?;
         let fast = Arc::new(FastPath::take(&mut ebpf, entries)?);
-        // Older kernels attach through a clsact qdisc, which may be there already.
-        let _ = tc::qdisc_add_clsact(ifname);
         {
             let prog: &mut SchedClassifier = ebpf
                 .program_mut("tc_fast")
@@ -84,8 +82,26 @@ impl TcFastPath {
                 .try_into()
                 .map_err(|e| err("tc_fast", ifname, e))?;
             prog.load().map_err(|e| err("loading tc_fast", ifname, e))?;
-            prog.attach(ifname, TcAttachType::Ingress)
-                .map_err(|e| err("attaching tc_fast at ingress", ifname, e))?;
+            // A TCX link (Linux >= 6.6) needs no qdisc, so none is added: the interface
+            // is left as it was found when the link goes. Older kernels attach a clsact
+            // qdisc's filter: only then is the qdisc added (if missing), and it stays
+            // after the gateway (other filters may be using it by then).
+            let tcx = aya::util::KernelVersion::current()
+                .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0));
+            if let Err(first) = prog.attach(ifname, TcAttachType::Ingress) {
+                if tcx {
+                    return Err(err("attaching tc_fast at ingress (TCX)", ifname, first));
+                }
+                tc::qdisc_add_clsact(ifname).map_err(|e| {
+                    err(
+                        "attaching tc_fast at ingress",
+                        ifname,
+                        format!("{first}; adding a clsact qdisc for it: {e}"),
+                    )
+                })?;
+                prog.attach(ifname, TcAttachType::Ingress)
+                    .map_err(|e| err("attaching tc_fast at ingress (clsact)", ifname, e))?;
+            }
         }
         {
             let claim: &mut SocketFilter = ebpf
