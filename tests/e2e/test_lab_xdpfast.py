@@ -1,7 +1,7 @@
 """The labs' XDP fast-path arm (issue 15): `quicknat-lab lab --backends xdpfast` runs
 quicknat on AF_XDP with `xdp_fast_path = "on"` beside the kernel NAT and the XDP forwarder
 (its floor), alternating, and reports its figures and ratios; `--topology nat64 --backends
-xdpfast` runs it with `[nat64]` beside TAYGA, and `--topology ila --backends xdpfast` the ILA
+xdpfast,tcfast` runs it and its tc-hook twin (AF_PACKET) with `[nat64]` beside TAYGA, and `--topology ila --backends xdpfast` the ILA
 routers with their mappings in XDP beside the kernel forwarding directly.
 
     sudo python3 -m pytest tests/e2e/test_lab_xdpfast.py [--quicknat PATH]
@@ -74,7 +74,7 @@ def lab64(quicknat, backend):
     if not shutil.which("tayga", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
         pytest.skip("the NAT64 lab compares with TAYGA: apt-get install tayga")
     return run_lab(quicknat, ["--topology", "nat64", "--seconds", "2", "--rounds", "1",
-                              "--backends", "xdpfast"])
+                              "--backends", "xdpfast,tcfast"])
 
 
 def arm(report, name):
@@ -129,13 +129,18 @@ def test_its_ratios_to_the_kernel_nat_and_its_floor(lab):
 
 # ------------------------------------------------------------------------- NAT64 (vs TAYGA)
 
-def arm64(report):
-    return dict(report["quicknat"])["xdpfast"]
+def arm64(report, name="xdpfast"):
+    return dict(report["quicknat"])[name]
 
 
-def test_nat64_the_arm_runs_beside_tayga(lab64):
-    assert [b for b, _ in lab64["quicknat"]] == ["xdpfast"], lab64["quicknat"]
-    m = arm64(lab64)
+# Both fast-path arms: the XDP hook (AF_XDP) and the tc hook (AF_PACKET).
+ARMS64 = ("xdpfast", "tcfast")
+
+
+@pytest.mark.parametrize("name", ARMS64)
+def test_nat64_the_arm_runs_beside_tayga(lab64, name):
+    assert [b for b, _ in lab64["quicknat"]] == list(ARMS64), lab64["quicknat"]
+    m = arm64(lab64, name)
     assert m["tcp1_off"] > 0, m
     assert m["udp_offered_pps"] > 0 and m["udp_capacity_pps"] > 0, m
     assert m["udp_capacity_pps"] <= m["udp_offered_pps"] * 1.05 + 1000, m
@@ -144,9 +149,10 @@ def test_nat64_the_arm_runs_beside_tayga(lab64):
     assert lab64["tayga"]["fast_share"] is None
 
 
-def test_nat64_the_packets_went_through_xdp(lab64):
-    share = arm64(lab64)["fast_share"]
-    assert share is not None, arm64(lab64)
+@pytest.mark.parametrize("name", ARMS64)
+def test_nat64_the_packets_went_through_the_fast_path(lab64, name):
+    share = arm64(lab64, name)["fast_share"]
+    assert share is not None, arm64(lab64, name)
     # UDP: warmed up on the cell's own source ports, so (nearly) every packet. TCP: a new
     # connection, its first ~200 ms (until the reaper's walk) through the engine. TCP with
     # offloads on is not asserted: partial checksums stay on the slow path by design.
@@ -154,10 +160,11 @@ def test_nat64_the_packets_went_through_xdp(lab64):
     assert share["tcp1_off"] >= 0.75, share
 
 
-def test_nat64_its_ratio_to_tayga(lab64):
+@pytest.mark.parametrize("name", ARMS64)
+def test_nat64_its_ratio_to_tayga(lab64, name):
     rows = {r["quicknat"]: r for r in lab64["ratios"]}
-    assert "quicknat xdpfast" in rows, rows
-    r = rows["quicknat xdpfast"]
+    assert f"quicknat {name}" in rows, rows
+    r = rows[f"quicknat {name}"]
     assert r["tcp1_off"] and r["tcp1_off"] > 0, r
 
 

@@ -116,11 +116,12 @@ def fresh_rx(qn):
     return rx(qn)
 
 
-def fast_fixture(backend, make):
-    """A module fixture's body for one run of a fast-path suite: skipped off AF_XDP or
-    without scapy, `make()` the run, closed at the end."""
-    if backend != "af_xdp":
-        pytest.skip("the XDP fast path is an AF_XDP feature")
+def fast_fixture(backend, make, backends=("af_xdp",)):
+    """A module fixture's body for one run of a fast-path suite: skipped on a backend
+    not in `backends` (the XDP hook is AF_XDP's; AF_PACKET's is tc ingress, NAT44 and
+    NAT64) or without scapy, `make()` the run, closed at the end."""
+    if backend not in backends:
+        pytest.skip(f"the fast path of this suite runs on {' and '.join(backends)} only")
     pytest.importorskip("scapy")
     r = make()
     try:

@@ -24,6 +24,18 @@
 // did not claim goes on as before: to the socket, and through tc untouched to the
 // kernel-bypass ingress table that drops it. One lookup per packet, and no window in
 // which an entry removed or added between the two programs could lose or double a packet.
+//
+// NAT64 (issue 15, "the tc hook for NAT64"): the same for `fast_64` (IPv6 arriving inside)
+// and `fast_46` (IPv4 arriving outside), the family changed by bpf_skb_change_proto (which
+// moves the 20 bytes the header shrinks or grows by, after the Ethernet header). The
+// transport checksum takes the engine's steps in the engine's order through
+// bpf_l4_csum_replace: SIIT's pseudo-header delta (flagged pseudo: the only part a partial
+// checksum gets) and the port patch (which a partial one does not), a UDP zero left and a
+// computed zero sent as ones at each step, as fast_path.h's XDP twins do. Single packets
+// only in this version: a GSO super-packet (offloads on at the ends) stays on the engine's
+// GSO path. A DF-clear IPv6 -> IPv4 packet whose checksum is only the pseudo-header sum (a
+// local sender's tx offload) is the engine's too: its Identification is derived from the
+// completed checksum, which the engine computes.
 
 #include "common.h"
 
@@ -35,21 +47,31 @@ static long (*bpf_l4_csum_replace)(struct __sk_buff *skb, __u32 off, __u64 from,
 				   __u64 flags) = (void *)11;
 static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)23;
 static long (*bpf_skb_pull_data)(struct __sk_buff *skb, __u32 len) = (void *)39;
+static long (*bpf_skb_change_proto)(struct __sk_buff *skb, __u16 proto, __u64 flags) = (void *)31;
 
 #define BPF_F_PSEUDO_HDR (1ull << 4)
 #define BPF_F_MARK_MANGLED_0 (1ull << 5)
 #define PACKET_OTHERHOST 3
 #define TC_ACT_OK 0 /* bpf_redirect returns TC_ACT_REDIRECT itself */
 
-/* A frame's headers as the filter reads them: Ethernet, IPv4 without options, TCP. */
-#define CLAIM_HDR 54
+/* A frame's headers as the filter reads them: Ethernet, IPv6 (IPv4 without options is
+ * shorter), TCP. */
+#define CLAIM_HDR (14 + 40 + 20)
+
+/* What the filter kept: `claim.armed`. */
+#define CLAIM_V4 1
+#define CLAIM_64 2
+#define CLAIM_46 3
 
 /* What the filter hands to tc_fast for the skb it has just kept from the socket. */
 struct claim {
-	__u32 armed;
+	__u32 armed;   /* 0, or the CLAIM_* kind of that skb */
 	__u32 ifindex; /* the egress interface (tx_port's slot, resolved) */
-	struct fast_key key;
-	struct fast_val val;
+	struct fast_key key; /* V4 and 46 */
+	struct fast_val val; /* V4 */
+	struct fast_key6 key6;
+	struct fast_val64 val64;
+	struct fast_val46 val46;
 };
 
 struct {
@@ -67,36 +89,46 @@ static __attribute__((always_inline)) int fits(__u32 tot, __u32 gso_size, __u32 
 	return gso_size ? gso_size + hdr <= mtu : tot <= mtu;
 }
 
-SEC("socket")
-int tc_fast_claim(struct __sk_buff *skb)
+/* The slot for the skb being claimed (on this CPU), and the egress ifindex of `egress`'s
+ * tx_port slot; NULL: not claimed (counted when the port is missing). */
+static __attribute__((always_inline)) struct claim *claim_slot(__u32 *egress, __u32 *ifindex)
 {
-	__u32 len = skb->len;
 	__u32 zero = 0;
-	__u32 *cfg = bpf_map_lookup_elem(&config, &zero);
-	/* The frame lands 2 bytes in, so the IPv4 header's words are aligned (the verifier
-	 * refuses misaligned stack reads). */
-	__u64 raw[(CLAIM_HDR + 2 + 7) / 8] = {};
-	__u8 *buf = (__u8 *)raw + 2;
-	struct fast_key key = {};
-	__u8 *l4;
-	__u16 tot;
+	struct bpf_devmap_val *port = bpf_map_lookup_elem(&tx_port, egress);
 
-	if (!cfg || !(*cfg & QN_CFG_FAST_V4))
-		return len;
-	/* Another host's frame (user space counts it, not_for_us), a tag outside the frame:
-	 * the socket's. */
-	if (skb->pkt_type == PACKET_OTHERHOST || skb->vlan_present)
-		return len;
-	if (len < 14 + 20 + 8)
-		return len;
-	__u32 n = len < CLAIM_HDR ? len : CLAIM_HDR;
-	if (bpf_skb_load_bytes(skb, 0, buf, n) < 0)
-		return len;
-	if (*(__u16 *)(buf + 12) != be16(ETH_P_IP))
-		return len;
-	int coff = parse_v4_len(buf, buf + 14, buf + n, len, &key, &l4, &tot);
-	if (coff < 0)
-		return len;
+	if (!port) {
+		count(FAST_NO_PORT, 1);
+		return 0;
+	}
+	*ifindex = port->ifindex;
+	return bpf_map_lookup_elem(&tc_claim, &zero);
+}
+
+/* The slot's last words for a claimed skb (its key and value are in): kept from the
+ * socket (0), the entry's last-seen stamped. */
+static __attribute__((always_inline)) int claimed(struct claim *c, __u32 kind, __u32 ifindex,
+						  __u64 *last_seen)
+{
+	c->ifindex = ifindex;
+	c->armed = kind;
+	fast_touch(last_seen);
+	return 0;
+}
+
+/* Whether the IPv4 packet at `l3` (transport header at `l4`) is the one of `k`. */
+static __attribute__((always_inline)) int same_v4(__u8 *l3, __u8 *l4, struct fast_key *k)
+{
+	return *(__u32 *)(l3 + 12) == k->saddr && *(__u32 *)(l3 + 16) == k->daddr &&
+	       *(__u16 *)l4 == k->sport && *(__u16 *)(l4 + 2) == k->dport && l3[9] == k->proto;
+}
+
+/* NAT44: an IPv4 frame (`buf`: its headers; `key`, `tot`: as parse_v4_len read them;
+ * `len`: the frame's length). */
+static __attribute__((always_inline)) int claim_v4(struct __sk_buff *skb, __u8 *buf,
+						   struct fast_key *k, __u16 tot, __u32 len)
+{
+	struct fast_key key = *k;
+	__u32 ifindex;
 	struct fast_val *v = bpf_map_lookup_elem(&fast_v4, &key);
 	if (!v) {
 		count(FAST_MISS, 1);
@@ -107,51 +139,178 @@ int tc_fast_claim(struct __sk_buff *skb)
 	__u32 hdr = 20 + (key.proto == 6 ? (__u32)(buf[14 + 20 + 12] >> 4) * 4 : 8);
 	if (!fits(tot, skb->gso_size, hdr, v->mtu))
 		return len;
-	struct bpf_devmap_val *port = bpf_map_lookup_elem(&tx_port, &v->egress);
-	if (!port) {
-		count(FAST_NO_PORT, 1);
-		return len;
-	}
-	struct claim *c = bpf_map_lookup_elem(&tc_claim, &zero);
+	struct claim *c = claim_slot(&v->egress, &ifindex);
 	if (!c)
 		return len;
 	c->key = key;
 	__builtin_memcpy(&c->val, v, sizeof(c->val));
-	c->ifindex = port->ifindex;
-	c->armed = 1;
-	fast_touch(&v->last_seen);
-	return 0;
+	return claimed(c, CLAIM_V4, ifindex, &v->last_seen);
 }
 
-SEC("classifier")
-int tc_fast(struct __sk_buff *skb)
+/* NAT64, IPv4 -> IPv6: an IPv4 frame arriving outside (fast_path_46's checks; the
+ * arguments as claim_v4's, and the transport header at `l4`, its checksum `coff` in). */
+static __attribute__((always_inline)) int claim_46(struct __sk_buff *skb, __u8 *buf,
+						   struct fast_key *k, __u8 *l4, int coff, __u16 tot,
+						   __u32 len)
 {
-	__u32 zero = 0;
-	struct claim *c = bpf_map_lookup_elem(&tc_claim, &zero);
+	struct fast_key key = *k;
+	__u32 ifindex;
 
-	if (!c || !c->armed)
-		return TC_ACT_OK;
-	c->armed = 0;
-	__u32 hl = c->key.proto == 6 ? 14 + 20 + 20 : 14 + 20 + 8;
-	__u8 *data = (__u8 *)(long)skb->data;
-	__u8 *end = (__u8 *)(long)skb->data_end;
-
-	if (data + hl > end) {
-		if (bpf_skb_pull_data(skb, hl) < 0)
-			goto lost;
-		data = (__u8 *)(long)skb->data;
-		end = (__u8 *)(long)skb->data_end;
-		if (data + hl > end)
-			goto lost;
+	if (skb->gso_size)
+		return len;
+	struct fast_val46 *v = bpf_map_lookup_elem(&fast_46, &key);
+	if (!v) {
+		count(FAST_MISS, 1);
+		return len;
 	}
+	__u8 *l3 = buf + 14;
+	/* A router verifies the header checksum (SIIT drops a bad one: the engine's). */
+	if (ip4_hdr_sum(l3) != 0xffff || l3[8] <= 1)
+		return len;
+	int df = (l3[6] & 0x40) != 0;
+	if ((__u32)tot + 20 > (df ? v->mtu_df : v->mtu_nodf))
+		return len;
+	if (key.proto == 17 && *(__u16 *)(l4 + (coff & 0x1f)) == 0)
+		return len;
+	struct claim *c = claim_slot(&v->egress, &ifindex);
+	if (!c)
+		return len;
+	c->key = key;
+	__builtin_memcpy(&c->val46, v, sizeof(c->val46));
+	return claimed(c, CLAIM_46, ifindex, &v->last_seen);
+}
+
+/* NAT64, IPv6 -> IPv4: an IPv6 frame arriving inside (fast_path_64's checks). */
+static __attribute__((always_inline)) int claim_64(struct __sk_buff *skb, __u8 *buf, __u32 n,
+						   __u32 len)
+{
+	struct fast_key6 key = {};
+	__u8 *l3 = buf + 14;
+	__u8 *end = buf + n;
+	__u32 ifindex;
+
+	if (skb->gso_size || l3 + 40 > end || (l3[0] >> 4) != 6)
+		return len;
+	__u16 plen = be16(*(__u16 *)(l3 + 4));
+	if (14 + 40 + (__u32)plen != len)
+		return len;
+	__u8 *l4 = l3 + 40;
+	key.proto = l3[6];
+	int coff = l4_csum_off_len(key.proto, l4, end, plen);
+	if (coff < 0)
+		return len;
+	__builtin_memcpy(key.saddr, l3 + 8, 16);
+	__builtin_memcpy(key.daddr, l3 + 24, 16);
+	key.sport = *(__u16 *)l4;
+	key.dport = *(__u16 *)(l4 + 2);
+	struct fast_val64 *v = bpf_map_lookup_elem(&fast_64, &key);
+	if (!v) {
+		count(FAST_MISS, 1);
+		return len;
+	}
+	/* A hop limit of 1 or less: the engine's (an ICMP error may be owed). */
+	if (l3[7] <= 1)
+		return len;
+	__u16 total = plen + 20;
+	if (total > v->mtu)
+		return len;
+	__u16 c16 = *(__u16 *)(l4 + (coff & 0x1f));
+	if (key.proto == 17 && c16 == 0)
+		return len;
+	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
+	if (!df) {
+		__u16 f = fold32(sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) +
+				 be16(plen));
+		if (c16 == f || (c16 == 0 && f == 0xffff))
+			return len;
+	}
+	struct claim *c = claim_slot(&v->egress, &ifindex);
+	if (!c)
+		return len;
+	c->key6 = key;
+	__builtin_memcpy(&c->val64, v, sizeof(c->val64));
+	return claimed(c, CLAIM_64, ifindex, &v->last_seen);
+}
+
+SEC("socket")
+int tc_fast_claim(struct __sk_buff *skb)
+{
+	__u32 len = skb->len;
+	__u32 zero = 0;
+	__u32 *cfg = bpf_map_lookup_elem(&config, &zero);
+	/* The frame lands 2 bytes in, so the IP header's words are aligned (the verifier
+	 * refuses misaligned stack reads). */
+	__u64 raw[(CLAIM_HDR + 2 + 7) / 8] = {};
+	__u8 *buf = (__u8 *)raw + 2;
+
+	if (!cfg || !(*cfg & (QN_CFG_FAST_V4 | QN_CFG_FAST_64 | QN_CFG_FAST_46)))
+		return len;
+	/* Another host's frame (user space counts it, not_for_us), a tag outside the frame:
+	 * the socket's. */
+	if (skb->pkt_type == PACKET_OTHERHOST || skb->vlan_present)
+		return len;
+	if (len < 14 + 20 + 8)
+		return len;
+	__u32 n = len < CLAIM_HDR ? len : CLAIM_HDR;
+	if (bpf_skb_load_bytes(skb, 0, buf, n) < 0)
+		return len;
+	__u16 eth = *(__u16 *)(buf + 12);
+	if (eth == be16(ETH_P_IP) && (*cfg & (QN_CFG_FAST_V4 | QN_CFG_FAST_46))) {
+		struct fast_key key = {};
+		__u8 *l4;
+		__u16 tot;
+		int coff = parse_v4_len(buf, buf + 14, buf + n, len, &key, &l4, &tot);
+
+		if (coff < 0)
+			return len;
+		if (*cfg & QN_CFG_FAST_V4)
+			return claim_v4(skb, buf, &key, tot, len);
+		return claim_46(skb, buf, &key, l4, coff, tot, len);
+	} else if (eth == be16(ETH_P_IPV6) && (*cfg & QN_CFG_FAST_64)) {
+		return claim_64(skb, buf, n, len);
+	}
+	return len;
+}
+
+/* The claimed skb's data, its first `hl` bytes pulled into the linear part and at least
+ * `min` of them (a constant: the bound the verifier sees) below `*end`; NULL: they cannot
+ * be. */
+static __attribute__((always_inline)) __u8 *headers(struct __sk_buff *skb, __u32 hl, __u32 min,
+						    __u8 **end)
+{
+	if ((__u8 *)(long)skb->data + hl > (__u8 *)(long)skb->data_end &&
+	    bpf_skb_pull_data(skb, hl) != 0)
+		return 0;
+	__u8 *data = (__u8 *)(long)skb->data;
+	*end = (__u8 *)(long)skb->data_end;
+	if (data + hl > *end || data + min > *end)
+		return 0;
+	return data;
+}
+
+/* Counted and redirected out of `ifindex`. */
+static __attribute__((always_inline)) int tc_send(struct __sk_buff *skb, __u32 ifindex)
+{
+	count(FAST_PACKETS, 1);
+	count(FAST_BYTES, skb->len);
+	return bpf_redirect(ifindex, 0);
+}
+
+/* NAT44: the rewrite in place. */
+static __attribute__((always_inline)) int tc_v4(struct __sk_buff *skb, struct claim *c)
+{
+	__u32 hl = c->key.proto == 6 ? 14 + 20 + 20 : 14 + 20 + 8;
+
+	__u8 *end;
+	__u8 *data = headers(skb, hl, 14 + 20 + 8, &end);
+	if (!data)
+		return -1;
 	__u8 *l3 = data + 14;
 	__u8 *l4 = l3 + 20;
 
 	/* The slot is this skb's: the filter ran on it just now, on this CPU. */
-	if (*(__u32 *)(l3 + 12) != c->key.saddr || *(__u32 *)(l3 + 16) != c->key.daddr ||
-	    *(__u16 *)l4 != c->key.sport || *(__u16 *)(l4 + 2) != c->key.dport ||
-	    l3[9] != c->key.proto)
-		goto lost;
+	if (!same_v4(l3, l4, &c->key))
+		return -1;
 	struct fast_val *v = &c->val;
 	__u32 off = 14 + 20 + (c->key.proto == 6 ? 16 : 6);
 	__u64 mm = c->key.proto == 17 ? BPF_F_MARK_MANGLED_0 : 0;
@@ -179,10 +338,160 @@ int tc_fast(struct __sk_buff *skb)
 		bpf_l4_csum_replace(skb, off, k.sport, sport, mm | 2);
 	if (k.dport != dport)
 		bpf_l4_csum_replace(skb, off, k.dport, dport, mm | 2);
-	count(FAST_PACKETS, 1);
-	count(FAST_BYTES, skb->len);
-	return bpf_redirect(ifindex, 0);
-lost:
+	return tc_send(skb, ifindex);
+}
+
+/* NAT64, IPv6 -> IPv4 (fast_path_64's translation, step for step). */
+static __attribute__((always_inline)) int tc_64(struct __sk_buff *skb, struct claim *c)
+{
+	int udp = c->key6.proto == 17;
+	__u32 coff = udp ? 6 : 16;
+	__u32 off = 14 + 40 + coff;
+
+	/* The transport header whole (a UDP one is 8 bytes: the frame may end after it). */
+	__u8 *end;
+	__u8 *data = headers(skb, 14 + 40 + (udp ? 8 : 20), 14 + 40 + 8, &end);
+	if (!data)
+		return -1;
+	__u8 *l3 = data + 14;
+	__u8 *l4 = l3 + 40;
+	/* The slot is this skb's. */
+	__u32 diff = l3[6] ^ c->key6.proto;
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		diff |= (*(__u32 *)(l3 + 8 + 4 * i) ^ c->key6.saddr[i]) |
+			(*(__u32 *)(l3 + 24 + 4 * i) ^ c->key6.daddr[i]);
+	diff |= (*(__u16 *)l4 ^ c->key6.sport) | (*(__u16 *)(l4 + 2) ^ c->key6.dport);
+	if (diff)
+		return -1;
+	struct fast_val64 *v = &c->val64;
+	__u8 hop = l3[7];
+	if (v->decrement_ttl)
+		hop -= 1;
+	__u16 total = be16(*(__u16 *)(l3 + 4)) + 20;
+	__u8 tclass = (__u8)((l3[0] << 4) | (l3[1] >> 4));
+	__u8 tos = v->tos_copy ? tclass : v->tos;
+	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
+	__u64 mm = udp ? BPF_F_MARK_MANGLED_0 : 0;
+	__u16 old_sport = c->key6.sport, sport = v->sport;
+	__u8 proto = c->key6.proto;
+	__u32 ifindex = c->ifindex;
+	__u32 addrs[2] = {v->saddr, v->daddr};
+	__u8 mac[12];
+	__builtin_memcpy(mac, v->dmac, 12);
+
+	/* SIIT's pseudo-header change (all a partial checksum gets), the ID from the segment
+	 * as it is then, the port. */
+	if (bpf_l4_csum_replace(skb, off, 0, v->siit_delta, BPF_F_PSEUDO_HDR | mm) < 0)
+		return -1;
+	__u16 id = 0;
+	if (!df) {
+		__u8 seg[32] = {};
+		__u32 l4len = (__u32)total - 20;
+		/* Masked: a bound the verifier sees (the helper takes no negative length). */
+		__u32 m = (l4len < 32 ? l4len : 32) & 0x3f;
+		if (m < 8 || m > 32 || bpf_skb_load_bytes(skb, 14 + 40, seg, m) < 0)
+			return -1;
+		__u16 now;
+		__builtin_memcpy(&now, seg + coff, 2);
+		id = be16(derived_ident(seg, seg + m, coff, now));
+	}
+	if (old_sport != sport &&
+	    bpf_l4_csum_replace(skb, off, old_sport, sport, mm | 2) < 0)
+		return -1;
+	if (bpf_skb_change_proto(skb, be16(ETH_P_IP), 0) < 0)
+		return -1;
+	data = (__u8 *)(long)skb->data;
+	end = (__u8 *)(long)skb->data_end;
+	if (data + 14 + 20 + 4 > end)
+		return -1;
+	__u8 *h = data + 14;
+	*(__u16 *)(h + 20) = sport;
+	/* The IPv4 header over the last 20 bytes of the IPv6 one. */
+	*(__u16 *)h = be16((__u16)(0x45u << 8 | tos));
+	*(__u16 *)(h + 2) = be16(total);
+	*(__u16 *)(h + 4) = id;
+	*(__u16 *)(h + 6) = df ? be16(0x4000) : 0;
+	h[8] = hop;
+	h[9] = proto;
+	*(__u16 *)(h + 10) = 0;
+	__builtin_memcpy(h + 12, addrs, 8);
+	*(__u16 *)(h + 10) = (__u16)~ip4_hdr_sum(h);
+	__builtin_memcpy(data, mac, 12);
+	*(__u16 *)(data + 12) = be16(ETH_P_IP);
+	return tc_send(skb, ifindex);
+}
+
+/* NAT64, IPv4 -> IPv6 (fast_path_46's translation, step for step). */
+static __attribute__((always_inline)) int tc_46(struct __sk_buff *skb, struct claim *c)
+{
+	int udp = c->key.proto == 17;
+	__u32 off = 14 + 20 + (udp ? 6 : 16);
+
+	__u8 *end;
+	__u8 *data = headers(skb, 14 + 20 + (udp ? 8 : 20), 14 + 20 + 8, &end);
+	if (!data)
+		return -1;
+	__u8 *l3 = data + 14;
+	__u8 *l4 = l3 + 20;
+	if (!same_v4(l3, l4, &c->key))
+		return -1;
+	struct fast_val46 *v = &c->val46;
+	__u8 ttl = l3[8];
+	if (v->decrement_ttl)
+		ttl -= 1;
+	__u16 tot = be16(*(__u16 *)(l3 + 2));
+	__u8 tclass = v->tc_copy ? l3[1] : v->tc;
+	__u64 mm = udp ? BPF_F_MARK_MANGLED_0 : 0;
+	__u16 old_dport = c->key.dport, dport = v->dport;
+	__u8 proto = c->key.proto;
+	__u32 ifindex = c->ifindex;
+	__u32 addrs[8];
+	__u8 mac[12];
+	__builtin_memcpy(addrs, v->saddr, 32);
+	__builtin_memcpy(mac, v->dmac, 12);
+
+	/* The port patch (NAT44's part), then SIIT's pseudo-header change. */
+	if (old_dport != dport &&
+	    bpf_l4_csum_replace(skb, off, old_dport, dport, mm | 2) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, off, 0, v->siit_delta, BPF_F_PSEUDO_HDR | mm) < 0)
+		return -1;
+	if (bpf_skb_change_proto(skb, be16(ETH_P_IPV6), 0) < 0)
+		return -1;
+	data = (__u8 *)(long)skb->data;
+	end = (__u8 *)(long)skb->data_end;
+	if (data + 14 + 40 + 4 > end)
+		return -1;
+	__u8 *h = data + 14;
+	*(__u16 *)(h + 40 + 2) = dport;
+	/* Version 6, the traffic class, flow label 0. */
+	h[0] = 0x60 | (tclass >> 4);
+	h[1] = (__u8)(tclass << 4);
+	h[2] = 0;
+	h[3] = 0;
+	*(__u16 *)(h + 4) = be16((__u16)(tot - 20));
+	h[6] = proto;
+	h[7] = ttl;
+	__builtin_memcpy(h + 8, addrs, 32);
+	__builtin_memcpy(data, mac, 12);
+	*(__u16 *)(data + 12) = be16(ETH_P_IPV6);
+	return tc_send(skb, ifindex);
+}
+
+SEC("classifier")
+int tc_fast(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct claim *c = bpf_map_lookup_elem(&tc_claim, &zero);
+
+	if (!c || !c->armed)
+		return TC_ACT_OK;
+	__u32 kind = c->armed;
+	c->armed = 0;
+	int r = kind == CLAIM_64 ? tc_64(skb, c) : kind == CLAIM_46 ? tc_46(skb, c) : tc_v4(skb, c);
+	if (r >= 0)
+		return r;
 	/* Kept from the socket and not forwarded here: the kernel path (the kernel-bypass
 	 * table drops it). Counted; never seen in tests. */
 	count(FAST_LOST, 1);

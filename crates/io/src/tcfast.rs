@@ -69,8 +69,8 @@ impl TcFastPath {
         let entries = entries.max(1);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("fast_v4", entries)
-            .map_max_entries("fast_64", 1)
-            .map_max_entries("fast_46", 1)
+            .map_max_entries("fast_64", entries)
+            .map_max_entries("fast_46", entries)
             .map_max_entries("fast_ila", 1)
             .load(TC_FAST_OBJ)
             .map_err(|e| err("loading the object", ifname, e))?;

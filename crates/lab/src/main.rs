@@ -71,7 +71,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// quicknat backends to measure (comma-separated): af_xdp, af_packet (default: both;
-        /// attack: af_packet, quicknat's default); nat44 also tcfast (AF_PACKET with the fast path at tc ingress); nat44, nat64 and ila also xdpfast (AF_XDP with
+        /// attack: af_packet, quicknat's default); nat44 and nat64 also tcfast (AF_PACKET with the fast path at tc ingress); nat44, nat64 and ila also xdpfast (AF_XDP with
         /// the XDP fast path on).
         #[arg(long, value_name = "LIST")]
         backends: Option<String>,
@@ -539,11 +539,12 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44, NAT64 and ILA labs.
         let xdpfast = b == lab::xdpfast::BACKEND
             && matches!(topology, Topology::Nat44 | Topology::Nat64 | Topology::Ila);
-        // tcfast: AF_PACKET with the fast path at the tc hook, the NAT44 lab.
-        let tcfast = b == lab::xdpfast::TC_BACKEND && topology == Topology::Nat44;
+        // tcfast: AF_PACKET with the fast path at the tc hook, the NAT44 and NAT64 labs.
+        let tcfast =
+            b == lab::xdpfast::TC_BACKEND && matches!(topology, Topology::Nat44 | Topology::Nat64);
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast || tcfast,
-            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64 or ila; tcfast with nat44)"
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64 or ila; tcfast with nat44 or nat64)"
         );
     }
     anyhow::ensure!(

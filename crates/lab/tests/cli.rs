@@ -158,21 +158,25 @@ fn soak_prints_its_loop_rate() {
 }
 
 #[test]
-fn lab_takes_the_tcfast_arm_for_nat44_only() {
-    let out = lab(&[
-        "lab",
-        "--backends",
-        "af_packet,tcfast",
-        "--quicknat",
-        "/nonexistent/quicknat",
-    ]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.starts_with("error: no quicknat binary at "),
-        "{stderr}"
-    );
-    for topology in ["nat64", "ila", "attack"] {
+fn lab_takes_the_tcfast_arm_for_nat44_and_nat64_only() {
+    for topology in ["nat44", "nat64"] {
+        let out = lab(&[
+            "lab",
+            "--topology",
+            topology,
+            "--backends",
+            "af_packet,tcfast",
+            "--quicknat",
+            "/nonexistent/quicknat",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{topology}: {stderr}");
+        assert!(
+            stderr.starts_with("error: no quicknat binary at "),
+            "{topology}: {stderr}"
+        );
+    }
+    for topology in ["ila", "attack"] {
         let out = lab(&[
             "lab",
             "--topology",
@@ -185,7 +189,8 @@ fn lab_takes_the_tcfast_arm_for_nat44_only() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{topology}: {stderr}");
         assert!(
-            stderr.contains("unknown backend \"tcfast\"") && stderr.contains("tcfast with nat44"),
+            stderr.contains("unknown backend \"tcfast\"")
+                && stderr.contains("tcfast with nat44 or nat64"),
             "{topology}: {stderr}"
         );
     }

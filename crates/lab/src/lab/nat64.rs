@@ -168,8 +168,9 @@ fn start(
 ) -> Result<System> {
     if let Some((backend, cfg)) = quicknat {
         forwarding(lab, false)?;
-        if backend == xdpfast::BACKEND {
-            return Ok(System::Xdpfast(xdpfast::start(lab, bin, cfg)?));
+        if xdpfast::is_fast(backend) {
+            let xdp = backend == xdpfast::BACKEND;
+            return Ok(System::Xdpfast(xdpfast::start_arm(lab, bin, cfg, xdp)?));
         }
         return Ok(System::Quicknat(lab.start_quicknat(
             bin,
@@ -232,7 +233,7 @@ fn measure(lab: &Lab, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
     let src_port = match fast {
         Some(bin) => {
             let n = xdpfast::warm_up(lab, bin, &dst, &format!("{SERVER}:9"))?;
-            eprintln!("lab nat64: quicknat xdpfast: {n} UDP sessions offloaded before the cell");
+            eprintln!("lab nat64: fast path: {n} UDP sessions offloaded before the cell");
             Some(xdpfast::SRC_PORT)
         }
         None => None,
@@ -306,9 +307,10 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
     let lab = build()?;
     lab.offloads(&devs(&lab), false);
     let configs = Configs::gateway("nat64", &opts.backends, &nat64_mode())?;
-    // The XDP fast-path arm's own configuration (AF_XDP, xdp_fast_path = "on").
-    if let Some(c) = configs.0.iter().find(|(b, _)| b == xdpfast::BACKEND) {
-        std::fs::write(&c.1, xdpfast::config_text(&nat64_mode()))?;
+    // The fast-path arms' own configurations (xdp_fast_path = "on": AF_XDP for xdpfast,
+    // AF_PACKET for tcfast).
+    for c in configs.0.iter().filter(|(b, _)| xdpfast::is_fast(b)) {
+        std::fs::write(&c.1, xdpfast::config_for(&c.0, &nat64_mode()))?;
     }
     let cfgs = &configs.0;
     let tayga_dir = temp_path("tayga");
@@ -335,7 +337,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             let quicknat = arm.map(|i| (cfgs[i].0.as_str(), cfgs[i].1.as_path()));
             let sys = start(&lab, &opts.quicknat, quicknat, &tayga, opts.pin_tayga)?;
             let fast = quicknat
-                .filter(|(b, _)| *b == xdpfast::BACKEND)
+                .filter(|(b, _)| xdpfast::is_fast(b))
                 .map(|_| opts.quicknat.as_path());
             let r = measure(&lab, opts.seconds, fast);
             stop(&lab, sys, &tayga)?;
@@ -465,7 +467,9 @@ impl std::fmt::Display for Nat64Report {
                 f,
                 "quicknat xdpfast: AF_XDP with xdp_fast_path = \"on\" (established sessions translated in XDP, XDP_PASS on the veth peers); \
                  its UDP flows warmed up on fixed source ports with the server answering; share = XDP-forwarded / (that + AF_XDP socket rx);\n\
-                 on veth its XDP work runs on the sending core, the generator's: where out = offered, the generator was the limit"
+                 on veth its XDP work runs on the sending core, the generator's: where out = offered, the generator was the limit\n\
+                 quicknat tcfast: AF_PACKET with xdp_fast_path = \"on\" (the same sessions translated by a tc ingress program, bpf_skb_change_proto; \
+                 single packets: a GSO super-packet takes the engine's GSO path); share as above, of the AF_PACKET sockets' rx"
             )?;
         }
         write!(

@@ -1,8 +1,8 @@
 //! The NAT44 and NAT64 labs' `quicknat xdpfast` arm (issue 15): quicknat on AF_XDP with
 //! `[gateway] xdp_fast_path = "on"`, so established TCP/UDP flows are rewritten (NAT64:
 //! translated, IPv6 <-> IPv4) and redirected by the XDP program (devmap) and never reach
-//! the AF_XDP socket. Both labs use the same helpers: [`config_text`] with the topology's
-//! translation tables, [`start`], [`warm_up`] and [`snap`].
+//! the AF_XDP socket. The labs use the same helpers: [`config_for`] with the topology's
+//! translation tables, [`start_arm`], [`warm_up`] and [`snap`].
 //!
 //! Set up like the XDP forwarder floor ([`super::floor`], `XdpFwd`): the veth peers (`c0`,
 //! `s0`) get an `XDP_PASS` program, without which a veth drops frames redirected into it;
@@ -42,13 +42,9 @@ const FLOWS: u16 = 64;
 /// This arm's control socket (its own, so it never meets another gateway's).
 const SOCKET: &str = "/run/quicknat-lab-xdpfast.sock";
 
-/// The gateway configuration: AF_XDP, the fast path on (a start-up error if it cannot be
-/// had, so the arm never silently measures plain AF_XDP), then `mode`.
-pub(crate) fn config_text(mode: &str) -> String {
-    config_for(BACKEND, mode)
-}
-
-/// [`config_text`] for either fast-path arm: AF_XDP for `xdpfast`, AF_PACKET for `tcfast`.
+/// The gateway configuration of either fast-path arm (AF_XDP for `xdpfast`, AF_PACKET for
+/// `tcfast`): the fast path on (a start-up error if it cannot be had, so the arm never
+/// silently measures the plain backend), then `mode`.
 pub(crate) fn config_for(arm: &str, mode: &str) -> String {
     let backend = if arm == TC_BACKEND {
         "af_packet"
@@ -132,14 +128,10 @@ pub(crate) fn snap_at(quicknat: &Path, socket: &Path) -> Result<FastSnap> {
     })
 }
 
-/// Starts the arm: `XDP_PASS` on the veth peers, then quicknat pinned to the gateway core;
-/// returns once its control socket answers with the fast path on.
-pub(crate) fn start(lab: &Lab, quicknat: &Path, cfg: &Path) -> Result<Running> {
-    start_arm(lab, quicknat, cfg, true)
-}
-
-/// [`start`]; `xdp_peers`: whether the veth peers need `XDP_PASS` (not at the tc hook,
-/// whose redirected skbs any veth takes).
+/// Starts the arm: `XDP_PASS` on the veth peers when `xdp_peers` (XDP_REDIRECT into a veth
+/// needs it; not at the tc hook, whose redirected skbs any veth takes), then quicknat
+/// pinned to the gateway core; returns once its control socket answers with the fast path
+/// on.
 pub(crate) fn start_arm(
     lab: &Lab,
     quicknat: &Path,
@@ -277,7 +269,7 @@ mod tests {
 
     #[test]
     fn the_config_turns_the_fast_path_on_over_af_xdp() {
-        let c = config_text("[nat44]\n");
+        let c = config_for(BACKEND, "[nat44]\n");
         assert!(c.contains("backend = \"af_xdp\"\n"), "{c}");
         assert!(c.contains("xdp_fast_path = \"on\"\n"), "{c}");
         assert!(c.contains(SOCKET), "{c}");

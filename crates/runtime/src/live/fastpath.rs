@@ -639,8 +639,10 @@ pub(crate) fn attach(
             (a, b, "XDP", Vec::new())
         }
         super::open::Opened::Packet(ports) => {
-            if !matches!(kind, Kind::Nat44) {
-                return refuse("at the tc hook (AF_PACKET): NAT44 only in this version".into());
+            if matches!(kind, Kind::Ila(_)) {
+                return refuse(
+                    "at the tc hook (AF_PACKET): NAT44 and NAT64 only in this version".into(),
+                );
             }
             match super::fastpath_tc::hooks(links, ports, gw.xdp_fast_path_entries) {
                 Ok(h) => (
