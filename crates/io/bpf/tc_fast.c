@@ -54,9 +54,11 @@ static long (*bpf_skb_change_proto)(struct __sk_buff *skb, __u16 proto, __u64 fl
 #define PACKET_OTHERHOST 3
 #define TC_ACT_OK 0 /* bpf_redirect returns TC_ACT_REDIRECT itself */
 
-/* A frame's headers as the filter reads them: Ethernet, IPv6 (IPv4 without options is
- * shorter), TCP. */
+/* A frame's headers as the filter reads them: Ethernet, IPv6 or IPv4 without options,
+ * TCP (the longer transport header). IPv4 frames load only theirs: 20 bytes fewer to copy
+ * per packet on the NAT44 path. */
 #define CLAIM_HDR (14 + 40 + 20)
+#define CLAIM_HDR4 (14 + 20 + 20)
 
 /* What the filter kept: `claim.armed`. */
 #define CLAIM_V4 1
@@ -251,8 +253,9 @@ int tc_fast_claim(struct __sk_buff *skb)
 		return len;
 	if (len < 14 + 20 + 8)
 		return len;
-	__u32 n = len < CLAIM_HDR ? len : CLAIM_HDR;
-	if (bpf_skb_load_bytes(skb, 0, buf, n) < 0)
+	__u32 want = skb->protocol == be16(ETH_P_IPV6) ? CLAIM_HDR : CLAIM_HDR4;
+	__u32 n = len < want ? len : want;
+	if (n > CLAIM_HDR || bpf_skb_load_bytes(skb, 0, buf, n) < 0)
 		return len;
 	__u16 eth = *(__u16 *)(buf + 12);
 	if (eth == be16(ETH_P_IP) && (*cfg & (QN_CFG_FAST_V4 | QN_CFG_FAST_46))) {
