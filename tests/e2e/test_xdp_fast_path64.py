@@ -486,6 +486,42 @@ def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off,
     assert not problems, "\n".join(problems)
 
 
+def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, settings):
+    """AF_PACKET: with every offload on, the IPv6 client's kernel sends 64 KB TSO
+    super-packets with partial checksums; the tc program translates each whole (IPv6 ->
+    IPv4, its GSO type switched by bpf_skb_change_proto) and the IPv4 server's kernel
+    accepts what arrives (iperf3 completes: the partial checksums it left were right).
+    With df = "clear" (the "zero" settings) a segment's Identification would come from its
+    own bytes: the program leaves the super-packets to the engine's GSO path."""
+    if on.qn.text().find("at the tc ingress hook") < 0:
+        pytest.skip("an XDP program turns its veth peer's TSO off: no super-packets reach it")
+    assert on.established(), on.qn.text()[-3000:]
+    devs = (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0"))
+    for n, dev in devs:
+        on.g.nsx(n, "ethtool", "-K", dev, "tx", "on", "tso", "on", "gso", "on", "gro", "on",
+                 check=False)
+    on.g.popen("srv", "iperf3", "-s", "-B", SERVER, "-p", "5202", stdout=subprocess.DEVNULL)
+    assert on.g.wait_listening("srv", SERVER, 5202)
+    try:
+        before = on.fast_stats()
+        r = on.g.nsx("cli", "iperf3", "-c", SERVER6, "-p", "5202", "-t", "2", "-J", check=False,
+                     timeout=30)
+        assert r.returncode == 0 and '"sum_received"' in r.stdout, r.stdout[-500:] + r.stderr
+        after = on.fast_stats()
+        packets = after["packets_out"] - before["packets_out"]
+        out = after["bytes_out"] - before["bytes_out"]
+        if settings == "zero":
+            # The client's ACK-sized segments aside, nothing as big as a super-packet.
+            assert packets == 0 or out / packets < 1514, (before, after)
+            return
+        assert packets > 100, (before, after)
+        # The mean frame the program translated out is a super-packet, not a segment.
+        assert out / packets > 4 * 1514, (packets, out)
+    finally:
+        for n, dev in devs:
+            on.g.offloads_off(n, dev)
+
+
 def test_quicknat_stops_cleanly_and_leaves_no_xdp_program(off, on):
     for run in (off, on):
         rc, text = run.qn.stop()

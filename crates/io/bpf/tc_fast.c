@@ -31,11 +31,14 @@
 // transport checksum takes the engine's steps in the engine's order through
 // bpf_l4_csum_replace: SIIT's pseudo-header delta (flagged pseudo: the only part a partial
 // checksum gets) and the port patch (which a partial one does not), a UDP zero left and a
-// computed zero sent as ones at each step, as fast_path.h's XDP twins do. Single packets
-// only in this version: a GSO super-packet (offloads on at the ends) stays on the engine's
-// GSO path. A DF-clear IPv6 -> IPv4 packet whose checksum is only the pseudo-header sum (a
-// local sender's tx offload) is the engine's too: its Identification is derived from the
-// completed checksum, which the engine computes.
+// computed zero sent as ones at each step, as fast_path.h's XDP twins do. A TCP GSO
+// super-packet (offloads on at the ends) is translated whole when each of its segments
+// fits and, IPv6 -> IPv4, gets DF (a DF-clear segment's Identification comes from its own
+// bytes): bpf_skb_change_proto switches its GSO type and, IPv4 -> IPv6, cuts gso_size by
+// 20, as the engine's GSO path does; its partial checksum gets SIIT's pseudo-header delta,
+// which turns the IPv6 pseudo-header sum into the IPv4 one. A DF-clear IPv6 -> IPv4
+// packet whose checksum is only the pseudo-header sum (a local sender's tx offload) is
+// the engine's: its Identification is derived from the completed checksum.
 
 #include "common.h"
 
@@ -157,8 +160,10 @@ static __attribute__((always_inline)) int claim_46(struct __sk_buff *skb, __u8 *
 {
 	struct fast_key key = *k;
 	__u32 ifindex;
+	__u32 gso = skb->gso_size;
 
-	if (skb->gso_size)
+	/* A super-packet: TCP only (bpf_skb_change_proto takes no other GSO). */
+	if (gso && key.proto != 6)
 		return len;
 	struct fast_val46 *v = bpf_map_lookup_elem(&fast_46, &key);
 	if (!v) {
@@ -170,7 +175,11 @@ static __attribute__((always_inline)) int claim_46(struct __sk_buff *skb, __u8 *
 	if (ip4_hdr_sum(l3) != 0xffff || l3[8] <= 1)
 		return len;
 	int df = (l3[6] & 0x40) != 0;
-	if ((__u32)tot + 20 > (df ? v->mtu_df : v->mtu_nodf))
+	/* A super-packet by its segments: bpf_skb_change_proto cuts gso_size by the 20 bytes
+	 * the header grows, so each IPv6 segment is the size its IPv4 one was (the engine's
+	 * GSO path does the same); one that would not fit is the engine's (it cuts finer). */
+	__u32 seg = gso ? gso + 20 + (__u32)(l4[12] >> 4) * 4 : (__u32)tot;
+	if (seg + 20 > (df ? v->mtu_df : v->mtu_nodf))
 		return len;
 	if (key.proto == 17 && *(__u16 *)(l4 + (coff & 0x1f)) == 0)
 		return len;
@@ -191,7 +200,9 @@ static __attribute__((always_inline)) int claim_64(struct __sk_buff *skb, __u8 *
 	__u8 *end = buf + n;
 	__u32 ifindex;
 
-	if (skb->gso_size || l3 + 40 > end || (l3[0] >> 4) != 6)
+	__u32 gso = skb->gso_size;
+
+	if (l3 + 40 > end || (l3[0] >> 4) != 6)
 		return len;
 	__u16 plen = be16(*(__u16 *)(l3 + 4));
 	if (14 + 40 + (__u32)plen != len)
@@ -213,13 +224,20 @@ static __attribute__((always_inline)) int claim_64(struct __sk_buff *skb, __u8 *
 	/* A hop limit of 1 or less: the engine's (an ICMP error may be owed). */
 	if (l3[7] <= 1)
 		return len;
-	__u16 total = plen + 20;
+	/* A super-packet (TCP only: bpf_skb_change_proto takes no other GSO) is judged by its
+	 * segments, as the engine's GSO path judges it: each must fit the IPv4 MTU and get
+	 * DF, since a DF-clear segment's Identification comes from its own bytes. */
+	if (gso && key.proto != 6)
+		return len;
+	__u32 total = gso ? gso + (__u32)(l4[12] >> 4) * 4 + 20 : (__u32)plen + 20;
 	if (total > v->mtu)
 		return len;
 	__u16 c16 = *(__u16 *)(l4 + (coff & 0x1f));
 	if (key.proto == 17 && c16 == 0)
 		return len;
 	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
+	if (gso && !df)
+		return len;
 	if (!df) {
 		__u16 f = fold32(sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) +
 				 be16(plen));

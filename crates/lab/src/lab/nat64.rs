@@ -469,7 +469,7 @@ impl std::fmt::Display for Nat64Report {
                  its UDP flows warmed up on fixed source ports with the server answering; share = XDP-forwarded / (that + AF_XDP socket rx);\n\
                  on veth its XDP work runs on the sending core, the generator's: where out = offered, the generator was the limit\n\
                  quicknat tcfast: AF_PACKET with xdp_fast_path = \"on\" (the same sessions translated by a tc ingress program, bpf_skb_change_proto; \
-                 single packets: a GSO super-packet takes the engine's GSO path); share as above, of the AF_PACKET sockets' rx"
+                 TCP super-packets whole when every segment gets DF); share as above, of the AF_PACKET sockets' rx"
             )?;
         }
         write!(
