@@ -491,8 +491,9 @@ def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, sett
     super-packets with partial checksums; the tc program translates each whole (IPv6 ->
     IPv4, its GSO type switched by bpf_skb_change_proto) and the IPv4 server's kernel
     accepts what arrives (iperf3 completes: the partial checksums it left were right).
-    With df = "clear" (the "zero" settings) a segment's Identification would come from its
-    own bytes: the program leaves the super-packets to the engine's GSO path."""
+    The same from the server (iperf3 -R: IPv4 -> IPv6, gso_size cut by 20). With df =
+    "clear" (the "zero" settings) an IPv4 segment's Identification would come from its own
+    bytes: the program leaves the client's super-packets to the engine's GSO path."""
     if on.qn.text().find("at the tc ingress hook") < 0:
         pytest.skip("an XDP program turns its veth peer's TSO off: no super-packets reach it")
     assert on.established(), on.qn.text()[-3000:]
@@ -503,20 +504,23 @@ def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, sett
     on.g.popen("srv", "iperf3", "-s", "-B", SERVER, "-p", "5202", stdout=subprocess.DEVNULL)
     assert on.g.wait_listening("srv", SERVER, 5202)
     try:
-        before = on.fast_stats()
-        r = on.g.nsx("cli", "iperf3", "-c", SERVER6, "-p", "5202", "-t", "2", "-J", check=False,
-                     timeout=30)
-        assert r.returncode == 0 and '"sum_received"' in r.stdout, r.stdout[-500:] + r.stderr
-        after = on.fast_stats()
-        packets = after["packets_out"] - before["packets_out"]
-        out = after["bytes_out"] - before["bytes_out"]
-        if settings == "zero":
-            # The client's ACK-sized segments aside, nothing as big as a super-packet.
-            assert packets == 0 or out / packets < 1514, (before, after)
-            return
-        assert packets > 100, (before, after)
-        # The mean frame the program translated out is a super-packet, not a segment.
-        assert out / packets > 4 * 1514, (packets, out)
+        # Client to server (IPv6 -> IPv4, "out"), then server to client (-R: IPv4 -> IPv6,
+        # "in", each super-packet's gso_size cut by 20).
+        for way, reverse in (("out", []), ("in", ["-R"])):
+            before = on.fast_stats()
+            r = on.g.nsx("cli", "iperf3", "-c", SERVER6, "-p", "5202", "-t", "2", "-J", *reverse,
+                         check=False, timeout=30)
+            assert r.returncode == 0 and '"sum_received"' in r.stdout, r.stdout[-500:] + r.stderr
+            after = on.fast_stats()
+            packets = after[f"packets_{way}"] - before[f"packets_{way}"]
+            sent = after[f"bytes_{way}"] - before[f"bytes_{way}"]
+            if settings == "zero" and way == "out":
+                # DF clear: nothing as big as a super-packet (single segments may pass).
+                assert packets == 0 or sent / packets < 1514, (way, before, after)
+                continue
+            assert packets > 100, (way, before, after)
+            # The mean frame the program translated is a super-packet, not a segment.
+            assert sent / packets > 4 * 1514, (way, packets, sent)
     finally:
         for n, dev in devs:
             on.g.offloads_off(n, dev)

@@ -175,11 +175,12 @@ static __attribute__((always_inline)) int claim_46(struct __sk_buff *skb, __u8 *
 	if (ip4_hdr_sum(l3) != 0xffff || l3[8] <= 1)
 		return len;
 	int df = (l3[6] & 0x40) != 0;
-	/* A super-packet by its segments: bpf_skb_change_proto cuts gso_size by the 20 bytes
-	 * the header grows, so each IPv6 segment is the size its IPv4 one was (the engine's
-	 * GSO path does the same); one that would not fit is the engine's (it cuts finer). */
-	__u32 seg = gso ? gso + 20 + (__u32)(l4[12] >> 4) * 4 : (__u32)tot;
-	if (seg + 20 > (df ? v->mtu_df : v->mtu_nodf))
+	/* The IPv6 packet's length; a super-packet's by its segments: bpf_skb_change_proto cuts
+	 * gso_size by the 20 bytes the header grows, so each IPv6 segment is the size its IPv4
+	 * one was (the engine's GSO path does the same); one that would not fit is the
+	 * engine's (it cuts finer). */
+	__u32 out = gso ? gso + 20 + (__u32)(l4[12] >> 4) * 4 : (__u32)tot + 20;
+	if (out > (df ? v->mtu_df : v->mtu_nodf))
 		return len;
 	if (key.proto == 17 && *(__u16 *)(l4 + (coff & 0x1f)) == 0)
 		return len;
