@@ -220,15 +220,21 @@ __attribute__((noinline)) int qn_csum_finish(struct xdp_md *ctx, __u32 l4_off, _
 	return 0;
 }
 
+/* Whether checksum field `c` holds only the pseudo-header sum `ps` (folded, either zero):
+ * what a veth peer's tx checksum offload leaves. */
+static __attribute__((always_inline)) int looks_partial(__u16 c, __u32 ps)
+{
+	__u16 f = fold32(ps);
+
+	return c == f || (c == 0 && f == 0xffff);
+}
+
 /* Completes `csum`'s segment if partial (qn_csum_finish); -1: leave the packet to user space. */
 static __attribute__((always_inline)) int csum_finish(struct xdp_md *ctx, __u8 *data, __u8 *l4,
 						      __u16 *csum, __u32 ps, int udp)
 {
-	__u16 c = *csum;
-	__u16 f = fold32(ps);
-
 	/* The cheap test inline: a complete checksum almost never equals this. */
-	if (c != f && !(c == 0 && f == 0xffff))
+	if (!looks_partial(*csum, ps))
 		return 0;
 	return qn_csum_finish(ctx, (__u32)(l4 - data), (__u32)((__u8 *)csum - l4), ps, udp);
 }
@@ -472,16 +478,31 @@ static __attribute__((always_inline)) __u16 derived_ident(__u8 *l4, __u8 *end, i
 	return (__u16)((h >> 16) ^ h);
 }
 
+/* The IPv6 pseudo-header sum of the header at `l3` for `proto` and `plen` bytes (words as
+ * loaded). */
+static __attribute__((always_inline)) __u32 pseudo_v6(const __u8 *l3, __u8 proto, __u16 plen)
+{
+	return sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)proto) + be16(plen);
+}
+
 /* An IPv6 packet the fast path may take: untagged, version 6, the frame exactly the packet
- * (no padding, nothing truncated). Sets `*plen` (the payload length); 0: not ours. */
-static __attribute__((always_inline)) int parse_v6(__u8 *data, __u8 *l3, __u8 *end, __u16 *plen)
+ * (no padding, nothing truncated). `frame` is the frame's length from `data`; `end` bounds
+ * the reads (as parse_v4_len's). Sets `*plen` (the payload length); 0: not ours. */
+static __attribute__((always_inline)) int parse_v6_len(__u8 *data, __u8 *l3, __u8 *end,
+						       __u32 frame, __u16 *plen)
 {
 	if (l3 != data + 14 || l3 + 40 > end)
 		return 0;
 	if ((l3[0] >> 4) != 6)
 		return 0;
 	*plen = be16(*(__u16 *)(l3 + 4));
-	return l3 + 40 + *plen == end;
+	return 14 + 40 + (__u32)*plen == frame;
+}
+
+/* parse_v6_len for a frame that ends at `end` (XDP). */
+static __attribute__((always_inline)) int parse_v6(__u8 *data, __u8 *l3, __u8 *end, __u16 *plen)
+{
+	return parse_v6_len(data, l3, end, (__u32)(end - data), plen);
 }
 
 /* IPv6 arriving inside -> IPv4 out of the other interface. -1: not ours. */
@@ -524,9 +545,7 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	 * space. A partial one is completed first. */
 	if (key.proto == 17 && *csum == 0)
 		return -1;
-	if (csum_finish(ctx, data, l4, csum,
-			sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) + be16(plen),
-			key.proto == 17))
+	if (csum_finish(ctx, data, l4, csum, pseudo_v6(l3, key.proto, plen), key.proto == 17))
 		return -1;
 	__u16 c = *csum;
 	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {

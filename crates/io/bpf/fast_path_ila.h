@@ -86,9 +86,7 @@ static __attribute__((always_inline)) int fast_path_ila(struct xdp_md *ctx, __u8
 	/* A partial TCP/UDP checksum is completed first, as user space would on receive
 	 * (io::csum::complete_if_partial: TCP and UDP only; a UDP zero is no checksum). */
 	if ((proto == 6 || (proto == 17 && *csum != 0)) &&
-	    csum_finish(ctx, data, l4, csum,
-			sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)proto) + be16(plen),
-			proto == 17))
+	    csum_finish(ctx, data, l4, csum, pseudo_v6(l3, proto, plen), proto == 17))
 		return -1;
 	if (!bpf_map_lookup_elem(&tx_port, &v->egress)) {
 		count(FAST_NO_PORT, 1);

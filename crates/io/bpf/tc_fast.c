@@ -127,27 +127,26 @@ static __attribute__((always_inline)) int same_v4(__u8 *l3, __u8 *l4, struct fas
 	       *(__u16 *)l4 == k->sport && *(__u16 *)(l4 + 2) == k->dport && l3[9] == k->proto;
 }
 
-/* NAT44: an IPv4 frame (`buf`: its headers; `key`, `tot`: as parse_v4_len read them;
+/* NAT44: an IPv4 frame (`buf`: its headers; `k`, `tot`: as parse_v4_len read them;
  * `len`: the frame's length). */
 static __attribute__((always_inline)) int claim_v4(struct __sk_buff *skb, __u8 *buf,
 						   struct fast_key *k, __u16 tot, __u32 len)
 {
-	struct fast_key key = *k;
 	__u32 ifindex;
-	struct fast_val *v = bpf_map_lookup_elem(&fast_v4, &key);
+	struct fast_val *v = bpf_map_lookup_elem(&fast_v4, k);
 	if (!v) {
 		count(FAST_MISS, 1);
 		return len;
 	}
 	if (v->decrement_ttl && buf[14 + 8] <= 1)
 		return len;
-	__u32 hdr = 20 + (key.proto == 6 ? (__u32)(buf[14 + 20 + 12] >> 4) * 4 : 8);
+	__u32 hdr = 20 + (k->proto == 6 ? (__u32)(buf[14 + 20 + 12] >> 4) * 4 : 8);
 	if (!fits(tot, skb->gso_size, hdr, v->mtu))
 		return len;
 	struct claim *c = claim_slot(&v->egress, &ifindex);
 	if (!c)
 		return len;
-	c->key = key;
+	c->key = *k;
 	__builtin_memcpy(&c->val, v, sizeof(c->val));
 	return claimed(c, CLAIM_V4, ifindex, &v->last_seen);
 }
@@ -158,14 +157,13 @@ static __attribute__((always_inline)) int claim_46(struct __sk_buff *skb, __u8 *
 						   struct fast_key *k, __u8 *l4, int coff, __u16 tot,
 						   __u32 len)
 {
-	struct fast_key key = *k;
 	__u32 ifindex;
 	__u32 gso = skb->gso_size;
 
 	/* A super-packet: TCP only (bpf_skb_change_proto takes no other GSO). */
-	if (gso && key.proto != 6)
+	if (gso && k->proto != 6)
 		return len;
-	struct fast_val46 *v = bpf_map_lookup_elem(&fast_46, &key);
+	struct fast_val46 *v = bpf_map_lookup_elem(&fast_46, k);
 	if (!v) {
 		count(FAST_MISS, 1);
 		return len;
@@ -182,12 +180,12 @@ static __attribute__((always_inline)) int claim_46(struct __sk_buff *skb, __u8 *
 	__u32 out = gso ? gso + 20 + (__u32)(l4[12] >> 4) * 4 : (__u32)tot + 20;
 	if (out > (df ? v->mtu_df : v->mtu_nodf))
 		return len;
-	if (key.proto == 17 && *(__u16 *)(l4 + (coff & 0x1f)) == 0)
+	if (k->proto == 17 && *(__u16 *)(l4 + (coff & 0x1f)) == 0)
 		return len;
 	struct claim *c = claim_slot(&v->egress, &ifindex);
 	if (!c)
 		return len;
-	c->key = key;
+	c->key = *k;
 	__builtin_memcpy(&c->val46, v, sizeof(c->val46));
 	return claimed(c, CLAIM_46, ifindex, &v->last_seen);
 }
@@ -200,13 +198,10 @@ static __attribute__((always_inline)) int claim_64(struct __sk_buff *skb, __u8 *
 	__u8 *l3 = buf + 14;
 	__u8 *end = buf + n;
 	__u32 ifindex;
-
 	__u32 gso = skb->gso_size;
+	__u16 plen;
 
-	if (l3 + 40 > end || (l3[0] >> 4) != 6)
-		return len;
-	__u16 plen = be16(*(__u16 *)(l3 + 4));
-	if (14 + 40 + (__u32)plen != len)
+	if (!parse_v6_len(buf, l3, end, len, &plen))
 		return len;
 	__u8 *l4 = l3 + 40;
 	key.proto = l3[6];
@@ -239,12 +234,8 @@ static __attribute__((always_inline)) int claim_64(struct __sk_buff *skb, __u8 *
 	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
 	if (gso && !df)
 		return len;
-	if (!df) {
-		__u16 f = fold32(sum_v6(l3 + 8) + sum_v6(l3 + 24) + be16((__u16)key.proto) +
-				 be16(plen));
-		if (c16 == f || (c16 == 0 && f == 0xffff))
-			return len;
-	}
+	if (!df && looks_partial(c16, pseudo_v6(l3, key.proto, plen)))
+		return len;
 	struct claim *c = claim_slot(&v->egress, &ifindex);
 	if (!c)
 		return len;
@@ -316,6 +307,16 @@ static __attribute__((always_inline)) int tc_send(struct __sk_buff *skb, __u32 i
 	count(FAST_PACKETS, 1);
 	count(FAST_BYTES, skb->len);
 	return bpf_redirect(ifindex, 0);
+}
+
+/* A translated frame (NAT64): its Ethernet header (`mac`: destination then source, the
+ * new `ethertype`) at `data`, then tc_send. */
+static __attribute__((always_inline)) int tc_send_as(struct __sk_buff *skb, __u8 *data,
+						     const __u8 *mac, __u16 ethertype, __u32 ifindex)
+{
+	__builtin_memcpy(data, mac, 12);
+	*(__u16 *)(data + 12) = be16(ethertype);
+	return tc_send(skb, ifindex);
 }
 
 /* NAT44: the rewrite in place. */
@@ -439,9 +440,7 @@ static __attribute__((always_inline)) int tc_64(struct __sk_buff *skb, struct cl
 	*(__u16 *)(h + 10) = 0;
 	__builtin_memcpy(h + 12, addrs, 8);
 	*(__u16 *)(h + 10) = (__u16)~ip4_hdr_sum(h);
-	__builtin_memcpy(data, mac, 12);
-	*(__u16 *)(data + 12) = be16(ETH_P_IP);
-	return tc_send(skb, ifindex);
+	return tc_send_as(skb, data, mac, ETH_P_IP, ifindex);
 }
 
 /* NAT64, IPv4 -> IPv6 (fast_path_46's translation, step for step). */
@@ -496,9 +495,7 @@ static __attribute__((always_inline)) int tc_46(struct __sk_buff *skb, struct cl
 	h[6] = proto;
 	h[7] = ttl;
 	__builtin_memcpy(h + 8, addrs, 32);
-	__builtin_memcpy(data, mac, 12);
-	*(__u16 *)(data + 12) = be16(ETH_P_IPV6);
-	return tc_send(skb, ifindex);
+	return tc_send_as(skb, data, mac, ETH_P_IPV6, ifindex);
 }
 
 SEC("classifier")

@@ -581,7 +581,7 @@ impl ControlSocket {
     ) -> io::Result<JoinHandle<()>> {
         let state = Arc::new(state.into());
         std::thread::Builder::new()
-            .name("qn-control".into())
+            .name(crate::live::threads::CONTROL.into())
             .spawn(move || accept_loop(&self, &state, &stop, &log))
     }
 }
@@ -646,7 +646,7 @@ fn accept_loop(
                     log.clone(),
                 );
                 let spawned = std::thread::Builder::new()
-                    .name("qn-ctl-client".into())
+                    .name(crate::live::threads::CONTROL_CLIENT.into())
                     .spawn(move || {
                         // A client that goes away mid-answer is not the server's problem.
                         let _ = serve_client(stream, &state, &stop, peer, &log);

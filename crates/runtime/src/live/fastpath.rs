@@ -531,14 +531,13 @@ impl SessionOffload for XdpFastPath {
                     return Visit {
                         seen,
                         installed,
-                        pending: false,
+                        ..Visit::default()
                     };
                 }
             }
             return Visit {
                 seen,
-                installed: false,
-                pending: false,
+                ..Visit::default()
             };
         }
         if !established(v) {
@@ -557,9 +556,8 @@ impl SessionOffload for XdpFastPath {
             self.installed.fetch_add(1, Ordering::Relaxed);
         }
         Visit {
-            seen: None,
             installed,
-            pending: false,
+            ..Visit::default()
         }
     }
 

@@ -29,7 +29,7 @@ mod gso;
 mod netview;
 mod open;
 mod stats;
-mod threads;
+pub(crate) mod threads;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};

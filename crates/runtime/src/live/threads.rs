@@ -25,6 +25,10 @@ pub(crate) const NATLOG: &str = "qn-natlog";
 pub(crate) const NATLOG_STATS: &str = "qn-natlog-stats";
 /// The route announcer's health loop (issue 13).
 pub(crate) const ROUTING: &str = "qn-routing";
+/// The control socket's listener ([`crate::control`]).
+pub(crate) const CONTROL: &str = "qn-control";
+/// One connected control client's thread.
+pub(crate) const CONTROL_CLIENT: &str = "qn-ctl-client";
 
 /// Worker `id`'s thread name: `qn-worker-<id>`.
 pub(crate) fn worker(id: usize) -> String {
@@ -92,6 +96,8 @@ mod tests {
             NATLOG,
             NATLOG_STATS,
             ROUTING,
+            CONTROL,
+            CONTROL_CLIENT,
             &worker(0),
             &worker(63),
         ]
