@@ -59,6 +59,13 @@ impl<T> PolicyCell<T> {
             .clone()
     }
 
+    /// The generation in force and its value (`None`: the first), read together under
+    /// the lock a publish takes (control path).
+    pub fn current(&self) -> (u64, Option<Arc<T>>) {
+        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        (self.generation(), latest.clone())
+    }
+
     /// For a worker: the latest generation and its number if the cell is free at once;
     /// `None` (try again at the next packet) if a reload holds it this instant.
     pub fn try_latest(&self) -> Option<(u64, Option<Arc<T>>)> {

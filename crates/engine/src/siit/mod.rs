@@ -43,6 +43,7 @@ use crate::config::ConfigError;
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Side};
 use crate::reload::{PolicyCell, ReloadReport};
+use offload::{FlowHint, FlowHints, FlowKey, Hinter};
 use crate::{Counters, Direction, DropReason, Emit};
 
 /// Which stateless mode a [`Siit`] is (the same translator, named as configured).
@@ -67,6 +68,11 @@ pub struct Siit {
     /// and the generation this copy runs.
     cell: Arc<PolicyCell<SiitConfig>>,
     generation: u64,
+    // -- flow offload (issue 15 item 2, `offload`) --
+    /// Where the runtime's fast path takes hints, once attached (shared by every copy).
+    offload: Arc<std::sync::OnceLock<Arc<FlowHints>>>,
+    /// This worker's side of it, taken up at a batch's start once attached.
+    hinter: Option<Hinter>,
 }
 
 impl Siit {
@@ -83,7 +89,47 @@ impl Siit {
             counters: Counters::default(),
             cell: Arc::default(),
             generation: 0,
+            offload: Arc::default(),
+            hinter: None,
         })
+    }
+
+    // -- flow offload (issue 15 item 2) --
+
+    /// Attaches a flow offload (the runtime's fast path) and returns the queue the
+    /// workers hint translated flows to; `None` when one is attached already. Workers take
+    /// it up at their next batch.
+    pub fn attach_offload(&self) -> Option<Arc<FlowHints>> {
+        let hints = Arc::new(FlowHints::default());
+        self.offload.set(Arc::clone(&hints)).ok()?;
+        Some(hints)
+    }
+
+    /// The configuration generation in force and its configuration (the one this value
+    /// was built with until a reload publishes another), read together.
+    pub fn in_force(&self) -> (u64, Arc<SiitConfig>) {
+        let (g, latest) = self.cell.current();
+        (g, latest.unwrap_or_else(|| Arc::clone(&self.cfg)))
+    }
+
+    /// With an offload attached: hints the flow `from` of a packet just translated to
+    /// `out` (the packet as it leaves), when the worker's filter wants it.
+    #[inline]
+    fn offer(&mut self, now: Timestamp, from: FlowKey, out: &[u8]) {
+        let generation = self.generation;
+        let Some(h) = self.hinter.as_mut() else {
+            return;
+        };
+        if !h.wanted(&from, now) {
+            return;
+        }
+        if let Some(to) = FlowKey::of(out) {
+            h.hint(FlowHint {
+                from,
+                to,
+                generation,
+            });
+        }
     }
 
     /// `cfg` with its EAM entries longest IPv4 prefix first, so `find` is a longest match.
@@ -269,6 +315,11 @@ struct Done {
 impl ModeWorker for Siit {
     fn begin_batch(&mut self) {
         self.refresh_if_stale();
+        if self.hinter.is_none() {
+            if let Some(h) = self.offload.get() {
+                self.hinter = Some(Hinter::new(Arc::clone(h)));
+            }
+        }
     }
 
     /// Translates the packet in `frame` to the other family. A packet whose TTL / Hop
@@ -282,8 +333,19 @@ impl ModeWorker for Siit {
         frame: &mut Frame<'_>,
         egress: &Egress,
     ) -> Emit {
+        // A flow the fast path may take: read before the header is rewritten.
+        let from = match self.hinter {
+            Some(_) => FlowKey::of(frame.packet()),
+            None => None,
+        };
         match self.xlat(frame.buf, frame.start, frame.len, false) {
-            Ok(done) => self.count_sent(done),
+            Ok(done) => {
+                if let (Some(from), false) = (from, done.hairpin) {
+                    let out = frame.buf.get(done.start..done.start + done.len);
+                    self.offer(now, from, out.unwrap_or(&[]));
+                }
+                self.count_sent(done)
+            }
             Err(r)
                 if r.reason == DropReason::NeedsFragmentation
                     && Family::of(frame.packet()) == Some(Family::V6) =>
@@ -399,6 +461,8 @@ impl Mode for Siit {
     fn worker(&self, _id: usize) -> Siit {
         Siit {
             counters: Counters::default(),
+            // Each worker its own filter, taken up at its first batch.
+            hinter: None,
             ..self.clone()
         }
     }
@@ -696,9 +760,12 @@ pub(crate) fn icmp6_type(buf: &[u8], start: usize) -> Option<u8> {
 }
 
 pub mod config;
+pub mod offload;
 #[cfg(test)]
 mod tests;
 
 pub use config::{Eam, EamError, EamHairpin, Rfc6791Pool, SiitConfig};
 #[cfg(test)]
 mod tests_errors;
+#[cfg(test)]
+mod tests_offload;

@@ -16,19 +16,19 @@ use crate::HEADROOM;
 const GW4_IN: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
 const GW6_OUT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1);
 /// An IPv4 host (embedded in the Pref64 on the IPv6 side).
-const H4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+pub(super) const H4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
 /// An IPv6 node with an EAM entry (192.0.2.0/24 <-> 2001:db8:aaaa::/120).
-const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
-const B4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+pub(super) const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub(super) const B4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 
-fn a6() -> Ipv6Addr {
+pub(super) fn a6() -> Ipv6Addr {
     "2001:db8:aaaa::1".parse().unwrap()
 }
-fn b6() -> Ipv6Addr {
+pub(super) fn b6() -> Ipv6Addr {
     "2001:db8:aaaa::2".parse().unwrap()
 }
 /// `a` in the Pref64 2001:db8:46::/96.
-fn p64(a: Ipv4Addr) -> Ipv6Addr {
+pub(super) fn p64(a: Ipv4Addr) -> Ipv6Addr {
     let o = a.octets();
     Ipv6Addr::new(
         0x2001,
@@ -42,7 +42,7 @@ fn p64(a: Ipv4Addr) -> Ipv6Addr {
     )
 }
 
-fn config() -> SiitConfig {
+pub(super) fn config() -> SiitConfig {
     SiitConfig {
         pref64: Some("2001:db8:46::/96".parse().unwrap()),
         eam: vec![Eam::new(
@@ -54,7 +54,7 @@ fn config() -> SiitConfig {
     }
 }
 
-fn egress() -> Egress {
+pub(super) fn egress() -> Egress {
     let l = |a4, a6| Link {
         mtu: None,
         addr4: Some(a4),
@@ -70,7 +70,7 @@ fn egress() -> Egress {
 
 /// Runs `pkt` through a worker of `cfg`: the verdict, the packet sent on (forwarded or
 /// hairpinned) and the gateway's own packets.
-fn go(w: &mut Siit, pkt: &[u8]) -> (Emit, Vec<u8>, Vec<Vec<u8>>) {
+pub(super) fn go(w: &mut Siit, pkt: &[u8]) -> (Emit, Vec<u8>, Vec<Vec<u8>>) {
     let mut buf = with_room(pkt, HEADROOM);
     let mut out = Output::new();
     let mut f = Frame::new(&mut buf, HEADROOM, pkt.len(), &mut out);
@@ -86,17 +86,17 @@ fn go(w: &mut Siit, pkt: &[u8]) -> (Emit, Vec<u8>, Vec<Vec<u8>>) {
     (e, sent, own)
 }
 
-fn worker(cfg: SiitConfig) -> Siit {
+pub(super) fn worker(cfg: SiitConfig) -> Siit {
     Siit::new(cfg, SiitKind::Siit).unwrap().worker(0)
 }
 
-fn udp4(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+pub(super) fn udp4(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
     let mut p = ipv4(UDP, src, dst, ttl, &udp(5000, 53, b"query"));
     fill_l4_csum(&mut p);
     p
 }
 
-fn udp6(src: Ipv6Addr, dst: Ipv6Addr, hop: u8) -> Vec<u8> {
+pub(super) fn udp6(src: Ipv6Addr, dst: Ipv6Addr, hop: u8) -> Vec<u8> {
     let mut p = ipv6(UDP, src, dst, hop, &udp(5000, 53, b"query"));
     fill_l4_csum(&mut p);
     p
