@@ -141,12 +141,12 @@ class Xlat(Scenario):
     """A sender and a receiver with TSO on, translators whose receive side merges (GRO
     on) and whose transmit side segments in software (tx/tso/gso off)."""
 
-    def gateway(self, binary, ns, inside, outside, mode, label):
+    def gateway(self, binary, ns, inside, outside, mode, label, extra=""):
         sock = tempfile.mktemp(prefix=f"qn-{label}-", suffix=".sock")
         for dev in (inside, outside):
             offloads(self, ns, dev, False)
             self.nsx(ns, "ethtool", "-K", dev, "gro", "on", check=False)
-        text = GATEWAY.format(inside=inside, outside=outside, sock=sock) + mode
+        text = GATEWAY.format(inside=inside, outside=outside, sock=sock) + extra + mode
         return self.quicknat(binary, ns, text, label)
 
     def transfer(self, server_ns, bind, connect, client_ns, port, role):
@@ -201,7 +201,7 @@ class Nat64(Xlat):
 
 
 class Clat(Xlat):
-    def __init__(self, binary):
+    def __init__(self, binary, fast=False):
         super().__init__("qgcl", ("cli", "gw", "srv"))
         self.make_namespaces()
         self.link("cli", "c0", "gw", "x-in")
@@ -216,7 +216,12 @@ class Clat(Xlat):
         self.nsx("srv", "ip", "-6", "addr", "add", "2001:db8:2::1/64", "dev", "s0", "nodad")
         self.nsx("srv", "ip", "-6", "addr", "add", "2001:db8:64::c633:6402/128", "dev", "lo")
         self.nsx("srv", "ip", "-6", "route", "add", "2001:db8:aaaa::2/128", "via", "2001:db8:2::2")
-        self.qn = self.gateway(binary, "gw", "x-in", "x-out", CLAT, "gso-clat")
+        if fast:
+            # The fast path at the tc hook (issue 15 item 2, SIIT/CLAT flows).
+            self.qn = self.gateway(binary, "gw", "x-in", "x-out", CLAT, "gso-clat-fast",
+                                   'xdp_fast_path = "on"\n')
+        else:
+            self.qn = self.gateway(binary, "gw", "x-in", "x-out", CLAT, "gso-clat")
 
 
 class Ila(Xlat):
@@ -260,6 +265,27 @@ def test_nat64_tcp_both_ways_with_super_packets_passed_through(quicknat):
 
 def test_clat_tcp_both_ways_with_super_packets_passed_through(quicknat):
     run(Clat(quicknat), lambda t: check(t, [t.qn], "srv", "2001:db8:64::c633:6402", "198.51.100.2", "cli"))
+
+
+def test_clat_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat):
+    """CLAT with `xdp_fast_path = "on"` (on AF_PACKET, the tc ingress program): each
+    direction of each transfer is hinted by the engine at its second packet and installed;
+    from then on the program translates the senders' super-packets whole (IPv4 -> IPv6
+    uploads, IPv6 -> IPv4 downloads). The bytes arrive intact both ways (SHA-256), and
+    most of them went through the program, as super-packets."""
+    def body(t):
+        assert t.qn.wait_started() and t.qn.proc.poll() is None, t.qn.text()[-2000:]
+        assert "at the tc ingress hook" in t.qn.text(), t.qn.text()[-2000:]
+        for port, role in ((5301, "up"), (5302, "down")):
+            mine, theirs, err = t.transfer("srv", "2001:db8:64::c633:6402", "198.51.100.2", "cli", port, role)
+            assert len(mine) == 64 and mine == theirs, f"{role}: {mine} {theirs} {err} | {t.qn.stats()}"
+        assert wait_for(lambda: counters(t.qn, "xdp_fast_bytes") > SIZE, 5.0, step=0.2), t.qn.stats()
+        n, b = counters(t.qn, "xdp_fast"), counters(t.qn, "xdp_fast_bytes")
+        # More than one transfer's worth through the program, in frames of 4 MTUs and more.
+        assert b / n > 4 * 1514, t.qn.stats()
+        assert counters(t.qn, "xdp_fast_out") > 0 and counters(t.qn, "xdp_fast_in") > 0, t.qn.stats()
+        assert counters(t.qn, "xdp_fast_installs") >= 4, t.qn.stats()
+    run(Clat(quicknat, fast=True), body)
 
 
 @pytest.mark.parametrize("csum,ident", [("adjust-transport", "luid"), ("neutral-map", "use-format")])

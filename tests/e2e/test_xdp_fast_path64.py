@@ -52,13 +52,14 @@ AF_XDP only; needs root and scapy.
     sudo python3 -m pytest tests/e2e/test_xdp_fast_path64.py [--quicknat PATH]
 """
 
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import FastRun, describe, differences, fast_fixture, windows
+from wirecmp import FastRun, describe, differences, fast_fixture, read_pcap, windows
 
 pytestmark = [pytest.mark.needs_root]
 
@@ -74,22 +75,31 @@ TCP_PORT = 7001                      # the server's (UDP: 7000; the client's: 40
 
 CONFIG = """
 [gateway]
-inside = "g-in"
-outside = "g-out"
+inside = "{inside}"
+outside = "{outside}"
 backend = "{backend}"
 workers = 1
 stats_interval = 1
 xdp_fast_path = "{fast}"
 control_socket = "{sock}"
 
-[nat64]
-pref64 = "2001:db8:64::/96"
-pool4 = ["203.0.113.1/32"]
+{table}
 
-[nat64.options]
+[{mode}.options]
 ipv6_mtu = 1500
 ipv4_mtu = 1500
 {options}"""
+
+# The same packets through the stateless translator (issue 15 item 2, SIIT/CLAT): the
+# client is the EAM entry 203.0.113.1 <-> 2001:db8:1::2 (so it shows the server the
+# address NAT64's pool gave it) and the server is in the Pref64, as before; the ports are
+# the client's own. The IPv4 side is SIIT's inside: g-out. A CLAT is this translator
+# with one EAM entry and the PLAT as its Pref64 (`SiitConfig::clat`).
+MODES = {
+    "nat64": ('[nat64]\npref64 = "2001:db8:64::/96"\npool4 = ["203.0.113.1/32"]', "g-in", "g-out"),
+    "siit": ('[siit]\npref64 = "2001:db8:64::/96"\n'
+             'eam = [ { ipv4 = "203.0.113.1/32", ipv6 = "2001:db8:1::2/128" } ]', "g-out", "g-in"),
+}
 
 # The translator settings the fast path copies at install (README "Translator settings"):
 # RFC 7915's defaults (TOS <-> traffic class copied, DF above 1260 bytes), fixed values
@@ -99,6 +109,14 @@ SETTINGS = {
     "fixed": 'tos = 32\ntraffic_class = 72\ndf = "set"\n',
     "zero": 'copy_tos = false\ndf = "clear"\n',
 }
+# The suite's variants: every settings for NAT64, two for SIIT ("siit-rfc": mode-settings).
+VARIANTS = list(SETTINGS) + ["siit-rfc", "siit-zero"]
+
+
+def variant_of(name):
+    """(mode, settings) of a variant's name."""
+    mode, _, settings = name.rpartition("-")
+    return mode or "nat64", settings
 
 # A UDP echo server that answers only datagrams starting with b"ping" (crafted packets
 # get no answer and change nothing but counters), and a TCP server that echoes data
@@ -346,8 +364,8 @@ class Run(FastRun):
     """One NAT64 gateway (fast path on or off), the echo server, the client, and captures
     of what the gateway sends to the server (IPv4) and to the client (IPv6)."""
 
-    def __init__(self, quicknat, fast, settings="rfc", backend="af_xdp"):
-        self.fast, self.quicknat = fast, quicknat
+    def __init__(self, quicknat, fast, settings="rfc", backend="af_xdp", mode="nat64"):
+        self.fast, self.quicknat, self.mode = fast, quicknat, mode
         self.g = g = Scenario("qn64f", ("cli", "gw", "srv"))
         try:
             g.make_namespaces()
@@ -365,8 +383,10 @@ class Run(FastRun):
             g.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
             g.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
             self.sock = f"/run/qn-xdpfast64-{fast}-{g.ns['gw']}.sock"
-            config = CONFIG.format(fast=fast, sock=self.sock, options=SETTINGS[settings], backend=backend)
-            self.qn = g.quicknat(quicknat, "gw", config, f"nat64-xdp-fast-{fast}-{settings}")
+            table, inside, outside = MODES[mode]
+            config = CONFIG.format(fast=fast, sock=self.sock, options=SETTINGS[settings], backend=backend,
+                                   mode=mode, table=table, inside=inside, outside=outside)
+            self.qn = g.quicknat(quicknat, "gw", config, f"{mode}-xdp-fast-{fast}-{settings}")
             self.peers = f"/tmp/qn-xdpfast64-peers-{g.ns['srv']}.txt"
             self.pcap4 = f"/tmp/qn-xdpfast64-{fast}-{g.ns['srv']}.pcap"
             self.pcap6 = f"/tmp/qn-xdpfast64-{fast}-{g.ns['cli']}.pcap"
@@ -392,19 +412,32 @@ class Run(FastRun):
     def ping(self):
         self.cli.stdin.write("ping\n")
         self.cli.stdin.flush()
-        return self.cli.stdout.readline().strip() == "ok"
+        ok = self.cli.stdout.readline().strip() == "ok"
+        self.pinged = getattr(self, "pinged", 0) + ok   # each, one "ping-u" at the server
+        return ok
 
     def established(self):
         """Exchanges messages until both flows are established and (fast path on) the
-        reaper's walk installed both sessions in the XDP maps; returns whether it did."""
+        reaper's walk installed both sessions in the XDP maps (SIIT: the sync installed
+        all four flow directions, each hinted at its second packet); returns whether it
+        did."""
+        want = 2 if self.mode == "nat64" else 4
         def done():
             if not self.ping():
                 return False
             if self.fast == "off":
                 return True
             f = self.fast_stats() or {}
-            return f.get("installs", 0) >= 2 and f.get("sessions", 0) >= 2 and f
+            return f.get("installs", 0) >= want and f.get("sessions", 0) >= want and f
         return wait_for(done, 10, step=0.05)
+
+    def ways(self):
+        """The fast path's and the sockets' names of the IPv6 -> IPv4 and IPv4 -> IPv6
+        directions: (counter suffix, receive-count index) each. NAT64's inside is IPv6,
+        SIIT's IPv4."""
+        if self.mode == "nat64":
+            return ("out", 0), ("in", 1)
+        return ("in", 1), ("out", 0)
 
     def public_ports(self):
         """The public (pool4) ports of the UDP flow and the TCP connection, as the server saw them."""
@@ -416,20 +449,27 @@ class Run(FastRun):
 
 
 
-@pytest.fixture(scope="module", params=list(SETTINGS))
-def settings(request):
-    """The [nat64.options] variant of both runs (the whole suite runs once per variant)."""
-    return request.param
+@pytest.fixture(scope="module", params=VARIANTS)
+def variant(request):
+    """The mode and [MODE.options] of both runs (the whole suite runs once per variant)."""
+    return variant_of(request.param)
 
 
 @pytest.fixture(scope="module")
-def off(quicknat, backend, settings):
-    yield from fast_fixture(backend, lambda: Run(quicknat, "off", settings, backend), BACKENDS)
+def settings(variant):
+    return variant[1]
 
 
 @pytest.fixture(scope="module")
-def on(quicknat, backend, settings):
-    yield from fast_fixture(backend, lambda: Run(quicknat, "on", settings, backend), BACKENDS)
+def off(quicknat, backend, variant):
+    mode, settings = variant
+    yield from fast_fixture(backend, lambda: Run(quicknat, "off", settings, backend, mode), BACKENDS)
+
+
+@pytest.fixture(scope="module")
+def on(quicknat, backend, variant):
+    mode, settings = variant
+    yield from fast_fixture(backend, lambda: Run(quicknat, "on", settings, backend, mode), BACKENDS)
 
 
 def test_off_the_flows_work_on_the_slow_path_and_the_fast_path_is_reported_off(off):
@@ -443,7 +483,7 @@ def test_off_the_flows_work_on_the_slow_path_and_the_fast_path_is_reported_off(o
     assert " xdp_fast=" not in off.qn.text(), off.qn.stats()
 
 
-def test_on_established_nat64_udp_and_tcp_sessions_are_installed(on):
+def test_on_established_udp_and_tcp_flows_are_installed(on):
     f = on.established()
     assert f, f"{on.fast_stats()} | {on.qn.stats()}"
     st = on.ctl("status")["xdp_fast_path"]
@@ -459,9 +499,10 @@ def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off,
         assert run.established(), f"{run.fast}: {run.qn.text()[-3000:]}"
         uport, tport = run.public_ports()
         ports = (str(uport), str(tport))
+        (w6, at6), (w4, at4) = run.ways()
         got[run.fast], sent[run.fast] = windows(run, (
-            ("out", lambda: run.script("cli", CRAFT_OUT, mac(run.g, "gw", "g-in"), *ports), run.pcap4, 0),
-            ("in", lambda: run.script("srv", CRAFT_IN, mac(run.g, "gw", "g-out"), *ports), run.pcap6, 1),
+            (w6, lambda: run.script("cli", CRAFT_OUT, mac(run.g, "gw", "g-in"), *ports), run.pcap4, at6),
+            (w4, lambda: run.script("srv", CRAFT_IN, mac(run.g, "gw", "g-out"), *ports), run.pcap6, at4),
         ), "Q64-", problems)
         # Ethernet: this run's own receiving host and gateway MACs.
         for frames, dst, src in ((got[run.fast][0], ("srv", "s0"), ("gw", "g-out")),
@@ -506,7 +547,8 @@ def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, sett
     try:
         # Client to server (IPv6 -> IPv4, "out"), then server to client (-R: IPv4 -> IPv6,
         # "in", each super-packet's gso_size cut by 20).
-        for way, reverse in (("out", []), ("in", ["-R"])):
+        (w6, _), (w4, _) = on.ways()
+        for way, reverse in ((w6, []), (w4, ["-R"])):
             before = on.fast_stats()
             r = on.g.nsx("cli", "iperf3", "-c", SERVER6, "-p", "5202", "-t", "2", "-J", *reverse,
                          check=False, timeout=30)
@@ -514,7 +556,7 @@ def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, sett
             after = on.fast_stats()
             packets = after[f"packets_{way}"] - before[f"packets_{way}"]
             sent = after[f"bytes_{way}"] - before[f"bytes_{way}"]
-            if settings == "zero" and way == "out":
+            if settings == "zero" and way == w6:
                 # DF clear: nothing as big as a super-packet (single segments may pass).
                 assert packets == 0 or sent / packets < 1514, (way, before, after)
                 continue
@@ -524,6 +566,40 @@ def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, sett
     finally:
         for n, dev in devs:
             on.g.offloads_off(n, dev)
+
+
+def test_a_reload_takes_the_stateless_translators_flows_out_of_the_fast_path(on, variant):
+    """SIIT: the program's entries are the translation of the configuration they were made
+    by. A reload publishes another (here a fixed TOS): every entry is taken out at the
+    sync after it, the flows are hinted again through the engine and installed anew, and
+    no frame after the reload carries the old TOS, though the fast path carries them."""
+    if variant != ("siit", "rfc"):
+        pytest.skip("the SIIT flow table's reload (one variant)")
+    assert on.established(), on.qn.text()[-3000:]
+    pings = lambda: [f for f in read_pcap(on.pcap4) if f[23] == 17 and f[42:48] == b"ping-u"]
+    # Every ping so far in the capture (tcpdump writes a moment after the server reads).
+    assert wait_for(lambda: len(pings()) >= on.pinged, 5), (len(pings()), on.pinged)
+    before, f0 = len(pings()), on.fast_stats()
+    with open(on.qn.cfg.name) as f:
+        text = f.read()
+    with open(on.qn.cfg.name, "w") as f:
+        f.write(text.replace("ipv4_mtu = 1500\n", "ipv4_mtu = 1500\ntos = 40\n"))
+    lines = lambda: on.qn.text().count("reload (SIGHUP)")
+    n = lines()
+    on.qn.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: lines() > n, 10), on.qn.text()[-2000:]
+    assert wait_for(lambda: on.fast_stats()["sessions"] == 0, 5), on.fast_stats()
+    f1 = on.fast_stats()
+    assert f1["removals"] - f0["removals"] >= 4, (f0, f1)
+    # Hinted and installed again; the fast path then carries the pings.
+    assert wait_for(lambda: on.ping() and on.fast_stats()["installs"] - f1["installs"] >= 4, 10, step=0.05)
+    f2 = on.fast_stats()
+    for _ in range(5):
+        assert on.ping()
+    assert on.fast_stats()["packets_in"] > f2["packets_in"], (f2, on.fast_stats())
+    assert wait_for(lambda: len(pings()) >= before + 6, 5)
+    after = pings()[before:]
+    assert after and all(f[15] == 40 for f in after), [f[15] for f in after]
 
 
 def test_quicknat_stops_cleanly_and_leaves_no_xdp_program(off, on):

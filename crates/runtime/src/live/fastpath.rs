@@ -1,6 +1,7 @@
 //! The XDP fast path's brain-side half (issue 15 item 2): which NAT44 or NAT64 sessions
 //! the steering program forwards by itself, installed and removed on the engine's word
-//! (ILA's mappings: `fastpath_ila`, on the same maps and counters).
+//! (ILA's mappings: `fastpath_ila`, SIIT's and CLAT's flows: `fastpath_siit`, on the same
+//! maps and counters).
 //!
 //! The engine stays the brain: its reaper shows this offload every live session on
 //! each walk (every 200 ms, off the per-packet path: no worker ever waits on a map
@@ -42,7 +43,7 @@ use io::afxdp::fast_path::{
     monotonic_ns, ByteRule, DfRule, FastFlow, FastKind, FastPath, FastRewrite, FlowTuple,
     FlowTuple6, NextHop, Rewrite46, Rewrite64, PROTO_TCP, PROTO_UDP,
 };
-use xlat::siit::DfPolicy;
+use xlat::siit::{DfPolicy, SiitOptions};
 type FxHashMap<K, V> = std::collections::HashMap<K, V>;
 
 use super::netview::{Link, NetView, Published};
@@ -101,6 +102,9 @@ pub(super) enum Kind {
     Nat64(Arc<Nat64Shared>),
     /// ILA: no sessions, the router's mappings (`fastpath_ila`).
     Ila(Arc<engine::ila::IlaRouter>),
+    /// SIIT or CLAT: no sessions, the flows the workers hint (`fastpath_siit`): the
+    /// translator (its configuration in force) and the hints' queue.
+    Siit(Box<engine::siit::Siit>, Arc<engine::siit::offload::FlowHints>),
 }
 
 /// The offload: both interfaces' maps and what was installed in them.
@@ -115,10 +119,12 @@ pub(crate) struct XdpFastPath {
     /// Sessions the maps hold at most (two entries each).
     max_sessions: usize,
     /// Engine clock minus CLOCK_MONOTONIC, in ns.
-    offset: i128,
+    pub(super) offset: i128,
     by_session: Mutex<FxHashMap<Tuple, Installed>>,
     /// ILA: the mappings offloaded, by identifier.
     pub(super) by_ident: Mutex<FxHashMap<u64, super::fastpath_ila::IlaInstalled>>,
+    /// SIIT and CLAT: the flow directions offloaded, by their arriving tuple.
+    pub(super) by_flow: Mutex<FxHashMap<FastFlow, super::fastpath_siit::FlowInstalled>>,
     /// ILA: the network view version the last sync saw.
     pub(super) ila_synced: AtomicU64,
     pub(super) installed: AtomicU64,
@@ -193,17 +199,18 @@ impl XdpFastPath {
         let ifindexes = [links[0].index, links[1].index];
         let fast_kind = match kind {
             Kind::Nat44 => FastKind::Nat44,
-            Kind::Nat64(_) => FastKind::Nat64,
+            Kind::Nat64(_) | Kind::Siit(..) => FastKind::Nat64,
             Kind::Ila(_) => FastKind::Ila,
         };
         for m in &maps {
             m.set_ports(ifindexes)?;
             m.enable(fast_kind)?;
         }
-        // A session may put both its entries in one map; an ILA mapping puts one in each.
+        // A session may put both its entries in one map; an ILA mapping puts one in each,
+        // a SIIT flow's direction one in one.
         let per_map = maps[0].capacity().min(maps[1].capacity());
         let max_sessions = match kind {
-            Kind::Ila(_) => per_map,
+            Kind::Ila(_) | Kind::Siit(..) => per_map,
             _ => (per_map / 2).max(1),
         } as usize;
         Ok(XdpFastPath {
@@ -217,6 +224,7 @@ impl XdpFastPath {
             offset: i128::from(now.as_nanos()) - i128::from(monotonic_ns()),
             by_session: Mutex::new(FxHashMap::new()),
             by_ident: Mutex::new(FxHashMap::new()),
+            by_flow: Mutex::new(FxHashMap::new()),
             ila_synced: AtomicU64::new(u64::MAX),
             installed: AtomicU64::new(0),
             removed: AtomicU64::new(0),
@@ -241,7 +249,7 @@ impl XdpFastPath {
             dir_packets,
             dir_bytes,
             misses,
-            sessions: (self.lock().len() + self.ila_lock().len()) as u64,
+            sessions: (self.lock().len() + self.ila_lock().len() + self.flows()) as u64,
             installed: self.installed.load(Ordering::Relaxed),
             removed: self.removed.load(Ordering::Relaxed),
             refused_full: self.refused_full.load(Ordering::Relaxed),
@@ -252,6 +260,12 @@ impl XdpFastPath {
     /// Whether this offloads ILA mappings (attached to the control state, not a table).
     pub(crate) fn is_ila(&self) -> bool {
         matches!(self.kind, Kind::Ila(_))
+    }
+
+    /// Whether this offloads the flows a stateless translator hints (kept by
+    /// `siit_sync` on a thread of its own).
+    pub(crate) fn is_siit(&self) -> bool {
+        matches!(self.kind, Kind::Siit(..))
     }
 
     /// The most sessions (ILA: mappings) offloaded at once.
@@ -325,7 +339,7 @@ impl XdpFastPath {
                     self.hop(view, 1, IpAddr::V6(host6))?,
                 ])
             }
-            Kind::Ila(_) => None,
+            Kind::Ila(_) | Kind::Siit(..) => None,
         }
     }
 
@@ -339,7 +353,7 @@ impl XdpFastPath {
         let dirs = match &self.kind {
             Kind::Nat44 => self.install44(v, hops),
             Kind::Nat64(nat) => self.install64(nat, v, hops),
-            Kind::Ila(_) => Err(None),
+            Kind::Ila(_) | Kind::Siit(..) => Err(None),
         };
         match dirs {
             Ok(dirs) => {
@@ -432,37 +446,9 @@ impl XdpFastPath {
             dst: host6,
             dport: orig.sport,
         };
-        let r64 = Rewrite64 {
-            to: orig_to,
-            hop: out,
-            decrement_ttl: opts.decrement_ttl,
-            tos: byte_rule(opts.tos, opts.tos_to_traffic_class),
-            df: match opts.df {
-                DfPolicy::Rfc => DfRule::Rfc,
-                DfPolicy::Clear => DfRule::Clear,
-                DfPolicy::Set => DfRule::Set,
-            },
-            // IPv4 length = IPv6 length - 20: within the outside link and `ipv4_mtu`, and
-            // arriving within the inside link (else the worker drops it as oversize).
-            mtu: mtu16(
-                opts.ipv4_mtu
-                    .min(self.mtus[1])
-                    .min(self.mtus[0].saturating_sub(20)),
-            ),
-        };
-        let r46 = Rewrite46 {
-            to: to6,
-            hop: back,
-            decrement_ttl: opts.decrement_ttl,
-            tc: byte_rule(opts.traffic_class, opts.tos_to_traffic_class),
-            // IPv6 length = IPv4 length + 20, the IPv4 packet within the outside link.
-            mtu_df: mtu16(opts.ipv6_mtu.min(self.mtus[0]).min(self.mtus[1] + 20)),
-            mtu_nodf: mtu16(
-                opts.ipv6_fragment_mtu()
-                    .min(self.mtus[0])
-                    .min(self.mtus[1] + 20),
-            ),
-        };
+        // The IPv6 side is the inside (link 0).
+        let r64 = self.rewrite64(opts, orig_to, out, 0);
+        let r46 = self.rewrite46(opts, to6, back, 0);
         let dirs = [(0, FastFlow::V6To4(from6)), (1, FastFlow::V4To6(from4))];
         if self.maps[0].insert_64(&from6, &r64).is_err()
             || self.maps[1].insert_46(&from4, &r46).is_err()
@@ -470,6 +456,56 @@ impl XdpFastPath {
             return Err(Some(dirs));
         }
         Ok(dirs)
+    }
+
+    /// The rewrite of IPv6 packets leaving as the IPv4 `to` by `hop` under the
+    /// translator's options `opts`, the IPv6 side being link `v6` (NAT64: the inside;
+    /// SIIT and CLAT: the outside).
+    pub(super) fn rewrite64(
+        &self,
+        opts: &SiitOptions,
+        to: FlowTuple,
+        hop: NextHop,
+        v6: usize,
+    ) -> Rewrite64 {
+        Rewrite64 {
+            to,
+            hop,
+            decrement_ttl: opts.decrement_ttl,
+            tos: byte_rule(opts.tos, opts.tos_to_traffic_class),
+            df: match opts.df {
+                DfPolicy::Rfc => DfRule::Rfc,
+                DfPolicy::Clear => DfRule::Clear,
+                DfPolicy::Set => DfRule::Set,
+            },
+            // IPv4 length = IPv6 length - 20: within the IPv4 link and `ipv4_mtu`, and
+            // arriving within the IPv6 link (else the worker drops it as oversize).
+            mtu: mtu16(
+                opts.ipv4_mtu
+                    .min(self.mtus[1 - v6])
+                    .min(self.mtus[v6].saturating_sub(20)),
+            ),
+        }
+    }
+
+    /// The rewrite of IPv4 packets leaving as the IPv6 `to` by `hop` (as `rewrite64`).
+    pub(super) fn rewrite46(
+        &self,
+        opts: &SiitOptions,
+        to: FlowTuple6,
+        hop: NextHop,
+        v6: usize,
+    ) -> Rewrite46 {
+        // IPv6 length = IPv4 length + 20, the IPv4 packet within the IPv4 link.
+        let v4_link = self.mtus[1 - v6] + 20;
+        Rewrite46 {
+            to,
+            hop,
+            decrement_ttl: opts.decrement_ttl,
+            tc: byte_rule(opts.traffic_class, opts.tos_to_traffic_class),
+            mtu_df: mtu16(opts.ipv6_mtu.min(self.mtus[v6]).min(v4_link)),
+            mtu_nodf: mtu16(opts.ipv6_fragment_mtu().min(self.mtus[v6]).min(v4_link)),
+        }
     }
 
     fn uninstall(&self, i: &Installed) {
@@ -617,7 +653,18 @@ pub(crate) fn attach(
             true,
             "ILA mappings (TCP/UDP/ICMPv6)",
         ),
-        _ => return refuse("NAT44, NAT64 and ILA only in this version".into()),
+        // The flows are taken up by `siit_sync`, on a thread of the caller's.
+        engine::mode::any::AnyMode::Siit(siit) => {
+            let Some(hints) = siit.attach_offload() else {
+                return refuse("an offload is attached already".into());
+            };
+            (
+                Kind::Siit(Box::new(siit.clone()), hints),
+                None,
+                siit.config().options.decrement_ttl,
+                "SIIT/CLAT TCP/UDP flows",
+            )
+        }
     };
     // The hook: the AF_XDP ports' XDP program, or on AF_PACKET a tc program of its own
     // (io::tcfast) with a claim filter on every receive socket.
@@ -639,7 +686,8 @@ pub(crate) fn attach(
         super::open::Opened::Packet(ports) => {
             if matches!(kind, Kind::Ila(_)) {
                 return refuse(
-                    "at the tc hook (AF_PACKET): NAT44 and NAT64 only in this version".into(),
+                    "at the tc hook (AF_PACKET): NAT44, NAT64, SIIT and CLAT only in this version"
+                        .into(),
                 );
             }
             match super::fastpath_tc::hooks(links, ports, gw.xdp_fast_path_entries) {
@@ -675,10 +723,18 @@ pub(crate) fn attach(
         }
     }
     let (unit, when) = match fast.kind {
-        Kind::Ila(_) => ("mappings", "as their next hops resolve"),
+        Kind::Ila(_) => ("mappings", "as their next hops resolve".to_string()),
+        Kind::Siit(..) => (
+            "flow directions",
+            format!(
+                "each at its second packet through the engine, within {} ms; taken out after {} s idle",
+                super::fastpath_siit::SYNC_EVERY.as_millis(),
+                super::fastpath_siit::FLOW_IDLE.as_secs()
+            ),
+        ),
         _ => (
             "sessions",
-            "the reaper offloads them within 10 ms of their being established",
+            "the reaper offloads them within 10 ms of their being established".to_string(),
         ),
     };
     log(format!(

@@ -158,19 +158,19 @@ impl FastPathStatus {
         family(
             "sessions",
             "gauge",
-            "Sessions (ILA: mappings) offloaded to the XDP fast path now.",
+            "Sessions (ILA: mappings; SIIT/CLAT: flow directions) offloaded to the XDP fast path now.",
             &one(c.sessions),
         );
         family(
             "installs",
             "counter",
-            "Sessions (ILA: mappings) offloaded so far.",
+            "Sessions (ILA: mappings; SIIT/CLAT: flow directions) offloaded so far.",
             &one(c.installed),
         );
         family(
             "removals",
             "counter",
-            "Offloaded sessions taken out so far (ended, reset, rerouted; ILA: mappings changed or removed).",
+            "Offloaded sessions taken out so far (ended, reset, rerouted; ILA: mappings changed or removed; SIIT/CLAT: idle, rerouted or reloaded).",
             &one(c.removed),
         );
         family(

@@ -21,6 +21,7 @@
 mod config;
 mod fastpath;
 mod fastpath_ila;
+mod fastpath_siit;
 mod fastpath_tc;
 // -- XDP fast path status and counters (issue 15, operability) --
 mod fastpath_status;
@@ -180,13 +181,9 @@ pub fn run(
     let fallback = std::sync::Mutex::new(None::<String>);
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
     let fast_why = std::sync::Mutex::new(None::<String>);
-    // XDP fast path (issue 15 item 2): AF_XDP, NAT44, NAT64 and ILA.
-    let fast_entries = if gw.backend == Backend::AfXdp
-        && gw.xdp_fast_path != FastPathSwitch::Off
-        && matches!(
-            mode,
-            ModeConfig::Nat44(_) | ModeConfig::Nat64(_) | ModeConfig::Ila(_)
-        ) {
+    // XDP fast path (issue 15 item 2): AF_XDP, every mode.
+    let fast_entries = if gw.backend == Backend::AfXdp && gw.xdp_fast_path != FastPathSwitch::Off
+    {
         gw.xdp_fast_path_entries
     } else {
         0
@@ -469,6 +466,18 @@ pub fn run(
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(500));
                     c.sync_offload();
+                }
+            });
+        }
+        // Fast path for SIIT and CLAT: the flows the workers hint, installed every 5 ms;
+        // each second, a walk for reloads, next hops and idle flows (`fastpath_siit`).
+        if let Some(f) = fast.as_ref().filter(|f| f.is_siit()) {
+            let stop = &stop;
+            s.spawn(threads::SIIT_SYNC, move || {
+                let mut st = fastpath_siit::SiitSync::default();
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(fastpath_siit::SYNC_EVERY);
+                    f.siit_sync(&mut st, clock());
                 }
             });
         }

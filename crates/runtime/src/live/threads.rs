@@ -17,6 +17,8 @@ pub(crate) const NETVIEW: &str = "qn-netview";
 pub(crate) const REAPER: &str = "qn-reaper";
 /// The ILA fast path's periodic sync.
 pub(crate) const ILA_SYNC: &str = "qn-ila-sync";
+/// SIIT/CLAT: installs the flows the workers hint in the fast path's maps.
+pub(crate) const SIIT_SYNC: &str = "qn-siit-sync";
 /// The `/metrics` listener.
 pub(crate) const METRICS: &str = "qn-metrics";
 /// The NAT event exporter (RFC 8158).
@@ -92,6 +94,7 @@ mod tests {
             NETVIEW,
             REAPER,
             ILA_SYNC,
+            SIIT_SYNC,
             METRICS,
             NATLOG,
             NATLOG_STATS,
