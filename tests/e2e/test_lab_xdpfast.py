@@ -1,7 +1,8 @@
 """The labs' XDP fast-path arm (issue 15): `quicknat-lab lab --backends xdpfast` runs
 quicknat on AF_XDP with `xdp_fast_path = "on"` beside the kernel NAT and the XDP forwarder
 (its floor), alternating, and reports its figures and ratios; `--topology nat64 --backends
-xdpfast,tcfast` runs it and its tc-hook twin (AF_PACKET) with `[nat64]` beside TAYGA, and `--topology ila --backends xdpfast` the ILA
+xdpfast,tcfast` runs it and its tc-hook twin (AF_PACKET) with `[nat64]` beside TAYGA (`--topology
+siit`: the same with `[siit]`, TAYGA's own mapping), and `--topology ila --backends xdpfast` the ILA
 routers with their mappings in XDP beside the kernel forwarding directly.
 
     sudo python3 -m pytest tests/e2e/test_lab_xdpfast.py [--quicknat PATH]
@@ -67,14 +68,18 @@ def lab(quicknat, backend):
                               "--no-offloads-on", "--backends", "xdpfast"])
 
 
-@pytest.fixture(scope="module")
-def lab64(quicknat, backend):
+@pytest.fixture(scope="module", params=["nat64", "siit"])
+def lab64(quicknat, backend, request):
+    """The NAT64 topology with quicknat as stateful NAT64, then as the stateless translator
+    (`--topology siit`: its flows hinted by the engine and offloaded)."""
     if backend != "af_xdp":
         pytest.skip("the XDP fast path is an AF_XDP feature")
     if not shutil.which("tayga", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
         pytest.skip("the NAT64 lab compares with TAYGA: apt-get install tayga")
-    return run_lab(quicknat, ["--topology", "nat64", "--seconds", "2", "--rounds", "1",
-                              "--backends", "xdpfast,tcfast"])
+    report = run_lab(quicknat, ["--topology", request.param, "--seconds", "2", "--rounds", "1",
+                                "--backends", "xdpfast,tcfast"])
+    assert report["xlat"] == request.param, report["xlat"]
+    return report
 
 
 def arm(report, name):

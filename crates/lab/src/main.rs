@@ -38,12 +38,12 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Build network namespaces and measure quicknat against a reference on the same
-    /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 (vs TAYGA),
+    /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 and siit (vs TAYGA),
     /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers),
     /// attack (NAT44 vs the kernel's NAT under floods, a greedy host, hash collisions,
     /// link flaps and a gateway restart).
     Lab {
-        /// Which topology: nat44, nat64, ila or attack.
+        /// Which topology: nat44, nat64, siit, ila, attack or cluster.
         #[arg(long, value_enum, default_value_t = Topology::Nat44)]
         topology: Topology,
         /// Seconds per measurement (default 5; attack: seconds of SYN flood, 60 in the
@@ -71,7 +71,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// quicknat backends to measure (comma-separated): af_xdp, af_packet (default: both;
-        /// attack: af_packet, quicknat's default); nat44 and nat64 also tcfast (AF_PACKET with the fast path at tc ingress); nat44, nat64 and ila also xdpfast (AF_XDP with
+        /// attack: af_packet, quicknat's default); nat44, nat64 and siit also tcfast (AF_PACKET with the fast path at tc ingress); nat44, nat64, siit and ila also xdpfast (AF_XDP with
         /// the XDP fast path on).
         #[arg(long, value_name = "LIST")]
         backends: Option<String>,
@@ -192,6 +192,8 @@ enum Topology {
     Nat44,
     /// quicknat NAT64 vs TAYGA, IPv6-only client, IPv4 server.
     Nat64,
+    /// The same with quicknat as a stateless translator (SIIT, TAYGA's own 1:1 mapping).
+    Siit,
     /// TCP request/response directly vs through two quicknat ILA routers.
     Ila,
     /// quicknat NAT44 vs the kernel's NAT under attack (SYN flood at a port forward, a
@@ -538,13 +540,17 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
     for b in &backends {
         // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44, NAT64 and ILA labs.
         let xdpfast = b == lab::xdpfast::BACKEND
-            && matches!(topology, Topology::Nat44 | Topology::Nat64 | Topology::Ila);
+            && matches!(
+                topology,
+                Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
+            );
         // tcfast: AF_PACKET with the fast path at the tc hook, the NAT44 and NAT64 labs.
         let tcfast =
-            b == lab::xdpfast::TC_BACKEND && matches!(topology, Topology::Nat44 | Topology::Nat64);
+            b == lab::xdpfast::TC_BACKEND
+                && matches!(topology, Topology::Nat44 | Topology::Nat64 | Topology::Siit);
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast || tcfast,
-            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64 or ila; tcfast with nat44 or nat64)"
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64, siit or ila; tcfast with nat44, nat64 or siit)"
         );
     }
     anyhow::ensure!(
@@ -626,13 +632,17 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             }
             print_report(&report, json)
         }
-        Topology::Nat64 => print_report(
+        Topology::Nat64 | Topology::Siit => print_report(
             &lab::nat64::run(&lab::nat64::Nat64Options {
                 seconds,
                 rounds,
                 backends,
                 pin_tayga,
                 quicknat,
+                xlat: match topology {
+                    Topology::Siit => lab::nat64::Xlat::Siit,
+                    _ => lab::nat64::Xlat::Nat64,
+                },
             })?,
             json,
         ),

@@ -83,9 +83,9 @@ fn lab_checks_the_flood_rate() {
 }
 
 #[test]
-fn lab_takes_the_xdpfast_arm_for_nat44_nat64_and_ila_only() {
-    // nat44, nat64 and ila accept it: the next check is the product binary's.
-    for topology in ["nat44", "nat64", "ila"] {
+fn lab_takes_the_xdpfast_arm_for_nat44_nat64_siit_and_ila_only() {
+    // nat44, nat64, siit and ila accept it: the next check is the product binary's.
+    for topology in ["nat44", "nat64", "siit", "ila"] {
         let out = lab(&[
             "lab",
             "--topology",
@@ -115,7 +115,7 @@ fn lab_takes_the_xdpfast_arm_for_nat44_nat64_and_ila_only() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("unknown backend \"xdpfast\"")
-            && stderr.contains("xdpfast with --topology nat44, nat64 or ila"),
+            && stderr.contains("xdpfast with --topology nat44, nat64, siit or ila"),
         "{stderr}"
     );
 }
@@ -158,7 +158,7 @@ fn soak_prints_its_loop_rate() {
 }
 
 #[test]
-fn lab_takes_the_tcfast_arm_for_nat44_and_nat64_only() {
+fn lab_takes_the_tcfast_arm_for_nat44_nat64_and_siit_only() {
     // Its stderr when run with `--backends backends` on `topology` and no quicknat binary:
     // it must exit 1, past the backend check or at it.
     let stderr = |topology: &str, backends: &str| {
@@ -175,7 +175,7 @@ fn lab_takes_the_tcfast_arm_for_nat44_and_nat64_only() {
         assert_eq!(out.status.code(), Some(1), "{topology}: {stderr}");
         stderr
     };
-    for topology in ["nat44", "nat64"] {
+    for topology in ["nat44", "nat64", "siit"] {
         let e = stderr(topology, "af_packet,tcfast");
         assert!(
             e.starts_with("error: no quicknat binary at "),
@@ -185,7 +185,7 @@ fn lab_takes_the_tcfast_arm_for_nat44_and_nat64_only() {
     for topology in ["ila", "attack"] {
         let e = stderr(topology, "tcfast");
         assert!(
-            e.contains("unknown backend \"tcfast\"") && e.contains("tcfast with nat44 or nat64"),
+            e.contains("unknown backend \"tcfast\"") && e.contains("tcfast with nat44, nat64 or siit"),
             "{topology}: {e}"
         );
     }

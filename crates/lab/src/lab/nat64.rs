@@ -1,5 +1,8 @@
 //! `quicknat-lab lab --topology nat64`: an IPv6-only client reaches an IPv4 server through the
 //! gateway, by quicknat `[nat64]` (each backend) or TAYGA, alternating per round.
+//! `--topology siit`: the same, quicknat running the stateless translator `[siit]` with
+//! TAYGA's own mapping (EAM 203.0.113.1 <-> 2001:db8:1::2, the same pref64): the
+//! like-for-like comparison, stateless against stateless (a CLAT is this translator).
 //!
 //! ```text
 //! cli (2001:db8:1::2) ==c0|g-in== gw (2001:db8:1::1 | 198.51.100.1) ==g-out|s0== srv (198.51.100.2)
@@ -58,6 +61,52 @@ pub struct Nat64Options {
     pub pin_tayga: bool,
     /// The quicknat binary run as the gateway.
     pub quicknat: std::path::PathBuf,
+    /// What quicknat runs: stateful NAT64 or the stateless translator.
+    pub xlat: Xlat,
+}
+
+/// The translator quicknat runs in this lab.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Xlat {
+    /// `[nat64]`: stateful NAT64 (RFC 6146), NAPT from pool4.
+    #[default]
+    Nat64,
+    /// `[siit]`: stateless (RFC 7915), TAYGA's 1:1 mapping as an EAM entry.
+    Siit,
+}
+
+impl Xlat {
+    /// The mode's name (`--topology`, the report's title and labels).
+    pub fn name(self) -> &'static str {
+        match self {
+            Xlat::Nat64 => "nat64",
+            Xlat::Siit => "siit",
+        }
+    }
+
+    /// The translation tables every quicknat arm runs.
+    fn mode(self) -> String {
+        match self {
+            Xlat::Nat64 => format!("[nat64]\npref64 = \"{PREF64}\"\npool4 = [\"203.0.113.1/32\"]\n"),
+            Xlat::Siit => format!(
+                "[siit]\npref64 = \"{PREF64}\"\neam = [ {{ ipv4 = \"203.0.113.1/32\", ipv6 = \"2001:db8:1::2/128\" }} ]\n"
+            ),
+        }
+    }
+
+    /// A gateway configuration with its sides as this mode has them: SIIT's inside is
+    /// its IPv4 side (g-out), NAT64's its IPv6 side (g-in).
+    fn sides(self, cfg: &str) -> String {
+        match self {
+            Xlat::Nat64 => cfg.to_string(),
+            Xlat::Siit => cfg.replacen(
+                "inside = \"g-in\"\noutside = \"g-out\"",
+                "inside = \"g-out\"\noutside = \"g-in\"",
+                1,
+            ),
+        }
+    }
 }
 
 /// One system's measurements.
@@ -106,6 +155,8 @@ pub struct Nat64Ratio {
 /// The report: medians per system.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Nat64Report {
+    /// What quicknat ran.
+    pub xlat: Xlat,
     /// UTC date and kernel.
     pub when: String,
     /// Seconds per measurement.
@@ -215,7 +266,7 @@ fn stop(lab: &Lab, s: System, tayga: &Path) -> Result<()> {
 
 /// The cells. `fast`: the quicknat binary of the XDP fast-path arm (whose counters are read
 /// around each cell, outside it, and whose UDP flows are warmed up first), else `None`.
-fn measure(lab: &Lab, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
+fn measure(lab: &Lab, name: &str, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
     let snap = || -> Result<Option<xdpfast::FastSnap>> { fast.map(xdpfast::snap).transpose() };
     let share_of = |a: Option<xdpfast::FastSnap>, b: Option<xdpfast::FastSnap>| {
         a.zip(b).map_or(0.0, |(a, b)| a.share_until(&b))
@@ -233,7 +284,7 @@ fn measure(lab: &Lab, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
     let src_port = match fast {
         Some(bin) => {
             let n = xdpfast::warm_up(lab, bin, &dst, &format!("{SERVER}:9"))?;
-            eprintln!("lab nat64: fast path: {n} UDP sessions offloaded before the cell");
+            eprintln!("lab {name}: fast path: {n} UDP flows offloaded before the cell");
             Some(xdpfast::SRC_PORT)
         }
         None => None,
@@ -296,21 +347,21 @@ fn ratios(quicknat: &[(String, Nat64Result)], tayga: &Nat64Result) -> Vec<Nat64R
         .collect()
 }
 
-/// The NAT64 tables every quicknat arm runs.
-fn nat64_mode() -> String {
-    format!("[nat64]\npref64 = \"{PREF64}\"\npool4 = [\"203.0.113.1/32\"]\n")
-}
-
 /// Runs the NAT64 lab.
 pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
     require(&["ip", "iperf3", "nft", "ethtool", "taskset", "tayga"])?;
     let lab = build()?;
     lab.offloads(&devs(&lab), false);
-    let configs = Configs::gateway("nat64", &opts.backends, &nat64_mode())?;
+    let (name, mode) = (opts.xlat.name(), opts.xlat.mode());
+    let configs = Configs::gateway(name, &opts.backends, &mode)?;
     // The fast-path arms' own configurations (xdp_fast_path = "on": AF_XDP for xdpfast,
-    // AF_PACKET for tcfast).
-    for c in configs.0.iter().filter(|(b, _)| xdpfast::is_fast(b)) {
-        std::fs::write(&c.1, xdpfast::config_for(&c.0, &nat64_mode()))?;
+    // AF_PACKET for tcfast); SIIT's sides.
+    for (b, path) in &configs.0 {
+        let cfg = match xdpfast::is_fast(b) {
+            true => xdpfast::config_for(b, &mode),
+            false => std::fs::read_to_string(path)?,
+        };
+        std::fs::write(path, opts.xlat.sides(&cfg))?;
     }
     let cfgs = &configs.0;
     let tayga_dir = temp_path("tayga");
@@ -325,12 +376,12 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
     )?;
     let result = alternate(
         &lab,
-        "nat64",
+        name,
         opts.rounds,
         cfgs.len(),
         |arm| {
             arm.map_or("TAYGA".to_string(), |i| {
-                format!("quicknat nat64 {}", cfgs[i].0)
+                format!("quicknat {name} {}", cfgs[i].0)
             })
         },
         |arm| {
@@ -339,7 +390,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             let fast = quicknat
                 .filter(|(b, _)| xdpfast::is_fast(b))
                 .map(|_| opts.quicknat.as_path());
-            let r = measure(&lab, opts.seconds, fast);
+            let r = measure(&lab, name, opts.seconds, fast);
             stop(&lab, sys, &tayga)?;
             r
         },
@@ -355,6 +406,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
         .collect();
     let tayga = combine(&t);
     Ok(Nat64Report {
+        xlat: opts.xlat,
         when: chrono_like_date(),
         seconds: opts.seconds,
         rounds: opts.rounds,
@@ -369,8 +421,11 @@ impl std::fmt::Display for Nat64Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "quicknat lab nat64 — {} — median of {} alternating rounds, {} s each",
-            self.when, self.rounds, self.seconds
+            "quicknat lab {} — {} — median of {} alternating rounds, {} s each",
+            self.xlat.name(),
+            self.when,
+            self.rounds,
+            self.seconds
         )?;
         write!(f, "{:<46}", "metric")?;
         for (b, _) in &self.quicknat {
@@ -458,14 +513,18 @@ impl std::fmt::Display for Nat64Report {
             )?;
         }
         writeln!(f)?;
+        let what = match self.xlat {
+            Xlat::Nat64 => "stateful NAT64 (RFC 6146, NAPT, per-flow sessions, pool4 203.0.113.1/32)",
+            Xlat::Siit => "stateless SIIT (RFC 7915), TAYGA's mapping: EAM 203.0.113.1 <-> 2001:db8:1::2, the same pref64; no state",
+        };
         writeln!(
             f,
-            "quicknat: stateful NAT64 (RFC 6146, NAPT, per-flow sessions, pool4 203.0.113.1/32), 1 worker on core {GW_CORE}, kernel forwarding off"
+            "quicknat: {what}, 1 worker on core {GW_CORE}, kernel forwarding off"
         )?;
         if fast {
             writeln!(
                 f,
-                "quicknat xdpfast: AF_XDP with xdp_fast_path = \"on\" (established sessions translated in XDP, XDP_PASS on the veth peers); \
+                "quicknat xdpfast: AF_XDP with xdp_fast_path = \"on\" (established sessions, SIIT: flows hinted by the engine, translated in XDP, XDP_PASS on the veth peers); \
                  its UDP flows warmed up on fixed source ports with the server answering; share = XDP-forwarded / (that + AF_XDP socket rx);\n\
                  on veth its XDP work runs on the sending core, the generator's: where out = offered, the generator was the limit\n\
                  quicknat tcfast: AF_PACKET with xdp_fast_path = \"on\" (the same sessions translated by a tc ingress program, bpf_skb_change_proto; \
@@ -556,5 +615,18 @@ mod tests {
             ..Nat64Report::default()
         };
         assert!(!plain.to_string().contains("XDP fast path share"));
+    }
+
+    #[test]
+    fn siit_runs_taygas_mapping_with_its_ipv4_side_inside() {
+        let cfg = Xlat::Siit.sides(&xdpfast::config_for(xdpfast::TC_BACKEND, &Xlat::Siit.mode()));
+        assert!(cfg.contains("inside = \"g-out\"\noutside = \"g-in\""), "{cfg}");
+        assert!(cfg.contains("[siit]") && cfg.contains("ipv4 = \"203.0.113.1/32\", ipv6 = \"2001:db8:1::2/128\""), "{cfg}");
+        assert!(cfg.contains("backend = \"af_packet\"") && cfg.contains("xdp_fast_path = \"on\""), "{cfg}");
+        // NAT64 as it was.
+        let n = Xlat::Nat64.sides(&xdpfast::config_for(xdpfast::BACKEND, &Xlat::Nat64.mode()));
+        assert!(n.contains("inside = \"g-in\"\noutside = \"g-out\"") && n.contains("[nat64]"), "{n}");
+        let t = Nat64Report { xlat: Xlat::Siit, ..Nat64Report::default() }.to_string();
+        assert!(t.starts_with("quicknat lab siit") && t.contains("stateless SIIT"), "{t}");
     }
 }
