@@ -225,7 +225,7 @@ class Clat(Xlat):
 
 
 class Ila(Xlat):
-    def __init__(self, binary, csum, ident):
+    def __init__(self, binary, csum, ident, fast=False):
         super().__init__("qgila", ("a", "r1", "r2", "b"))
         self.make_namespaces()
         for n in self.ns:
@@ -248,8 +248,10 @@ class Ila(Xlat):
         self.nsx("r2", "ip", "-6", "route", "add", "2001:db8:a::/64", "via", "fe80::1", "dev", "r2n")
         self.nsx("r2", "ip", "-6", "route", "add", f"{SIR}::b/128", "via", "fe80::b", "dev", "r2b")
         mode = ILA.format(csum=csum, ident=ident)
-        self.r1 = self.gateway(binary, "r1", "r1a", "r1n", mode, f"gso-ila-r1-{csum}")
-        self.r2 = self.gateway(binary, "r2", "r2b", "r2n", mode, f"gso-ila-r2-{csum}")
+        # With `fast`, the fast path at the tc hook on both routers (issue 15 item 2).
+        extra, tag = ('xdp_fast_path = "on"\n', "-fast") if fast else ("", "")
+        self.r1 = self.gateway(binary, "r1", "r1a", "r1n", mode, f"gso-ila-r1-{csum}{tag}", extra)
+        self.r2 = self.gateway(binary, "r2", "r2b", "r2n", mode, f"gso-ila-r2-{csum}{tag}", extra)
 
 
 def run(t, body):
@@ -291,3 +293,25 @@ def test_clat_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat):
 @pytest.mark.parametrize("csum,ident", [("adjust-transport", "luid"), ("neutral-map", "use-format")])
 def test_ila_tcp_both_ways_with_super_packets_passed_through(quicknat, csum, ident):
     run(Ila(quicknat, csum, ident), lambda t: check(t, [t.r1, t.r2], "b", f"{SIR}::b", f"{SIR}::b", "a"))
+
+
+@pytest.mark.parametrize("csum,ident", [("adjust-transport", "luid"), ("neutral-map", "use-format")])
+def test_ila_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat, csum, ident):
+    """Both ILA routers with `xdp_fast_path = "on"` (the tc ingress program on AF_PACKET):
+    the mappings are offloaded as their next hops resolve, and the senders' super-packets
+    cross both routers whole through the program (the destination rewritten and, under
+    adjust-transport, the partial checksum updated as it is). The bytes arrive intact both
+    ways, and more than a transfer's worth went through each router's program, in frames
+    of four MTUs and more."""
+    def body(t):
+        for q in (t.r1, t.r2):
+            assert q.wait_started() and q.proc.poll() is None, q.text()[-2000:]
+            assert "at the tc ingress hook" in q.text(), q.text()[-2000:]
+        for port, role in ((5301, "up"), (5302, "down")):
+            mine, theirs, err = t.transfer("b", f"{SIR}::b", f"{SIR}::b", "a", port, role)
+            assert len(mine) == 64 and mine == theirs, \
+                f"{role}: {mine} {theirs} {err} | {t.r1.stats()} | {t.r2.stats()}"
+        for q in (t.r1, t.r2):
+            assert wait_for(lambda: counters(q, "xdp_fast_bytes") > SIZE, 5.0, step=0.2), q.stats()
+            assert counters(q, "xdp_fast_bytes") / counters(q, "xdp_fast") > 4 * 1514, q.stats()
+    run(Ila(quicknat, csum, ident, fast=True), body)

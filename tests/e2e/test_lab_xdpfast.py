@@ -2,7 +2,7 @@
 quicknat on AF_XDP with `xdp_fast_path = "on"` beside the kernel NAT and the XDP forwarder
 (its floor), alternating, and reports its figures and ratios; `--topology nat64 --backends
 xdpfast,tcfast` runs it and its tc-hook twin (AF_PACKET) with `[nat64]` beside TAYGA (`--topology
-siit`: the same with `[siit]`, TAYGA's own mapping), and `--topology ila --backends xdpfast` the ILA
+siit`: the same with `[siit]`, TAYGA's own mapping), and `--topology ila --backends xdpfast,tcfast` the ILA
 routers with their mappings in XDP beside the kernel forwarding directly.
 
     sudo python3 -m pytest tests/e2e/test_lab_xdpfast.py [--quicknat PATH]
@@ -180,24 +180,26 @@ def lab_ila(quicknat, backend):
     if backend != "af_xdp":
         pytest.skip("the XDP fast path is an AF_XDP feature")
     return run_lab(quicknat, ["--topology", "ila", "--seconds", "2", "--rounds", "1",
-                              "--backends", "xdpfast"])
+                              "--backends", "xdpfast,tcfast"])
 
 
-def test_ila_the_arm_carries_the_request_response_load_beside_the_kernel(lab_ila):
-    """The ILA lab's xdpfast arm: both routers translate with the fast path on; the
-    request/response load ran through them with no failed connection, beside the direct
-    kernel path in the same round; it has no forward-only arm."""
-    m = dict(lab_ila["ila"])["xdpfast"]
+@pytest.mark.parametrize("name", ARMS64)
+def test_ila_the_arm_carries_the_request_response_load_beside_the_kernel(lab_ila, name):
+    """The ILA lab's fast-path arms (the XDP hook, the tc hook): both routers translate
+    with the fast path on; the request/response load ran through them with no failed
+    connection, beside the direct kernel path in the same round; no forward-only arm."""
+    m = dict(lab_ila["ila"])[name]
     assert m["tps"] > 0 and m["errors"] == 0, m
     assert lab_ila["direct"]["tps"] > 0, lab_ila["direct"]
-    assert "xdpfast" not in dict(lab_ila["forward"]), lab_ila["forward"]
+    assert name not in dict(lab_ila["forward"]), lab_ila["forward"]
 
 
-def test_ila_the_packets_went_through_xdp(lab_ila):
+@pytest.mark.parametrize("name", ARMS64)
+def test_ila_the_packets_went_through_the_fast_path(lab_ila, name):
     """Each connection's SYN and FIN go through the engines; everything between them, both
-    ways, through the XDP programs: at least 90% of both routers' packets (one run read
+    ways, through the programs: at least 90% of both routers' packets (one run read
     99.6%)."""
-    share = dict(lab_ila["ila"])["xdpfast"]["fast_share"]
+    share = dict(lab_ila["ila"])[name]["fast_share"]
     assert share is not None and share >= 0.9, share
     assert lab_ila["direct"]["fast_share"] is None
 

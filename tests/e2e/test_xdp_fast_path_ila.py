@@ -37,7 +37,9 @@ Last, both stop cleanly on SIGTERM with no XDP program left.
 The whole comparison runs for the four checksum modes: adjust-transport, no-action,
 neutral-map (ident_type use-format) and neutral-map-auto.
 
-AF_XDP only; needs root and scapy.
+On AF_XDP the program is the steering XDP program's; on AF_PACKET the tc ingress program
+(`xdp_fast_path = "on"` there puts the same fast path at the tc hook). Needs root and
+scapy.
     sudo python3 -m pytest tests/e2e/test_xdp_fast_path_ila.py [--quicknat PATH]
 """
 
@@ -49,7 +51,11 @@ import pytest
 from netns import Scenario, wait_for
 from wirecmp import FastRun, differences, fast_fixture, windows
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.only(backend="af_xdp")]
+pytestmark = [pytest.mark.needs_root]
+
+# The XDP hook (AF_XDP) and the tc ingress hook (AF_PACKET): the same maps, entries and
+# bytes out.
+BACKENDS = ("af_xdp", "af_packet")
 
 SIR = 0x3333_0000_0000_0001
 LOC_A, LOC_B = 0x2001_0db8_000a_0000, 0x2001_0db8_000b_0001
@@ -68,7 +74,7 @@ CONFIG = """
 [gateway]
 inside = "r1a"
 outside = "r1n"
-backend = "af_xdp"
+backend = "{backend}"
 workers = 1
 stats_interval = 1
 xdp_fast_path = "{fast}"
@@ -223,14 +229,14 @@ class Run(FastRun):
     """One ILA router (fast path on or off) with captures of what it sends to p
     (outbound) and to a (inbound)."""
 
-    def __init__(self, quicknat, fast, mode):
+    def __init__(self, quicknat, fast, mode, backend="af_xdp"):
         self.fast, self.quicknat, self.csum = fast, quicknat, MODES[mode][0]
         self.g = g = Scenario("qilf", ("a", "r1", "p"))
         try:
             g.make_namespaces()
             g.link("a", "a0", "r1", "r1a", mtu=1600, own_link_local=True)
             g.link("r1", "r1n", "p", "p0", mtu=1500, own_link_local=True)
-            if fast != "off":
+            if fast != "off" and backend == "af_xdp":
                 # A veth takes XDP-redirected frames only with NAPI on (GRO at the peer).
                 for n, dev in (("a", "a0"), ("p", "p0")):
                     g.nsx(n, "ethtool", "-K", dev, "gro", "on", check=False)
@@ -247,7 +253,8 @@ class Run(FastRun):
                   "dev", "r1a", "nud", "permanent")
             csum, ident = MODES[mode]
             self.sock = f"/run/qn-xdpfastila-{fast}-{g.ns['r1']}.sock"
-            self.qn = g.quicknat(quicknat, "r1", CONFIG.format(fast=fast, sock=self.sock, csum=csum, ident=ident),
+            self.qn = g.quicknat(quicknat, "r1", CONFIG.format(fast=fast, sock=self.sock, csum=csum, ident=ident,
+                                                          backend=backend),
                                  f"ila-xdp-fast-{fast}-{mode}")
             self.pcap_out = f"/tmp/qn-xdpfastila-{fast}-{g.ns['p']}.pcap"
             self.pcap_in = f"/tmp/qn-xdpfastila-{fast}-{g.ns['a']}.pcap"
@@ -292,12 +299,12 @@ def mode(request):
 
 @pytest.fixture(scope="module")
 def off(quicknat, backend, mode):
-    yield from fast_fixture(backend, lambda: Run(quicknat, "off", mode))
+    yield from fast_fixture(backend, lambda: Run(quicknat, "off", mode, backend), BACKENDS)
 
 
 @pytest.fixture(scope="module")
 def on(quicknat, backend, mode):
-    yield from fast_fixture(backend, lambda: Run(quicknat, "on", mode))
+    yield from fast_fixture(backend, lambda: Run(quicknat, "on", mode, backend), BACKENDS)
 
 
 def test_on_the_mappings_are_offloaded_each_in_the_direction_this_router_forwards(on):

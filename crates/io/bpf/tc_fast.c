@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// tc_fast: the fast path for established NAT44 flows on the AF_PACKET backend, at the tc
+// tc_fast: the fast path for established flows on the AF_PACKET backend, at the tc
 // ingress hook (issue 15 items 2 and 6). The same maps and entries as the XDP fast path
 // (fast_path.h: user space installs them the same way, crates/io/src/afxdp/fast_path.rs);
 // what differs is where it runs:
@@ -39,6 +39,12 @@
 // which turns the IPv6 pseudo-header sum into the IPv4 one. A DF-clear IPv6 -> IPv4
 // packet whose checksum is only the pseudo-header sum (a local sender's tx offload) is
 // the engine's: its Identification is derived from the completed checksum.
+//
+// SIIT and CLAT use the NAT64 path as it is (their flows' entries, ports unchanged). ILA:
+// the filter looks an IPv6 TCP/UDP/ICMPv6 destination up in `fast_ila` (fast_path_ila.h's
+// checks); the tc program replaces it, decrements the hop limit and, under adj-transport,
+// gives the transport checksum the mapping's delta by bpf_l4_csum_replace (pseudo: a
+// partial checksum gets it too). ILA keeps sizes: a TCP super-packet goes through whole.
 
 #include "common.h"
 
@@ -67,6 +73,7 @@ static long (*bpf_skb_change_proto)(struct __sk_buff *skb, __u16 proto, __u64 fl
 #define CLAIM_V4 1
 #define CLAIM_64 2
 #define CLAIM_46 3
+#define CLAIM_ILA 4
 
 /* What the filter hands to tc_fast for the skb it has just kept from the socket. */
 struct claim {
@@ -77,6 +84,9 @@ struct claim {
 	struct fast_key6 key6;
 	struct fast_val64 val64;
 	struct fast_val46 val46;
+	struct fast_key_ila key_ila;
+	struct fast_val_ila val_ila;
+	__u8 ila_proto; /* the claimed packet's next header (TCP, UDP or ICMPv6) */
 };
 
 struct {
@@ -244,6 +254,59 @@ static __attribute__((always_inline)) int claim_64(struct __sk_buff *skb, __u8 *
 	return claimed(c, CLAIM_64, ifindex, &v->last_seen);
 }
 
+/* ILA: an IPv6 frame whose destination is an offloaded mapping's address (fast_path_ila's
+ * checks: TCP, UDP or ICMPv6 right after the IPv6 header, never SYN/FIN/RST, hop limit
+ * over 1, within the egress MTU; a TCP super-packet by its segments: ILA keeps sizes). A
+ * partial checksum stays partial: the tc program updates it as it is. */
+static __attribute__((always_inline)) int claim_ila(struct __sk_buff *skb, __u8 *buf, __u32 n,
+						    __u32 len)
+{
+	struct fast_key_ila key;
+	__u8 *l3 = buf + 14;
+	__u8 *end = buf + n;
+	__u32 ifindex;
+	__u32 gso = skb->gso_size;
+	__u16 plen;
+	int coff;
+
+	if (!parse_v6_len(buf, l3, end, len, &plen))
+		return len;
+	__u8 *l4 = l3 + 40;
+	__u8 proto = l3[6];
+	if (proto == 6 || proto == 17)
+		coff = l4_csum_off_len(proto, l4, end, plen);
+	else if (proto == IPPROTO_ICMPV6)
+		coff = l4 + 4 <= end && plen >= 4 ? 2 : -1;
+	else
+		coff = -1;
+	if (coff < 0)
+		return len;
+	__builtin_memcpy(key.daddr, l3 + 24, 16);
+	struct fast_val_ila *v = bpf_map_lookup_elem(&fast_ila, &key);
+	if (!v) {
+		count(FAST_MISS, 1);
+		return len;
+	}
+	/* Time Exceeded and Packet Too Big are the engine's to send. */
+	if (l3[7] <= 1)
+		return len;
+	if (gso && proto != 6)
+		return len;
+	__u32 hdr = 40 + (proto == 6 ? (__u32)(l4[12] >> 4) * 4 : 8);
+	if (!fits((__u32)plen + 40, gso, hdr, v->mtu))
+		return len;
+	struct claim *c = claim_slot(&v->egress, &ifindex);
+	if (!c)
+		return len;
+	c->key_ila = key;
+	c->ila_proto = proto;
+	__builtin_memcpy(&c->val_ila, v, sizeof(c->val_ila));
+	/* A mapping has no last-seen stamp: it lives as long as the mapping. */
+	c->ifindex = ifindex;
+	c->armed = CLAIM_ILA;
+	return 0;
+}
+
 SEC("socket")
 int tc_fast_claim(struct __sk_buff *skb)
 {
@@ -255,7 +318,7 @@ int tc_fast_claim(struct __sk_buff *skb)
 	__u64 raw[(CLAIM_HDR + 2 + 7) / 8] = {};
 	__u8 *buf = (__u8 *)raw + 2;
 
-	if (!cfg || !(*cfg & (QN_CFG_FAST_V4 | QN_CFG_FAST_64 | QN_CFG_FAST_46)))
+	if (!cfg || !(*cfg & (QN_CFG_FAST_V4 | QN_CFG_FAST_64 | QN_CFG_FAST_46 | QN_CFG_FAST_ILA)))
 		return len;
 	/* Another host's frame (user space counts it, not_for_us), a tag outside the frame:
 	 * the socket's. */
@@ -281,6 +344,8 @@ int tc_fast_claim(struct __sk_buff *skb)
 		return claim_46(skb, buf, &key, l4, coff, tot, len);
 	} else if (eth == be16(ETH_P_IPV6) && (*cfg & QN_CFG_FAST_64)) {
 		return claim_64(skb, buf, n, len);
+	} else if (eth == be16(ETH_P_IPV6) && (*cfg & QN_CFG_FAST_ILA)) {
+		return claim_ila(skb, buf, n, len);
 	}
 	return len;
 }
@@ -498,6 +563,45 @@ static __attribute__((always_inline)) int tc_46(struct __sk_buff *skb, struct cl
 	return tc_send_as(skb, data, mac, ETH_P_IPV6, ifindex);
 }
 
+/* ILA: the destination replaced, the hop limit decremented, the transport checksum
+ * updated by the mapping's delta (adj-transport; a UDP zero left, a computed zero sent as
+ * ones; a partial checksum gets it as its pseudo-header part) or left (the other modes). */
+static __attribute__((always_inline)) int tc_ila(struct __sk_buff *skb, struct claim *c)
+{
+	__u8 proto = c->ila_proto;
+	__u32 coff = proto == 6 ? 16 : proto == 17 ? 6 : 2;
+
+	__u8 *end;
+	__u8 *data = headers(skb, 14 + 40 + (proto == 6 ? 20 : proto == 17 ? 8 : 4), 14 + 40 + 4,
+			     &end);
+	if (!data)
+		return -1;
+	__u8 *l3 = data + 14;
+	/* The slot is this skb's. */
+	__u32 diff = l3[6] ^ proto;
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		diff |= *(__u32 *)(l3 + 24 + 4 * i) ^ c->key_ila.daddr[i];
+	if (diff)
+		return -1;
+	struct fast_val_ila *v = &c->val_ila;
+	__u32 ifindex = c->ifindex;
+	__u16 delta = v->l4_delta;
+	__u8 adjust = v->adjust;
+
+	__builtin_memcpy(l3 + 24, v->daddr, 16);
+	l3[7] -= 1;
+	__builtin_memcpy(data, v->dmac, 6);
+	__builtin_memcpy(data + 6, v->smac, 6);
+	if (adjust) {
+		__u64 mm = proto == 17 ? BPF_F_MARK_MANGLED_0 : 0;
+
+		if (bpf_l4_csum_replace(skb, 14 + 40 + coff, 0, delta, BPF_F_PSEUDO_HDR | mm) < 0)
+			return -1;
+	}
+	return tc_send(skb, ifindex);
+}
+
 SEC("classifier")
 int tc_fast(struct __sk_buff *skb)
 {
@@ -508,7 +612,10 @@ int tc_fast(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	__u32 kind = c->armed;
 	c->armed = 0;
-	int r = kind == CLAIM_64 ? tc_64(skb, c) : kind == CLAIM_46 ? tc_46(skb, c) : tc_v4(skb, c);
+	int r = kind == CLAIM_64    ? tc_64(skb, c)
+		: kind == CLAIM_46  ? tc_46(skb, c)
+		: kind == CLAIM_ILA ? tc_ila(skb, c)
+				    : tc_v4(skb, c);
 	if (r >= 0)
 		return r;
 	/* Kept from the socket and not forwarded here: the kernel path (the kernel-bypass

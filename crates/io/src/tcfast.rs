@@ -71,7 +71,7 @@ impl TcFastPath {
             .map_max_entries("fast_v4", entries)
             .map_max_entries("fast_64", entries)
             .map_max_entries("fast_46", entries)
-            .map_max_entries("fast_ila", 1)
+            .map_max_entries("fast_ila", entries)
             .load(TC_FAST_OBJ)
             .map_err(|e| err("loading the object", ifname, e))?;
         let fast = Arc::new(FastPath::take(&mut ebpf, entries)?);

@@ -71,7 +71,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// quicknat backends to measure (comma-separated): af_xdp, af_packet (default: both;
-        /// attack: af_packet, quicknat's default); nat44, nat64 and siit also tcfast (AF_PACKET with the fast path at tc ingress); nat44, nat64, siit and ila also xdpfast (AF_XDP with
+        /// attack: af_packet, quicknat's default); nat44, nat64, siit and ila also tcfast (AF_PACKET with the fast path at tc ingress); nat44, nat64, siit and ila also xdpfast (AF_XDP with
         /// the XDP fast path on).
         #[arg(long, value_name = "LIST")]
         backends: Option<String>,
@@ -547,10 +547,13 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         // tcfast: AF_PACKET with the fast path at the tc hook, the NAT44 and NAT64 labs.
         let tcfast =
             b == lab::xdpfast::TC_BACKEND
-                && matches!(topology, Topology::Nat44 | Topology::Nat64 | Topology::Siit);
+                && matches!(
+                    topology,
+                    Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
+                );
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast || tcfast,
-            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64, siit or ila; tcfast with nat44, nat64 or siit)"
+            "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64, siit or ila; tcfast with nat44, nat64, siit or ila)"
         );
     }
     anyhow::ensure!(

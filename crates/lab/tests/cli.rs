@@ -158,7 +158,7 @@ fn soak_prints_its_loop_rate() {
 }
 
 #[test]
-fn lab_takes_the_tcfast_arm_for_nat44_nat64_and_siit_only() {
+fn lab_takes_the_tcfast_arm_for_every_translating_topology() {
     // Its stderr when run with `--backends backends` on `topology` and no quicknat binary:
     // it must exit 1, past the backend check or at it.
     let stderr = |topology: &str, backends: &str| {
@@ -175,17 +175,17 @@ fn lab_takes_the_tcfast_arm_for_nat44_nat64_and_siit_only() {
         assert_eq!(out.status.code(), Some(1), "{topology}: {stderr}");
         stderr
     };
-    for topology in ["nat44", "nat64", "siit"] {
+    for topology in ["nat44", "nat64", "siit", "ila"] {
         let e = stderr(topology, "af_packet,tcfast");
         assert!(
             e.starts_with("error: no quicknat binary at "),
             "{topology}: {e}"
         );
     }
-    for topology in ["ila", "attack"] {
+    for topology in ["attack", "cluster"] {
         let e = stderr(topology, "tcfast");
         assert!(
-            e.contains("unknown backend \"tcfast\"") && e.contains("tcfast with nat44, nat64 or siit"),
+            e.contains("unknown backend \"tcfast\"") && e.contains("tcfast with nat44, nat64, siit or ila"),
             "{topology}: {e}"
         );
     }

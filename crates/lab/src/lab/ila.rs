@@ -32,6 +32,8 @@
 //!   rewrites and redirects the packets itself (ra: b's mapping SIR -> ILA, a's ILA -> SIR;
 //!   rb the mirror image). The hosts' veths get an `XDP_PASS` program, without which a
 //!   veth drops frames redirected into it. It has no fwd-only arm (nothing to offload).
+//!   `tcfast`: the same on AF_PACKET, the fast path at the tc ingress hook (no `XDP_PASS`
+//!   needed: a tc redirect hands the receiving veth an skb).
 
 use std::path::PathBuf;
 use std::process::Child;
@@ -176,6 +178,8 @@ fn forward_config(backend: &str, inside: &str, outside: &str, sock: &str) -> Str
 fn config(backend: &str, inside: &str, outside: &str, sock: &str) -> String {
     let (backend, fast) = if backend == xdpfast::BACKEND {
         ("af_xdp", "on")
+    } else if backend == xdpfast::TC_BACKEND {
+        ("af_packet", "on")
     } else {
         (backend, "off")
     };
@@ -296,7 +300,7 @@ pub fn run(opts: &IlaOptions) -> Result<IlaReport> {
         .backends
         .iter()
         .flat_map(|b| [(b.clone(), true), (b.clone(), false)])
-        .filter(|(b, xlat)| *xlat || b != xdpfast::BACKEND)
+        .filter(|(b, xlat)| *xlat || !xdpfast::is_fast(b))
         .map(|(b, xlat)| {
             let tag = if xlat { "ila" } else { "fwd" };
             let paths = [
@@ -347,7 +351,7 @@ pub fn run(opts: &IlaOptions) -> Result<IlaReport> {
                     let ra: Child = lab.start_quicknat(&opts.quicknat, lab.at(RA), 0, ra_cfg)?;
                     let rb = lab.start_quicknat(&opts.quicknat, lab.at(RB), 1, rb_cfg);
                     let r = rb.and_then(|rb| {
-                        let r = if b == xdpfast::BACKEND {
+                        let r = if xdpfast::is_fast(b) {
                             rr_fast(&lab, opts, &socks)
                         } else {
                             rr(&lab, opts)
@@ -433,7 +437,7 @@ impl std::fmt::Display for IlaReport {
         row("latency p99 (us)", &|r| r.p99_us, 1)?;
         row("connection errors", &|r| r.errors, 0)?;
         if self.ila.iter().any(|(_, r)| r.fast_share.is_some()) {
-            write!(f, "{:<30} {:>16}", "share through XDP", "-")?;
+            write!(f, "{:<30} {:>16}", "share through the fast path", "-")?;
             for (_, ila) in &self.ila {
                 let s = ila
                     .fast_share
@@ -465,7 +469,7 @@ impl std::fmt::Display for IlaReport {
             f,
             "direct = the routers' kernels forward IPv6 (no translation); fwd-only = two quicknat routers \
              (user space, 1 worker each, pinned to cores 0 and 1) forwarding without translating; ILA = the same \
-             routers translating SIR <-> ILA (xdpfast: on AF_XDP with the XDP fast path on); kernel forwarding off \
+             routers translating SIR <-> ILA (xdpfast: on AF_XDP with the XDP fast path on; tcfast: on AF_PACKET with it at the tc hook); kernel forwarding off \
              for both quicknat paths"
         )
     }

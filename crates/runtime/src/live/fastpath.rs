@@ -684,12 +684,6 @@ pub(crate) fn attach(
             (a, b, "XDP", Vec::new())
         }
         super::open::Opened::Packet(ports) => {
-            if matches!(kind, Kind::Ila(_)) {
-                return refuse(
-                    "at the tc hook (AF_PACKET): NAT44, NAT64, SIIT and CLAT only in this version"
-                        .into(),
-                );
-            }
             match super::fastpath_tc::hooks(links, ports, gw.xdp_fast_path_entries) {
                 Ok(h) => (
                     h[0].fast_path(),
