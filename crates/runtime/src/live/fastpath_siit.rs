@@ -41,6 +41,13 @@ pub(crate) const FLOW_IDLE: Duration = Duration::from_secs(30);
 pub(crate) const SYNC_EVERY: Duration = Duration::from_millis(5);
 const WALK_EVERY: Duration = Duration::from_secs(1);
 
+/// Most hints one sync installs (a map update is a syscall): 51,200 a second at most, so
+/// a flood of two-packet flows costs this thread a bounded share of a core. The rest wait
+/// for the next sync, and past [`MAX_WAITING`] the workers' queue fills and they hint
+/// again later; meanwhile those flows stay with the engine.
+const INSTALLS_PER_SYNC: usize = 256;
+const MAX_WAITING: usize = 4096;
+
 /// One offloaded direction of a flow.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FlowInstalled {
@@ -56,7 +63,8 @@ pub(crate) struct FlowInstalled {
 /// The sync's own state between runs (the thread's).
 #[derive(Debug, Default)]
 pub(crate) struct SiitSync {
-    scratch: Vec<FlowHint>,
+    /// Hints drained from the workers, not installed yet (oldest first).
+    waiting: Vec<FlowHint>,
     /// The configuration generation the entries were made by.
     generation: u64,
     next_walk: Option<Timestamp>,
@@ -179,8 +187,11 @@ impl XdpFastPath {
         }
         let version = self.published.version();
         let view = self.published.current();
-        hints.drain(&mut st.scratch);
-        for h in st.scratch.drain(..) {
+        if st.waiting.len() < MAX_WAITING {
+            hints.drain(&mut st.waiting);
+        }
+        let now_n = st.waiting.len().min(INSTALLS_PER_SYNC);
+        for h in st.waiting.drain(..now_n) {
             if h.generation != generation {
                 continue;
             }
