@@ -48,6 +48,20 @@ struct {
 	__type(value, struct fast_val_ila);
 } fast_ila SEC(".maps");
 
+/* The transport checksum's offset in an IPv6 packet's payload of `plen` bytes (`l4`: its
+ * start, `end`: the end of what can be read) for the fast path: TCP and UDP as
+ * l4_csum_off_len takes them, ICMPv6 but neighbour discovery and router messages (the
+ * kernel's); -1: the engine's. */
+static __attribute__((always_inline)) int ila_l4_off_len(__u8 proto, __u8 *l4, __u8 *end,
+							  __u32 plen)
+{
+	if (proto == 6 || proto == 17)
+		return l4_csum_off_len(proto, l4, end, plen);
+	if (proto != IPPROTO_ICMPV6 || l4 + 4 > end || plen < 4)
+		return -1;
+	return l4[0] >= 133 && l4[0] <= 137 ? -1 : 2;
+}
+
 /* An IPv6 packet arriving on an ILA gateway. -1: not ours (the caller steers it). */
 static __attribute__((always_inline)) int fast_path_ila(struct xdp_md *ctx, __u8 *data, __u8 *l3,
 						   __u8 *end)
@@ -62,13 +76,7 @@ static __attribute__((always_inline)) int fast_path_ila(struct xdp_md *ctx, __u8
 		return -1;
 	l4 = l3 + 40;
 	__u8 proto = l3[6];
-	if (proto == 6 || proto == 17) {
-		coff = l4_csum_off(proto, l4, end);
-	} else if (proto == IPPROTO_ICMPV6) {
-		coff = l4 + 4 <= end ? 2 : -1;
-	} else {
-		coff = -1;
-	}
+	coff = ila_l4_off_len(proto, l4, end, plen);
 	if (coff < 0)
 		return -1;
 	__builtin_memcpy(key.daddr, l3 + 24, 16);

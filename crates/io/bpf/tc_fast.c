@@ -58,7 +58,13 @@ static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)23;
 static long (*bpf_skb_pull_data)(struct __sk_buff *skb, __u32 len) = (void *)39;
 static long (*bpf_skb_change_proto)(struct __sk_buff *skb, __u16 proto, __u64 flags) = (void *)31;
 
+static long (*bpf_csum_diff)(void *from, __u32 from_size, void *to, __u32 to_size,
+			     __u32 seed) = (void *)28;
+static long (*bpf_csum_update)(struct __sk_buff *skb, __u32 csum) = (void *)40;
+
 #define BPF_F_PSEUDO_HDR (1ull << 4)
+#define BPF_F_IPV6 (1ull << 7) /* Linux >= 6.16: see tc_ila */
+#define EINVAL 22
 #define BPF_F_MARK_MANGLED_0 (1ull << 5)
 #define PACKET_OTHERHOST 3
 #define TC_ACT_OK 0 /* bpf_redirect returns TC_ACT_REDIRECT itself */
@@ -273,12 +279,7 @@ static __attribute__((always_inline)) int claim_ila(struct __sk_buff *skb, __u8 
 		return len;
 	__u8 *l4 = l3 + 40;
 	__u8 proto = l3[6];
-	if (proto == 6 || proto == 17)
-		coff = l4_csum_off_len(proto, l4, end, plen);
-	else if (proto == IPPROTO_ICMPV6)
-		coff = l4 + 4 <= end && plen >= 4 ? 2 : -1;
-	else
-		coff = -1;
+	coff = ila_l4_off_len(proto, l4, end, plen);
 	if (coff < 0)
 		return len;
 	__builtin_memcpy(key.daddr, l3 + 24, 16);
@@ -587,18 +588,45 @@ static __attribute__((always_inline)) int tc_ila(struct __sk_buff *skb, struct c
 	struct fast_val_ila *v = &c->val_ila;
 	__u32 ifindex = c->ifindex;
 	__u16 delta = v->l4_delta;
-	__u8 adjust = v->adjust;
+	/* A UDP zero (no checksum) takes no adjustment. */
+	__u8 *cs = l3 + 40 + coff;
+	if (cs + 2 > end)
+		return -1;
+	int adjust = v->adjust && !(proto == 17 && *(__u16 *)cs == 0);
+	/* The words of the IPv6 header that change: length, next header and hop limit; the
+	 * destination. */
+	__u32 before[5], after[5];
+	__builtin_memcpy(before, l3 + 4, 4);
+	__builtin_memcpy(&before[1], l3 + 24, 16);
 
 	__builtin_memcpy(l3 + 24, v->daddr, 16);
 	l3[7] -= 1;
 	__builtin_memcpy(data, v->dmac, 6);
 	__builtin_memcpy(data + 6, v->smac, 6);
+	__builtin_memcpy(after, l3 + 4, 4);
+	__builtin_memcpy(&after[1], l3 + 24, 16);
+	/* A receive checksum (CHECKSUM_COMPLETE, a NIC's) covers the IPv6 header and payload,
+	 * and a veth or tunnel on the way out hands it on to be checked: it takes the header's
+	 * change, which the transport checksum's opposite change cancels for the destination
+	 * when it is adjusted (then only the hop limit's word is left). BPF_F_IPV6 keeps the
+	 * helper from also moving it by the pseudo-header delta, which is right for IPv4 only;
+	 * a kernel before 6.16 refuses the flag and moves it, and the delta is put back. */
+	__u32 moved = 0;
 	if (adjust) {
-		__u64 mm = proto == 17 ? BPF_F_MARK_MANGLED_0 : 0;
-
-		if (bpf_l4_csum_replace(skb, 14 + 40 + coff, 0, delta, BPF_F_PSEUDO_HDR | mm) < 0)
+		__u64 f = BPF_F_PSEUDO_HDR | (proto == 17 ? BPF_F_MARK_MANGLED_0 : 0);
+		long r = bpf_l4_csum_replace(skb, 14 + 40 + coff, 0, delta, f | BPF_F_IPV6);
+		if (r == -EINVAL) {
+			r = bpf_l4_csum_replace(skb, 14 + 40 + coff, 0, delta, f);
+			moved = delta;
+		}
+		if (r < 0)
 			return -1;
 	}
+	long d = adjust ? bpf_csum_diff(before, 4, after, 4, moved)
+			: bpf_csum_diff(before, 20, after, 20, 0);
+	/* Only a CHECKSUM_COMPLETE skb takes it (the helper refuses the others). */
+	if (d >= 0)
+		bpf_csum_update(skb, (__u32)d);
 	return tc_send(skb, ifindex);
 }
 

@@ -538,19 +538,19 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         .filter(|b| !b.is_empty())
         .collect();
     for b in &backends {
-        // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44, NAT64 and ILA labs.
+        // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44, NAT64, SIIT and
+        // ILA labs.
         let xdpfast = b == lab::xdpfast::BACKEND
             && matches!(
                 topology,
                 Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
             );
-        // tcfast: AF_PACKET with the fast path at the tc hook, the NAT44 and NAT64 labs.
-        let tcfast =
-            b == lab::xdpfast::TC_BACKEND
-                && matches!(
-                    topology,
-                    Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
-                );
+        // tcfast: AF_PACKET with the fast path at the tc hook, the same labs.
+        let tcfast = b == lab::xdpfast::TC_BACKEND
+            && matches!(
+                topology,
+                Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
+            );
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast || tcfast,
             "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64, siit or ila; tcfast with nat44, nat64, siit or ila)"

@@ -185,7 +185,8 @@ fn lab_takes_the_tcfast_arm_for_every_translating_topology() {
     for topology in ["attack", "cluster"] {
         let e = stderr(topology, "tcfast");
         assert!(
-            e.contains("unknown backend \"tcfast\"") && e.contains("tcfast with nat44, nat64, siit or ila"),
+            e.contains("unknown backend \"tcfast\"")
+                && e.contains("tcfast with nat44, nat64, siit or ila"),
             "{topology}: {e}"
         );
     }

@@ -43,8 +43,8 @@ use crate::config::ConfigError;
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Side};
 use crate::reload::{PolicyCell, ReloadReport};
-use offload::{FlowHint, FlowHints, FlowKey, Hinter};
 use crate::{Counters, Direction, DropReason, Emit};
+use offload::{FlowHint, FlowHints, FlowKey, Hinter};
 
 /// Which stateless mode a [`Siit`] is (the same translator, named as configured).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,13 +96,11 @@ impl Siit {
 
     // -- flow offload (issue 15 item 2) --
 
-    /// Attaches a flow offload (the runtime's fast path) and returns the queue the
-    /// workers hint translated flows to; `None` when one is attached already. Workers take
-    /// it up at their next batch.
-    pub fn attach_offload(&self) -> Option<Arc<FlowHints>> {
-        let hints = Arc::new(FlowHints::default());
-        self.offload.set(Arc::clone(&hints)).ok()?;
-        Some(hints)
+    /// Attaches a flow offload (the runtime's fast path, once it is sure to run): from
+    /// their next batch the workers hint the flows they translate to `hints`. False when
+    /// one is attached already.
+    pub fn attach_offload(&self, hints: Arc<FlowHints>) -> bool {
+        self.offload.set(hints).is_ok()
     }
 
     /// The configuration generation in force and its configuration (the one this value

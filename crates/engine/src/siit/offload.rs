@@ -25,7 +25,7 @@ use conntrack::Timestamp;
 const MAX_HINTS: usize = 4096;
 
 /// Slots of a worker's filter of recently seen flows (a power of two).
-const RECENT_SLOTS: usize = 1024;
+const RECENT_SLOTS: usize = 4096;
 
 /// A flow hinted is hinted again, while its packets reach the engine, this often at most.
 const REHINT_NS: u64 = 1_000_000_000;
@@ -123,20 +123,36 @@ pub struct FlowHint {
 pub struct FlowHints {
     queue: Mutex<Vec<FlowHint>>,
     pending: AtomicBool,
+    /// The queue is full: a worker learns it from this load, without the lock.
+    full: AtomicBool,
+}
+
+/// How a push went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Push {
+    Queued,
+    /// Another worker (or the drain) held the queue this instant.
+    Busy,
+    /// The queue is full: the runtime is behind.
+    Full,
 }
 
 impl FlowHints {
-    /// Queues `h`; false when the queue is busy this instant or full (never blocks).
-    fn push(&self, h: FlowHint) -> bool {
+    /// Queues `h` (never blocks).
+    fn push(&self, h: FlowHint) -> Push {
+        if self.full.load(Ordering::Relaxed) {
+            return Push::Full;
+        }
         let Ok(mut q) = self.queue.try_lock() else {
-            return false;
+            return Push::Busy;
         };
         if q.len() >= MAX_HINTS {
-            return false;
+            self.full.store(true, Ordering::Relaxed);
+            return Push::Full;
         }
         q.push(h);
         self.pending.store(true, Ordering::Release);
-        true
+        Push::Queued
     }
 
     /// Moves every queued hint to `out` (one load when none waits).
@@ -146,6 +162,7 @@ impl FlowHints {
         }
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         out.append(&mut q);
+        self.full.store(false, Ordering::Relaxed);
     }
 }
 
@@ -153,13 +170,16 @@ impl FlowHints {
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
     hash: u64,
-    /// When the flow was first seen (`hinted` false) or last hinted.
+    /// When the flow was first seen (`hinted` false) or last hinted; 0: an empty slot.
     at: u64,
     hinted: bool,
 }
 
 /// One worker's side: the queue, and the flows it saw lately (a direct-mapped filter: a
-/// collision only costs a hint later or sooner).
+/// collision only costs a hint later or sooner). A slot's flow, seen once and not hinted
+/// yet, keeps the slot for a second against newcomers: with many more flows than slots
+/// (all of them back from the fast path at once after a reload), each slot still sees a
+/// flow through to its second packet instead of losing it to the next flow every time.
 #[derive(Clone, Debug)]
 pub(super) struct Hinter {
     hints: Arc<FlowHints>,
@@ -180,12 +200,15 @@ impl Hinter {
         let hash = from.hash();
         let now = now.as_nanos();
         let s = &mut self.recent[(hash as usize) & (RECENT_SLOTS - 1)];
-        if s.hash != hash {
-            *s = Slot {
-                hash,
-                at: now,
-                hinted: false,
-            };
+        if s.hash != hash || s.at == 0 {
+            let fresh = s.at != 0 && !s.hinted && now.saturating_sub(s.at) < REHINT_NS;
+            if !fresh {
+                *s = Slot {
+                    hash,
+                    at: now.max(1),
+                    hinted: false,
+                };
+            }
             return false;
         }
         if s.hinted && now.saturating_sub(s.at) < REHINT_NS {
@@ -196,9 +219,11 @@ impl Hinter {
         true
     }
 
-    /// Queues the hint; when it cannot be queued the flow's next packet hints again.
+    /// Queues the hint. When the queue was busy this instant the flow's next packet
+    /// hints again; when it is full (the runtime is behind) the flow waits its second, as
+    /// after a hint, so a backlog never costs the workers a lock per packet.
     pub(super) fn hint(&mut self, h: FlowHint) {
-        if !self.hints.push(h) {
+        if self.hints.push(h) == Push::Busy {
             let hash = h.from.hash();
             self.recent[(hash as usize) & (RECENT_SLOTS - 1)].hinted = false;
         }
@@ -260,7 +285,8 @@ mod tests {
         assert!(!w.wanted(&k, t(2)));
         assert!(!w.wanted(&k, t(999)));
         assert!(w.wanted(&k, t(1001)), "a second later, again");
-        // Another flow in the same slot takes it: the first starts over.
+        // Another flow in the same slot takes it once `k` was hinted; `k` then waits while
+        // the newcomer, seen once, keeps the slot for its second packet.
         let mut other = k;
         while other.hash() & (RECENT_SLOTS as u64 - 1) != k.hash() & (RECENT_SLOTS as u64 - 1)
             || other == k
@@ -268,8 +294,18 @@ mod tests {
             other.sport = other.sport.wrapping_add(1);
         }
         assert!(!w.wanted(&other, t(1002)));
-        assert!(!w.wanted(&k, t(1003)));
-        assert!(w.wanted(&k, t(1004)));
+        assert!(!w.wanted(&k, t(1003)), "the newcomer keeps the slot");
+        assert!(
+            w.wanted(&other, t(1004)),
+            "and is hinted at its second packet"
+        );
+        assert!(!w.wanted(&k, t(1005)), "then gives way");
+        assert!(w.wanted(&k, t(1006)));
+        // A newcomer seen once gives way after a second.
+        assert!(!w.wanted(&other, t(1007)));
+        assert!(!w.wanted(&k, t(1500)));
+        assert!(!w.wanted(&k, t(2008)), "stale: k takes the slot back");
+        assert!(w.wanted(&k, t(2009)));
     }
 
     #[test]
@@ -286,14 +322,17 @@ mod tests {
         hints.drain(&mut out);
         assert!(out.is_empty());
         for g in 0..MAX_HINTS as u64 {
-            assert!(hints.push(h(g)));
+            assert_eq!(hints.push(h(g)), Push::Queued);
         }
-        // Full: refused, and the worker's slot is cleared so the next packet hints.
-        let t = Timestamp::from_nanos(5);
-        assert!(!w.wanted(&k, t));
-        assert!(w.wanted(&k, t));
+        // Full: refused without the lock, and the flow waits its second as if hinted.
+        let t = |ms: u64| Timestamp::from_nanos(1_000_000_000 + ms * 1_000_000);
+        assert_eq!(hints.push(h(1)), Push::Full);
+        assert!(hints.full.load(Ordering::Relaxed));
+        assert!(!w.wanted(&k, t(0)));
+        assert!(w.wanted(&k, t(1)));
         w.hint(h(9999));
-        assert!(w.wanted(&k, t), "refused: hinted again at once");
+        assert!(!w.wanted(&k, t(2)), "full: no retry at the next packet");
+        assert!(w.wanted(&k, t(1002)), "a second later");
         hints.drain(&mut out);
         assert_eq!(out.len(), MAX_HINTS);
         assert_eq!(out[0].generation, 0);
@@ -301,5 +340,13 @@ mod tests {
         out.clear();
         hints.drain(&mut out);
         assert!(out.is_empty(), "drained once");
+        assert_eq!(hints.push(h(7)), Push::Queued, "no longer full");
+        // Busy (the lock held elsewhere): the next packet hints again.
+        assert!(!w.wanted(&k, t(1003)));
+        {
+            let _held = hints.queue.lock().unwrap();
+            w.hint(h(9998));
+        }
+        assert!(w.wanted(&k, t(1004)), "busy: hinted again at once");
     }
 }

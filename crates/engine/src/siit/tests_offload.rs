@@ -2,6 +2,7 @@
 //! flows it translates, and what it keeps to itself.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use super::offload::{FlowHint, FlowKey};
 use super::tests_errors::{a6, b6, config, go, p64, udp4, udp6, A4, B4, H4};
@@ -26,8 +27,9 @@ fn key(src: IpAddr, dst: IpAddr) -> FlowKey {
 #[test]
 fn a_flow_is_hinted_at_its_second_packet_with_both_tuples_as_translated() {
     let shared = Siit::new(config(), SiitKind::Siit).unwrap();
-    let hints = shared.attach_offload().unwrap();
-    assert!(shared.attach_offload().is_none(), "one offload");
+    let hints = Arc::new(offload::FlowHints::default());
+    assert!(shared.attach_offload(Arc::clone(&hints)));
+    assert!(!shared.attach_offload(Arc::default()), "one offload");
     let mut w = shared.worker(0);
     // Not taken up before a batch starts.
     let pkt = udp4(H4, A4, 64);
@@ -66,7 +68,8 @@ fn a_flow_is_hinted_at_its_second_packet_with_both_tuples_as_translated() {
 #[test]
 fn hairpins_refusals_and_non_tcp_udp_are_never_hinted() {
     let shared = Siit::new(config(), SiitKind::Siit).unwrap();
-    let hints = shared.attach_offload().unwrap();
+    let hints = Arc::new(offload::FlowHints::default());
+    assert!(shared.attach_offload(Arc::clone(&hints)));
     let mut w = shared.worker(0);
     w.begin_batch();
     // An EAM hairpin (goes back out of the IPv6 side: not a crossing the program makes).
@@ -90,7 +93,8 @@ fn hairpins_refusals_and_non_tcp_udp_are_never_hinted() {
 #[test]
 fn a_hint_carries_the_generation_that_translated_it() {
     let shared = Siit::new(config(), SiitKind::Siit).unwrap();
-    let hints = shared.attach_offload().unwrap();
+    let hints = Arc::new(offload::FlowHints::default());
+    assert!(shared.attach_offload(Arc::clone(&hints)));
     let mut w = shared.worker(0);
     w.begin_batch();
     let (g, cfg) = shared.in_force();

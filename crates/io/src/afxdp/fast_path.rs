@@ -426,7 +426,8 @@ pub struct FastPathStats {
     pub bytes: u64,
     /// Hits whose egress slot had no interface (sent to user space instead).
     pub no_port: u64,
-    /// TCP/UDP packets (IPv4; IPv6 under NAT64) looked up and not found (a flow not offloaded: sent to user
+    /// TCP/UDP packets (IPv4; IPv6 under NAT64, SIIT and CLAT; ILA's IPv6 destinations)
+    /// looked up and not found (a flow not offloaded: sent to user
     /// space, the AF_XDP socket).
     pub misses: u64,
     /// At the tc hook: packets the claim filter kept from the socket that the tc program

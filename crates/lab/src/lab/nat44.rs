@@ -149,7 +149,7 @@ fn measure(lab: &Lab, opts: &LabOptions, arm: &Arm, run: &Running) -> Result<Mod
     let dst = format!("{SERVER}:9");
     // The fast path takes a UDP flow once a reply was seen: establish the cells' flows.
     let src_port = if fast {
-        let n = xdpfast::warm_up(lab, &opts.quicknat, &dst, &dst)?;
+        let n = xdpfast::warm_up(lab, &opts.quicknat, &dst, &dst, 1)?;
         eprintln!(
             "lab nat44: {}: {n} UDP sessions offloaded before the cells",
             arm.name()

@@ -97,15 +97,16 @@ impl Xlat {
 
     /// A gateway configuration with its sides as this mode has them: SIIT's inside is
     /// its IPv4 side (g-out), NAT64's its IPv6 side (g-in).
-    fn sides(self, cfg: &str) -> String {
-        match self {
+    fn sides(self, cfg: &str) -> Result<String> {
+        const NAT64: &str = "inside = \"g-in\"\noutside = \"g-out\"";
+        anyhow::ensure!(
+            cfg.contains(NAT64),
+            "lab: a gateway configuration without `{NAT64}`"
+        );
+        Ok(match self {
             Xlat::Nat64 => cfg.to_string(),
-            Xlat::Siit => cfg.replacen(
-                "inside = \"g-in\"\noutside = \"g-out\"",
-                "inside = \"g-out\"\noutside = \"g-in\"",
-                1,
-            ),
-        }
+            Xlat::Siit => cfg.replacen(NAT64, "inside = \"g-out\"\noutside = \"g-in\"", 1),
+        })
     }
 }
 
@@ -266,7 +267,8 @@ fn stop(lab: &Lab, s: System, tayga: &Path) -> Result<()> {
 
 /// The cells. `fast`: the quicknat binary of the XDP fast-path arm (whose counters are read
 /// around each cell, outside it, and whose UDP flows are warmed up first), else `None`.
-fn measure(lab: &Lab, name: &str, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
+fn measure(lab: &Lab, xlat: Xlat, s: u64, fast: Option<&Path>) -> Result<Nat64Result> {
+    let name = xlat.name();
     let snap = || -> Result<Option<xdpfast::FastSnap>> { fast.map(xdpfast::snap).transpose() };
     let share_of = |a: Option<xdpfast::FastSnap>, b: Option<xdpfast::FastSnap>| {
         a.zip(b).map_or(0.0, |(a, b)| a.share_until(&b))
@@ -283,8 +285,10 @@ fn measure(lab: &Lab, name: &str, s: u64, fast: Option<&Path>) -> Result<Nat64Re
     // (the server answers them; the sink is not on yet).
     let src_port = match fast {
         Some(bin) => {
-            let n = xdpfast::warm_up(lab, bin, &dst, &format!("{SERVER}:9"))?;
-            eprintln!("lab {name}: fast path: {n} UDP flows offloaded before the cell");
+            // SIIT installs each direction of a flow on its own.
+            let per_flow = if xlat == Xlat::Siit { 2 } else { 1 };
+            let n = xdpfast::warm_up(lab, bin, &dst, &format!("{SERVER}:9"), per_flow)?;
+            eprintln!("lab {name}: fast path: {n} installs for the UDP flows before the cell");
             Some(xdpfast::SRC_PORT)
         }
         None => None,
@@ -361,7 +365,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             true => xdpfast::config_for(b, &mode),
             false => std::fs::read_to_string(path)?,
         };
-        std::fs::write(path, opts.xlat.sides(&cfg))?;
+        std::fs::write(path, opts.xlat.sides(&cfg)?)?;
     }
     let cfgs = &configs.0;
     let tayga_dir = temp_path("tayga");
@@ -390,7 +394,7 @@ pub fn run(opts: &Nat64Options) -> Result<Nat64Report> {
             let fast = quicknat
                 .filter(|(b, _)| xdpfast::is_fast(b))
                 .map(|_| opts.quicknat.as_path());
-            let r = measure(&lab, name, opts.seconds, fast);
+            let r = measure(&lab, opts.xlat, opts.seconds, fast);
             stop(&lab, sys, &tayga)?;
             r
         },
@@ -619,14 +623,53 @@ mod tests {
 
     #[test]
     fn siit_runs_taygas_mapping_with_its_ipv4_side_inside() {
-        let cfg = Xlat::Siit.sides(&xdpfast::config_for(xdpfast::TC_BACKEND, &Xlat::Siit.mode()));
-        assert!(cfg.contains("inside = \"g-out\"\noutside = \"g-in\""), "{cfg}");
-        assert!(cfg.contains("[siit]") && cfg.contains("ipv4 = \"203.0.113.1/32\", ipv6 = \"2001:db8:1::2/128\""), "{cfg}");
-        assert!(cfg.contains("backend = \"af_packet\"") && cfg.contains("xdp_fast_path = \"on\""), "{cfg}");
+        let cfg = Xlat::Siit
+            .sides(&xdpfast::config_for(
+                xdpfast::TC_BACKEND,
+                &Xlat::Siit.mode(),
+            ))
+            .unwrap();
+        assert!(
+            cfg.contains("inside = \"g-out\"\noutside = \"g-in\""),
+            "{cfg}"
+        );
+        assert!(
+            cfg.contains("[siit]")
+                && cfg.contains("ipv4 = \"203.0.113.1/32\", ipv6 = \"2001:db8:1::2/128\""),
+            "{cfg}"
+        );
+        assert!(
+            cfg.contains("backend = \"af_packet\"") && cfg.contains("xdp_fast_path = \"on\""),
+            "{cfg}"
+        );
         // NAT64 as it was.
-        let n = Xlat::Nat64.sides(&xdpfast::config_for(xdpfast::BACKEND, &Xlat::Nat64.mode()));
-        assert!(n.contains("inside = \"g-in\"\noutside = \"g-out\"") && n.contains("[nat64]"), "{n}");
-        let t = Nat64Report { xlat: Xlat::Siit, ..Nat64Report::default() }.to_string();
-        assert!(t.starts_with("quicknat lab siit") && t.contains("stateless SIIT"), "{t}");
+        let n = Xlat::Nat64
+            .sides(&xdpfast::config_for(xdpfast::BACKEND, &Xlat::Nat64.mode()))
+            .unwrap();
+        // The plain arms' configuration too, and a template it does not fit.
+        let plain =
+            Configs::gateway("siit", &["af_packet".to_string()], &Xlat::Siit.mode()).unwrap();
+        let text = std::fs::read_to_string(&plain.0[0].1).unwrap();
+        assert!(
+            Xlat::Siit
+                .sides(&text)
+                .unwrap()
+                .contains("inside = \"g-out\""),
+            "{text}"
+        );
+        assert!(Xlat::Siit.sides("[gateway]\ninside = \"x\"\n").is_err());
+        assert!(
+            n.contains("inside = \"g-in\"\noutside = \"g-out\"") && n.contains("[nat64]"),
+            "{n}"
+        );
+        let t = Nat64Report {
+            xlat: Xlat::Siit,
+            ..Nat64Report::default()
+        }
+        .to_string();
+        assert!(
+            t.starts_with("quicknat lab siit") && t.contains("stateless SIIT"),
+            "{t}"
+        );
     }
 }

@@ -173,8 +173,16 @@ pub(crate) fn start_arm(
 /// the server answers each datagram (`quicknat-lab echo` on `listen`, the server's own
 /// address and port) while the client sends to `dst` (the server as the client names it:
 /// the same address under NAT44, pref64 + it under NAT64) on the cells' source ports;
-/// returns the number of sessions installed meanwhile.
-pub(crate) fn warm_up(lab: &Lab, quicknat: &Path, dst: &str, listen: &str) -> Result<u64> {
+/// returns the number of installs meanwhile. `per_flow`: the installs one flow makes (a
+/// session: 1; a stateless translator's flow: 2, one per direction).
+pub(crate) fn warm_up(
+    lab: &Lab,
+    quicknat: &Path,
+    dst: &str,
+    listen: &str,
+    per_flow: u64,
+) -> Result<u64> {
+    let want = u64::from(FLOWS) * per_flow;
     let exe = exe()?;
     let before = snap(quicknat)?;
     let mut echo = lab.spawn(
@@ -216,17 +224,17 @@ pub(crate) fn warm_up(lab: &Lab, quicknat: &Path, dst: &str, listen: &str) -> Re
         let mut installed = 0;
         while walk.elapsed() < Duration::from_millis(600) {
             installed = snap(quicknat)?.installs.saturating_sub(before.installs);
-            if installed >= u64::from(FLOWS) {
+            if installed >= want {
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        if installed >= u64::from(FLOWS) {
+        if installed >= want {
             break Ok(installed);
         }
         if t.elapsed() > Duration::from_secs(10) {
             break Err(anyhow::anyhow!(
-                "quicknat xdpfast: {installed} of {FLOWS} UDP flows offloaded after 10 s of warm-up"
+                "quicknat xdpfast: {installed} of {want} UDP flow installs after 10 s of warm-up"
             ));
         }
     };

@@ -90,8 +90,8 @@ pub struct FastPathCounters {
     /// Their bytes (Ethernet frames), per direction.
     pub dir_bytes: [u64; 2],
     /// Packets the program looked up and did not find (sent to the AF_XDP socket: a flow
-    /// not offloaded, or not yet), both interfaces: IPv4 TCP/UDP, NAT64 also IPv6 TCP/UDP,
-    /// ILA IPv6 TCP/UDP/ICMPv6.
+    /// not offloaded, or not yet), both interfaces: IPv4 TCP/UDP, NAT64, SIIT and CLAT also
+    /// IPv6 TCP/UDP, ILA IPv6 TCP/UDP/ICMPv6.
     pub misses: u64,
 }
 
@@ -104,7 +104,10 @@ pub(super) enum Kind {
     Ila(Arc<engine::ila::IlaRouter>),
     /// SIIT or CLAT: no sessions, the flows the workers hint (`fastpath_siit`): the
     /// translator (its configuration in force) and the hints' queue.
-    Siit(Box<engine::siit::Siit>, Arc<engine::siit::offload::FlowHints>),
+    Siit(
+        Box<engine::siit::Siit>,
+        Arc<engine::siit::offload::FlowHints>,
+    ),
 }
 
 /// The offload: both interfaces' maps and what was installed in them.
@@ -116,7 +119,8 @@ pub(crate) struct XdpFastPath {
     pub(super) mtus: [u32; 2],
     pub(super) published: Arc<Published>,
     decrement_ttl: bool,
-    /// Sessions the maps hold at most (two entries each).
+    /// Sessions the maps hold at most (two entries each; ILA mappings and SIIT/CLAT flow
+    /// directions: one each).
     max_sessions: usize,
     /// Engine clock minus CLOCK_MONOTONIC, in ns.
     pub(super) offset: i128,
@@ -653,18 +657,14 @@ pub(crate) fn attach(
             true,
             "ILA mappings (TCP/UDP/ICMPv6)",
         ),
-        // The flows are taken up by `siit_sync`, on a thread of the caller's.
-        engine::mode::any::AnyMode::Siit(siit) => {
-            let Some(hints) = siit.attach_offload() else {
-                return refuse("an offload is attached already".into());
-            };
-            (
-                Kind::Siit(Box::new(siit.clone()), hints),
-                None,
-                siit.config().options.decrement_ttl,
-                "SIIT/CLAT TCP/UDP flows",
-            )
-        }
+        // The flows are taken up by `siit_sync`, on a thread of the caller's; the workers
+        // hint only once the offload is sure to run (below).
+        engine::mode::any::AnyMode::Siit(siit) => (
+            Kind::Siit(Box::new(siit.clone()), Arc::default()),
+            None,
+            siit.config().options.decrement_ttl,
+            "SIIT/CLAT TCP/UDP flows",
+        ),
     };
     // The hook: the AF_XDP ports' XDP program, or on AF_PACKET a tc program of its own
     // (io::tcfast) with a claim filter on every receive socket.
@@ -713,6 +713,11 @@ pub(crate) fn attach(
     };
     if let Some(table) = table {
         if !table.attach_offload(Arc::clone(&fast) as Arc<dyn SessionOffload>) {
+            return refuse("an offload is attached already".into());
+        }
+    }
+    if let Kind::Siit(siit, hints) = &fast.kind {
+        if !siit.attach_offload(Arc::clone(hints)) {
             return refuse("an offload is attached already".into());
         }
     }

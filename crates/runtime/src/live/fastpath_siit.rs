@@ -168,9 +168,9 @@ impl XdpFastPath {
             .map(Timestamp::from_nanos)
     }
 
-    /// Installs the flows the workers hinted; every [`WALK_EVERY`], also walks the
-    /// entries (a new configuration generation, next hops that changed, idle flows).
-    /// A no-op for other modes.
+    /// Takes every entry out when a reload published a new configuration generation, then
+    /// installs the flows the workers hinted; every [`WALK_EVERY`], also walks the entries
+    /// (next hops that changed, idle flows). A no-op for other modes.
     pub(crate) fn siit_sync(&self, st: &mut SiitSync, now: Timestamp) {
         let Some((siit, hints)) = self.siit() else {
             return;
@@ -233,13 +233,19 @@ impl XdpFastPath {
             if i.version != version {
                 let hop = self.hop(&view, Self::siit_ingress(from), i.to.dst);
                 if hop != Some(i.hop) {
-                    self.flow_uninstall(from);
-                    let Some(hop) = hop else {
+                    // The program's stamp first: the new entry starts without one.
+                    if let Some(t) = self.flow_stamp(from) {
+                        i.seen = i.seen.max(t);
+                    }
+                    // Written over in place (one update); taken out when the next hop is
+                    // gone or the map refuses.
+                    let Some(hop) =
+                        hop.filter(|h| self.flow_install(&cfg.options, from, &i.to, *h))
+                    else {
+                        self.flow_uninstall(from);
                         return false;
                     };
-                    if !self.flow_install(&cfg.options, from, &i.to, hop) {
-                        return false;
-                    }
+                    self.removed.fetch_add(1, Ordering::Relaxed);
                     self.installed.fetch_add(1, Ordering::Relaxed);
                     i.hop = hop;
                 }

@@ -182,8 +182,7 @@ pub fn run(
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
     let fast_why = std::sync::Mutex::new(None::<String>);
     // XDP fast path (issue 15 item 2): AF_XDP, every mode.
-    let fast_entries = if gw.backend == Backend::AfXdp && gw.xdp_fast_path != FastPathSwitch::Off
-    {
+    let fast_entries = if gw.backend == Backend::AfXdp && gw.xdp_fast_path != FastPathSwitch::Off {
         gw.xdp_fast_path_entries
     } else {
         0
@@ -469,8 +468,8 @@ pub fn run(
                 }
             });
         }
-        // Fast path for SIIT and CLAT: the flows the workers hint, installed every 5 ms;
-        // each second, a walk for reloads, next hops and idle flows (`fastpath_siit`).
+        // Fast path for SIIT and CLAT: every 5 ms, a reload's flush and the flows the workers
+        // hinted; each second, a walk for next hops and idle flows (`fastpath_siit`).
         if let Some(f) = fast.as_ref().filter(|f| f.is_siit()) {
             let stop = &stop;
             s.spawn(threads::SIIT_SYNC, move || {
