@@ -602,6 +602,36 @@ def test_a_reload_takes_the_stateless_translators_flows_out_of_the_fast_path(on,
     assert after and all(f[15] == 40 for f in after), [f[15] for f in after]
 
 
+def test_a_moved_next_hop_is_written_over_in_the_stateless_translators_entries(on, variant):
+    """SIIT: the server's MAC changes and the gateway's neighbour entry with it. The sync's
+    next walk (each second) writes the flows leaving towards it over with the new next hop
+    (an install and a removal counted, nothing left to the engine for long), and the pings
+    after it reach the server through the fast path addressed to the new MAC."""
+    if variant != ("siit", "rfc"):
+        pytest.skip("the SIIT flow table's next hops (one variant)")
+    assert on.established(), on.qn.text()[-3000:]
+    f0 = on.fast_stats()
+    new = "02:51:00:00:64:02"
+    on.g.nsx("srv", "ip", "link", "set", "s0", "address", new)
+    on.g.nsx("gw", "ip", "neigh", "replace", SERVER, "lladdr", new, "dev", "g-out", "nud", "reachable")
+
+    def moved():
+        f = on.fast_stats()
+        return f["installs"] > f0["installs"] and f["removals"] > f0["removals"]
+    assert wait_for(lambda: on.ping() and moved(), 10, step=0.2), (f0, on.fast_stats())
+    f1 = on.fast_stats()
+    assert f1["sessions"] == f0["sessions"] and f1["errors"] == 0, (f0, f1)
+    sent = on.pinged
+    for _ in range(5):
+        assert on.ping()
+    assert on.fast_stats()["packets_in"] > f1["packets_in"], (f1, on.fast_stats())
+    pings = lambda: [f for f in read_pcap(on.pcap4) if f[23] == 17 and f[42:48] == b"ping-u"]
+    assert wait_for(lambda: len(pings()) >= on.pinged, 5), (len(pings()), on.pinged)
+    after = pings()[sent:]
+    assert len(after) == 5 and all(f[:6] == bytes.fromhex(new.replace(":", "")) for f in after), \
+        [f[:6].hex() for f in after]
+
+
 def test_quicknat_stops_cleanly_and_leaves_no_xdp_program(off, on):
     for run in (off, on):
         rc, text = run.qn.stop()
