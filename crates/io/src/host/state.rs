@@ -334,7 +334,21 @@ large-receive-offload: off [fixed]
         a.remove = false;
         drop(a);
         assert!(path.exists());
-        let mut b = HostState::acquire_in(&dir, "k").unwrap();
+        // The lock goes with the last descriptor of the open file: a child another test
+        // thread forks in this instant holds a copy until its exec closes it (O_CLOEXEC),
+        // so the lock is awaited (bounded), not assumed gone at once.
+        let t = std::time::Instant::now();
+        let mut b = loop {
+            match HostState::acquire_in(&dir, "k") {
+                Err(e)
+                    if e.kind() == io::ErrorKind::AddrInUse
+                        && t.elapsed() < std::time::Duration::from_secs(5) =>
+                {
+                    std::thread::yield_now()
+                }
+                r => break r.unwrap(),
+            }
+        };
         assert_eq!(b.left_by(), Some(std::process::id()));
         assert_eq!(b.leftover(), vec![settings]);
         drop(b);
