@@ -128,26 +128,13 @@ impl XdpFastPath {
         hop: NextHop,
     ) -> bool {
         let map = &self.maps[Self::siit_ingress(from)];
-        // The IPv6 side is the outside (link 1).
-        let r = match (from, to.src, to.dst) {
-            (FastFlow::V4To6(f), IpAddr::V6(src), IpAddr::V6(dst)) => {
-                let to6 = FlowTuple6 {
-                    proto: to.proto,
-                    src,
-                    sport: to.sport,
-                    dst,
-                    dport: to.dport,
-                };
+        // `to` as the program names a tuple of its family (`fast_flow`); the IPv6 side is
+        // the outside (link 1).
+        let r = match (from, fast_flow(to)) {
+            (FastFlow::V4To6(f), Some(FastFlow::V6To4(to6))) => {
                 map.insert_46(f, &self.rewrite46(opts, to6, hop, 1))
             }
-            (FastFlow::V6To4(f), IpAddr::V4(src), IpAddr::V4(dst)) => {
-                let to4 = FlowTuple {
-                    proto: to.proto,
-                    src,
-                    sport: to.sport,
-                    dst,
-                    dport: to.dport,
-                };
+            (FastFlow::V6To4(f), Some(FastFlow::V4To6(to4))) => {
                 map.insert_64(f, &self.rewrite64(opts, to4, hop, 1))
             }
             _ => return false,
