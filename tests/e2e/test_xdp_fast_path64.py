@@ -55,6 +55,7 @@ AF_XDP only; needs root and scapy.
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -82,7 +83,7 @@ workers = 1
 stats_interval = 1
 xdp_fast_path = "{fast}"
 control_socket = "{sock}"
-
+{gateway}
 {table}
 
 [{mode}.options]
@@ -364,7 +365,7 @@ class Run(FastRun):
     """One NAT64 gateway (fast path on or off), the echo server, the client, and captures
     of what the gateway sends to the server (IPv4) and to the client (IPv6)."""
 
-    def __init__(self, quicknat, fast, settings="rfc", backend="af_xdp", mode="nat64"):
+    def __init__(self, quicknat, fast, settings="rfc", backend="af_xdp", mode="nat64", gateway=""):
         self.fast, self.quicknat, self.mode = fast, quicknat, mode
         self.g = g = Scenario("qn64f", ("cli", "gw", "srv"))
         try:
@@ -385,7 +386,7 @@ class Run(FastRun):
             self.sock = f"/run/qn-xdpfast64-{fast}-{g.ns['gw']}.sock"
             table, inside, outside = MODES[mode]
             config = CONFIG.format(fast=fast, sock=self.sock, options=SETTINGS[settings], backend=backend,
-                                   mode=mode, table=table, inside=inside, outside=outside)
+                                   mode=mode, table=table, inside=inside, outside=outside, gateway=gateway)
             self.qn = g.quicknat(quicknat, "gw", config, f"{mode}-xdp-fast-{fast}-{settings}")
             self.peers = f"/tmp/qn-xdpfast64-peers-{g.ns['srv']}.txt"
             self.pcap4 = f"/tmp/qn-xdpfast64-{fast}-{g.ns['srv']}.pcap"
@@ -630,6 +631,44 @@ def test_a_moved_next_hop_is_written_over_in_the_stateless_translators_entries(o
     after = pings()[sent:]
     assert len(after) == 5 and all(f[:6] == bytes.fromhex(new.replace(":", "")) for f in after), \
         [f[:6].hex() for f in after]
+
+
+def test_idle_flows_leave_the_stateless_translators_table_and_come_back_with_traffic(quicknat, backend, variant):
+    """SIIT with `xdp_fast_path_idle = 2`: flows that carry traffic only through the
+    program keep their entries past the idle time (the walk reads the program's stamps);
+    once the traffic stops, the walk takes every entry out (a removal counted each), and
+    the flows' next packets go through the engine, are hinted and installed again, and
+    are carried by the fast path once more."""
+    if variant != ("siit", "rfc"):
+        pytest.skip("the SIIT flow table's idle time (one variant)")
+    run = fast_fixture(backend, lambda: Run(quicknat, "on", "rfc", backend, "siit",
+                                            gateway="xdp_fast_path_idle = 2\n"), BACKENDS)
+    r = next(run)
+    try:
+        assert "taken out after 2 s idle" in r.qn.text(), r.qn.text()[-2000:]
+        f0 = r.established()
+        assert f0, f"{r.fast_stats()} | {r.qn.stats()}"
+        # Busy through the fast path for twice the idle time: nothing is taken out.
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            assert r.ping()
+        f1 = r.fast_stats()
+        assert f1["removals"] == f0["removals"] and f1["sessions"] == f0["sessions"], (f0, f1)
+        assert f1["packets_in"] > f0["packets_in"] and f1["packets_out"] > f0["packets_out"], (f0, f1)
+        # Quiet: every entry is taken out by a walk after 2 s.
+        assert wait_for(lambda: r.fast_stats()["sessions"] == 0, 10), r.fast_stats()
+        f2 = r.fast_stats()
+        assert f2["removals"] - f1["removals"] >= f1["sessions"] and f2["errors"] == 0, (f1, f2)
+        # Back with traffic: through the engine, hinted, installed, then the fast path's.
+        assert wait_for(lambda: r.ping() and r.fast_stats()["installs"] - f2["installs"] >= 4, 10, step=0.05), \
+            (f2, r.fast_stats())
+        f3 = r.fast_stats()
+        for _ in range(5):
+            assert r.ping()
+        f4 = r.fast_stats()
+        assert f4["packets_in"] > f3["packets_in"] and f4["packets_out"] > f3["packets_out"], (f3, f4)
+    finally:
+        run.close()
 
 
 def test_quicknat_stops_cleanly_and_leaves_no_xdp_program(off, on):

@@ -389,6 +389,7 @@ fn convert_gateway(
         // -- XDP fast path (issue 15 item 2) --
         xdp_fast_path: fastpath::switch(src, &g.xdp_fast_path)?,
         xdp_fast_path_entries: fastpath::entries(src, &g.xdp_fast_path_entries)?,
+        xdp_fast_path_idle: fastpath::idle(src, &g.xdp_fast_path_idle)?,
         // Set from `[routing]` by `load_str_on`.
         routing: runtime::routing::RoutingConfig::default(),
     })

@@ -81,6 +81,8 @@ pub(super) struct RawGateway {
     pub xdp_fast_path: Option<Spanned<String>>,
     /// Flow directions the fast path's map holds per interface.
     pub xdp_fast_path_entries: Option<Spanned<u64>>,
+    /// Seconds an idle SIIT/CLAT flow direction stays in the fast path's map.
+    pub xdp_fast_path_idle: Option<Spanned<u64>>,
 }
 
 /// The `[nat44]` table.

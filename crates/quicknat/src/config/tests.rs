@@ -1554,10 +1554,10 @@ fn nat44_sub_tables_without_a_nat44_line_load() {
     assert_eq!(e.line, Some(3));
 }
 
-// -- XDP fast path (issue 15 item 2): xdp_fast_path, xdp_fast_path_entries --
+// -- XDP fast path (issue 15 item 2): xdp_fast_path, xdp_fast_path_entries, xdp_fast_path_idle --
 #[test]
 fn gateway_xdp_fast_path() {
-    use runtime::live::{FastPathSwitch, XDP_FAST_PATH_ENTRIES};
+    use runtime::live::{FastPathSwitch, XDP_FAST_PATH_ENTRIES, XDP_FAST_PATH_IDLE};
     let gw = "[gateway]\ninside = \"in0\"\noutside = \"out0\"\n";
     let g = load_str(&format!("{BASE}\n{gw}"), "t.toml")
         .unwrap()
@@ -1565,6 +1565,8 @@ fn gateway_xdp_fast_path() {
         .unwrap();
     assert_eq!(g.xdp_fast_path, FastPathSwitch::Off, "off by default");
     assert_eq!(g.xdp_fast_path_entries, XDP_FAST_PATH_ENTRIES);
+    assert_eq!(g.xdp_fast_path_idle, XDP_FAST_PATH_IDLE);
+    assert_eq!(XDP_FAST_PATH_IDLE.as_secs(), 30);
     for (v, want) in [
         ("auto", FastPathSwitch::Auto),
         ("on", FastPathSwitch::On),
@@ -1586,6 +1588,19 @@ fn gateway_xdp_fast_path() {
             "xdp_fast_path_entries =",
             "gateway.xdp_fast_path_entries",
             "must be between 2 and 16777216",
+        );
+    }
+    let g = load_str(&format!("{BASE}\n{gw}xdp_fast_path_idle = 2\n"), "t.toml")
+        .unwrap()
+        .gateway
+        .unwrap();
+    assert_eq!(g.xdp_fast_path_idle, std::time::Duration::from_secs(2));
+    for bad in ["0", "86401", "-1", "\"30s\""] {
+        expect_err(
+            &format!("{BASE}\n{gw}xdp_fast_path_idle = {bad}\n"),
+            "xdp_fast_path_idle =",
+            "gateway.xdp_fast_path_idle",
+            "",
         );
     }
 }

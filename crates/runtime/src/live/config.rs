@@ -63,6 +63,10 @@ pub struct GatewayConfig {
     pub xdp_fast_path: FastPathSwitch,
     /// The most flow directions (two per session) the fast path's map holds per interface.
     pub xdp_fast_path_entries: u32,
+    /// SIIT and CLAT: a flow direction the fast path forwarded nothing of for this long
+    /// is taken out of its map (NAT44 and NAT64 entries follow their sessions' timeouts,
+    /// ILA entries their mappings).
+    pub xdp_fast_path_idle: Duration,
     // -- routing integration (issue 13) --
     /// `[routing]`: the prefixes announced to the routing daemon while healthy; off by
     /// default.
@@ -87,6 +91,10 @@ pub enum FastPathSwitch {
 /// sessions), 3 MiB of kernel memory per interface.
 pub const XDP_FAST_PATH_ENTRIES: u32 = 65_536;
 
+/// How long an idle SIIT/CLAT flow direction stays in the fast path's map when not
+/// configured.
+pub const XDP_FAST_PATH_IDLE: Duration = Duration::from_secs(30);
+
 impl GatewayConfig {
     /// The defaults for a gateway between `inside` and `outside`: AF_PACKET, one worker,
     /// counters every 10 s, kernel bypass, GSO pass-through, offloads off otherwise.
@@ -109,6 +117,7 @@ impl GatewayConfig {
             natlog: crate::natlog::NatLogConfig::default(),
             xdp_fast_path: FastPathSwitch::Off,
             xdp_fast_path_entries: XDP_FAST_PATH_ENTRIES,
+            xdp_fast_path_idle: XDP_FAST_PATH_IDLE,
             routing: crate::routing::RoutingConfig::default(),
         }
     }

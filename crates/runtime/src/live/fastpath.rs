@@ -135,6 +135,8 @@ pub(crate) struct XdpFastPath {
     pub(super) removed: AtomicU64,
     pub(super) refused_full: AtomicU64,
     pub(super) errors: AtomicU64,
+    /// SIIT and CLAT: how long a flow direction the program forwarded nothing of stays.
+    pub(super) flow_idle: std::time::Duration,
     /// On AF_PACKET: the tc programs (one per link) whose maps these are; dropped, they
     /// are detached.
     tc_hooks: Vec<io::tcfast::TcFastPath>,
@@ -234,6 +236,7 @@ impl XdpFastPath {
             removed: AtomicU64::new(0),
             refused_full: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            flow_idle: super::config::XDP_FAST_PATH_IDLE,
             tc_hooks: Vec::new(),
         })
     }
@@ -707,6 +710,7 @@ pub(crate) fn attach(
     let fast = match fast {
         Ok(mut f) => {
             f.tc_hooks = tc_hooks;
+            f.flow_idle = gw.xdp_fast_path_idle;
             Arc::new(f)
         }
         Err(e) => return refuse(format!("devmap: {e}")),
@@ -728,7 +732,7 @@ pub(crate) fn attach(
             format!(
                 "each at its second packet through the engine, within {} ms; taken out after {} s idle",
                 super::fastpath_siit::SYNC_EVERY.as_millis(),
-                super::fastpath_siit::FLOW_IDLE.as_secs()
+                fast.flow_idle.as_secs()
             ),
         ),
         _ => (

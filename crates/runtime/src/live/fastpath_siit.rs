@@ -18,9 +18,9 @@
 //!   may have changed);
 //! - routes or neighbours change: an entry whose next hop moved is replaced, one whose
 //!   next hop is gone is taken out (its packets go back to the engine, which hints again);
-//! - an entry idle for [`FLOW_IDLE`] (by the program's last-seen stamp) is taken out, so
-//!   the table holds the flows that carry traffic; a full table refuses (`refused_full`)
-//!   and the flow stays with the engine.
+//! - an entry idle for `[gateway] xdp_fast_path_idle` (by the program's last-seen stamp;
+//!   30 s unless configured) is taken out, so the table holds the flows that carry
+//!   traffic; a full table refuses (`refused_full`) and the flow stays with the engine.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -32,9 +32,6 @@ use engine::siit::Siit;
 use io::afxdp::fast_path::{FastFlow, FlowTuple, FlowTuple6, NextHop};
 
 use super::fastpath::{Kind, XdpFastPath};
-
-/// An offloaded flow idle this long (by the program's stamp) is taken out.
-pub(crate) const FLOW_IDLE: Duration = Duration::from_secs(30);
 
 /// How often the sync runs (hints wait at most this long), and how often it walks the
 /// entries (generation, next hops, idle ones).
@@ -238,14 +235,14 @@ impl XdpFastPath {
                 }
                 i.version = version;
             }
-            if now.saturating_since(i.seen) < FLOW_IDLE {
+            if now.saturating_since(i.seen) < self.flow_idle {
                 return true;
             }
             // One map read per entry and idle period, not per walk.
             if let Some(t) = self.flow_stamp(from) {
                 i.seen = i.seen.max(t);
             }
-            let keep = now.saturating_since(i.seen) < FLOW_IDLE;
+            let keep = now.saturating_since(i.seen) < self.flow_idle;
             if !keep {
                 self.flow_uninstall(from);
             }

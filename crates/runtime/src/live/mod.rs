@@ -48,7 +48,7 @@ use io::Port;
 
 pub(crate) use config::clamp_translator_mtus;
 pub use config::{Backend, GatewayConfig};
-pub use config::{FastPathSwitch, XDP_FAST_PATH_ENTRIES};
+pub use config::{FastPathSwitch, XDP_FAST_PATH_ENTRIES, XDP_FAST_PATH_IDLE};
 pub use fastpath::FastPathCounters;
 pub use fastpath_status::FastPathStatus;
 use forward::{Handoff, KernelHandoff, ProbeQueue};
