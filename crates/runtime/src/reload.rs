@@ -117,6 +117,16 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
         ("mtu", o.mtu != n.mtu),
         ("metrics", o.metrics != n.metrics),
         ("[logging]", o.natlog != n.natlog),
+        // -- XDP fast path (issue 15 item 2) --
+        ("xdp_fast_path", o.xdp_fast_path != n.xdp_fast_path),
+        (
+            "xdp_fast_path_entries",
+            o.xdp_fast_path_entries != n.xdp_fast_path_entries,
+        ),
+        (
+            "xdp_fast_path_idle",
+            o.xdp_fast_path_idle != n.xdp_fast_path_idle,
+        ),
         // -- routing integration (issue 13) --
         ("[routing]", o.routing != n.routing),
     ]
@@ -246,5 +256,22 @@ mod tests {
         n.routing.standby_metric = 2000;
         assert_eq!(gateway_changes(&o, &n), ["[routing]"]);
         assert!(gateway_changes(&o, &o.clone()).is_empty());
+    }
+
+    #[test]
+    fn a_fast_path_change_is_refused_by_name() {
+        let o = GatewayConfig::new("in0".into(), "out0".into());
+        let mut n = o.clone();
+        n.xdp_fast_path = crate::live::FastPathSwitch::Auto;
+        n.xdp_fast_path_entries = 1024;
+        n.xdp_fast_path_idle = std::time::Duration::from_secs(5);
+        assert_eq!(
+            gateway_changes(&o, &n),
+            [
+                "xdp_fast_path",
+                "xdp_fast_path_entries",
+                "xdp_fast_path_idle"
+            ]
+        );
     }
 }
