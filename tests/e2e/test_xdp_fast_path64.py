@@ -633,42 +633,78 @@ def test_a_moved_next_hop_is_written_over_in_the_stateless_translators_entries(o
         [f[:6].hex() for f in after]
 
 
-def test_idle_flows_leave_the_stateless_translators_table_and_come_back_with_traffic(quicknat, backend, variant):
+@pytest.fixture(scope="module")
+def small(quicknat, backend, variant):
+    """SIIT with maps of two entries per interface and a 2 s idle time (one variant)."""
+    if variant != ("siit", "rfc"):
+        pytest.skip("the SIIT flow table's size and idle time (one variant)")
+    yield from fast_fixture(backend, lambda: Run(
+        quicknat, "on", "rfc", backend, "siit",
+        gateway="xdp_fast_path_entries = 2\nxdp_fast_path_idle = 2\n"), BACKENDS)
+
+
+# A third UDP flow from the client, [2001:db8:1::2]:40002: three echoed datagrams; prints
+# how many came back.
+THIRD = r"""
+import socket, sys
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.bind(("2001:db8:1::2", 40002))
+u.connect((sys.argv[1], 7000)); u.settimeout(3)
+n = 0
+for i in range(3):
+    u.send(b"ping-3")
+    n += u.recv(100) == b"ping-3"
+print(n)
+"""
+
+
+def test_each_interfaces_map_holds_its_own_stateless_flow_directions(small):
+    """SIIT puts a flow direction in the map of the link it arrives on. With
+    `xdp_fast_path_entries = 2` each map holds two: the client's UDP flow and TCP
+    connection fill both (two directions each way, four installed), and a third flow's
+    directions are refused at a full map and counted (`map_full`), while the engine still
+    translates them (its datagrams come back)."""
+    r = small
+    assert "at most 2 flow directions on each interface" in r.qn.text(), r.qn.text()[-2000:]
+    f0 = r.established()
+    assert f0, f"{r.fast_stats()} | {r.qn.stats()}"
+    assert f0["sessions"] == 4 and f0["map_full"] == 0 and f0["errors"] == 0, f0
+    out = r.g.nsx("cli", sys.executable, "-c", THIRD, SERVER6, check=False, timeout=30)
+    assert out.stdout.strip() == "3", out.stdout + out.stderr
+    # Each direction of the third flow is hinted at its second packet and refused.
+    assert wait_for(lambda: r.fast_stats()["map_full"] >= 2, 5), r.fast_stats()
+    f1 = r.fast_stats()
+    assert f1["sessions"] == 4 and f1["installs"] == f0["installs"] and f1["errors"] == 0, (f0, f1)
+
+
+def test_idle_flows_leave_the_stateless_translators_table_and_come_back_with_traffic(small):
     """SIIT with `xdp_fast_path_idle = 2`: flows that carry traffic only through the
     program keep their entries past the idle time (the walk reads the program's stamps);
     once the traffic stops, the walk takes every entry out (a removal counted each), and
     the flows' next packets go through the engine, are hinted and installed again, and
     are carried by the fast path once more."""
-    if variant != ("siit", "rfc"):
-        pytest.skip("the SIIT flow table's idle time (one variant)")
-    run = fast_fixture(backend, lambda: Run(quicknat, "on", "rfc", backend, "siit",
-                                            gateway="xdp_fast_path_idle = 2\n"), BACKENDS)
-    r = next(run)
-    try:
-        assert "taken out after 2 s idle" in r.qn.text(), r.qn.text()[-2000:]
-        f0 = r.established()
-        assert f0, f"{r.fast_stats()} | {r.qn.stats()}"
-        # Busy through the fast path for twice the idle time: nothing is taken out.
-        end = time.monotonic() + 4
-        while time.monotonic() < end:
-            assert r.ping()
-        f1 = r.fast_stats()
-        assert f1["removals"] == f0["removals"] and f1["sessions"] == f0["sessions"], (f0, f1)
-        assert f1["packets_in"] > f0["packets_in"] and f1["packets_out"] > f0["packets_out"], (f0, f1)
-        # Quiet: every entry is taken out by a walk after 2 s.
-        assert wait_for(lambda: r.fast_stats()["sessions"] == 0, 10), r.fast_stats()
-        f2 = r.fast_stats()
-        assert f2["removals"] - f1["removals"] >= f1["sessions"] and f2["errors"] == 0, (f1, f2)
-        # Back with traffic: through the engine, hinted, installed, then the fast path's.
-        assert wait_for(lambda: r.ping() and r.fast_stats()["installs"] - f2["installs"] >= 4, 10, step=0.05), \
-            (f2, r.fast_stats())
-        f3 = r.fast_stats()
-        for _ in range(5):
-            assert r.ping()
-        f4 = r.fast_stats()
-        assert f4["packets_in"] > f3["packets_in"] and f4["packets_out"] > f3["packets_out"], (f3, f4)
-    finally:
-        run.close()
+    r = small
+    assert "taken out after 2 s idle" in r.qn.text(), r.qn.text()[-2000:]
+    f0 = r.established()
+    assert f0, f"{r.fast_stats()} | {r.qn.stats()}"
+    # Busy through the fast path for twice the idle time: nothing is taken out.
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        assert r.ping()
+    f1 = r.fast_stats()
+    assert f1["removals"] == f0["removals"] and f1["sessions"] == f0["sessions"], (f0, f1)
+    assert f1["packets_in"] > f0["packets_in"] and f1["packets_out"] > f0["packets_out"], (f0, f1)
+    # Quiet: every entry is taken out by a walk after 2 s.
+    assert wait_for(lambda: r.fast_stats()["sessions"] == 0, 10), r.fast_stats()
+    f2 = r.fast_stats()
+    assert f2["removals"] - f1["removals"] >= f1["sessions"] and f2["errors"] == 0, (f1, f2)
+    # Back with traffic: through the engine, hinted, installed, then the fast path's.
+    assert wait_for(lambda: r.ping() and r.fast_stats()["installs"] - f2["installs"] >= 4, 10, step=0.05), \
+        (f2, r.fast_stats())
+    f3 = r.fast_stats()
+    for _ in range(5):
+        assert r.ping()
+    f4 = r.fast_stats()
+    assert f4["packets_in"] > f3["packets_in"] and f4["packets_out"] > f3["packets_out"], (f3, f4)
 
 
 def test_quicknat_stops_cleanly_and_leaves_no_xdp_program(off, on):

@@ -119,8 +119,9 @@ pub(crate) struct XdpFastPath {
     pub(super) mtus: [u32; 2],
     pub(super) published: Arc<Published>,
     decrement_ttl: bool,
-    /// Sessions the maps hold at most (two entries each; ILA mappings and SIIT/CLAT flow
-    /// directions: one each).
+    /// Sessions the maps hold at most (two entries each; ILA mappings: one in each map;
+    /// SIIT/CLAT flow directions: this many in each map, the one of the link each arrives
+    /// on).
     max_sessions: usize,
     /// Engine clock minus CLOCK_MONOTONIC, in ns.
     pub(super) offset: i128,
@@ -728,7 +729,7 @@ pub(crate) fn attach(
     let (unit, when) = match fast.kind {
         Kind::Ila(_) => ("mappings", "as their next hops resolve".to_string()),
         Kind::Siit(..) => (
-            "flow directions",
+            "flow directions on each interface",
             format!(
                 "each at its second packet through the engine, within {} ms; taken out after {} s idle",
                 super::fastpath_siit::SYNC_EVERY.as_millis(),

@@ -65,6 +65,9 @@ pub(crate) struct SiitSync {
     /// The configuration generation the entries were made by.
     generation: u64,
     next_walk: Option<Timestamp>,
+    /// The entries in each link's map (inside, outside): a flow direction is in the map
+    /// of the link it arrives on, and each map holds `max_sessions`.
+    per_map: [usize; 2],
 }
 
 /// The program's key of the flow `k` arriving (`None`: families mixed, not TCP/UDP).
@@ -167,6 +170,7 @@ impl XdpFastPath {
                 self.flow_uninstall(from);
             }
             by.clear();
+            st.per_map = [0; 2];
             st.generation = generation;
         }
         let version = self.published.version();
@@ -187,11 +191,12 @@ impl XdpFastPath {
                 i.seen = i.seen.max(now);
                 continue;
             }
-            if by.len() >= self.max_sessions() {
+            let side = Self::siit_ingress(&from);
+            if st.per_map[side] >= self.max_sessions() {
                 self.refused_full.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let Some(hop) = self.hop(&view, Self::siit_ingress(&from), h.to.dst) else {
+            let Some(hop) = self.hop(&view, side, h.to.dst) else {
                 continue;
             };
             if self.flow_install(&cfg.options, &from, &h.to, hop) {
@@ -206,6 +211,7 @@ impl XdpFastPath {
                         seen,
                     },
                 );
+                st.per_map[side] += 1;
                 self.installed.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -213,6 +219,7 @@ impl XdpFastPath {
             return;
         }
         st.next_walk = Some(now + WALK_EVERY);
+        let per_map = &mut st.per_map;
         by.retain(|from, i| {
             if i.version != version {
                 let hop = self.hop(&view, Self::siit_ingress(from), i.to.dst);
@@ -227,6 +234,7 @@ impl XdpFastPath {
                         hop.filter(|h| self.flow_install(&cfg.options, from, &i.to, *h))
                     else {
                         self.flow_uninstall(from);
+                        per_map[Self::siit_ingress(from)] -= 1;
                         return false;
                     };
                     self.removed.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +253,7 @@ impl XdpFastPath {
             let keep = now.saturating_since(i.seen) < self.flow_idle;
             if !keep {
                 self.flow_uninstall(from);
+                per_map[Self::siit_ingress(from)] -= 1;
             }
             keep
         });
