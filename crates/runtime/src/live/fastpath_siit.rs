@@ -215,6 +215,7 @@ impl XdpFastPath {
                 self.installed.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.flows_now.store(by.len(), Ordering::Relaxed);
         if st.next_walk.is_some_and(|t| now < t) {
             return;
         }
@@ -257,10 +258,13 @@ impl XdpFastPath {
             }
             keep
         });
+        self.flows_now.store(by.len(), Ordering::Relaxed);
     }
 
-    /// Flows offloaded now (each direction one).
+    /// Flows offloaded now (each direction one), as the last sync left them: status and
+    /// metrics read it without waiting for a sync that holds the table (a reload's flush
+    /// of many entries takes a while).
     pub(super) fn flows(&self) -> usize {
-        self.flow_lock().len()
+        self.flows_now.load(Ordering::Relaxed)
     }
 }
