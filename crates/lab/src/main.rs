@@ -538,19 +538,14 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         .filter(|b| !b.is_empty())
         .collect();
     for b in &backends {
-        // xdpfast (issue 15): AF_XDP with the XDP fast path on, the NAT44, NAT64, SIIT and
-        // ILA labs.
-        let xdpfast = b == lab::xdpfast::BACKEND
-            && matches!(
-                topology,
-                Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
-            );
-        // tcfast: AF_PACKET with the fast path at the tc hook, the same labs.
-        let tcfast = b == lab::xdpfast::TC_BACKEND
-            && matches!(
-                topology,
-                Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
-            );
+        // The NAT44, NAT64, SIIT and ILA labs take the fast path's arms (issue 15): xdpfast,
+        // AF_XDP with the XDP fast path on, and tcfast, AF_PACKET with it at the tc hook.
+        let fast_lab = matches!(
+            topology,
+            Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
+        );
+        let xdpfast = b == lab::xdpfast::BACKEND && fast_lab;
+        let tcfast = b == lab::xdpfast::TC_BACKEND && fast_lab;
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast || tcfast,
             "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64, siit or ila; tcfast with nat44, nat64, siit or ila)"

@@ -642,10 +642,6 @@ mod tests {
             cfg.contains("backend = \"af_packet\"") && cfg.contains("xdp_fast_path = \"on\""),
             "{cfg}"
         );
-        // NAT64 as it was.
-        let n = Xlat::Nat64
-            .sides(&xdpfast::config_for(xdpfast::BACKEND, &Xlat::Nat64.mode()))
-            .unwrap();
         // The plain arms' configuration too, and a template it does not fit.
         let plain =
             Configs::gateway("siit", &["af_packet".to_string()], &Xlat::Siit.mode()).unwrap();
@@ -658,6 +654,10 @@ mod tests {
             "{text}"
         );
         assert!(Xlat::Siit.sides("[gateway]\ninside = \"x\"\n").is_err());
+        // NAT64 as it was.
+        let n = Xlat::Nat64
+            .sides(&xdpfast::config_for(xdpfast::BACKEND, &Xlat::Nat64.mode()))
+            .unwrap();
         assert!(
             n.contains("inside = \"g-in\"\noutside = \"g-out\"") && n.contains("[nat64]"),
             "{n}"

@@ -130,8 +130,9 @@ pub(crate) struct XdpFastPath {
     pub(super) by_ident: Mutex<FxHashMap<u64, super::fastpath_ila::IlaInstalled>>,
     /// SIIT and CLAT: the flow directions offloaded, by their arriving tuple.
     pub(super) by_flow: Mutex<FxHashMap<FastFlow, super::fastpath_siit::FlowInstalled>>,
-    /// SIIT and CLAT: `by_flow`'s size after the last sync (read without its lock).
-    pub(super) flows_now: std::sync::atomic::AtomicUsize,
+    /// SIIT and CLAT: the flow directions in each link's map (inside, outside), counted as
+    /// they are installed and taken out; read without `by_flow`'s lock.
+    pub(super) flows_in: [std::sync::atomic::AtomicUsize; 2],
     /// ILA: the network view version the last sync saw.
     pub(super) ila_synced: AtomicU64,
     pub(super) installed: AtomicU64,
@@ -234,7 +235,7 @@ impl XdpFastPath {
             by_session: Mutex::new(FxHashMap::new()),
             by_ident: Mutex::new(FxHashMap::new()),
             by_flow: Mutex::new(FxHashMap::new()),
-            flows_now: std::sync::atomic::AtomicUsize::new(0),
+            flows_in: Default::default(),
             ila_synced: AtomicU64::new(u64::MAX),
             installed: AtomicU64::new(0),
             removed: AtomicU64::new(0),

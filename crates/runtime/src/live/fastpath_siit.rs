@@ -65,9 +65,6 @@ pub(crate) struct SiitSync {
     /// The configuration generation the entries were made by.
     generation: u64,
     next_walk: Option<Timestamp>,
-    /// The entries in each link's map (inside, outside): a flow direction is in the map
-    /// of the link it arrives on, and each map holds `max_sessions`.
-    per_map: [usize; 2],
 }
 
 /// The program's key of the flow `k` arriving (`None`: families mixed, not TCP/UDP).
@@ -113,8 +110,11 @@ impl XdpFastPath {
         }
     }
 
+    /// Takes the installed entry of `from` out of its map.
     fn flow_uninstall(&self, from: &FastFlow) {
-        self.maps[Self::siit_ingress(from)].remove(from);
+        let side = Self::siit_ingress(from);
+        self.maps[side].remove(from);
+        self.flows_in[side].fetch_sub(1, Ordering::Relaxed);
         self.removed.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -170,7 +170,6 @@ impl XdpFastPath {
                 self.flow_uninstall(from);
             }
             by.clear();
-            st.per_map = [0; 2];
             st.generation = generation;
         }
         let version = self.published.version();
@@ -191,8 +190,10 @@ impl XdpFastPath {
                 i.seen = i.seen.max(now);
                 continue;
             }
+            // A flow direction is in the map of the link it arrives on; each map holds
+            // `max_sessions`.
             let side = Self::siit_ingress(&from);
-            if st.per_map[side] >= self.max_sessions() {
+            if self.flows_in[side].load(Ordering::Relaxed) >= self.max_sessions() {
                 self.refused_full.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -211,16 +212,14 @@ impl XdpFastPath {
                         seen,
                     },
                 );
-                st.per_map[side] += 1;
+                self.flows_in[side].fetch_add(1, Ordering::Relaxed);
                 self.installed.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.flows_now.store(by.len(), Ordering::Relaxed);
         if st.next_walk.is_some_and(|t| now < t) {
             return;
         }
         st.next_walk = Some(now + WALK_EVERY);
-        let per_map = &mut st.per_map;
         by.retain(|from, i| {
             if i.version != version {
                 let hop = self.hop(&view, Self::siit_ingress(from), i.to.dst);
@@ -235,7 +234,6 @@ impl XdpFastPath {
                         hop.filter(|h| self.flow_install(&cfg.options, from, &i.to, *h))
                     else {
                         self.flow_uninstall(from);
-                        per_map[Self::siit_ingress(from)] -= 1;
                         return false;
                     };
                     self.removed.fetch_add(1, Ordering::Relaxed);
@@ -254,17 +252,18 @@ impl XdpFastPath {
             let keep = now.saturating_since(i.seen) < self.flow_idle;
             if !keep {
                 self.flow_uninstall(from);
-                per_map[Self::siit_ingress(from)] -= 1;
             }
             keep
         });
-        self.flows_now.store(by.len(), Ordering::Relaxed);
     }
 
-    /// Flows offloaded now (each direction one), as the last sync left them: status and
-    /// metrics read it without waiting for a sync that holds the table (a reload's flush
-    /// of many entries takes a while).
+    /// Flows offloaded now (each direction one): status and metrics read the counts
+    /// without waiting for a sync that holds the table (a reload's flush of many entries
+    /// takes a while).
     pub(super) fn flows(&self) -> usize {
-        self.flows_now.load(Ordering::Relaxed)
+        self.flows_in
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
     }
 }
