@@ -19,6 +19,7 @@ fn main() {
     println!("cargo:rerun-if-changed=bpf/common.h");
     println!("cargo:rerun-if-changed=bpf/fast_path.h");
     println!("cargo:rerun-if-changed=bpf/fast_path_ila.h");
+    println!("cargo:rerun-if-changed=bpf/local.h");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=PATH");

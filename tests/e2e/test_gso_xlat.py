@@ -281,7 +281,10 @@ def test_clat_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat):
         for port, role in ((5301, "up"), (5302, "down")):
             mine, theirs, err = t.transfer("srv", "2001:db8:64::c633:6402", "198.51.100.2", "cli", port, role)
             assert len(mine) == 64 and mine == theirs, f"{role}: {mine} {theirs} {err} | {t.qn.stats()}"
-        assert wait_for(lambda: counters(t.qn, "xdp_fast_bytes") > SIZE, 5.0, step=0.2), t.qn.stats()
+        # The stats line comes once a second: wait for one written after both transfers
+        # (both directions counted), not the last one written during them.
+        assert wait_for(lambda: counters(t.qn, "xdp_fast_bytes") > SIZE and counters(t.qn, "xdp_fast_out") > 0
+                        and counters(t.qn, "xdp_fast_in") > 0, 5.0, step=0.2), t.qn.stats()
         n, b = counters(t.qn, "xdp_fast"), counters(t.qn, "xdp_fast_bytes")
         # More than one transfer's worth through the program, in frames of 4 MTUs and more.
         assert b / n > 4 * 1514, t.qn.stats()
@@ -312,6 +315,8 @@ def test_ila_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat, c
             assert len(mine) == 64 and mine == theirs, \
                 f"{role}: {mine} {theirs} {err} | {t.r1.stats()} | {t.r2.stats()}"
         for q in (t.r1, t.r2):
-            assert wait_for(lambda: counters(q, "xdp_fast_bytes") > SIZE, 5.0, step=0.2), q.stats()
+            # Both transfers cross each router: wait for a stats line (one a second) written
+            # after most of the second, not one written during the first.
+            assert wait_for(lambda: counters(q, "xdp_fast_bytes") > 3 * SIZE // 2, 5.0, step=0.2), q.stats()
             assert counters(q, "xdp_fast_bytes") / counters(q, "xdp_fast") > 4 * 1514, q.stats()
     run(Ila(quicknat, csum, ident, fast=True), body)

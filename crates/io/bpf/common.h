@@ -75,6 +75,8 @@ static __u64 (*bpf_ktime_get_coarse_ns)(void) = (void *)160;
 #define QN_CFG_FAST_46 32u
 /* ILA: look IPv6 destinations up in `fast_ila` (fast_path_ila.h). */
 #define QN_CFG_FAST_ILA 64u
+/* tc_fast.c: mark transit frames of a STEER_* family PACKET_OTHERHOST (the kernel bypass). */
+#define QN_CFG_BYPASS 128u
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

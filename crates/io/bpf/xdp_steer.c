@@ -18,10 +18,7 @@
 
 #include "fast_path.h"
 #include "fast_path_ila.h"
-
-struct in6 {
-	__u32 a[4];
-};
+#include "local.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -29,21 +26,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xsks_map SEC(".maps");
-
-/* IPv4 address (network byte order, as on the wire) -> 1. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u8);
-} local_v4 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, struct in6);
-	__type(value, __u8);
-} local_v6 SEC(".maps");
 
 /* The interface's MAC in the low six bytes (as on the wire), 0: unknown. A unicast frame for
  * any other MAC (a bridge flooding unknown unicast to this port) never takes the fast path:
@@ -90,9 +72,7 @@ int xdp_steer(struct xdp_md *ctx)
 		if (l3 + 20 > end)
 			return XDP_PASS;
 		if (flags & QN_CFG_PASS_LOCAL) {
-			__u32 dst = *(__u32 *)(l3 + 16);
-
-			if (bpf_map_lookup_elem(&local_v4, &dst))
+			if (local_addr_v4(*(__u32 *)(l3 + 16)))
 				return XDP_PASS;
 		}
 		if ((flags & QN_CFG_FAST_V4) && !foreign) {
@@ -108,26 +88,15 @@ int xdp_steer(struct xdp_md *ctx)
 				return v;
 		}
 	} else if (proto == be16(ETH_P_IPV6)) {
-		struct in6 dst;
-
 		if (!(flags & QN_CFG_STEER_V6))
 			return XDP_PASS;
 		if (l3 + 40 > end)
 			return XDP_PASS;
-		/* Multicast (ff00::/8) and link-local (fe80::/10) destinations, and the
-		 * host's own addresses, belong to the kernel. */
-		if (l3[24] == 0xff || (l3[24] == 0xfe && (l3[25] & 0xc0) == 0x80))
+		/* Multicast, link-local, the host's own addresses, neighbour discovery. */
+		struct dst6 d;
+		read_dst6(l3, end, &d);
+		if (kernel_v6(&d))
 			return XDP_PASS;
-		__builtin_memcpy(&dst, l3 + 24, sizeof(dst));
-		if (bpf_map_lookup_elem(&local_v6, &dst))
-			return XDP_PASS;
-		/* Neighbour discovery and router messages belong to the kernel. */
-		if (l3[6] == IPPROTO_ICMPV6) {
-			if (l3 + 41 > end)
-				return XDP_PASS;
-			if (l3[40] >= 133 && l3[40] <= 137)
-				return XDP_PASS;
-		}
 		if ((flags & QN_CFG_FAST_64) && !foreign) {
 			int v = fast_path_64(ctx, data, l3, end);
 

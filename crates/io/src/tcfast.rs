@@ -8,24 +8,32 @@
 //! is attached, so a veth peer keeps its TSO. On veth this costs about half what the XDP
 //! forwarder costs per packet (the lab's `tc fwd` and `XDP fwd` floors).
 //!
-//! AF_PACKET receive sockets are taps that see each frame before tc; the claim filter
-//! (attached with [`TcFastPath::claim`] to every receive socket of the interface) keeps
-//! the offloaded flows' frames from them and hands each one's entry to the tc program.
-//! See the program's header comment.
+//! The receive sockets of an interface with this program are bound to the IP version the
+//! mode translates there ([`crate::afpacket::AfPacketConfig::ip_version`]), so the kernel
+//! hands them a frame after the tc hook, not before it as it hands a tap (`ETH_P_ALL`):
+//! the program's decision is the only one. It forwards the offloaded flows' packets, and
+//! with [`Bypass::on`] it also keeps the transit frames it leaves to the engine from the
+//! kernel (marked `PACKET_OTHERHOST`, which `ip_rcv` drops first thing), in place of the
+//! nftables ingress table ([`crate::host::IngressFilter`]), which would drop them before a
+//! protocol-bound socket saw them. See the program's header comment.
 //!
 //! The tc program is attached by a TCX link (Linux >= 6.6; older kernels: a clsact
 //! qdisc's filter, the qdisc added only then) that lives as long as the [`TcFastPath`]:
 //! dropped, or the process killed, and the kernel detaches it.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use aya::programs::{tc, SchedClassifier, SocketFilter, TcAttachType};
+use aya::maps::Array;
+use aya::programs::{tc, SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
 
-use crate::afpacket::PacketPort;
 use crate::afxdp::fast_path::FastPath;
+use crate::afxdp::loader::{fill_local, CFG_STEER_V4, CFG_STEER_V6};
+
+/// `config[0]` bit: mark transit frames PACKET_OTHERHOST (`QN_CFG_BYPASS`, bpf/common.h).
+const CFG_BYPASS: u32 = 128;
 
 /// The compiled program, or empty when clang was missing at build time.
 static TC_FAST_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tc_fast.o"));
@@ -39,10 +47,25 @@ fn err(what: &str, ifname: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("tc fast path on {ifname}: {what}: {e}"))
 }
 
-/// The tc program attached to one interface, with its claim filter and its maps.
+/// What the program keeps from the kernel on one interface: the kernel bypass.
+#[derive(Debug, Clone, Copy)]
+pub struct Bypass<'a> {
+    /// The IP version the engine translates on this interface (4 or 6): its frames are
+    /// the ones the receive sockets are bound to.
+    pub ip_version: u8,
+    /// Keep that version's transit frames from the kernel (`[gateway] kernel_bypass`).
+    pub on: bool,
+    /// The host's own IPv4 addresses: their frames are the kernel's, as are broadcast,
+    /// multicast, link-local and neighbour discovery.
+    pub local_v4: &'a [Ipv4Addr],
+    /// The host's own IPv6 addresses.
+    pub local_v6: &'a [Ipv6Addr],
+}
+
+/// The tc program attached to one interface, with its maps.
 pub struct TcFastPath {
-    /// Owns the programs, the maps and the TCX link: dropped, the program is detached.
-    ebpf: Ebpf,
+    /// Owns the program, the maps and the TCX link: dropped, the program is detached.
+    _ebpf: Ebpf,
     fast: Arc<FastPath>,
     ifname: String,
 }
@@ -57,9 +80,9 @@ impl std::fmt::Debug for TcFastPath {
 
 impl TcFastPath {
     /// Loads the program with maps of `entries` flow directions and attaches it to
-    /// `ifname`'s ingress. The maps start empty and the program off
-    /// ([`FastPath::enable`]).
-    pub fn attach(ifname: &str, entries: u32) -> io::Result<Self> {
+    /// `ifname`'s ingress. The maps start empty and the fast path off
+    /// ([`FastPath::enable`]); the kernel bypass works from now on, as `bypass` says.
+    pub fn attach(ifname: &str, entries: u32, bypass: Bypass<'_>) -> io::Result<Self> {
         if !built_with_bpf() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -74,6 +97,25 @@ impl TcFastPath {
             .map_max_entries("fast_ila", entries)
             .load(TC_FAST_OBJ)
             .map_err(|e| err("loading the object", ifname, e))?;
+        fill_local(&mut ebpf, bypass.local_v4, bypass.local_v6)
+            .map_err(|e| err("local addresses", ifname, e))?;
+        {
+            let map = ebpf
+                .map_mut("config")
+                .ok_or_else(|| err("object", ifname, "no config map"))?;
+            let mut cfg: Array<_, u32> =
+                Array::try_from(map).map_err(|e| err("config", ifname, e))?;
+            let mut flags = if bypass.ip_version == 6 {
+                CFG_STEER_V6
+            } else {
+                CFG_STEER_V4
+            };
+            if bypass.on {
+                flags |= CFG_BYPASS;
+            }
+            // The fast-path bits are the fast path's own (FastPath::enable).
+            cfg.set(0, flags, 0).map_err(|e| err("config", ifname, e))?;
+        }
         let fast = Arc::new(FastPath::take(&mut ebpf, entries)?);
         {
             let prog: &mut SchedClassifier = ebpf
@@ -103,18 +145,8 @@ impl TcFastPath {
                     .map_err(|e| err("attaching tc_fast at ingress (clsact)", ifname, e))?;
             }
         }
-        {
-            let claim: &mut SocketFilter = ebpf
-                .program_mut("tc_fast_claim")
-                .ok_or_else(|| err("object", ifname, "no program tc_fast_claim"))?
-                .try_into()
-                .map_err(|e| err("tc_fast_claim", ifname, e))?;
-            claim
-                .load()
-                .map_err(|e| err("loading tc_fast_claim", ifname, e))?;
-        }
         Ok(TcFastPath {
-            ebpf,
+            _ebpf: ebpf,
             fast,
             ifname: ifname.to_string(),
         })
@@ -123,22 +155,5 @@ impl TcFastPath {
     /// The maps the runtime installs flows in.
     pub fn fast_path(&self) -> Arc<FastPath> {
         Arc::clone(&self.fast)
-    }
-
-    /// Attaches the claim filter to `port`'s receive socket (which must be on this
-    /// interface): from now on it no longer receives the frames the tc program forwards.
-    /// The socket holds its own reference to the filter (`SO_ATTACH_BPF`), so it stays as
-    /// long as the socket, whatever is dropped first.
-    pub fn claim(&self, port: &PacketPort) -> io::Result<()> {
-        let prog = self
-            .ebpf
-            .program("tc_fast_claim")
-            .ok_or_else(|| err("object", &self.ifname, "no program tc_fast_claim"))?;
-        let fd = prog
-            .fd()
-            .map_err(|e| err("tc_fast_claim", &self.ifname, e))?;
-        let raw: libc::c_int = fd.as_fd().as_raw_fd();
-        crate::sys::setsockopt(port.rx_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_BPF, &raw)
-            .map_err(|e| err("SO_ATTACH_BPF on a receive socket", &self.ifname, e))
     }
 }

@@ -75,6 +75,14 @@ pub struct AfPacketConfig {
     /// GSO super-packets and partial checksums arrive described in [`RxMeta::vnet`]. A
     /// [`PacketPort`] opens its transmit socket with virtio-net headers too.
     pub vnet_hdr: bool,
+    /// Receive only IPv4 (4) or IPv6 (6) frames, bound to that ethertype: the kernel then
+    /// hands them over after the tc ingress hook and netfilter's ingress, as it hands them
+    /// to `ip_rcv`, so a tc program (the fast path, [`crate::tcfast`]) decides first, and
+    /// no transmitted frame comes back. `None` (the default): every frame, as a tap
+    /// (`ETH_P_ALL`) sees it, before tc. A bound socket reads a frame the tc program
+    /// marked `PACKET_OTHERHOST` (its kernel bypass) as its own when the frame's
+    /// destination MAC is the interface's ([`PacketPort`]).
+    pub ip_version: Option<u8>,
 }
 
 impl AfPacketConfig {
@@ -89,6 +97,7 @@ impl AfPacketConfig {
             fanout: None,
             ignore_outgoing: true,
             vnet_hdr: false,
+            ip_version: None,
         }
     }
 
@@ -138,7 +147,8 @@ pub struct AfPacket {
 }
 
 impl AfPacket {
-    /// Opens a packet socket on `cfg.ifname`, maps its V3 ring and binds it (`ETH_P_ALL`).
+    /// Opens a packet socket on `cfg.ifname`, maps its V3 ring and binds it (`ETH_P_ALL`,
+    /// or the ethertype of [`AfPacketConfig::ip_version`]).
     pub fn open(cfg: &AfPacketConfig) -> io::Result<Self> {
         cfg.validate()?;
         let ifindex = sys::ifindex(&cfg.ifname)?;
@@ -173,7 +183,21 @@ impl AfPacket {
         let map = crate::sys::Mmap::shared(&fd, cfg.block_size * cfg.block_count, 0)
             .map_err(ctx("mmap ring"))?;
         let ring = ring::Ring::new(map, cfg.block_size, cfg.block_count, cfg.vnet_hdr);
-        sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL_BE).map_err(ctx("bind"))?;
+        let protocol = match cfg.ip_version {
+            None => sys::ETH_P_ALL_BE,
+            Some(4) => (libc::ETH_P_IP as u16).to_be(),
+            Some(6) => (libc::ETH_P_IPV6 as u16).to_be(),
+            Some(v) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "af_packet {}: ip_version {v} is neither 4 nor 6",
+                        cfg.ifname
+                    ),
+                ))
+            }
+        };
+        sys::bind_packet(&fd, ifindex, protocol).map_err(ctx("bind"))?;
         let on: libc::c_int = 1;
         match cfg.fanout {
             Some(group) => {

@@ -430,8 +430,8 @@ pub struct FastPathStats {
     /// looked up and not found (a flow not offloaded: sent to user
     /// space, the AF_XDP socket).
     pub misses: u64,
-    /// At the tc hook: packets the claim filter kept from the socket that the tc program
-    /// did not forward (the kernel path dropped them). 0 unless something is wrong.
+    /// At the tc hook: packets the program began to rewrite and could not forward (a
+    /// helper failed after the first change), dropped. 0 unless something is wrong.
     pub lost: u64,
 }
 

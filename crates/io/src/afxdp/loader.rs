@@ -24,9 +24,10 @@ static XDP_STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_stee
 /// `config[0]` bit: pass IPv4 frames for `local_v4` addresses to the kernel.
 /// Keep in sync with `QN_CFG_PASS_LOCAL` in bpf/xdp_steer.c.
 const CFG_PASS_LOCAL: u32 = 1;
-/// `config[0]` bits: steer IPv4 / IPv6 to the socket (`QN_CFG_STEER_V4/V6`).
-const CFG_STEER_V4: u32 = 2;
-const CFG_STEER_V6: u32 = 4;
+/// `config[0]` bits: steer IPv4 / IPv6 to the socket (`QN_CFG_STEER_V4/V6`); on the tc
+/// hook, the family the kernel bypass keeps from the kernel.
+pub(crate) const CFG_STEER_V4: u32 = 2;
+pub(crate) const CFG_STEER_V6: u32 = 4;
 
 /// The message `AfXdp::open` fails with when build.rs found no clang.
 pub(crate) const NO_CLANG: &str =
@@ -88,34 +89,7 @@ pub(crate) fn attach(
             })?;
         }
     }
-    {
-        let map = ebpf
-            .map_mut("local_v4")
-            .ok_or_else(|| err("XDP object", ifname, "no local_v4 map"))?;
-        let mut local: HashMap<_, u32, u8> =
-            HashMap::try_from(map).map_err(|e| err("local_v4", ifname, e))?;
-        for a in local_v4 {
-            // The program compares the address as it lies in the packet.
-            local
-                .insert(u32::from_ne_bytes(a.octets()), 1, 0)
-                .map_err(|e| err(&format!("adding local address {a}"), ifname, e))?;
-        }
-    }
-    {
-        let map = ebpf
-            .map_mut("local_v6")
-            .ok_or_else(|| err("XDP object", ifname, "no local_v6 map"))?;
-        let mut local: HashMap<_, [u32; 4], u8> =
-            HashMap::try_from(map).map_err(|e| err("local_v6", ifname, e))?;
-        for a in local_v6 {
-            // As it lies in the packet: four native-endian words of the wire bytes.
-            let o = a.octets();
-            let w = |i: usize| u32::from_ne_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
-            local
-                .insert([w(0), w(4), w(8), w(12)], 1, 0)
-                .map_err(|e| err(&format!("adding local address {a}"), ifname, e))?;
-        }
-    }
+    fill_local(&mut ebpf, local_v4, local_v6).map_err(|e| err("local addresses", ifname, e))?;
     {
         let map = ebpf
             .map_mut("config")
@@ -182,6 +156,43 @@ pub(crate) fn attach(
         native,
         fast,
     })
+}
+
+/// Fills the `local_v4` and `local_v6` maps of `ebpf` (bpf/local.h, shared by the XDP
+/// steering program and the tc fast path): the host's own addresses, whose frames are the
+/// kernel's.
+pub(crate) fn fill_local(
+    ebpf: &mut Ebpf,
+    local_v4: &[Ipv4Addr],
+    local_v6: &[Ipv6Addr],
+) -> io::Result<()> {
+    let map_err =
+        |what: String| move |e: aya::maps::MapError| io::Error::other(format!("{what}: {e}"));
+    let map = ebpf
+        .map_mut("local_v4")
+        .ok_or_else(|| io::Error::other("no local_v4 map"))?;
+    let mut local: HashMap<_, u32, u8> =
+        HashMap::try_from(map).map_err(map_err("local_v4".into()))?;
+    for a in local_v4 {
+        // The program compares the address as it lies in the packet.
+        local
+            .insert(u32::from_ne_bytes(a.octets()), 1, 0)
+            .map_err(map_err(format!("adding local address {a}")))?;
+    }
+    let map = ebpf
+        .map_mut("local_v6")
+        .ok_or_else(|| io::Error::other("no local_v6 map"))?;
+    let mut local: HashMap<_, [u32; 4], u8> =
+        HashMap::try_from(map).map_err(map_err("local_v6".into()))?;
+    for a in local_v6 {
+        // As it lies in the packet: four native-endian words of the wire bytes.
+        let o = a.octets();
+        let w = |i: usize| u32::from_ne_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+        local
+            .insert([w(0), w(4), w(8), w(12)], 1, 0)
+            .map_err(map_err(format!("adding local address {a}")))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

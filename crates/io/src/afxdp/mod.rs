@@ -42,7 +42,7 @@
 //! AF_PACKET.
 
 pub mod fast_path;
-mod loader;
+pub(crate) mod loader;
 mod port;
 mod ring;
 mod sys;

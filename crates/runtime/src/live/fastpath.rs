@@ -141,9 +141,6 @@ pub(crate) struct XdpFastPath {
     pub(super) errors: AtomicU64,
     /// SIIT and CLAT: how long a flow direction the program forwarded nothing of stays.
     pub(super) flow_idle: std::time::Duration,
-    /// On AF_PACKET: the tc programs (one per link) whose maps these are; dropped, they
-    /// are detached.
-    tc_hooks: Vec<io::tcfast::TcFastPath>,
 }
 
 impl std::fmt::Debug for XdpFastPath {
@@ -242,7 +239,6 @@ impl XdpFastPath {
             refused_full: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             flow_idle: super::config::XDP_FAST_PATH_IDLE,
-            tc_hooks: Vec::new(),
         })
     }
 
@@ -675,8 +671,8 @@ pub(crate) fn attach(
         ),
     };
     // The hook: the AF_XDP ports' XDP program, or on AF_PACKET a tc program of its own
-    // (io::tcfast) with a claim filter on every receive socket.
-    let (a, b, hook, tc_hooks) = match opened {
+    // (io::tcfast) in front of receive sockets bound to the translated IP versions.
+    let (a, b, hook) = match opened {
         super::open::Opened::Xdp(ports) => {
             let Some(first) = ports.first() else {
                 return refuse("no port".into());
@@ -689,19 +685,14 @@ pub(crate) fn attach(
             {
                 return refuse("the XDP program runs in generic (skb) mode".into());
             }
-            (a, b, "XDP", Vec::new())
+            (a, b, "XDP")
         }
-        super::open::Opened::Packet(ports) => {
-            match super::fastpath_tc::hooks(links, ports, gw.xdp_fast_path_entries) {
-                Ok(h) => (
-                    h[0].fast_path(),
-                    h[1].fast_path(),
-                    "tc ingress",
-                    Vec::from(h),
-                ),
-                Err(e) => return refuse(e.to_string()),
-            }
+        // The tc program was attached before the sockets were opened (fastpath_tc), or
+        // could not be, which open_ports has said already.
+        super::open::Opened::Packet(_, Some(h)) => {
+            (h[0].fast_path(), h[1].fast_path(), "tc ingress")
         }
+        super::open::Opened::Packet(_, None) => return Ok(None),
     };
     let fast = XdpFastPath::new(
         kind,
@@ -714,7 +705,6 @@ pub(crate) fn attach(
     );
     let fast = match fast {
         Ok(mut f) => {
-            f.tc_hooks = tc_hooks;
             f.flow_idle = gw.xdp_fast_path_idle;
             Arc::new(f)
         }

@@ -1,25 +1,49 @@
 //! The fast path's hook on the AF_PACKET backend: a tc program per link (io::tcfast) whose
 //! maps the session driver ([`super::fastpath`]) fills exactly as it fills the XDP
-//! program's, and its claim filter on every worker's receive socket of that link.
+//! program's. It is attached before the receive sockets are opened, because it decides
+//! how they are opened: bound to the IP version the mode translates on each link, so that
+//! the kernel hands them a frame after the program (not before, as it hands a tap), and
+//! with the kernel bypass in the program instead of the nftables ingress table.
 
-use io::afpacket::PacketPort;
-use io::tcfast::TcFastPath;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::Link;
+use io::tcfast::{Bypass, TcFastPath};
 
-/// Attaches the tc program to both links (maps of `entries` flow directions each) and its
-/// claim filter to each worker's receive socket there.
-pub(super) fn hooks(
+use super::{FastPathSwitch, GatewayConfig, Link, LiveError};
+
+/// Attaches the tc program to both links (maps of `[gateway] xdp_fast_path_entries` flow
+/// directions each; `fams`: the IP version translated on each; `local`: the host's own
+/// addresses, which the kernel bypass leaves to the kernel) when the configuration asks
+/// for the fast path. `None`: not asked for, or "auto" and it cannot be had (logged); an
+/// error when it is "on" and cannot be had.
+pub(super) fn attach(
+    gw: &GatewayConfig,
     links: &[Link; 2],
-    ports: &[[PacketPort; 2]],
-    entries: u32,
-) -> std::io::Result<[TcFastPath; 2]> {
-    let hook = |i: usize| -> std::io::Result<TcFastPath> {
-        let h = TcFastPath::attach(&links[i].name, entries)?;
-        for worker in ports {
-            h.claim(&worker[i])?;
-        }
-        Ok(h)
+    fams: [u8; 2],
+    local: (&[Ipv4Addr], &[Ipv6Addr]),
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Option<[TcFastPath; 2]>, LiveError> {
+    if gw.xdp_fast_path == FastPathSwitch::Off {
+        return Ok(None);
+    }
+    let hook = |i: usize| {
+        let bypass = Bypass {
+            ip_version: fams[i],
+            on: gw.kernel_bypass,
+            local_v4: local.0,
+            local_v6: local.1,
+        };
+        TcFastPath::attach(&links[i].name, gw.xdp_fast_path_entries, bypass)
     };
-    Ok([hook(0)?, hook(1)?])
+    match hook(0).and_then(|a| Ok([a, hook(1)?])) {
+        Ok(h) => Ok(Some(h)),
+        Err(source) if gw.xdp_fast_path == FastPathSwitch::On => Err(LiveError::Io {
+            what: "xdp fast path (xdp_fast_path = \"on\")",
+            source,
+        }),
+        Err(e) => {
+            log(format!("xdp fast path: off ({e})"));
+            Ok(None)
+        }
+    }
 }

@@ -202,7 +202,7 @@ pub fn run(
             log(line)
         },
     )?;
-    let gso = want_gso && matches!(opened, Opened::Packet(_));
+    let gso = want_gso && matches!(opened, Opened::Packet(..));
     open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
     let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
     let handoff: Arc<dyn Handoff> = Arc::new(KernelHandoff::new(
@@ -282,7 +282,7 @@ pub fn run(
     let build_info = crate::metrics::BuildInfo::now(
         match opened {
             Opened::Xdp(_) => "af_xdp",
-            Opened::Packet(_) => "af_packet",
+            Opened::Packet(..) => "af_packet",
         },
         mode.name(),
     );
@@ -525,7 +525,7 @@ pub fn run(
         // Workers: the one place the backend is chosen; generic from here on.
         match opened {
             Opened::Xdp(ports) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
-            Opened::Packet(ports) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
+            Opened::Packet(ports, _) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
         }
         // -- routing integration (issue 13) --
         // Announces while the links are up and the workers beat; withdraws otherwise and

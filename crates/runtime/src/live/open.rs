@@ -1,13 +1,15 @@
 //! Opening the ports of every worker on the chosen backend — AF_XDP, falling back to
 //! AF_PACKET (saying why) where it is unavailable — and the host setup around them:
 //! offloads (GSO pass-through on AF_PACKET, or turned off) and, for AF_PACKET, the
-//! nftables ingress table that keeps the kernel from also routing every packet.
+//! nftables ingress table that keeps the kernel from also routing every packet (or, with
+//! the fast path, its tc program, attached first: it decides how the sockets are bound).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use io::afpacket::{AfPacketConfig, PacketPort};
 use io::afxdp::{AfXdp, AfXdpConfig};
 use io::host::{self, HostState, IngressFilter, OffloadSettings, Offloads};
+use io::tcfast::TcFastPath;
 
 use super::netview::Link;
 use super::{Backend, GatewayConfig, LiveError};
@@ -17,8 +19,9 @@ pub(crate) enum Opened {
     /// AF_XDP: one socket per worker and interface (worker i on queue i).
     Xdp(Vec<[AfXdp; 2]>),
     /// AF_PACKET: a ring and a transmit socket per worker and interface, spread by
-    /// PACKET_FANOUT.
-    Packet(Vec<[PacketPort; 2]>),
+    /// PACKET_FANOUT; with the fast path, its tc program on each interface (which owns
+    /// the kernel bypass then, and lives as long as the ports).
+    Packet(Vec<[PacketPort; 2]>, Option<Box<[TcFastPath; 2]>>),
 }
 
 impl Opened {
@@ -26,7 +29,7 @@ impl Opened {
     pub fn describe(&self) -> &'static str {
         match self {
             Opened::Xdp(_) => "AF_XDP (copy mode)",
-            Opened::Packet(_) => "AF_PACKET TPACKET_V3",
+            Opened::Packet(..) => "AF_PACKET TPACKET_V3",
         }
     }
 }
@@ -151,22 +154,29 @@ pub(crate) fn open_ports(
             )),
         }
     }
+    // The fast path's tc program first: with it, the sockets are bound to the IP version
+    // translated on their link, so they see what the program leaves them (fastpath_tc).
+    let hooks = super::fastpath_tc::attach(gw, links, fams, local, log)?;
     let fanout = |base: u16| (gw.workers > 1).then(|| base.wrapping_add(std::process::id() as u16));
     let mut ports = Vec::with_capacity(gw.workers);
     for _ in 0..gw.workers {
-        let open = |l: &Link, base: u16| {
+        let open = |l: &Link, base: u16, fam: u8| {
             let mut cfg = AfPacketConfig::new(l.name.clone());
             cfg.fanout = fanout(base);
             cfg.ignore_outgoing = true;
             cfg.vnet_hdr = gso;
+            cfg.ip_version = hooks.is_some().then_some(fam);
             PacketPort::open(&cfg).map_err(|source| LiveError::Interface {
                 name: l.name.clone(),
                 source,
             })
         };
-        ports.push([open(&links[0], 0x5100)?, open(&links[1], 0x5200)?]);
+        ports.push([
+            open(&links[0], 0x5100, fams[0])?,
+            open(&links[1], 0x5200, fams[1])?,
+        ]);
     }
-    Ok(Opened::Packet(ports))
+    Ok(Opened::Packet(ports, hooks.map(Box::new)))
 }
 
 /// Before any port is opened (an XDP program changes a veth's features): takes the
@@ -240,7 +250,8 @@ pub(crate) fn host_prepare(
 }
 
 /// Sets the host up around the opened ports: offloads, and for AF_PACKET the kernel
-/// bypass table. Logs every step.
+/// bypass table (unless the tc fast path's program keeps transit frames from the kernel
+/// itself). Logs every step.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn host_setup(
     host: &mut HostSetup,
@@ -281,7 +292,15 @@ pub(crate) fn host_setup(
             "offloads: gro, lro, tso, gso and tx checksumming turned off on {inside} and {outside} (set offloads_off = false to keep them)"
         ));
     }
-    let filter = if gw.kernel_bypass && matches!(opened, Opened::Packet(_)) {
+    let filter = if gw.kernel_bypass && matches!(opened, Opened::Packet(_, Some(_))) {
+        // A table at netdev ingress would drop the frames before the protocol-bound
+        // sockets see them: the tc program keeps them from the kernel instead.
+        log(format!(
+            "kernel bypass: the tc fast path's program marks transit IPv{} on {inside} and IPv{} on {outside} PACKET_OTHERHOST after deciding them (ip_rcv drops them first thing; the engine's sockets, bound to those IP versions, still receive them; ARP, neighbour discovery, link-local, multicast and traffic to {:?} {:?} still reach the kernel)",
+            fams[0], fams[1], local.0, local.1
+        ));
+        None
+    } else if gw.kernel_bypass && matches!(opened, Opened::Packet(..)) {
         match IngressFilter::install(&[(inside, fams[0]), (outside, fams[1])], local.0, local.1) {
             Ok(f) => {
                 log(format!(
