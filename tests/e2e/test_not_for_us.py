@@ -59,11 +59,12 @@ sendp([pkt] * int(sys.argv[2]), iface="c0", verbose=False)
 """ % (SERVER, PORT)
 
 
-class Topo(Scenario):
-    def __init__(self):
-        super().__init__("qf", ("cli", "gw", "srv"))
+class Network(Scenario):
+    """cli == gw == srv with the addresses and routes of the module doc, offloads off;
+    `forward`: the gateway kernel's net.ipv4.ip_forward. Shared with
+    test_tc_kernel_bypass.py."""
 
-    def setup(self, quicknat, backend):
+    def build(self, forward=0):
         self.make_namespaces()
         self.link("cli", "c0", "gw", "g-in")
         self.link("srv", "s0", "gw", "g-out")
@@ -75,9 +76,17 @@ class Topo(Scenario):
             self.nsx(n, "ip", "link", "set", d, "up")
         self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
         self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
-        self.nsx("gw", "sysctl", "-q", "-w", "net.ipv4.ip_forward=0")
+        self.nsx("gw", "sysctl", "-q", "-w", f"net.ipv4.ip_forward={forward}")
         for n, dev in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
             self.offloads_off(n, dev)
+
+
+class Topo(Network):
+    def __init__(self):
+        super().__init__("qf", ("cli", "gw", "srv"))
+
+    def setup(self, quicknat, backend):
+        self.build()
         fast = "on"
         if backend == "af_xdp":
             # A veth takes XDP-redirected frames only with NAPI on (GRO at the peer).

@@ -29,7 +29,8 @@ import sys
 
 import pytest
 
-from netns import Scenario, wait_for
+from netns import wait_for
+from test_not_for_us import Network
 
 pytestmark = pytest.mark.needs_root
 
@@ -77,26 +78,13 @@ print(ok)
 """
 
 
-class Topo(Scenario):
+class Topo(Network):
     def __init__(self):
         super().__init__("qb", ("cli", "gw", "srv"))
 
     def setup(self, quicknat, fast):
-        self.make_namespaces()
-        self.link("cli", "c0", "gw", "g-in")
-        self.link("srv", "s0", "gw", "g-out")
-        self.nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
-        self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
-        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
-        self.nsx("srv", "ip", "addr", "add", "198.51.100.2/24", "dev", "s0")
-        for n, d in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
-            self.nsx(n, "ip", "link", "set", d, "up")
-        self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
-        self.nsx("srv", "ip", "route", "add", "default", "via", "198.51.100.1")
         # The kernel would forward what reaches it: the bypass is all that stops it.
-        self.nsx("gw", "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-        for n, dev in (("cli", "c0"), ("gw", "g-in"), ("gw", "g-out"), ("srv", "s0")):
-            self.offloads_off(n, dev)
+        self.build(forward=1)
         self.nsx("srv", "nft", "-f", "-", input=(
             "table inet qb {\n chain c {\n  type filter hook input priority 0;\n"
             "  ip saddr 203.0.113.1 counter\n  ip saddr 10.0.0.2 counter\n }\n}\n"))
