@@ -185,6 +185,7 @@ impl AnyMode {
                 refuse_restart_only(&[
                     ("max_mappings", o.capacity != n.capacity),
                     ("ila settings other than the mappings", o.config != n.config),
+                    ("icmp_error_rate", o.icmp_rate != n.icmp_rate),
                 ])?;
                 Ok(ReloadReport::default())
             }
