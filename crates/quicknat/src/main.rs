@@ -7,6 +7,7 @@
 
 mod ctl;
 mod ilactl;
+mod reference;
 // logsvc (issue 12): completions, man page and the long version.
 mod docs;
 // deterministic NAT (issue 13, det): `quicknat det forward|reverse`.
@@ -74,8 +75,13 @@ enum Command {
     // logsvc (issue 12)
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(docs::CompletionsArgs),
-    /// Print the quicknat(1) man page (roff) to stdout.
-    Man,
+    /// Print a man page (roff) to stdout: quicknat(1), the command, or quicknat.toml(5),
+    /// the configuration file.
+    Man {
+        /// The manual section: 1 (the command) or 5 (the configuration file).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+        section: u8,
+    },
     // -- the control API's verbs (ctl.rs) --
     /// List the live sessions of a running gateway (filters narrow the list).
     Sessions {
@@ -153,7 +159,14 @@ fn main() -> ExitCode {
             workers,
         } => run_gateways(&config, inside, outside, workers),
         Command::Completions(args) => docs::completions(&args, Cli::command()),
-        Command::Man => docs::man(Cli::command()),
+        Command::Man { section: 5 } => {
+            print!("{}", config::reference::man_page(env!("CARGO_PKG_VERSION")));
+            Ok(())
+        }
+        Command::Man { section: 1 } => docs::man(Cli::command()),
+        Command::Man { section } => Err(anyhow::anyhow!(
+            "no quicknat page in manual section {section}: 1 (the command) or 5 (the configuration file)"
+        )),
         Command::Det(args) => det::run(&args),
     };
     match result {

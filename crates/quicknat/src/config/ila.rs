@@ -47,7 +47,7 @@ pub(super) struct RawIla {
 /// One `[[ila.mapping]]` table.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawMapping {
+pub(super) struct RawMapping {
     /// 64-bit identifier, `"0:0:1:2"`.
     identifier: Spanned<String>,
     /// 64-bit locator, `"2001:0:87:0"`.

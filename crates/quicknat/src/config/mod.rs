@@ -17,6 +17,7 @@ mod metrics;
 mod modes;
 mod natlog;
 mod raw;
+pub mod reference;
 mod reload;
 // -- routing integration (issue 13) --
 mod routing;
