@@ -7,6 +7,8 @@
 
 mod ctl;
 mod ilactl;
+// The book's generated reference pages, compared with the committed ones by its tests.
+#[cfg(test)]
 mod reference;
 // logsvc (issue 12): completions, man page and the long version.
 mod docs;

@@ -26,7 +26,9 @@ pub fn cli_markdown(cmd: clap::Command) -> String {
     let mut cmd = cmd.bin_name("quicknat");
     cmd.build();
     let mut out = String::from("# Command line\n\n");
-    out.push_str(&generated_note("the clap definition in crates/quicknat/src/main.rs"));
+    out.push_str(&generated_note(
+        "the clap definition in crates/quicknat/src/main.rs",
+    ));
     out.push_str(
         "Every verb of `quicknat` with its arguments. `quicknat help VERB` and \
          `man quicknat` say the same; the control verbs (`status`, `sessions`, `bindings`, \
@@ -355,7 +357,9 @@ pub fn drops_markdown() -> String {
 pub fn metrics_markdown() -> String {
     let text = runtime::metrics::render(&every_family());
     let mut out = String::from("# Metrics\n\n");
-    out.push_str(&generated_note("the gateway's metrics exposition (crates/runtime/src/metrics)"));
+    out.push_str(&generated_note(
+        "the gateway's metrics exposition (crates/runtime/src/metrics)",
+    ));
     out.push_str(
         "What `GET /metrics` on `[gateway] metrics` serves, in the OpenMetrics text format. \
          Counters carry the `_total` suffix on their samples.\n\n\
@@ -478,7 +482,11 @@ mod tests {
             assert!(page.contains(&format!("`quicknat {}`", sub.get_name())));
             for a in sub.get_arguments().filter(|a| !a.is_hide_set()) {
                 if let Some(l) = a.get_long() {
-                    assert!(page.contains(&format!("--{l}")), "{}: --{l}", sub.get_name());
+                    assert!(
+                        page.contains(&format!("--{l}")),
+                        "{}: --{l}",
+                        sub.get_name()
+                    );
                 }
             }
         }

@@ -134,9 +134,7 @@ fn with_key(s: &Section, key: &str, value: Option<&str>) -> String {
             }
             continue;
         }
-        let written = line
-            .split_once('=')
-            .is_some_and(|(k, _)| k.trim() == key);
+        let written = line.split_once('=').is_some_and(|(k, _)| k.trim() == key);
         if in_section && written {
             continue;
         }
@@ -176,7 +174,10 @@ fn a_key_written_at_its_stated_default_changes_nothing() {
             let absent = settings(&load(&with_key(s, k.name, None)));
             match load_str(&with_key(s, k.name, Some(v)), "test.toml") {
                 Ok(c) if settings(&c) == absent => {}
-                Ok(_) => wrong.push(format!("{}.{} = {v}: not the parser's default", s.name, k.name)),
+                Ok(_) => wrong.push(format!(
+                    "{}.{} = {v}: not the parser's default",
+                    s.name, k.name
+                )),
                 Err(e) => wrong.push(format!("{}.{} = {v}: {e}", s.name, k.name)),
             }
         }
@@ -202,8 +203,8 @@ fn every_example_loads_and_a_reload_treats_it_as_documented() {
 /// the reference says.
 fn example_holds(s: &Section, k: &super::Key) -> Result<(), String> {
     let old = load(&with_key(s, "", None));
-    let new = load_str(&with_key(s, k.name, Some(k.example)), "test.toml")
-        .map_err(|e| e.to_string())?;
+    let new =
+        load_str(&with_key(s, k.name, Some(k.example)), "test.toml").map_err(|e| e.to_string())?;
     if settings(&old) == settings(&new) {
         return Err("the example changes nothing".into());
     }
@@ -222,8 +223,7 @@ fn example_holds(s: &Section, k: &super::Key) -> Result<(), String> {
             Err("marked live, but the runtime reloads no gateway setting".into())
         }
         (_, reload) => {
-            let mode =
-                engine::mode::any::AnyMode::new(&old.mode, 1).map_err(|e| e.to_string())?;
+            let mode = engine::mode::any::AnyMode::new(&old.mode, 1).map_err(|e| e.to_string())?;
             match (reload, mode.reload(&old.mode, &new.mode)) {
                 (Reload::Live, Err(e)) => Err(format!("marked live, refused: {e}")),
                 (Reload::Restart, Ok(r)) => Err(format!("marked restart, applied: {r}")),
@@ -236,7 +236,9 @@ fn example_holds(s: &Section, k: &super::Key) -> Result<(), String> {
 /// The committed file at `path` (from the repository root) is `generated`; with
 /// `QUICKNAT_BLESS=1` it is written instead.
 pub(crate) fn check_generated(path: &str, generated: &str) {
-    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path);
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path);
     if std::env::var_os("QUICKNAT_BLESS").is_some() {
         std::fs::write(&full, generated).unwrap_or_else(|e| panic!("{path}: {e}"));
         return;
