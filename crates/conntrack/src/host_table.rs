@@ -283,7 +283,7 @@ impl HostTable {
     }
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl HostTable {
     /// Bytes a table for `capacity` hosts holds when full (slots and bucket array).
     pub fn bytes_for(capacity: usize) -> usize {

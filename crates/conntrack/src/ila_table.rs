@@ -308,7 +308,7 @@ impl IlaTable {
     }
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl IlaTable {
     /// Bytes a table for `capacity` mappings holds when full (slots, bucket array and the
     /// reclaim list at its longest).

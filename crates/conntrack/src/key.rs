@@ -6,9 +6,9 @@
 //!
 //! Hashing (RFC 4987's lesson for every table an attacker fills): anyone who can predict
 //! which chain a key is filed under can send thousands of flows into one chain and make
-//! every later packet walk it (with the unkeyed hash this module once had, 20,000 crafted
-//! SYNs took 2.18 s against 0.02 s for random ones). So the hash is drawn at random, once
-//! per process, from a *strongly universal* family, and the attacker does not know which.
+//! every later packet walk it (with an unkeyed hash, 20,000 crafted SYNs took 2.18 s
+//! against 0.02 s for random ones). So the hash is drawn at random, once per process,
+//! from a *strongly universal* family, and the attacker does not know which.
 //!
 //! # The family: vector multiply-add-shift (Dietzfelbinger 1996; Thorup 2015, §3)
 //!
@@ -43,8 +43,8 @@
 //! the secret `a0, a1, b` — any two keys share a bucket with probability exactly `1/m`,
 //! so a lookup of any key walks on average at most `1 + (n - 1)/m` nodes in a table of
 //! `n` keys, whatever keys were chosen (below 2 here: indexes have at least as many
-//! buckets as entries). Keys crafted against any fixed hash (such as the old one) are
-//! just keys: they spread like any others (`tests/hash_flood.rs`).
+//! buckets as entries). Keys crafted against any fixed hash are just keys: they spread
+//! like any others (`tests/hash_flood.rs`).
 //!
 //! **Limits.**
 //! - Pairwise independence bounds *expected* chains, not the tail as tightly as a
@@ -52,9 +52,9 @@
 //!   key per bucket, against `e^-1/32!` for a random function, and linear families have
 //!   structured key sets with larger maxima than random functions (Alon, Dietzfelbinger,
 //!   Miltersen, Petrank, Tardos, JACM 1999). Real flow sets do not depend on the secret
-//!   key, and 20,000 keys crafted along the old hash's linear structure give chains of at
-//!   most 8 in the tests, but the proof alone does not promise `MAX_CHAIN` never refuses
-//!   honest flows.
+//!   key, and 20,000 keys crafted along a fixed unkeyed hash's linear structure give
+//!   chains of at most 8 in the tests, but the proof alone does not promise `MAX_CHAIN`
+//!   never refuses honest flows.
 //! - An *adaptive* attacker who learns which of its own flows collided (through timing)
 //!   learns that `a·(x - y)` is near 0 mod 2^128, and the family's linearity lets such
 //!   differences be combined into more colliding keys (a pseudorandom function such as

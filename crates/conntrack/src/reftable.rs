@@ -424,7 +424,7 @@ impl RefTable {
     }
 }
 
-// -- capacity bound and memory estimate (issue 14, finding 9) --
+// Capacity bound and memory estimate.
 impl RefTable {
     /// The most entries a table can index: its index nodes are `slot * 2 + key`, stored
     /// plus one in a `u32` link.
@@ -437,7 +437,7 @@ impl RefTable {
     }
 }
 
-// -- live reload (issue 12, reload) --
+// Live reload.
 impl RefTable {
     /// Snapshots of the live entries with their ids (a walk; for a reload, reports and
     /// tests, not the packet path).

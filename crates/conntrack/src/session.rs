@@ -847,7 +847,7 @@ impl SessionTable {
     }
 }
 
-// -- staged lookups (issue 15, item 3): prefetch hints for a batch, never a result --
+// Staged lookups: prefetch hints for a batch, never a result.
 /// A packet's place in a staged batch: the bucket its key is filed under (stage 1), then
 /// the node its chain started with (stage 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -923,7 +923,7 @@ impl SessionTable {
     }
 }
 
-// -- capacity bound and memory estimate (issue 14, finding 9) --
+// Capacity bound and memory estimate.
 impl SessionTable {
     /// The most sessions a table can index: its index nodes are `slot * 2 + side`, stored
     /// plus one in a `u32` link.
@@ -945,7 +945,7 @@ mod evict;
 #[path = "session_walk.rs"]
 mod walk;
 
-// -- creation time per session, for listings (issue 12: age) --
+// Creation time per session, for the age in listings.
 #[path = "session_age.rs"]
 mod age;
 

@@ -366,7 +366,7 @@ fn dead_pending_counts_each_dead_session_once() {
     );
 }
 
-// -- creation time (issue 12: age in listings) --
+// Creation time, for the age in listings.
 #[test]
 fn age_counts_from_the_insert_rounded_up_never_down_and_survives_clock_wrap() {
     let t = SessionTable::new(16);

@@ -131,7 +131,7 @@ impl<T: Slot> Slab<T> {
     }
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl<T: Slot> Slab<T> {
     /// Bytes a slab of `capacity` slots reserves when every slot has been used (chunks are
     /// reserved on first use; this is the most it grows to).

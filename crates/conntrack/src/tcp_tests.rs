@@ -67,7 +67,7 @@ fn handshake_data_fin_fin() {
     assert_eq!(c.state(), ConnState::TimeWait);
 }
 
-/// Finding 1: SYN and the server's SYN-ACK are not a connection.
+/// SYN and the server's SYN-ACK are not a connection.
 #[test]
 fn syn_and_syn_ack_alone_are_not_established() {
     let mut c = Conn::default();

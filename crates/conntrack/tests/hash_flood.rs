@@ -1,7 +1,7 @@
-//! Hash flooding against the chain index every table uses (issue 14, finding 2).
+//! Hash flooding against the chain index every table uses.
 //!
-//! The attacker's model is the hash quicknat had before (unkeyed, constants in the
-//! source), written out below. Keys crafted against it all share one bucket of it; under
+//! The attacker's model is an unkeyed hash with its constants in the source (`old_hash`,
+//! written out below). Keys crafted against it all share one bucket of it; under
 //! the keyed universal hash the same keys spread like random ones. And should the key ever
 //! leak, no chain grows past `MAX_CHAIN`: inserts beyond it are refused.
 
@@ -18,7 +18,7 @@ const M1: u64 = 0x9E37_79B9_7F4A_7C15;
 const M2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 const M3: u64 = 0xFF51_AFD7_ED55_8CCD;
 
-/// The old `Key::hash` (the attacker's model).
+/// An unkeyed `Key` hash with public constants (the attacker's model).
 fn old_hash(k: Key) -> u64 {
     let mut h = k.0.wrapping_mul(M1) ^ k.1.wrapping_mul(M2);
     h ^= h >> 31;
@@ -35,8 +35,8 @@ fn inverse(m: u64) -> u64 {
 }
 
 /// `n` distinct TCP flow keys from inside hosts 10.1.x.y (the fields an inside host
-/// controls: destination address and both ports) whose old hashes share their low 20
-/// bits. Built without search: invert the old hash's final mixing, then solve for the
+/// controls: destination address and both ports) whose `old_hash` values share their low
+/// 20 bits. Built without search: invert `old_hash`'s final mixing, then solve for the
 /// destination (low 32 bits) and the ports (high 32 bits). See `bench::hashflood`.
 fn colliding_keys(n: usize) -> Vec<Key> {
     let (inv1, inv2, inv3) = (
@@ -85,7 +85,7 @@ impl Nodes for Arena {
     }
 }
 
-/// 20,000 keys crafted against the old hash: one bucket of it, but chains of at most 8
+/// 20,000 keys crafted against `old_hash`: one bucket of it, but chains of at most 8
 /// under the keyed hash of a table sized for them (the session table's two buckets per
 /// session), for this process's key and for three fixed ones.
 #[test]

@@ -159,8 +159,6 @@ impl Default for Timeouts {
     }
 }
 
-// -- ICMP error budget (issue 14, finding 11) --
-
 /// How many ICMP errors about refused packets a worker sends (RFC 1812 §4.3.2.8, RFC 4443
 /// §2.4 (f)): at most `global` a second in all, and at most `per_source` a second to any
 /// one sender (a keyed hash of its address picks its bucket in a small fixed table, so a
@@ -187,7 +185,7 @@ impl IcmpRate {
 }
 
 impl Default for IcmpRate {
-    /// 200 a second per worker in all (as before), 20 a second to one sender.
+    /// 200 a second per worker in all, 20 a second to one sender.
     fn default() -> Self {
         IcmpRate {
             global: 200,
@@ -195,8 +193,6 @@ impl Default for IcmpRate {
         }
     }
 }
-
-// -- memory estimate (issue 14, finding 9) --
 
 /// One table of a configuration and the most memory it can hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -383,8 +379,6 @@ impl fmt::Display for ConfigWarning {
         write!(f, "{} {}", self.item, self.message)
     }
 }
-
-// -- live reload (issue 12, reload) --
 
 /// What a reload does with the sessions on a public address it removed (the address left
 /// every pool, static mapping and port forward). Either way the address is never handed

@@ -456,7 +456,7 @@ fn a_listing_beside_churn_never_sees_torn_sessions_and_terminates() {
     assert!(walks >= 200, "{walks} walks");
 }
 
-// -- age (issue 12): from the session's creation, not its last packet --
+// Age counts from the session's creation, not its last packet.
 #[test]
 fn nat44_session_age_counts_from_creation_and_idle_from_the_last_packet() {
     let mut nat = Nat44::new(nat44_cfg()).unwrap();

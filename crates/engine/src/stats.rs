@@ -31,7 +31,7 @@ pub struct Counters {
     /// Packets cut into fragments for the IPv6 side (RFC 7915 §4.1); each fragment is
     /// counted in `forwarded`.
     pub fragmented: u64,
-    // -- ICMP error budget (issue 14, finding 11) --
+    // ICMP error budget.
     /// ICMP errors owed but not sent: the sender's own budget was spent.
     pub icmp_errors_limited_source: u64,
     /// ICMP errors owed but not sent: the worker's budget was spent.

@@ -134,7 +134,7 @@ drop_reasons! {
     /// NAT64 `drop_icmpv6_info`: an ICMPv6 informational message (RFC 6146 §3.5.3).
     Icmpv6InfoFiltered => "icmpv6_info_filtered",
 
-    // --- TCP state tracking (issue 14, finding 4) ---
+    // TCP state tracking.
     /// A TCP RST whose sequence number is outside the window seen for its direction (an
     /// off-path guess): dropped, the session unchanged (see `conntrack::tcp`).
     TcpRstOutOfWindow => "tcp_rst_out_of_window",

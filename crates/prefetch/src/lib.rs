@@ -1,8 +1,8 @@
 //! Software prefetch: a hint that the cache line holding a value will be read soon, so
 //! that the load which needs it later finds it in L1 instead of waiting ~100 ns on DRAM.
-//! The engine's staged batches (issue 15, item 3) use it the way VPP's and DPDK's NAT
-//! nodes do: hash every key of a batch and prefetch the index buckets, then prefetch the
-//! session lines the buckets point at, then translate.
+//! The engine's staged batches use it the way VPP's and DPDK's NAT nodes do: hash every
+//! key of a batch and prefetch the index buckets, then prefetch the session lines the
+//! buckets point at, then translate.
 //!
 //! A hint only: it never changes what any load returns, never faults (the CPU drops a
 //! prefetch of an unmapped address), and is a no-op on architectures without a stable

@@ -81,7 +81,7 @@ pub struct IlaSettings {
     pub capacity: usize,
     /// `(identifier, locator)` pairs, identifiers distinct.
     pub mappings: Vec<(u64, u64)>,
-    /// ICMP errors (Time Exceeded, Packet Too Big) a worker sends at most (issue 14).
+    /// ICMP errors (Time Exceeded, Packet Too Big) a worker sends at most.
     pub icmp_rate: IcmpRate,
 }
 

@@ -219,7 +219,7 @@ impl IlaRouter {
     }
 
     /// A router as [`new`](Self::new) whose workers send at most `icmp_rate` ICMP errors
-    /// (in all and to one sender, per worker, as NAT44's and NAT64's; issue 14, finding 11).
+    /// (in all and to one sender, per worker, as NAT44's and NAT64's).
     pub fn with_icmp_rate(
         config: IlaConfig,
         capacity: usize,
@@ -495,8 +495,8 @@ impl IlaWorker {
     }
 
     /// A packet with a partial transport checksum (GSO or checksum offload passed through
-    /// on AF_PACKET, issue 15 item 6): translated as any other, then the change the
-    /// translation made to the checksum field is redone under the partial rule.
+    /// on AF_PACKET): translated as any other, then the change the translation made to
+    /// the checksum field is redone under the partial rule.
     #[cold]
     #[inline(never)]
     fn process_offloaded(

@@ -1,7 +1,7 @@
 //! Partial transport checksums (CHECKSUM_PARTIAL, GSO super-packets passed through on
-//! AF_PACKET: issue 15 item 6). The field then holds the folded pseudo-header sum, not
-//! the complement of the full sum, and an update must add the change rather than
-//! subtract it: `HC' = HC + delta` instead of RFC 1624's `~(~HC + delta)`. The ILA
+//! AF_PACKET). The field then holds the folded pseudo-header sum, not the complement of
+//! the full sum, and an update must add the change rather than subtract it:
+//! `HC' = HC + delta` instead of RFC 1624's `~(~HC + delta)`. The ILA
 //! translation applies the full-checksum rule (when it adjusts the transport checksum at
 //! all); [`redo_as_partial`] turns its result into the partial one, whatever the
 //! checksum mode: checksum-neutral and no-action leave the field as it was, so it stays.

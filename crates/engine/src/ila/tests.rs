@@ -389,7 +389,7 @@ proptest! {
 }
 
 /// Neutral-map router receiving an ILA packet whose identifier has the C bit clear
-/// (draft-herbert-intarea-ila, checksum-neutral mapping; fuzz finding
+/// (draft-herbert-intarea-ila, checksum-neutral mapping; fuzz corpus input
 /// `translate_ila/regress-neutral-map-no-c-bit`). The C bit clear says the sender's side
 /// did not map checksum-neutrally: a no-action peer sent it, its transport checksum
 /// computed over the SIR address (wrong in transit, right once translated back). The

@@ -164,7 +164,7 @@ impl AnyMode {
     }
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl ModeConfig {
     /// The most memory the tables of this configuration hold when full, part by part,
     /// each with the setting that sizes it (see [`crate::config::check_memory`]).
@@ -198,7 +198,7 @@ impl ModeConfig {
     }
 }
 
-// -- table occupancy for metrics (issue 12, metrics) --
+// Table occupancy for metrics.
 /// How full a mode's session table is: O(1) counters, safe to read while workers run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableOccupancy {
@@ -222,7 +222,7 @@ impl AnyMode {
     }
 }
 
-// -- NAT event logging (RFC 8158; issue 12, natlog) --
+// NAT event logging (RFC 8158).
 impl AnyMode {
     /// A fresh event log for this mode's `workers` workers and its reaper, attached to
     /// its tables: `None` for the stateless modes and ILA (nothing to log) or when `mask`

@@ -288,13 +288,13 @@ pub trait ModeWorker: Send + 'static {
     /// in force here (one atomic load; see `crate::reload`).
     fn begin_batch(&mut self) {}
 
-    /// Look-ahead for a batch (issue 15, item 3): the runtime may call this with every
-    /// packet of a received batch (the IP packet, as `process` will see it, travelling
-    /// `dir`), in order, before it processes the first of them; the mode starts loading
-    /// what those packets will need (index buckets, then session lines) so that their
-    /// DRAM misses overlap instead of following each other. A hint: it never changes what
-    /// `process` decides, and a packet hinted but never processed (or the reverse) only
-    /// wastes the hint. The default does nothing.
+    /// Look-ahead for a batch: the runtime may call this with every packet of a received
+    /// batch (the IP packet, as `process` will see it, travelling `dir`), in order, before
+    /// it processes the first of them; the mode starts loading what those packets will need
+    /// (index buckets, then session lines) so that their DRAM misses overlap instead of
+    /// following each other. A hint: it never changes what `process` decides, and a packet
+    /// hinted but never processed (or the reverse) only wastes the hint. The default does
+    /// nothing.
     #[inline]
     fn prefetch(&mut self, _dir: Direction, _pkt: &[u8]) {}
 }

@@ -447,7 +447,7 @@ fn any_mode_visits_the_configured_mode() {
     assert!(m.reaper().is_some());
 }
 
-// ---- NAT64: the RFC 7915 errors for packets it will not translate (issue 11, finding 2) ----
+// NAT64: the RFC 7915 errors for packets it will not translate.
 
 #[test]
 fn nat64_answers_source_routes_in_both_families_unless_turned_off() {
@@ -513,7 +513,7 @@ fn nat64_answers_source_routes_in_both_families_unless_turned_off() {
 }
 mod mtu;
 
-// -- ICMP error budget (issue 14, finding 11) --
+// ICMP error budget.
 
 /// Outbound UDP from inside host `10.0.<a>.<b>`, Hop Limit `ttl`, `payload` bytes, DF.
 fn from_host(i: u16, ttl: u8, payload: usize) -> Vec<u8> {
@@ -535,8 +535,8 @@ fn nat44_16() -> Arc<Nat44Shared> {
 
 /// A host flooding TTL=1 traffic (traceroute gone wild, or an attack) gets its own
 /// share of Time Exceeded and no more; another host's Fragmentation Needed still goes
-/// out at once, and so does the flooder's own: path-MTU discovery keeps working. On main
-/// one global 200/s bucket was spent by the flood and both were dropped unanswered.
+/// out at once, and so does the flooder's own: path-MTU discovery keeps working. With one
+/// global 200/s bucket the flood would spend it and both would go unanswered.
 #[test]
 fn a_time_exceeded_flood_does_not_starve_fragmentation_needed() {
     let m = nat44_16();
@@ -677,8 +677,8 @@ fn nat64_packet_too_big_survives_a_hop_limit_flood() {
 }
 
 /// ILA's Time Exceeded / Packet Too Big follow the router's ICMP error budget
-/// (`[ila] icmp_error_rate_per_source`, issue 14 finding 11): one sender past its budget
-/// gets no more errors that second, each refusal counted, and another sender still does.
+/// (`[ila] icmp_error_rate_per_source`): one sender past its budget gets no more errors
+/// that second, each refusal counted, and another sender still does.
 #[test]
 fn ila_icmp_errors_follow_the_configured_budget() {
     let router = IlaRouter::with_icmp_rate(

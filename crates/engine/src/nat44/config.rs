@@ -81,7 +81,7 @@ pub struct Nat44Config {
     pub max_simultaneous_opens: usize,
     /// RFC 6146 §3.5.2.2: drop unsolicited inbound SYNs at once instead of holding them.
     pub drop_externally_initiated_tcp: bool,
-    // -- ICMP error budget (issue 14, finding 11) --
+    // ICMP error budget.
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
 
@@ -94,11 +94,11 @@ pub struct Nat44Config {
     /// unlimited).
     pub max_ports_per_host: u32,
 
-    // -- live reload (issue 12, reload) --
+    // Live reload.
     /// What a reload does with sessions on a public address it removed.
     pub reload_drain: crate::config::ReloadDrain,
 
-    // -- port-block allocation (issue 12, pba) --
+    // Port-block allocation.
     /// Ports per block when a subscriber's ports come from blocks (RFC 7422 bulk port
     /// allocation; one NAT event per block); 0: off, ports one by one.
     pub port_block_size: u16,
@@ -106,7 +106,7 @@ pub struct Nat44Config {
     /// is a `subscriber_limit` drop.
     pub blocks_per_subscriber: u16,
 
-    // -- deterministic NAT (issue 13, det) --
+    // Deterministic NAT.
     /// `[nat44.deterministic]`: subscribers of one prefix mapped to computed public
     /// addresses and port ranges (RFC 7422, `nat44::deterministic`); restart-only.
     pub deterministic: Option<crate::nat44::deterministic::Deterministic>,
@@ -419,7 +419,7 @@ impl Nat44Config {
     }
 }
 
-// -- O(n log n) validation, size bounds and memory estimate (issue 14, finding 9) --
+// O(n log n) validation, size bounds and memory estimate.
 
 /// For each of `keys`, the index of the first earlier one equal to it (`None`: the first
 /// of its kind). By sorting and one sweep: n log n, and cache-friendly on long lists.
@@ -551,10 +551,10 @@ mod size_tests {
         }
     }
 
-    /// Issue 14 finding 9: on main `max_sessions = 2^63-1` panicked (index out of bounds in
-    /// chain.rs), 2^62 with a capacity overflow and 10^12 aborted the process on
-    /// allocation. Building the engine now refuses them, naming the field, before anything
-    /// is allocated; the largest indexable size is accepted by validation.
+    /// Sizes the tables cannot index (`max_sessions = 2^63-1` would index out of bounds in
+    /// chain.rs, 2^62 overflow a capacity, 10^12 abort the process on allocation) are
+    /// refused when the engine is built, naming the field, before anything is allocated;
+    /// the largest indexable size is accepted by validation.
     #[test]
     fn sizes_the_tables_cannot_index_are_refused_before_allocating() {
         for n in [

@@ -387,7 +387,7 @@ mod tests {
         })
     }
 
-    /// The example: a /22 behind a /28 is R = 64 and 1008 ports each.
+    /// A worked example: a /22 behind a /28 is R = 64 and 1008 ports each.
     #[test]
     fn the_example_configuration() {
         let m = map("100.64.0.0/22", "203.0.113.0/28", None).unwrap();

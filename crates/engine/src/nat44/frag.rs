@@ -281,7 +281,7 @@ pub fn rewrite_fragment(pkt: &mut [u8], ihl: usize, to: FragRewrite, decrement_t
     true
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl FragTable {
     /// Bytes a table for `capacity` datagrams holds when full: the hash maps' entries
     /// (key, record, a control byte) with room for growth (up to twice).
@@ -395,9 +395,10 @@ mod tests {
         assert_eq!(FragTable::new(200, FRAGMENT_TIMEOUT).shards.len(), 2);
     }
 
-    /// Datagrams crafted to share one shard under the old public hash (FxHash, the
-    /// attacker's model) spread over the shards now: twice a shard's capacity of them are
-    /// all admitted, where the old table refused half with `fragment_table_full`.
+    /// Datagrams crafted to share one shard under a public unkeyed hash (FxHash, the
+    /// attacker's model) spread over the shards: twice a shard's capacity of them are all
+    /// admitted, where a table sharded by that hash would refuse half with
+    /// `fragment_table_full`.
     #[test]
     fn fragments_crafted_for_one_shard_spread_out() {
         use rustc_hash::FxHasher;

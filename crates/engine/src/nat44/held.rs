@@ -172,7 +172,7 @@ impl HeldSyns {
     }
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl HeldSyns {
     /// Bytes a store for `cap` SYNs holds (reserved up front).
     pub fn bytes_for(cap: usize) -> usize {

@@ -560,7 +560,7 @@ fn rewrite_of(t: &Tuple) -> xlat::nat44::Rewrite {
     }
 }
 
-// -- the bound of the bindings sessions make (fixflood) --
+// The bound on the bindings sessions make.
 impl Nat44Shared {
     /// Slots of `bindings` a new session's binding (dynamic, or static 1:1 on demand) may
     /// find taken and still be made: the session capacity plus this generation's port
@@ -576,7 +576,7 @@ impl Nat44Shared {
     }
 }
 
-// -- table occupancy for metrics (issue 12, metrics) --
+// Table occupancy for metrics.
 impl Nat44Shared {
     /// The session table's capacity, live and dead-pending counts (O(1)).
     pub fn occupancy(&self) -> crate::mode::any::TableOccupancy {

@@ -1,10 +1,9 @@
-//! Session offload (issue 15 item 2): an outside muscle — the XDP fast path — forwards
-//! some sessions' packets without the engine, and the engine stays the brain. The
-//! reaper shows the offload every live session on each walk (so it can take the ones
-//! that became established, off the per-packet path) and takes the offload's last-seen
-//! time into account before expiring one; whoever ends a session tells the offload
-//! first, before the session's binding and port are released, so a stale rewrite never
-//! outlives the mapping it was made from.
+//! Session offload: an outside muscle — the XDP fast path — forwards some sessions' packets
+//! without the engine, and the engine stays the brain. The reaper shows the offload every
+//! live session on each walk (so it can take the ones that became established, off the
+//! per-packet path) and takes the offload's last-seen time into account before expiring
+//! one; whoever ends a session tells the offload first, before the session's binding and
+//! port are released, so a stale rewrite never outlives the mapping it was made from.
 //!
 //! A session need not wait for the walk (every 200 ms; at 20 Gbit/s that is up to 500 MB
 //! of one new flow through the engine, ~5% of a 3 s transfer): a worker that forwards a
@@ -266,7 +265,7 @@ mod tests {
 
     /// A TCP session the offload takes forgets its sequence words at once: its segments
     /// pass the engine unseen from then on, so a legitimate RST far past the window the
-    /// engine last saw is forwarded, not refused as out of window (found in review).
+    /// engine last saw is forwarded, not refused as out of window.
     #[test]
     fn an_offloaded_tcp_session_forgets_its_window_at_install() {
         use crate::testpkt::tcp_segment as seg;

@@ -1,19 +1,17 @@
-//! A receive batch in stages (issue 15, item 3), the way VPP's and DPDK's NAT nodes hide
-//! DRAM latency: [`ModeWorker::prefetch`](crate::ModeWorker::prefetch) reads each
-//! packet's key straight from its bytes, hashes it and starts loading its index bucket
-//! (stage 1); the first `process` after that reads every staged bucket's first node and
-//! starts loading those session lines (stage 2); then each packet is translated as usual
-//! (stage 3), its bucket and session already in cache. At a million flows each packet
-//! otherwise waits on two or three dependent DRAM misses in turn; staged, a batch's
-//! misses overlap.
+//! A receive batch in stages, the way VPP's and DPDK's NAT nodes hide DRAM latency:
+//! [`ModeWorker::prefetch`](crate::ModeWorker::prefetch) reads each packet's key straight
+//! from its bytes, hashes it and starts loading its index bucket (stage 1); the first
+//! `process` after that reads every staged bucket's first node and starts loading those
+//! session lines (stage 2); then each packet is translated as usual (stage 3), its bucket
+//! and session already in cache. At a million flows each packet otherwise waits on two or
+//! three dependent DRAM misses in turn; staged, a batch's misses overlap.
 //!
 //! Only when the sessions outgrow the core's private cache: while they fit (their
 //! working set, live slots times bytes per session, below [`private_cache`]), every
-//! lookup hits in L2 and the hints' instructions cost more than the waits they hide
-//! (measured 2026-11-24, AMD EPYC 2-vCPU KVM, 1 MiB L2, `quicknat-bench --flows`:
-//! unstaged 20.7-21.2 Mpps at 8,192 flows against 19.1-19.7 staged; staged wins from
-//! 32,768 flows on, 15.6-16.0 against 10.4-13.4, and by 4-5x from 131,072). The choice
-//! is looked at again every [`RECHECK`] packets (one relaxed load of the table's count).
+//! lookup hits in L2 and the hints' instructions cost more than the waits they hide;
+//! once the sessions outgrow it, staging wins, and by more the larger the table grows
+//! (`quicknat-bench --flows` measures both). The choice is looked at again every
+//! [`RECHECK`] packets (one relaxed load of the table's count).
 //!
 //! Hints only: nothing here is a result. `process` looks every packet up in full, so a
 //! session made or removed between the stages (by an earlier packet of the same batch,

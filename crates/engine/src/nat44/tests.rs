@@ -758,7 +758,7 @@ fn held_syns_are_bounded_and_can_be_refused() {
     );
 }
 
-// -- table occupancy for metrics (issue 12) --
+// Table occupancy for metrics.
 #[test]
 fn occupancy_follows_sessions_created_and_expired_without_a_walk() {
     let mut cfg = config();

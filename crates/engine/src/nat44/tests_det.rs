@@ -41,7 +41,7 @@ fn cfg(d: Deterministic) -> Nat44Config {
     }
 }
 
-/// The example: 100.64.0.0/22 behind 203.0.113.0/28, R = 64, 1008 ports each.
+/// A worked example: 100.64.0.0/22 behind 203.0.113.0/28, R = 64, 1008 ports each.
 fn example() -> Deterministic {
     det("100.64.0.0/22", "203.0.113.0/28", None)
 }

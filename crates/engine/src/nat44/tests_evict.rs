@@ -1,8 +1,8 @@
-//! A spoofed SYN flood at a port forward against a full table (issue 14, finding 1; the
-//! attack lab's SYN-flood row): a new outside session at the live bound evicts an
-//! unconfirmed one and gets in (conntrack's `early_drop` at insert), so legitimate
-//! clients connect while the flood goes on; the reaper's drain reclaims the victims'
-//! slots within a tick. Time is passed in: deterministic.
+//! A spoofed SYN flood at a port forward against a full table (as in the attack lab's SYN
+//! flood): a new outside session at the live bound evicts an unconfirmed one and gets in
+//! (conntrack's `early_drop` at insert), so legitimate clients connect while the flood goes
+//! on; the reaper's drain reclaims the victims' slots within a tick. Time is passed in:
+//! deterministic.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

@@ -23,9 +23,9 @@ fn udp_from(src: Ipv4Addr, sport: u16) -> Vec<u8> {
     p
 }
 
-/// Issue 14 finding 9: sixteen /8 pools passed check-config, then the gateway expanded
-/// 2^28 addresses into a list, a set and a bitmap record each and ran out of memory.
-/// Now it starts at once and translates.
+/// Sixteen /8 pools pass check-config, and the gateway starts at once and translates: it
+/// never expands their 2^28 addresses into a list, a set and a bitmap record each, which
+/// would run it out of memory.
 #[test]
 fn sixteen_slash8_pools_build_at_once_and_translate() {
     let cfg = Nat44Config {
@@ -77,11 +77,11 @@ fn one_address(max_sessions_per_host: u32, max_ports_per_host: u32) -> Nat44Conf
     }
 }
 
-/// Issue 14 finding 3 (RFC 6888 REQ-3): one greedy host opens flows from every source
-/// port while 50 other hosts, paired with the same public address, open one each. On
-/// main the greedy host took all 64,512 ports and the 50 got `pool_exhausted`; with the
-/// default limit it stops at 4096 ports (`subscriber_limit`), its existing flows keep
-/// working, and all 50 others get through.
+/// RFC 6888 REQ-3: one greedy host opens flows from every source port while 50 other
+/// hosts, paired with the same public address, open one each. Unlimited, the greedy host
+/// would take all 64,512 ports and the 50 get `pool_exhausted`; with the default limit it
+/// stops at 4096 ports (`subscriber_limit`), its existing flows keep working, and all 50
+/// others get through.
 #[test]
 fn a_greedy_host_leaves_ports_for_fifty_others() {
     let mut n = Nat44::new(Nat44Config {
@@ -135,7 +135,7 @@ fn a_greedy_host_leaves_ports_for_fifty_others() {
     assert_eq!(n.process(t(3), Outbound, &mut syn).drop_reason(), None);
 }
 
-/// `max_ports_per_host = 0` is main's behaviour: nothing stops the greedy host (and the
+/// `max_ports_per_host = 0` turns the limit off: nothing stops the greedy host (and the
 /// others are refused), which is what the test above guards against.
 #[test]
 fn zero_means_unlimited() {

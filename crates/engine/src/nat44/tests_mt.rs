@@ -218,7 +218,7 @@ fn churn_with_a_reaper_thread_leaks_nothing() {
     assert!(reaper.counters().sessions_expired > 0);
 }
 
-// -- eviction at a full table under concurrency (issue 14, the SYN-flood row) --
+// Eviction at a full table under concurrency.
 
 /// A TCP segment without payload ([`crate::testpkt::tcp_segment`]).
 fn tcp(

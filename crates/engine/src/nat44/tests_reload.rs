@@ -1,7 +1,7 @@
-//! Live reload (issue 12): sessions and bindings survive a policy swap, removed pools
-//! drain per the policy and never hand out a port still in use, timeouts apply to the
-//! sessions already there, refusals keep the policy in force, and workers translating
-//! while the policy swaps never see a mix of two.
+//! Live reload: sessions and bindings survive a policy swap, removed pools drain per the
+//! policy and never hand out a port still in use, timeouts apply to the sessions already
+//! there, refusals keep the policy in force, and workers translating while the policy
+//! swaps never see a mix of two.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;

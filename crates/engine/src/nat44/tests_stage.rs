@@ -1,7 +1,7 @@
-//! The staged batch (`stage`, issue 15 item 3) is a hint: a worker shown every packet of a
-//! batch before processing it decides exactly what a worker shown nothing decides — new
-//! flows made inside the batch, replies to them later in the same batch, drops, garbage,
-//! more packets than the stage holds, sessions expiring between batches.
+//! The staged batch (`stage`) is a hint: a worker shown every packet of a batch before
+//! processing it decides exactly what a worker shown nothing decides — new flows made
+//! inside the batch, replies to them later in the same batch, drops, garbage, more packets
+//! than the stage holds, sessions expiring between batches.
 
 use std::net::Ipv4Addr;
 

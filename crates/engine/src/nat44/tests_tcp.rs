@@ -1,5 +1,5 @@
-//! NAT44 TCP state tracking (issue 14, findings 1 and 4): timeouts by handshake state,
-//! half-open sessions at a port forward, early drop, RST window checks.
+//! NAT44 TCP state tracking: timeouts by handshake state, half-open sessions at a port
+//! forward, early drop, RST window checks.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -151,8 +151,8 @@ fn timeouts_follow_the_handshake() {
     expect_life(&mut n, 30_000, 240);
 }
 
-/// Finding 1: a spoofed SYN at a port forward, answered by the inside server's SYN-ACK,
-/// lives 60 s (tcp_syn_recv), not the 7440 s established timeout main gave it.
+/// A spoofed SYN at a port forward, answered by the inside server's SYN-ACK, lives 60 s
+/// (tcp_syn_recv), not the 7440 s established timeout.
 #[test]
 fn spoofed_syn_at_a_port_forward_lives_on_the_syn_recv_timeout() {
     let mut n = Nat44::new(forward_config()).unwrap();
@@ -219,8 +219,8 @@ fn spoofed_syn_at_a_port_forward_lives_on_the_syn_recv_timeout() {
     assert_eq!(state(&n), ConnState::Established);
 }
 
-/// Finding 4: a RST outside the window is dropped and counted and changes nothing; one
-/// inside the window closes the session (kept for tcp_closed).
+/// A RST outside the window is dropped and counted and changes nothing; one inside the
+/// window closes the session (kept for tcp_closed).
 #[test]
 fn off_path_rst_is_dropped_in_window_rst_closes() {
     let mut n = Nat44::new(config()).unwrap();

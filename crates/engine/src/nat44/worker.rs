@@ -939,7 +939,7 @@ fn forward(
 }
 
 /// Feeds the TCP segment at `pkt[l4_off..end]` into its session: an out-of-window RST
-/// is refused (finding 4 of issue 14), state and timestamps untouched.
+/// is refused, state and timestamps untouched.
 #[inline(always)]
 fn observe_tcp(
     h: &conntrack::Hit<'_>,

@@ -61,14 +61,15 @@ pub struct Nat64Config {
     /// RFC 6146 §3.5.3: drop ICMPv6 informational messages from the inside (echo, the
     /// only ones translated) instead of translating them.
     pub drop_icmpv6_info: bool,
-    // -- gateway-originated ICMP errors (issue 11, finding 2) --
+    // Gateway-originated ICMP errors.
     /// RFC 7915 §4.4 / §5.4: whether the translator sends the ICMP errors it owes the
     /// sender of a packet it refuses (on by default).
     pub icmp_errors: bool,
-    // -- ICMP error budget (issue 14, finding 11) --
+    // ICMP error budget.
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
-    // -- per-subscriber limits (issue 14, finding 3); the subscriber is an IPv6 host (/128) --
+    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4); `subscriber_prefix_len` says which IPv6
+    // sources make one subscriber.
     /// Sessions one IPv6 host may open (0: unlimited); see [`Nat44Config::max_sessions_per_host`].
     pub max_sessions_per_host: u32,
     /// Pool ports one IPv6 host may hold per protocol (0: unlimited).
@@ -76,11 +77,10 @@ pub struct Nat64Config {
     /// Keep the IPv6 host's source port when it is free in pool4's range (else RFC 6056
     /// randomised).
     pub port_preservation: bool,
-    // -- per-subscriber limits by prefix (issue 14) --
     /// The per-host limits count IPv6 sources by this prefix length: 64 (default: an IPv6
     /// subscriber is given a /64, RFC 6888 §3, RFC 7857), 1-64, or 128 (each address).
     pub subscriber_prefix_len: u8,
-    // -- port-block allocation (issue 12, pba) --
+    // Port-block allocation.
     /// Ports per block (0: off); see [`Nat44Config::port_block_size`].
     pub port_block_size: u16,
     /// Blocks per subscriber; see [`Nat44Config::blocks_per_subscriber`].
@@ -270,7 +270,7 @@ fn item_from_nat44(item: ConfigItem) -> ConfigItem {
     }
 }
 
-// -- memory estimate (issue 14, finding 9) --
+// Memory estimate.
 impl Nat64Config {
     /// The most memory the tables of this configuration hold when full: NAT44's tables it
     /// runs on and the IPv6 host table (call after [`validate`](Self::validate)).

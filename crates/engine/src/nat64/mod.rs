@@ -233,7 +233,7 @@ impl Nat64Shared {
     /// The IPv6 ends of a session the inside opened, as its IPv6 packets carry them:
     /// (the host's address, the server's Pref64 address), for `initial` (host id ->
     /// server). `None` for any other session (opened from outside, or a hairpin). What the
-    /// XDP fast path keys a session's IPv6 direction by (issue 15 item 2).
+    /// XDP fast path keys a session's IPv6 direction by.
     pub fn session_ends6(&self, initial: &Tuple) -> Option<(Ipv6Addr, Ipv6Addr)> {
         let (host, server) = (initial.src.addr, initial.dst.addr);
         if !HostTable::is_host_id(host) || HostTable::is_host_id(server) {
@@ -1037,7 +1037,7 @@ impl Nat64 {
     }
 }
 
-// -- table occupancy for metrics (issue 12, metrics) --
+// Table occupancy for metrics.
 impl Nat64Shared {
     /// The session table's capacity, live and dead-pending counts (O(1)).
     pub fn occupancy(&self) -> crate::mode::any::TableOccupancy {

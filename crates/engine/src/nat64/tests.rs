@@ -656,9 +656,9 @@ fn icmp_errors_keep_rfc4884_extensions_through_nat64() {
     assert_checksums(&e);
 }
 
-/// Finding 8 (RFC 6146 §3.5.3, RFC 6791): an ICMPv6 error from an IPv6 router about a
-/// packet of a session leaves from the session's pool4 address, never from a host id, and
-/// hairpinned from the pool address under Pref64, never the router's raw IPv6 source.
+/// RFC 6146 §3.5.3, RFC 6791: an ICMPv6 error from an IPv6 router about a packet of a
+/// session leaves from the session's pool4 address, never from a host id, and hairpinned
+/// from the pool address under Pref64, never the router's raw IPv6 source.
 #[test]
 fn icmpv6_error_from_a_router_leaves_from_a_pool4_address() {
     let router: Ipv6Addr = "2001:db8:1::1".parse().unwrap();
@@ -714,10 +714,10 @@ fn icmpv6_error_from_a_router_leaves_from_a_pool4_address() {
     assert_checksums(&e);
 }
 
-/// Finding 9 (RFC 6146 §3.5.3): an ICMPv4 echo request to the pool address and identifier
-/// of an existing ICMP binding reaches the IPv6 host as an ICMPv6 echo request with its
-/// own identifier, and the host's echo reply leaves with the public one; with
-/// address-dependent filtering only from an address the host has queried.
+/// RFC 6146 §3.5.3: an ICMPv4 echo request to the pool address and identifier of an
+/// existing ICMP binding reaches the IPv6 host as an ICMPv6 echo request with its own
+/// identifier, and the host's echo reply leaves with the public one; with address-dependent
+/// filtering only from an address the host has queried.
 #[test]
 fn inbound_echo_request_through_an_icmp_binding() {
     for filtering in [
@@ -790,10 +790,10 @@ fn syn4(src: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
     p
 }
 
-/// Finding 10 (RFC 6146 §3.5.2.2, RFC 5382 REQ-4): an unsolicited inbound SYN is held and
-/// not answered for 6 s; then, with no outbound SYN for its connection, it is answered
-/// exactly once with ICMPv4 Port Unreachable (type 3 code 3) from the pool address it
-/// was sent to, quoting the SYN as it arrived.
+/// RFC 6146 §3.5.2.2, RFC 5382 REQ-4: an unsolicited inbound SYN is held and not answered
+/// for 6 s; then, with no outbound SYN for its connection, it is answered exactly once with
+/// ICMPv4 Port Unreachable (type 3 code 3) from the pool address it was sent to, quoting
+/// the SYN as it arrived.
 #[test]
 fn unsolicited_syn_is_answered_with_port_unreachable_after_six_seconds() {
     let mut n = Nat64::new(config()).unwrap();

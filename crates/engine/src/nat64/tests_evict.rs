@@ -1,10 +1,9 @@
 //! A spoofed SYN flood at a static binding (NAT64's port forward) against a full table,
-//! as `nat44::tests_evict` does for NAT44 (issue 14, finding 1): NAT64 runs on NAT44's
-//! session table, so a new session at the live bound evicts an unconfirmed one and gets
-//! in; the NAT64 reaper must also run NAT44's drain between passes, or the victims' slots
-//! come back only at the next full sweep and the flood fills the slot bound with dead
-//! sessions (`table_full` for everyone from the outside). Time is passed in:
-//! deterministic.
+//! as `nat44::tests_evict` does for NAT44: NAT64 runs on NAT44's session table, so a new
+//! session at the live bound evicts an unconfirmed one and gets in; the NAT64 reaper must
+//! also run NAT44's drain between passes, or the victims' slots come back only at the next
+//! full sweep and the flood fills the slot bound with dead sessions (`table_full` for
+//! everyone from the outside). Time is passed in: deterministic.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
@@ -260,10 +259,10 @@ fn legitimate_clients_connect_through_a_spoofed_syn_flood() {
     assert_eq!(n.shared().nat.sessions.occupied(), 0, "every slot freed");
 }
 
-/// Without the drain (what NAT64's reaper did not run), the evicted sessions' slots wait
-/// for the next full sweep: the flood fills the slot bound with dead sessions and
-/// legitimate clients are refused `table_full` — the failure the drain fixes. The inside
-/// users' eighth of the table stays theirs either way.
+/// Without the drain, the evicted sessions' slots wait for the next full sweep: the flood
+/// fills the slot bound with dead sessions and legitimate clients are refused
+/// `table_full`, the failure the drain prevents. The inside users' eighth of the table
+/// stays theirs either way.
 #[test]
 fn without_the_drain_the_flood_locks_clients_out() {
     let mut n = Nat64::new(config()).unwrap();

@@ -1,7 +1,7 @@
-//! Per-subscriber limits behind NAT64 (issue 14 finding 3): the subscriber is the IPv6
-//! prefix of `subscriber_prefix_len` bits, a /64 by default (an IPv6 subscriber is given a
-//! prefix: RFC 6888 §3, RFC 7857), so addresses of one /64 share its limit and another /64
-//! is another subscriber; with 128 each address is its own.
+//! Per-subscriber limits behind NAT64: the subscriber is the IPv6 prefix of
+//! `subscriber_prefix_len` bits, a /64 by default (an IPv6 subscriber is given a prefix:
+//! RFC 6888 §3, RFC 7857), so addresses of one /64 share its limit and another /64 is
+//! another subscriber; with 128 each address is its own.
 
 use std::net::Ipv6Addr;
 

@@ -1,5 +1,5 @@
-//! NAT64's live reload (issue 12): pool4 and timeouts change under a running session,
-//! which survives; translator settings are refused and stay.
+//! NAT64's live reload: pool4 and timeouts change under a running session, which
+//! survives; translator settings are refused and stay.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;

@@ -1,6 +1,6 @@
-//! NAT64 reuses NAT44's session table, so its TCP tracking (issue 14, findings 1 and 4)
-//! follows: checked here through both of NAT64's paths (the fast path refuses what the
-//! tracker refuses and the full path counts it).
+//! NAT64 reuses NAT44's session table, so its TCP tracking follows: checked here through
+//! both of NAT64's paths (the fast path refuses what the tracker refuses and the full path
+//! counts it).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 

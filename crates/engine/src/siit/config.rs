@@ -66,14 +66,14 @@ pub struct SiitConfig {
     pub icmp_error_source: Option<Rfc6791Pool>,
     /// RFC 7915 knobs (MTUs, UDP zero checksum, TTL, TOS).
     pub options: SiitOptions,
-    // -- gateway-originated ICMP errors and EAM hairpinning (issue 11, findings 2, 4, 5) --
+    // Gateway-originated ICMP errors and EAM hairpinning.
     /// RFC 7915 §4.4 / §5.4: whether the translator sends ICMP errors about the packets it
     /// refuses ("The translator SHOULD allow an administrator to configure whether the
     /// ICMPv4 error messages are sent"); on by default.
     pub icmp_errors: bool,
     /// RFC 7757 §4: how an IPv6 packet for another IPv6 node's EAM address hairpins.
     pub eam_hairpin: EamHairpin,
-    // -- ICMP error budget (issue 14, finding 11) --
+    // ICMP error budget.
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: crate::config::IcmpRate,
 }

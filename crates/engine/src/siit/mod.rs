@@ -68,7 +68,7 @@ pub struct Siit {
     /// and the generation this copy runs.
     cell: Arc<PolicyCell<SiitConfig>>,
     generation: u64,
-    // -- flow offload (issue 15 item 2, `offload`) --
+    // Flow offload (see the `offload` module).
     /// Where the runtime's fast path takes hints, once attached (shared by every copy).
     offload: Arc<std::sync::OnceLock<Arc<FlowHints>>>,
     /// This worker's side of it, taken up at a batch's start once attached.
@@ -94,7 +94,7 @@ impl Siit {
         })
     }
 
-    // -- flow offload (issue 15 item 2) --
+    // Flow offload.
 
     /// Attaches a flow offload (the runtime's fast path, once it is sure to run): from
     /// their next batch the workers hint the flows they translate to `hints`. False when
@@ -137,7 +137,7 @@ impl Siit {
         cfg
     }
 
-    // -- live reload (issue 12): the translator's whole configuration, one generation --
+    // Live reload: the translator's whole configuration, one generation.
 
     /// Validates `new` and publishes it for every worker (each takes it at its next
     /// batch); reports what changed. `old` is the configuration in force. A worker

@@ -1,6 +1,6 @@
-//! Flow offload for the stateless translator (issue 15 item 2, "NAT64/CLAT/ILA where the
-//! rewrite fits"): the runtime's fast path (XDP or tc) may translate a SIIT or CLAT
-//! flow's TCP/UDP packets itself, and the translator stays the brain.
+//! Flow offload for the stateless translator: the runtime's fast path (XDP or tc) may
+//! translate a SIIT or CLAT flow's TCP/UDP packets itself, and the translator stays the
+//! brain.
 //!
 //! SIIT keeps no state, so there is no session to offload: what the fast path learns is
 //! a *flow* the translator has just translated — the 5-tuple a packet arrived with and

@@ -222,7 +222,7 @@ proptest! {
     }
 }
 
-// -- live reload (issue 12) --
+// Live reload.
 
 /// A reload publishes the new EAM table; a worker takes it at its next batch, translates
 /// with it from then on, and a refused configuration leaves the one in force.

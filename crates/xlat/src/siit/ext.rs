@@ -72,8 +72,8 @@ pub(super) struct Fit {
 /// (the minimum MTU less the outer headers) and `room` bytes in the buffer from the start
 /// of the translated quoted header.
 ///
-/// Without an extension the quote is cut to fit, as before. With one, the datagram field
-/// is cut to a multiple of `word` so that field and extension fit `cap` and `room`; if
+/// Without an extension the quote is cut to fit. With one, the datagram field is cut to
+/// a multiple of `word` so that field and extension fit `cap` and `room`; if
 /// not even a 128-byte field fits beside the extension, the extension is left out
 /// (RFC 7915 §4.2: "If the ICMPv4 Extension exceeds the maximum size of an ICMPv6 message
 /// on the outgoing interface, the ICMPv4 extension SHOULD be simply truncated"; a cut
@@ -167,7 +167,7 @@ mod tests {
                 field: None
             }
         );
-        // Without an extension: as before.
+        // Without an extension: the quote is cut to fit.
         assert_eq!(fit(2000, 48, None, 8, 1232, 5000).keep, 1184);
         assert_eq!(fit(10, 48, None, 8, 0, 5000).keep, 0);
     }

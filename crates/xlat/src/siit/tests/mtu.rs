@@ -37,10 +37,10 @@ fn udp6(total4: usize, frag: bool) -> Vec<u8> {
 
 #[test]
 fn a_df_packet_is_held_to_the_next_hop_ipv6_mtu_not_the_lowest() {
-    // The issue's case: a DF-set 1328-byte IPv4 packet, 1500-byte links. RFC 7915 §4.1:
-    // Fragmentation Needed only "if ... the MTU of the next-hop interface is less than the
-    // total length value of the IPv4 packet plus 20": 1500 >= 1348, so it passes whole,
-    // without a Fragment header ("the translator SHOULD NOT add a Fragment Header").
+    // A DF-set 1328-byte IPv4 packet, 1500-byte links. RFC 7915 §4.1: Fragmentation Needed
+    // only "if ... the MTU of the next-hop interface is less than the total length value of
+    // the IPv4 packet plus 20": 1500 >= 1348, so it passes whole, without a Fragment header
+    // ("the translator SHOULD NOT add a Fragment Header").
     let out = run46(&udp4(1328, true), HEAD, &links1500()).unwrap();
     assert_eq!(out.len(), 1348);
     assert_eq!(out[6], 17, "no Fragment header");
@@ -119,7 +119,7 @@ fn ptb_from_frag_needed(mtu: u16, quoted_total: u16, o: &SiitOptions) -> u32 {
 #[test]
 fn fragmentation_needed_becomes_packet_too_big_by_the_section_4_2_formula() {
     // RFC 7915 §4.2: "minimum(advertised MTU+20, MTU_of_IPv6_nexthop,
-    // (MTU_of_IPv4_nexthop)+20)". The issue's case: 1261 with 1500-byte links -> 1281.
+    // (MTU_of_IPv4_nexthop)+20)": 1261 with 1500-byte links -> 1281.
     let o = links1500();
     assert_eq!(ptb_from_frag_needed(1261, 1400, &o), 1281);
     // Each term of the minimum in turn.
