@@ -147,7 +147,7 @@ inside_addresses = ["198.51.100.1"]
 outside_addresses = ["2001:db8:1::1"]
 """
 
-# --- SIIT: errors for refused packets, their RFC 6791 source, EAM hairpinning (issue 11)
+# --- SIIT: errors for refused packets, their RFC 6791 source, EAM hairpinning
 SIIT_ERR_SOURCE = "203.0.113.7"  # [siit] icmp_error_source (RFC 6791)
 SIIT_EAM_A = ("192.0.2.1", "2001:db8:aaaa::1")  # IPv6 nodes with EAM addresses
 SIIT_EAM_B = ("192.0.2.2", "2001:db8:aaaa::2")
@@ -197,7 +197,7 @@ inside_addresses = ["2001:db8:1::1"]
 outside_addresses = ["203.0.113.254"]
 """
 
-# RFC 7915's two MTUs (issue 11): SIIT with no MTU option, so the next hops are the
+# RFC 7915's two MTUs: SIIT with no MTU option, so the next hops are the
 # links': the IPv4 (inside) link 1400 by [gateway] inside_mtu, the IPv6 (outside) link
 # not given, so 1500; the lowest IPv6 MTU at its default of 1280.
 MTU_V4_LINK = 1400

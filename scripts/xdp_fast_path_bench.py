@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""XDP fast path (issue 15 item 2) against the AF_XDP slow path and the kernel's NAT, on
+"""XDP fast path against the AF_XDP slow path and the kernel's NAT, on
 the topology of tests/e2e/test_nat44.py (cli == gw == srv, veth), arms alternating in
 each round:
 

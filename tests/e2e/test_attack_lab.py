@@ -8,7 +8,7 @@ exits 0, reports every row with a cell for each arm, the generators and probes r
 offered, the 50 inside hosts tried, the 1 kHz probe stream sent what it should), the flood
 was paced at the rate asked (never above it), the rows that apply to one arm only are
 marked so for the other, the session tables were sized alike, and the lab removed its
-namespaces and temporary files. It never asserts the issue's goals (a figure on a loaded
+namespaces and temporary files. It never asserts the lab's goals (a figure on a loaded
 2-core machine is not a test): `quicknat-lab lab --topology attack --seconds 60` is the
 full form, and README.md has its table.
 
@@ -150,7 +150,7 @@ def test_gateway_cpu_is_measured_for_every_arm(lab):
     """The collision cell's CPU per packet comes from the gateway's own CPU time (its core's
     busy time, measured rather than tick-sampled, + the other cores' softirq: cpu.rs's
     GatewaySample), so it is never 0 where packets went through, whatever else the machine
-    runs (the SCHED_IDLE soaker read 0 under load; the tick-sampled column once read 0 for
+    runs (a SCHED_IDLE soaker reads 0 under load, and a tick-sampled column can read 0 for
     the kernel's arm); the flood cell says where the gateway's CPU went."""
     _, _, report, err = lab
     assert report is not None, err[-3000:]

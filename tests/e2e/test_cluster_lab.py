@@ -1,5 +1,5 @@
-"""The cluster lab's short form: `quicknat-lab lab --topology cluster --short` runs end to end
-(issue 13), once per backend.
+"""The cluster lab's short form: `quicknat-lab lab --topology cluster --short` runs end to end,
+once per backend.
 
     sudo python3 -m pytest tests/e2e/test_cluster_lab.py [--quicknat PATH]
 
@@ -12,7 +12,7 @@ dead gateway's subscribers' traffic resumes; 1,000 subscribers were all counted,
 gateways the plan names, before and after; every UDP flow kept one public endpoint, the one
 `quicknat det forward --port` computes from the configuration alone, and every TCP
 connection's public address is its subscriber's; and no namespace, BIRD, quicknat or
-temporary file is left. It never asserts the issue's timing goals (a figure on a loaded
+temporary file is left. It never asserts the lab's timing goals (a figure on a loaded
 2-core machine is not a test): README.md has the full form's table.
 
 `quicknat-lab` is found next to the quicknat binary (`cargo build --release -p quicknat -p lab`).
@@ -86,7 +86,7 @@ def test_every_subscriber_is_counted_where_the_plan_puts_it(lab):
     assert cell["spread_after"] == cell["planned_after"], cell
     # Both gateways served someone before: the slices are spread by the hash.
     assert min(cell["spread_before"]) > 0
-    # The issue's goal: max/min <= 1.2x (bounded-load ownership, slices.rs).
+    # The goal: max/min <= 1.2x (bounded-load ownership, slices.rs).
     planned = cell["planned_before"]
     assert max(planned) <= 1.2 * min(planned), planned
 

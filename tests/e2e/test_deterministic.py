@@ -1,4 +1,4 @@
-"""Deterministic NAT (RFC 7422, issue 13) through the live gateway.
+"""Deterministic NAT (RFC 7422) through the live gateway.
 
     cli (100.64.0.2, .0.65, .1.7, .3.200: four subscribers of 100.64.0.0/22) == gw (g-in
     100.64.0.1 | g-out 198.51.100.1) == srv (198.51.100.2: a UDP server and a TCP server

@@ -1,4 +1,4 @@
-"""GSO/GRO pass-through on AF_PACKET for the translating modes (issue 15, item 6), with
+"""GSO/GRO pass-through on AF_PACKET for the translating modes, with
 offloads ON: the senders' TSO hands the gateway 64 KB TCP super-packets (veth keeps
 them whole), quicknat translates them behind virtio-net headers (IPv4 <-> IPv6 for NAT64
 and CLAT, the ILA address rewrite) and sends them on as super-packets; the gateway's
@@ -217,7 +217,7 @@ class Clat(Xlat):
         self.nsx("srv", "ip", "-6", "addr", "add", "2001:db8:64::c633:6402/128", "dev", "lo")
         self.nsx("srv", "ip", "-6", "route", "add", "2001:db8:aaaa::2/128", "via", "2001:db8:2::2")
         if fast:
-            # The fast path at the tc hook (issue 15 item 2, SIIT/CLAT flows).
+            # The fast path at the tc hook (SIIT/CLAT flows).
             self.qn = self.gateway(binary, "gw", "x-in", "x-out", CLAT, "gso-clat-fast",
                                    'xdp_fast_path = "on"\n')
         else:
@@ -248,7 +248,7 @@ class Ila(Xlat):
         self.nsx("r2", "ip", "-6", "route", "add", "2001:db8:a::/64", "via", "fe80::1", "dev", "r2n")
         self.nsx("r2", "ip", "-6", "route", "add", f"{SIR}::b/128", "via", "fe80::b", "dev", "r2b")
         mode = ILA.format(csum=csum, ident=ident)
-        # With `fast`, the fast path at the tc hook on both routers (issue 15 item 2).
+        # With `fast`, the fast path at the tc hook on both routers.
         extra, tag = ('xdp_fast_path = "on"\n', "-fast") if fast else ("", "")
         self.r1 = self.gateway(binary, "r1", "r1a", "r1n", mode, f"gso-ila-r1-{csum}{tag}", extra)
         self.r2 = self.gateway(binary, "r2", "r2b", "r2n", mode, f"gso-ila-r2-{csum}{tag}", extra)

@@ -1,4 +1,4 @@
-"""End-to-end tests of how `quicknat run` sits on its host (issue 14, findings 6, 7, 8):
+"""End-to-end tests of how `quicknat run` sits on its host:
 
   * crash recovery, once per backend: a NAT44 gateway forwards, is killed with SIGKILL,
     and what it left is checked (on AF_PACKET its nftables ingress table, which drops
@@ -156,7 +156,7 @@ def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat,
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=5)
     # What the dead gateway left: offloads off; on AF_PACKET the ingress table, which
-    # drops every transit packet (the outage of finding 8).
+    # drops every transit packet until a restart removes it.
     assert topo.offloads("g-in")["tcp-segmentation-offload"] == "off"
     if backend == "af_packet":
         assert len(topo.tables()) == 1, topo.tables()
@@ -309,7 +309,8 @@ class IlaGateway:
         with open(cfgpath, "w") as f:
             f.write(text)
         log = open(self.logpath, "w")
-        # umask 000: on main, bind created the socket 0777 until the chmod after it.
+        # umask 000: the socket must be created with its final mode, not bound with the
+        # umask's and narrowed by a chmod afterwards (a window in which anyone can connect).
         self.proc = popen_ns(self.sc.ns["gw"], quicknat, "run", "--config", cfgpath, stdout=log, stderr=log,
                              preexec_fn=lambda: os.umask(0))
         self.sc.procs.append(self.proc)
@@ -369,7 +370,7 @@ def test_control_socket_is_root_only_from_birth_and_refuses_other_peers(ila_root
     # The file keeps others out ...
     no = as_user(g.sock, "ila add 0:0:0:3 2001:db8:3:0", *NOT_MEMBER)
     assert "Permission denied" in no, no
-    # ... and where it is open to everyone (the race of finding 6, or a careless chmod),
+    # ... and where it is open to everyone (a race between bind and chmod, or a careless chmod),
     # the server refuses a peer that is not root itself.
     os.chmod(g.sock, 0o666)
     no = as_user(g.sock, "ila add 0:0:0:3 2001:db8:3:0", *NOT_MEMBER)

@@ -12,7 +12,7 @@ forwarders with the gateway kernel's forwarding off, so what reached the server 
 through them), no arm forwarded more than the generator offered, each quicknat backend has
 its ratio rows to the kernel NAT, the flowtable and its own I/O floor (present whenever both
 arms ran), and the lab removed its namespaces, XDP programs and temporary files. It never
-asserts the issue's goals (a figure on a loaded 2-core machine is not a test):
+asserts the lab's goals (a figure on a loaded 2-core machine is not a test):
 `quicknat-lab lab --rounds 3 --seconds 3` is the full form, and README.md has its table.
 
 `quicknat-lab` is found next to the quicknat binary (cargo builds both into the same

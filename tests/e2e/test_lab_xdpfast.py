@@ -1,4 +1,4 @@
-"""The labs' XDP fast-path arm (issue 15): `quicknat-lab lab --backends xdpfast` runs
+"""The labs' XDP fast-path arm: `quicknat-lab lab --backends xdpfast` runs
 quicknat on AF_XDP with `xdp_fast_path = "on"` beside the kernel NAT and the XDP forwarder
 (its floor), alternating, and reports its figures and ratios; `--topology nat64 --backends
 xdpfast,tcfast` runs it and its tc-hook twin (AF_PACKET) with `[nat64]` beside TAYGA (`--topology
@@ -22,7 +22,7 @@ each could fail:
 NAT64 (the `lab64` tests): one round of 2 s cells, TAYGA and the xdpfast arm only (about
 half a minute): the arm ran and carried TCP and IPv6 UDP, most of its packets (IPv6 in,
 IPv4 out and back) went through XDP, and its ratio row to TAYGA is there.
-The issue's goals are not asserted (a figure on a loaded 2-core machine is not a test).
+The lab's goals are not asserted (a figure on a loaded 2-core machine is not a test).
 """
 
 import json

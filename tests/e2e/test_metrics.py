@@ -1,4 +1,4 @@
-"""Prometheus metrics (`[gateway] metrics`, issue 12) scraped by the real Prometheus server.
+"""Prometheus metrics (`[gateway] metrics`) scraped by the real Prometheus server.
 
     cli (10.0.0.2) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2, UDP echo)
 

@@ -1,5 +1,5 @@
-"""RFC 7915's two MTUs and the IPv4 fragmentation of IPv6 fragments, on a live CLAT
-(issue 11, findings 3 and 7). The golden scenarios siit_mtu / nat64_mtu check the same
+"""RFC 7915's two MTUs and the IPv4 fragmentation of IPv6 fragments, on a live CLAT.
+The golden scenarios siit_mtu / nat64_mtu check the same
 rules offline, byte for byte; this checks that `quicknat run` takes the next-hop MTUs from
 its interfaces and that real kernels on both sides accept what it sends.
 
@@ -8,12 +8,12 @@ TestTwoMtus   v4 (192.0.0.2, c0 MTU 1400) == clat [clat] (x-in 192.0.0.1, MTU 14
               [clat.options] sets no MTU: the next hops are the links' (IPv4 1400, IPv6
               1500), lowest_ipv6_mtu its default 1280.
   - a 1328-byte UDP datagram with DF (IP_PMTUDISC_DO) crosses whole both ways: RFC 7915
-    §4.1 holds a DF packet to the next-hop IPv6 MTU (1348 <= 1500), not to 1280 (before,
-    it was answered with Fragmentation Needed 1260 and the datagram was lost);
+    §4.1 holds a DF packet to the next-hop IPv6 MTU (1348 <= 1500), not to 1280 (held to
+    1280, it would be answered with Fragmentation Needed 1260 and the datagram lost);
   - a 3000-byte datagram without DF: the IPv4 host's 1400-byte fragments are cut for the
     lowest IPv6 MTU; the IPv6 host's echo comes back in 1448-byte IPv6 fragments, whose
     IPv4 translations (1468 bytes, DF clear, RFC 7915 §5.1.1) are cut again for the
-    1400-byte IPv4 link (before: dropped as needs_fragmentation, never answered); the
+    1400-byte IPv4 link (not dropped as needs_fragmentation, unanswered); the
     IPv4 host's kernel reassembles the echo intact.
 
 Runs once per backend (af_packet, af_xdp); needs root.

@@ -127,7 +127,7 @@ class Gateway(Scenario):
             self.offloads_off(n, dev)
 
         if fast != "off":
-            # XDP fast path (issue 15 item 2): a veth takes XDP-redirected frames only with
+            # XDP fast path: a veth takes XDP-redirected frames only with
             # NAPI on, which GRO (or an XDP program) turns on at the receiving end's peer.
             for n, dev in (("cli", "c0"), ("srv", "s0")):
                 self.nsx(n, "ethtool", "-K", dev, "gro", "on", check=False)
@@ -154,7 +154,7 @@ class Gateway(Scenario):
         return self.qn.stop()
 
 
-# The fast path (issue 15 item 2): every test runs again with established flows forwarded
+# The fast path: every test runs again with established flows forwarded
 # by the XDP program (AF_XDP) or the tc program (AF_PACKET) (`xdp_fast_path = "on"`).
 @pytest.fixture(scope="module", params=["off", "on"], ids=["slow", "xdp-fast"])
 def fast(request, backend):

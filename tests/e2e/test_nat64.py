@@ -107,7 +107,7 @@ while True:
     s.sendto(data, peer)
 """
 
-# RFC 6146 §3.5.2.2 / RFC 5382 REQ-4 (finding 10): connects to argv[1]:argv[2] (from
+# RFC 6146 §3.5.2.2 / RFC 5382 REQ-4: connects to argv[1]:argv[2] (from
 # argv[3]:argv[4] when given), sends and reads one byte, and prints "connected got=X",
 # "refused after S" (seconds since the first SYN) or "timeout".
 TCP_OPEN = r"""
@@ -129,7 +129,7 @@ except OSError as e:
     print("error %s" % e)
 """
 
-# RFC 6146 §3.5.3 (finding 9): an echo request from a ping socket whose identifier is
+# RFC 6146 §3.5.3: an echo request from a ping socket whose identifier is
 # argv[2] (a ping socket's identifier is its bound "port"); prints "reply type=T id=I"
 # or "timeout".
 ECHO_FROM = r"""
@@ -151,7 +151,7 @@ print("timeout")
 """
 
 
-# Finding 8: a UDP socket at argv[1]:argv[2] connected to argv[3]:argv[4] with IP_RECVERR;
+# A UDP socket at argv[1]:argv[2] connected to argv[3]:argv[4] with IP_RECVERR;
 # prints "ready", then the first ICMP error it gets as "type=T code=C from=A" (or "none").
 ERR_WATCH = r"""
 import select, socket, struct, sys
@@ -170,7 +170,7 @@ for level, kind, data in anc:
 print("none")
 """
 
-# Finding 8: an IPv6 router (argv[1], not the session's host) reports Address Unreachable
+# An IPv6 router (argv[1], not the session's host) reports Address Unreachable
 # (RFC 4443 §3.1, code 3) about the datagram argv[2]:argv[3] -> argv[4]:argv[5].
 ROUTER_ERROR = r"""
 import sys
@@ -417,7 +417,7 @@ class TestNat64:
         assert srv_out.strip() == "connected got=x", srv_out + " | " + nat64.qn.stats()
 
     def test_an_icmpv6_error_from_an_ipv6_router_leaves_from_the_pool_address(self, nat64):
-        # Finding 8 (RFC 6146 §3.5.3, RFC 6791): the server's kernel names the offender of
+        # RFC 6146 §3.5.3, RFC 6791: the server's kernel names the offender of
         # the translated error; it must be the pool address, never an internal host id
         # (240.0.0.0/4).
         pytest.importorskip("scapy")

@@ -454,7 +454,7 @@ def test_nat64_events_name_the_ipv6_host(quicknat, backend):
         assert not s.close()
 
 
-# --- port-block allocation (issue 12, pba) ---
+# --- port-block allocation ---
 
 # Blocks of 16 ports: the 25 flows of one subscriber (UDP and TCP share its blocks) need
 # two; ports come back 1 s after their binding goes, and then the blocks are released.
@@ -520,7 +520,7 @@ def test_port_blocks_reach_the_collectors_with_the_ports_the_servers_saw(
     check_blocks(events, flows)
 
 
-# --- audit12: the "limits" class end to end (a subscriber over its port limit) ---
+# --- the "limits" class end to end (a subscriber over its port limit) ---
 
 LIMIT = 4
 LIMITS_CONFIG = CONFIG.replace(

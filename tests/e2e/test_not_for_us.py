@@ -1,4 +1,4 @@
-"""Frames for another host are not translated (issue 13), once per backend.
+"""Frames for another host are not translated, once per backend.
 
 A bridge floods unknown unicast to every port (after a link down it forgets a MAC), and a
 veth or a promiscuous NIC hands the gateway frames whose destination MAC is another

@@ -1,4 +1,4 @@
-"""Reloading a running NAT44 gateway (issue 12) on SIGHUP, under load.
+"""Reloading a running NAT44 gateway on SIGHUP, under load.
 
     cli (10.0.0.2, 10.0.1.2) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2,
                                                                      HTTP server)
@@ -343,7 +343,7 @@ def test_siit_a_reload_moves_an_eam_entry(gw_siit):
     assert gw_siit.qn.proc.poll() is None
 
 
-# audit12: the control API of a stateless mode (issue 12: "a control API for every mode").
+# The control API of a stateless mode: every mode has one.
 def test_siit_the_control_api_answers_status_stats_and_reload(gw_siit, quicknat):
     sock = siit_sock(gw_siit.backend)
 

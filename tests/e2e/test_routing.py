@@ -1,4 +1,4 @@
-"""End-to-end tests of the routing integration (issue 13): quicknat tells a real BIRD 2
+"""End-to-end tests of the routing integration: quicknat tells a real BIRD 2
 which prefixes it serves, BIRD exports them by BGP (with BFD) to a router, and they are
 withdrawn when the gateway stops forwarding. Once per backend, in file order:
 

@@ -1,4 +1,4 @@
-"""End-to-end tests of quicknat as a service (logsvc, issue 12), once per backend:
+"""End-to-end tests of quicknat as a service, once per backend:
 
   * systemd's notify protocol, for real: a listening AF_UNIX datagram socket is the
     gateway's $NOTIFY_SOCKET (what systemd gives a Type=notify unit), with

@@ -1,4 +1,4 @@
-"""Per-subscriber limits (issue 14 finding 3, RFC 6888 REQ-3) through the live gateway.
+"""Per-subscriber limits (RFC 6888 REQ-3) through the live gateway.
 
     cli (10.0.0.2 greedy; 10.0.0.100-149 fifty others) == gw (g-in 10.0.0.1 | g-out
     198.51.100.1) == srv (198.51.100.2, a UDP echo server)
@@ -8,7 +8,7 @@ port each, sent and closed) and keeps its first socket; then the fifty others se
 datagram each from sockets of their own and wait for the answer. With
 `max_ports_per_host = 256` the greedy host stops at 256 ports (`subscriber_limit`), all
 fifty others are answered and the greedy host's first flow still works; with `0`
-(unlimited, main's behaviour) the greedy host takes all 1024 ports and the fifty are
+(unlimited) the greedy host takes all 1024 ports and the fifty are
 refused (`pool_exhausted`).
 
 Needs root.

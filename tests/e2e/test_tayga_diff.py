@@ -583,8 +583,8 @@ def df_rfc7915(pre):
 
 # RFC 7915's MTU formulas (§4.2, §5.2) use the next-hop MTUs. TAYGA takes both from its
 # TUN (1500); quicknat (no MTU keys in siit.toml, no [gateway] MTUs) from the links, which
-# `quicknat translate` counts as 1500 when not told: since issue 11 both translators
-# report the same MTUs, and the MTU allow-list entries are gone.
+# `quicknat translate` counts as 1500 when not told: both translators report the same
+# MTUs, so no MTU allow-list entries are needed.
 
 
 ALLOW = [

@@ -1,5 +1,5 @@
 """End-to-end: a real TCP connection through `quicknat run` (NAT44) survives an off-path
-RST and is closed by an in-window one (issue 14, finding 4).
+RST and is closed by an in-window one.
 
     cli (10.0.0.2) == gw (g-in 10.0.0.1 | g-out 198.51.100.1) == srv (198.51.100.2)
 
@@ -12,7 +12,8 @@ in `srv` learns the server's next sequence number from what it sent, then inject
   * one at exactly the server's next sequence number: quicknat forwards it and the
     client's kernel resets the connection.
 
-On main the first RST was forwarded to the client (and the session closed in the NAT).
+Forwarding the first RST would let an off-path guess reset the client's connection (and
+close the session in the NAT).
 
     sudo python3 -m pytest tests/e2e/test_tcp_hardening.py [--quicknat PATH]
 """

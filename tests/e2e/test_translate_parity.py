@@ -210,7 +210,7 @@ pool = ["203.0.113.1/32"]
 # (1024-65535), so it is preserved, as the TCP and UDP source ports (ephemeral) are. ping
 # picks a random one otherwise, and one below 1024 gets an RFC 6056 randomised identifier:
 # a different one in the live gateway and in `translate` (each draws its own secret), and
-# the comparison fails (a fresh-clone CI run drew 467 and 536).
+# the comparison fails.
 ECHO_ID = "4660"
 
 
@@ -465,7 +465,6 @@ class TestClatParity:
 
 
 # ------------------------------------------------- SIIT: errors for refused packets, EAM hairpin
-# (issue 11, findings 2, 4, 5)
 
 SIIT_ERRORS = """
 [siit]

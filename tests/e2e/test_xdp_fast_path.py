@@ -1,4 +1,4 @@
-"""End-to-end tests of the XDP fast path for established NAT44 flows (issue 15 item 2).
+"""End-to-end tests of the XDP fast path for established NAT44 flows.
 
 The NAT44 topology of test_nat44.py (cli == gw == srv, quicknat on AF_XDP in gw), run
 twice: with `xdp_fast_path = "off"` and `"on"`. The checks, with real traffic:
@@ -16,7 +16,7 @@ twice: with `xdp_fast_path = "off"` and `"on"`. The checks, with real traffic:
   * a TCP session ended by an RST stops being fast-pathed: its packets reach the
     AF_XDP socket again (the engine removes the session from the map at its next walk);
   * the off switch: nothing is fast-pathed, the counter never appears;
-  * operability (issue 15): `quicknat status` says whether the fast path is on and why;
+  * operability: `quicknat status` says whether the fast path is on and why;
     `quicknat stats`, /metrics and the stats line carry its counters (packets and bytes
     per direction, installs, removals, misses, map full) as an entry of its own, and the
     workers list holds the workers only (no phantom entry that never beats).
@@ -354,7 +354,7 @@ def test_the_off_switch_keeps_everything_on_the_slow_path(runs):
     assert "xdp fast path: on" not in off.g.qn.text()
 
 
-# -- operability (issue 15): status, stats, /metrics and the stats line --
+# -- operability: status, stats, /metrics and the stats line --
 
 def metric(text, name):
     """The value of the sample line `name` (with its labels) in a /metrics text, or None."""

@@ -91,9 +91,9 @@ ipv6_mtu = 1500
 ipv4_mtu = 1500
 {options}"""
 
-# The same packets through the stateless translator (issue 15 item 2, SIIT/CLAT): the
+# The same packets through the stateless translator (SIIT/CLAT): the
 # client is the EAM entry 203.0.113.1 <-> 2001:db8:1::2 (so it shows the server the
-# address NAT64's pool gave it) and the server is in the Pref64, as before; the ports are
+# address NAT64's pool gave it) and the server is in the Pref64, as for NAT64; the ports are
 # the client's own. The IPv4 side is SIIT's inside: g-out. A CLAT is this translator
 # with one EAM entry and the PLAT as its Pref64 (`SiitConfig::clat`).
 MODES = {

@@ -1,5 +1,5 @@
-//! Hash flooding, measured: new TCP flows crafted to share one bucket of quicknat's old
-//! unkeyed session hash against as many random flows, through a fresh NAT44 engine each
+//! Hash flooding, measured: new TCP flows crafted to share one bucket of an unkeyed
+//! session hash against as many random flows, through a fresh NAT44 engine each
 //! (`bench::hashflood`). Prints nanoseconds per SYN and per established packet, and the
 //! collision/random ratio of each (medians of alternating rounds).
 //!

@@ -1,6 +1,5 @@
-//! `quicknat-bench --csit`: NAT44 profiles that follow FD.io CSIT's NAT44ed methodology
-//! (issue 15, item 5), so quicknat's rows can be put next to VPP's published per-core
-//! results.
+//! `quicknat-bench --csit`: NAT44 profiles that follow FD.io CSIT's NAT44ed methodology,
+//! so quicknat's rows can be put next to VPP's published per-core results.
 //!
 //! CSIT's NAT44 bindings (methodology, "NAT44 Prefix Bindings" and "NAT44 Session
 //! Scale"): 63 ports per inside address and a sharing ratio of 1024 inside addresses per

@@ -1,7 +1,7 @@
 //! `quicknat-bench --flows N,M,...`: only the flows cells (NAT44, 1 worker, 64 B), the
 //! flow counts alternating within each round, medians over the rounds, and each count's
-//! rate as a ratio to the first's — the engine's memory-speed figure of issue 15 (1M flows
-//! against 8k in the same run).
+//! rate as a ratio to the first's — the engine's memory-speed figure (1M flows against 8k
+//! in the same run).
 
 use std::fmt::Write as _;
 use std::time::Duration;

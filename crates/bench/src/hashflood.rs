@@ -1,13 +1,13 @@
-//! Hash flooding (issue 14, finding 2): new TCP flows from inside hosts whose session keys
-//! all land in one bucket of the session hash quicknat used to have (unkeyed, public
-//! constants), against as many random flows. The attacker's model of that old hash is
-//! written out here ([`old_hash`]): it is what anyone could read in the source, and what
-//! made 20,000 crafted SYNs cost 2.18 s against 0.02 s for random ones. With the keyed
-//! hash (a strongly universal multiply-add-shift under a secret per-process key, see
-//! `conntrack::key`) the crafted flows are as spread out as
-//! random ones, so the two costs should match (`examples/hashflood.rs` measures the ratio).
+//! Hash flooding: new TCP flows from inside hosts whose session keys all land in one
+//! bucket of an unkeyed session hash with public constants, against as many random flows.
+//! That hash is the attacker's model, written out here ([`old_hash`]): a hash anyone can
+//! read in the source lets an attacker put every flow in one chain, so each lookup walks
+//! it and the crafted SYNs cost far more than random ones. With the keyed hash (a
+//! strongly universal multiply-add-shift under a secret per-process key, see
+//! `conntrack::key`) the crafted flows are as spread out as random ones, so the two costs
+//! should match (`examples/hashflood.rs` measures the ratio).
 //!
-//! How the flows are crafted (O(1) each, no search): the old hash is
+//! How the flows are crafted (O(1) each, no search): the unkeyed hash is
 //! `mix(w0 * M1 ^ w1 * M2)` with `mix` invertible; any value whose mixed low 20 bits are
 //! zero is one bucket of every table up to 2^20 buckets. Pick such a mixed value, invert
 //! `mix`, then solve for the fields an inside host controls: the destination address fixes
@@ -32,7 +32,7 @@ const M1: u64 = 0x9E37_79B9_7F4A_7C15;
 const M2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 const M3: u64 = 0xFF51_AFD7_ED55_8CCD;
 
-/// The session hash of quicknat before the fix (the attacker's model): the packed key's
+/// An unkeyed session hash with public constants (the attacker's model): the packed key's
 /// two words `w0 = src << 32 | dst`, `w1 = sport << 48 | dport << 32 | proto` (TCP = 0).
 pub fn old_hash(w0: u64, w1: u64) -> u64 {
     let mut h = w0.wrapping_mul(M1) ^ w1.wrapping_mul(M2);
@@ -200,7 +200,7 @@ pub fn run(flows: &[Flow]) -> FloodCost {
 mod tests {
     use super::*;
 
-    /// The crafted flows really are one bucket of the old hash (so the benchmark attacks
+    /// The crafted flows really are one bucket of the unkeyed hash (so the benchmark attacks
     /// what it claims to), and are distinct, routable TCP flows.
     #[test]
     fn crafted_flows_collide_under_the_old_hash() {

@@ -1,6 +1,6 @@
-//! quicknat's benchmarks: the in-memory benchmark (`quicknat-bench`, formerly
-//! `quicknat bench`) and, beside it, the criterion micro-benchmarks (`benches/hot.rs`) and
-//! a profiling loop (`examples/hotloop.rs`).
+//! quicknat's benchmarks: the in-memory benchmark (`quicknat-bench`) and, beside it, the
+//! criterion micro-benchmarks (`benches/hot.rs`) and a profiling loop
+//! (`examples/hotloop.rs`).
 //!
 //! The in-memory benchmark builds realistic traffic (both directions, TCP and UDP, a given
 //! number of flows and frame-size mix), runs it through the real engine on N worker
@@ -19,18 +19,18 @@
 //! Every figure is measured on the machine it runs on; nothing here is a constant.
 
 pub mod balance;
-/// `--csit`: NAT44 profiles after FD.io CSIT's NAT44ed methodology (issue 15, item 5).
+/// `--csit`: NAT44 profiles after FD.io CSIT's NAT44ed methodology.
 pub mod csit;
 mod extra;
-/// `--flows`: the flows cells alone, alternating, medians and ratios (issue 15).
+/// `--flows`: the flows cells alone, alternating, medians and ratios.
 pub mod flows;
-/// Hash flooding: SYNs crafted against the old unkeyed session hash vs random ones.
+/// Hash flooding: SYNs crafted against an unkeyed session hash vs random ones.
 pub mod hashflood;
 /// Instructions per packet under callgrind, and the check against the committed baseline.
 pub mod icount;
 pub mod listing;
 pub mod nat64;
-/// `--plot DIR`: SVG charts of the bench, CSIT and lab figures (issue 15, item 5).
+/// `--plot DIR`: SVG charts of the bench, CSIT and lab figures.
 pub mod plot;
 mod report;
 pub mod rss;
@@ -137,8 +137,8 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
     for &rules in rule_counts {
         let prep = prepare(flows_main, FrameMix::Fixed(64), rules, 1);
         let m = measure(&prep, 1, Dispatch::Rss, cell);
-        // A lower layer on purpose: the rule table's hashed search against the linear
-        // scan it replaced, without the rest of the engine around it.
+        // A lower layer on purpose: the rule table's hashed search against a linear
+        // scan, without the rest of the engine around it.
         let cfg = prep.shared.config();
         let prefixes: Vec<_> = cfg.rules.iter().map(|x| x.inside).collect();
         let table = RuleTable::new(prefixes.iter());

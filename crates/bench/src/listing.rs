@@ -1,5 +1,4 @@
-//! Does listing a full session table stop forwarding? (issue 12: "listing 1M sessions
-//! does not stop forwarding".)
+//! Does listing a full session table stop forwarding? (It must not, even at 1M sessions.)
 //!
 //! A NAT44 engine holds `sessions` live UDP sessions. One worker thread translates
 //! packets of existing sessions as fast as it can (the hot path: lookup, rewrite,

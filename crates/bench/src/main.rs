@@ -1,5 +1,5 @@
-//! `quicknat-bench`: the in-memory benchmark of quicknat's engine (formerly
-//! `quicknat bench`). Prints tables or JSON; fails when a sampled output does not verify.
+//! `quicknat-bench`: the in-memory benchmark of quicknat's engine. Prints tables or JSON;
+//! fails when a sampled output does not verify.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,7 +30,7 @@ struct Cli {
     /// this many sessions as JSON lines (alternating windows; e.g. 1000000).
     #[arg(long, value_name = "SESSIONS")]
     listing: Option<usize>,
-    // -- instructions per packet (issue 15, item 4) --
+    // -- instructions per packet --
     /// Only the instruction counts: instructions per packet of each mode's fast path and
     /// first packet, under `valgrind --tool=callgrind` (deterministic; a release build).
     #[arg(long)]
@@ -53,7 +53,7 @@ struct Cli {
     /// count (e.g. 8192,1048576).
     #[arg(long, value_name = "N,M,...", value_delimiter = ',')]
     flows: Option<Vec<usize>>,
-    // -- CSIT profiles and plots (issue 15, item 5) --
+    // -- CSIT profiles and plots --
     /// Only the CSIT NAT44ed profiles: TPUT (Mpps on established sessions) and CPS
     /// (connections set up and torn down per second), UDP and TCP, 4k..4M sessions at 63
     /// ports per inside address and sharing ratio 1024, one core (quick: 4k..64k).
@@ -82,7 +82,7 @@ fn main() -> ExitCode {
 
 /// Runs the benchmark and prints tables or JSON.
 fn run(cli: &Cli) -> anyhow::Result<()> {
-    // -- instructions per packet (issue 15, item 4) --
+    // Instructions per packet.
     if let Some(spec) = &cli.icount_child {
         println!(
             "{}",
@@ -104,7 +104,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    // -- CSIT profiles (issue 15, item 5) --
+    // CSIT profiles.
     if cli.csit {
         return csit(cli);
     }
@@ -170,7 +170,6 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-// -- CSIT profiles (issue 15, item 5) --
 /// `--csit`: the CSIT NAT44ed profiles, as a table or JSON, and their plots.
 fn csit(cli: &Cli) -> anyhow::Result<()> {
     use bench::csit::{CsitOptions, Scale};

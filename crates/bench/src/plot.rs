@@ -1,4 +1,4 @@
-//! `--plot DIR` (issue 15, item 5): SVG charts of what `quicknat-bench` and
+//! `--plot DIR`: SVG charts of what `quicknat-bench` and
 //! `quicknat-lab lab` measured, drawn with plotters' SVG backend (text stays `<text>`, no
 //! font stack). File names are fixed per chart, so a rerun replaces them:
 //!

@@ -50,7 +50,7 @@ pub struct RuleRow {
     pub linear_mlookups: f64,
 }
 
-/// The target for NAT64 on one core, 64-byte frames, in memory (Mpps).
+/// The target for NAT64 on one core, 64-byte frames, in memory (Mpps).
 pub const NAT64_TARGET_MPPS: f64 = 15.0;
 
 /// One row of the NAT64 table (64 B frames, established UDP flows).

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// fast_path.h: the XDP fast path for established IPv4 TCP/UDP flows (issue 15 item 2),
-// included by xdp_steer.c. User space (the engine, through the runtime) installs one
+// fast_path.h: the XDP fast path for established IPv4 TCP/UDP flows, included by
+// xdp_steer.c. User space (the engine, through the runtime) installs one
 // entry per direction of an established session in `fast_v4`: the packet's tuple as it
 // arrives on this interface -> the rewrite (new addresses and ports, checksum deltas
 // precomputed, egress devmap slot, MACs). A hit is rewritten here and redirected out of
-// the other interface; anything the engine must see goes to the AF_XDP socket as
-// before: a miss, TCP SYN/FIN/RST, fragments, IP options, a TTL that would expire, a
+// the other interface; anything the engine must see goes on to the AF_XDP socket: a
+// miss, TCP SYN/FIN/RST, fragments, IP options, a TTL that would expire, a
 // packet longer than the egress MTU, a tagged frame, a transport checksum that is only
 // the pseudo-header sum (a veth peer's tx checksum offload: user space completes it).
 //
@@ -350,7 +350,7 @@ static __attribute__((always_inline)) int fast_path_v4(struct xdp_md *ctx, __u8 
 	return fast_send(data, v->dmac, ETH_P_IP, (__u64)(end - data), v->egress);
 }
 
-/* --- NAT64 (issue 15 item 2): the header changes family, so it shrinks or grows by 20
+/* --- NAT64: the header changes family, so it shrinks or grows by 20
  * bytes (bpf_xdp_adjust_head). Each per-packet field follows the engine's established
  * NAT64 path (engine::nat64, outbound_fast / inbound_fast, and xlat::siit) step by step, so
  * the bytes leaving are its bytes: the transport checksum is updated in the engine's

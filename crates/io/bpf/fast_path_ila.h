@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// fast_path_ila.h: the XDP fast path for ILA (issue 15 item 2, "ILA where the rewrite fits
-// in XDP"), included by xdp_steer.c after fast_path.h, whose counters, devmap, checksum
-// helpers and send tail it uses.
+// fast_path_ila.h: the XDP fast path for ILA, for the mappings whose rewrite fits in XDP,
+// included by xdp_steer.c after fast_path.h, whose counters, devmap, checksum helpers and
+// send tail it uses.
 //
 // ILA is stateless: one mapping (identifier -> locator) gives two entries, one per
 // interface, keyed by the whole IPv6 destination as it arrives: inside, the SIR address
@@ -17,7 +17,7 @@
 // ones'-complement sum, so it stays right).
 //
 // The hop limit is decremented as the engine's ILA stage does. Everything else goes to
-// the AF_XDP socket as before: a miss, extension headers and next headers other than
+// the AF_XDP socket, for the engine: a miss, extension headers and next headers other than
 // TCP/UDP/ICMPv6 (the engine walks the chain), TCP SYN/FIN/RST, a hop limit of 1 or less
 // (Time Exceeded is owed), a packet longer than the egress MTU (Packet Too Big), padded
 // or truncated frames, and a partial TCP/UDP checksum the program cannot complete.

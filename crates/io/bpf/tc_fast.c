@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
 // tc_fast: the fast path for established flows on the AF_PACKET backend, at the tc
-// ingress hook (issue 15 items 2 and 6). The same maps and entries as the XDP fast path
+// ingress hook. The same maps and entries as the XDP fast path
 // (fast_path.h: user space installs them the same way, crates/io/src/afxdp/fast_path.rs);
 // what differs is where it runs:
 //
@@ -37,7 +37,7 @@
 // it as it came, for the engine. A helper failing after that (it never has: the skb was
 // made writable before the program runs) drops the frame and counts it (FAST_LOST).
 //
-// NAT64 (issue 15, "the tc hook for NAT64"): the same for `fast_64` (IPv6 arriving inside)
+// NAT64: the same for `fast_64` (IPv6 arriving inside)
 // and `fast_46` (IPv4 arriving outside), the family changed by bpf_skb_change_proto (which
 // moves the 20 bytes the header shrinks or grows by, after the Ethernet header). The
 // transport checksum takes the engine's steps in the engine's order through

@@ -26,7 +26,6 @@
 //!   socket options), each `unsafe` block with its `// SAFETY:` line.
 
 pub mod afpacket;
-// -- announced routes (issue 13) --
 pub mod afxdp;
 pub mod announce;
 pub mod capture;

@@ -137,8 +137,8 @@ pub trait Port: Send {
 
     /// Lends each frame the next [`recv`](Self::recv) would hand out (at most one batch),
     /// read-only and without taking it, so that a worker can start loading what those
-    /// frames will need before it processes the first (the engine's staged batch, issue
-    /// 15). A hint: frames arriving meanwhile are received unpeeked, and partial
+    /// frames will need before it processes the first (the engine's staged batch). A
+    /// hint: frames arriving meanwhile are received unpeeked, and partial
     /// checksums are not completed yet. The default lends nothing.
     fn peek<F: FnMut(&[u8])>(&mut self, _f: F) {}
 }

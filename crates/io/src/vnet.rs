@@ -6,8 +6,8 @@
 //! It carries what an offloading NIC would have been told: whether the transport
 //! checksum still has to be finished (`NEEDS_CSUM`, at `csum_start + csum_offset`)
 //! and whether the frame is a GSO super-packet to be cut into `gso_size`-byte
-//! segments. Received with it, a 64 KiB TCP super-packet from veth is no longer
-//! an oversize mystery; sent with it, the kernel segments (or passes to a device
+//! segments. Received with it, a 64 KiB TCP super-packet from veth is recognisable
+//! as one, not an oversize mystery; sent with it, the kernel segments (or passes to a device
 //! with TSO) and completes the checksum, so a user-space forwarder keeps the
 //! kernel's offloads.
 //!

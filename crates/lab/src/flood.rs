@@ -1,5 +1,5 @@
 //! `quicknat-lab flood`: the attack lab's raw-frame generator, and the attacker's model of
-//! main's unkeyed session hash.
+//! an unkeyed session hash.
 //!
 //! The generator writes whole Ethernet frames on one interface through an AF_PACKET socket
 //! (`io::afpacket::AfPacketTx`: `sendmmsg` batches), so it can forge what a socket cannot:
@@ -12,10 +12,12 @@
 //! - [`Pattern::Greedy`]: one source opening new flows as fast as it can, random source
 //!   ports to random destinations and ports in a prefix, UDP and TCP SYN alternating.
 //!
-//! [`old_key_hash`] is a copy of `conntrack::Key::hash` (and `Key::of`'s packing) as it was
-//! on main at ec760bf, before the hash was keyed: the attacker computes collisions offline
-//! against it ([`find_collisions`]). The gateway under test may use another hash by now;
-//! the lab measures whatever binary it is given.
+//! [`old_key_hash`] is an unkeyed multiply-xorshift hash with public constants over
+//! conntrack's packed TCP key ([`old_key`]), in a session index sized as conntrack sizes
+//! it ([`old_bucket_mask`]): the attacker's model, against which it computes collisions
+//! offline ([`find_collisions`]). Crafted tuples collide only in a gateway that hashes
+//! this way; against a keyed hash they spread like random ones. The lab measures whatever
+//! binary it is given.
 //!
 //! Lab equipment only: it never runs on the data path, and it sends only into the lab's
 //! own namespaces.
@@ -363,7 +365,7 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
     })
 }
 
-/// `conntrack::key::Key::of` on main at ec760bf: a TCP tuple packed into two words
+/// conntrack's key packing: a TCP tuple packed into two words
 /// (`w0 = src << 32 | dst`, `w1 = sport << 48 | dport << 32 | proto`, TCP = 0).
 pub fn old_key(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16)) -> (u64, u64) {
     let w0 = (u64::from(u32::from(src.0)) << 32) | u64::from(u32::from(dst.0));
@@ -371,7 +373,7 @@ pub fn old_key(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16)) -> (u64, u64) {
     (w0, w1)
 }
 
-/// `conntrack::key::Key::hash` on main at ec760bf, unkeyed: the attacker's model.
+/// An unkeyed hash of the packed key with public constants: the attacker's model.
 #[inline]
 pub fn old_key_hash(k: (u64, u64)) -> u64 {
     let mut h = k.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.1.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
@@ -380,14 +382,14 @@ pub fn old_key_hash(k: (u64, u64)) -> u64 {
     h ^ (h >> 29)
 }
 
-/// The bucket mask of main's session index for `max_sessions` (`SessionTable::new` makes
+/// The bucket mask of the session index for `max_sessions` (`SessionTable::new` makes
 /// `ChainIndex::new(2 * capacity)`: at least 16 buckets, rounded up to a power of two).
 pub fn old_bucket_mask(max_sessions: usize) -> u64 {
     (max_sessions.saturating_mul(2).max(16).next_power_of_two() - 1) as u64
 }
 
 /// `count` distinct sources in `src_net` (ports 1024-65535) whose TCP tuples to `dst` all
-/// land in one bucket of main's session index sized for `max_sessions`: a brute-force
+/// land in one bucket of an unkeyed session index sized for `max_sessions`: a brute-force
 /// search (about `count x buckets` hash evaluations).
 pub fn find_collisions(
     dst: (Ipv4Addr, u16),
@@ -541,8 +543,8 @@ mod tests {
 
     #[test]
     fn old_hash_is_mains_key_hash() {
-        // A vector computed with conntrack::Key::hash at ec760bf:
-        // Key::of(TCP 10.128.0.1:1024 -> 203.0.113.1:8080).
+        // A fixed vector of the model: the packed key of
+        // TCP 10.128.0.1:1024 -> 203.0.113.1:8080 and its hash.
         let k = old_key(
             ("10.128.0.1".parse().unwrap(), 1024),
             ("203.0.113.1".parse().unwrap(), 8080),

@@ -116,7 +116,7 @@ enum Command {
         /// cluster: offered rate per gateway's subscribers in the throughput cell, packets/s.
         #[arg(long, value_name = "PPS", default_value_t = 50_000)]
         gateway_pps: u64,
-        // -- plots (issue 15, item 5) --
+        // -- plots --
         /// nat44: write SVG charts (lab-ratios.svg: quicknat over each reference, per
         /// measure) into this directory.
         #[arg(long, value_name = "DIR")]
@@ -538,7 +538,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         .filter(|b| !b.is_empty())
         .collect();
     for b in &backends {
-        // The NAT44, NAT64, SIIT and ILA labs take the fast path's arms (issue 15): xdpfast,
+        // The NAT44, NAT64, SIIT and ILA labs take the fast path's arms: xdpfast,
         // AF_XDP with the XDP fast path on, and tcfast, AF_PACKET with it at the tc hook.
         let fast_lab = matches!(
             topology,

@@ -13,8 +13,8 @@ pub mod offline;
 pub mod reload;
 
 pub use link::l3_offset;
-// logsvc (issue 12)
+// Running as a service: start-up checks and systemd's readiness protocol.
 pub mod preflight;
 pub mod sdnotify;
-// -- routing integration (issue 13) --
+// Routing integration.
 pub mod routing;

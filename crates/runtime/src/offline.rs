@@ -743,10 +743,9 @@ mod tests {
         v
     }
 
-    /// Issue 14 finding 10: `translate X X` truncated X before reading it (505,224 bytes
-    /// -> 7,174) and blamed the input. The same file, named by the same path, another
-    /// path, a symlink or a hard link, is refused before anything is written, and the
-    /// capture is left intact.
+    /// `translate X X` must not truncate X before reading it (and then blame the input).
+    /// The same file, named by the same path, another path, a symlink or a hard link, is
+    /// refused before anything is written, and the capture is left intact.
     #[test]
     fn output_that_is_the_input_is_refused_and_the_input_kept() {
         let dir = std::env::temp_dir().join(format!("qn-same-{}", std::process::id()));

@@ -1,4 +1,4 @@
-//! Start-up checks (logsvc, issue 12): what the host must look like for the gateway to
+//! Start-up checks: what the host must look like for the gateway to
 //! work as configured, told before it starts, each as a clear warning with its fix.
 //!
 //! Every check is a pure decision on facts passed in ([`Facts`], read by [`gather`] from
@@ -18,7 +18,7 @@
 //!   super-packets an XDP socket cannot take, TSO hands it unsegmented ones.
 //! - **AF_XDP asked for but not built** (no clang at build time): it falls back to
 //!   AF_PACKET; the fix is to install clang and rebuild.
-//! - **No TUN driver with `[routing]`** (issue 13): the announcement device cannot be
+//! - **No TUN driver with `[routing]`**: the announcement device cannot be
 //!   created, so the gateway cannot start; the fix is `modprobe tun` (or passing
 //!   /dev/net/tun into the container).
 
@@ -57,7 +57,6 @@ pub struct Facts {
     pub offloads_on: Vec<(String, Vec<String>)>,
     /// Whether this build carries the AF_XDP program.
     pub af_xdp_built: bool,
-    // -- routing integration (issue 13) --
     /// Why /dev/net/tun cannot be used, if it cannot.
     pub tun_missing: Option<String>,
 }
@@ -72,7 +71,7 @@ pub fn public_pool(mode: &ModeConfig) -> Vec<(Ipv4Addr, u8)> {
             .flat_map(|r| r.pool.iter().map(|p| (p.addr(), p.len())))
             .chain(c.static_nat.iter().map(|s| (s.public, 32)))
             .chain(c.port_forwards.iter().map(|f| (*f.public.ip(), 32)))
-            // Deterministic NAT (issue 13, det): its public prefix.
+            // Deterministic NAT: its public prefix.
             .chain(
                 c.deterministic
                     .iter()
@@ -162,7 +161,6 @@ pub fn check_af_xdp(gw: &GatewayConfig, facts: &Facts) -> Vec<Finding> {
     }
 }
 
-// -- routing integration (issue 13) --
 /// `[routing]` announces prefixes but the TUN driver is missing.
 pub fn check_tun(gw: &GatewayConfig, facts: &Facts) -> Vec<Finding> {
     match &facts.tun_missing {
@@ -377,7 +375,6 @@ mod tests {
         assert!(p.contains(&(Ipv4Addr::new(203, 0, 113, 99), 32)), "{p:?}");
     }
 
-    // -- routing integration (issue 13) --
     #[test]
     fn a_missing_tun_driver_matters_only_with_routing() {
         let facts = Facts {

@@ -32,7 +32,7 @@ pub struct Loaded {
     /// Warnings the loader found (timeouts below RFC minimums, memory), for the log.
     pub warnings: Vec<String>,
     /// SHA-256 of the bytes the loader parsed (lower-case hex), if it read a file: `quicknat
-    /// status` shows it once the reload applies (audit12).
+    /// status` shows it once the reload applies.
     pub sha256: Option<String>,
 }
 
@@ -49,7 +49,7 @@ pub struct Running {
     /// ILA's control state (its mappings reload through it).
     pub ila: Option<Arc<ControlState>>,
     /// The configuration file `quicknat status` shows, shared with the control API: an
-    /// applied reload records the hash of the bytes it loaded (audit12).
+    /// applied reload records the hash of the bytes it loaded.
     pub source: Option<Arc<Mutex<ConfigSource>>>,
 }
 
@@ -117,7 +117,6 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
         ("mtu", o.mtu != n.mtu),
         ("metrics", o.metrics != n.metrics),
         ("[logging]", o.natlog != n.natlog),
-        // -- XDP fast path (issue 15 item 2) --
         ("xdp_fast_path", o.xdp_fast_path != n.xdp_fast_path),
         (
             "xdp_fast_path_entries",
@@ -127,7 +126,6 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
             "xdp_fast_path_idle",
             o.xdp_fast_path_idle != n.xdp_fast_path_idle,
         ),
-        // -- routing integration (issue 13) --
         ("[routing]", o.routing != n.routing),
     ]
     .into_iter()
@@ -216,7 +214,7 @@ mod tests {
         assert_eq!(h().unwrap(), "nat44: no change");
     }
 
-    // audit12: `quicknat status` shows the hash of the file in force, after a reload too.
+    // `quicknat status` shows the hash of the file in force, after a reload too.
     #[test]
     fn an_applied_reload_records_the_hash_a_refused_one_does_not() {
         let start = nat44("203.0.113.1/32", 7440);
@@ -248,7 +246,6 @@ mod tests {
         );
     }
 
-    // -- routing integration (issue 13) --
     #[test]
     fn a_routing_change_is_refused_by_name() {
         let o = GatewayConfig::new("in0".into(), "out0".into());

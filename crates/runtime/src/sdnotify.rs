@@ -1,6 +1,6 @@
-//! systemd's readiness protocol, `sd_notify(3)` (logsvc, issue 12): one datagram per state
-//! change to the `AF_UNIX` socket named by `$NOTIFY_SOCKET` (a path, or `@name` in the
-//! abstract namespace). Without the variable (not started by systemd as `Type=notify`)
+//! systemd's readiness protocol, `sd_notify(3)`: one datagram per state change to the
+//! `AF_UNIX` socket named by `$NOTIFY_SOCKET` (a path, or `@name` in the abstract
+//! namespace). Without the variable (not started by systemd as `Type=notify`)
 //! every call here does nothing.
 //!
 //! What the gateway says, and when:

@@ -1,4 +1,4 @@
-//! The XDP fast path's maps (issue 15 item 2): what user space installs so the steering
+//! The XDP fast path's maps: what user space installs so the steering
 //! program (`bpf/fast_path.h`) rewrites and redirects a flow's packets itself.
 //!
 //! One [`FastPath`] per interface: its `fast_v4` map holds the flows *arriving* on that

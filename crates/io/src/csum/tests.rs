@@ -1,6 +1,6 @@
-//! The assertions of the two former completers (`afpacket/csum.rs`, `afxdp/csum.rs`),
-//! both entry points checked against each other and against `wire`'s verification, and
-//! proptests that no input panics.
+//! The completer's tests: a frame known to be partial (AF_PACKET's ring flag), a frame
+//! recognised as partial from its bytes (AF_XDP), both entry points checked against each
+//! other and against `wire`'s verification, and proptests that no input panics.
 
 use proptest::prelude::*;
 use wire::checksum::{self, checksum};
@@ -168,7 +168,7 @@ fn verifies(f: &[u8]) -> bool {
     }
 }
 
-// ---- from afpacket/csum.rs: the frame is known to be partial (ring flag) ----
+// ---- the frame is known to be partial (ring flag) ----
 
 #[test]
 fn completes_partial_udp4() {
@@ -211,7 +211,7 @@ fn leaves_ready_frames_alone_and_refuses_what_it_cannot_fix() {
     }
 }
 
-// ---- from afxdp/csum.rs: recognised from the bytes ----
+// ---- partial, recognised from the bytes ----
 
 /// A UDP datagram without a checksum (field 0) whose pseudo-header sum folds to 0xFFFF
 /// (ones'-complement equal to 0) is not taken for a partial one: "no checksum" stays, as
@@ -292,7 +292,7 @@ fn leaves_complete_and_unrelated_frames_alone() {
     assert!(verifies_v4(&padded[..padded.len() - 20], 14));
 }
 
-// ---- new: both entry points, every family and tag ----
+// ---- both entry points, every family and tag ----
 
 #[test]
 fn both_ways_write_the_checksum_a_full_computation_gives() {

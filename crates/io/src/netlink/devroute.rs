@@ -1,5 +1,5 @@
 //! Routes that announce rather than forward: `PREFIX dev DEV table T proto P metric M`,
-//! added and deleted over rtnetlink (issue 13). A routing daemon learns them from table
+//! added and deleted over rtnetlink. A routing daemon learns them from table
 //! `T` (BIRD: `protocol kernel { kernel table T; learn; }`) and exports them by BGP; no
 //! `ip rule` points at that table, so the kernel never forwards by them.
 

@@ -31,7 +31,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::BitAnd;
 
 mod parse;
-// -- announced routes (issue 13) --
+// Announced routes.
 mod devroute;
 pub use devroute::{DevRoute, PROTO_QUICKNAT, TABLE_ANNOUNCE};
 mod socket;
@@ -392,7 +392,7 @@ impl NeighborCache {
     }
 }
 
-// -- The parser's whole surface over one datagram, for the fuzzers (issue 14) ----------
+// -- The parser's whole surface over one datagram, for the fuzzers ----------------------
 
 /// What one message of a datagram from the kernel was read as by [`parse_datagram`].
 #[derive(Debug)]

@@ -1,8 +1,8 @@
 //! The gateway's own CPU time, read from the kernel's accounting instead of a soaker.
 //!
 //! A SCHED_IDLE soaker measures a core's CPU as the share of its idle rate it lost; on a
-//! machine shared with other jobs its baseline drifts, and it read more than its baseline
-//! (so "0 ns per packet") whenever a compiler left the core. Here the gateway's cost is read
+//! machine shared with other jobs its baseline drifts, and it reads more than its baseline
+//! (so "0 ns per packet") whenever another job leaves the core. Here the gateway's cost is read
 //! directly, in nanoseconds, for the same offered load:
 //!
 //! - quicknat's threads: the first field of `/proc/<pid>/task/*/schedstat` (time on CPU,
@@ -29,8 +29,8 @@
 //!
 //! Every core is read ([`CpuSample::take_cores`] with [`super::floor::all_cores`]): with
 //! XDP attached to a veth, or veth NAPI, the receive work runs on the *sending* core, and RPS
-//! does not always move it to the gateway's; reading one core read 0 ns per packet for the
-//! kernel's arm in a CI run. Other jobs' softirq adds to every arm alike (the labs run
+//! does not always move it to the gateway's, so reading one core alone can show 0 ns per
+//! packet for the kernel's arm. Other jobs' softirq adds to every arm alike (the labs run
 //! nothing else meanwhile; the NAT44 lab also subtracts an idle second measured before).
 
 use std::collections::HashMap;
@@ -115,8 +115,8 @@ impl CpuSample {
 /// Under tick accounting the softirq column only counts the ticks that land in softirq, and
 /// with `NO_HZ` idle (the lab's VMs: `CONFIG_NO_HZ_IDLE`) a core that wakes from idle for an
 /// interrupt, runs its softirq on the way out and goes back to sleep has no tick running:
-/// that work is never sampled. Lightly loaded arms look cheap. On 2026-11-25 the kernel
-/// NAT at 200 kpps read 284 ns per packet in the softirq column and 1997 ns here.
+/// that work is never sampled, so lightly loaded arms look far cheaper in the softirq
+/// column than their busy time says.
 ///
 /// The idle column does not have this problem. With `NO_HZ` it is `get_cpu_idle_time_us`,
 /// measured from clock reads at idle entry and exit, and an interrupt taken while idle

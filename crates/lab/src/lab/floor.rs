@@ -1,5 +1,6 @@
-//! The NAT44 lab's floor arms (issue 15, "know the floor"): on the same topology and in the
-//! same alternating run as quicknat and the kernel's nftables NAT,
+//! The NAT44 lab's floor arms, so quicknat's figures can be read against the floor of
+//! each way of forwarding: on the same topology and in the same alternating run as
+//! quicknat and the kernel's nftables NAT,
 //!
 //! - **kernel forwarding** (no NAT): `ip_forward=1`, nothing else;
 //! - **kernel NAT with an nftables flowtable** (`flowtable ... hook ingress devices = {g-in,
@@ -24,10 +25,10 @@
 //! *sending* core), so reading the gateway core alone would call an XDP forwarder free.
 //! quicknat and the forwarders are pinned to the gateway core and RPS steers the kernel's
 //! receive work there. The machine's rates in the second before the cell (no lab traffic:
-//! other jobs) are subtracted. Until 2026-11-25 the gateway core was read by its softirq
-//! column too. A lightly loaded core wakes from idle, runs its softirq and sleeps again
-//! with no tick running, so that column read the kernel NAT at 200 kpps as 284 ns per
-//! packet against 1997 ns of measured busy time.
+//! other jobs) are subtracted. The gateway core is not read by its softirq column: a
+//! lightly loaded core wakes from idle, runs its softirq and sleeps again with no tick
+//! running, so that column misses most of its work and makes lightly loaded arms look
+//! cheap.
 //!
 //! **Capacity is measured as a cost, not as a rate** ([`UdpCell::capacity_pps`]): on a
 //! 2-vCPU VM the generator and the gateway share the machine (and on veth the XDP arms'

@@ -27,7 +27,7 @@
 //!   SIR routes: the same user-space forwarding, minus the translation. ILA against this
 //!   is the cost of translating, the figure Linux's 3.4% measures (ILA vs no ILA on the
 //!   same path); ILA against `direct` adds the cost of forwarding in user space.
-//! - `--backends ...,xdpfast` (issue 15): the ila path on AF_XDP with the XDP fast path on
+//! - `--backends ...,xdpfast`: the ila path on AF_XDP with the XDP fast path on
 //!   ([`super::xdpfast`]): each router copies its mappings into the steering program, which
 //!   rewrites and redirects the packets itself (ra: b's mapping SIR -> ILA, a's ILA -> SIR;
 //!   rb the mirror image). The hosts' veths get an `XDP_PASS` program, without which a

@@ -22,7 +22,7 @@ pub mod floor;
 pub mod ila;
 pub mod nat44;
 pub mod nat64;
-/// `--plot DIR`: the NAT44 lab's ratios as an SVG bar chart (issue 15, item 5).
+/// `--plot DIR`: the NAT44 lab's ratios as an SVG bar chart.
 pub mod plot;
 pub(crate) mod xdpfast;
 

@@ -121,8 +121,8 @@ pub struct Nat64Result {
     /// Packets the generator offered per second in that cell.
     pub udp_offered_pps: f64,
     /// iperf3, 1 stream, offloads ON at the client and the server (TSO: 64 KB
-    /// super-packets reach the gateway; quicknat on AF_PACKET passes them through, issue
-    /// 15 item 6) (Gbit/s).
+    /// super-packets reach the gateway; quicknat on AF_PACKET passes them through)
+    /// (Gbit/s).
     pub tcp1_on: f64,
     /// The XDP fast-path arm: the share of each cell's packets the XDP program forwarded
     /// (the rest reached the AF_XDP socket); `None` for the other arms and TAYGA.
@@ -654,7 +654,7 @@ mod tests {
             "{text}"
         );
         assert!(Xlat::Siit.sides("[gateway]\ninside = \"x\"\n").is_err());
-        // NAT64 as it was.
+        // NAT64 keeps the template's sides.
         let n = Xlat::Nat64
             .sides(&xdpfast::config_for(xdpfast::BACKEND, &Xlat::Nat64.mode()))
             .unwrap();

@@ -1,4 +1,4 @@
-//! `quicknat-lab lab --plot DIR` (issue 15, item 5): the NAT44 lab's ratios, quicknat's
+//! `quicknat-lab lab --plot DIR`: the NAT44 lab's ratios, quicknat's
 //! figure over each reference arm's (kernel NAT, flowtable, its I/O model's floor), per
 //! measure, as grouped bars with a line at 1.0 — what the README shows beside the table.
 

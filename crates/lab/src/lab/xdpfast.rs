@@ -1,4 +1,4 @@
-//! The NAT44 and NAT64 labs' `quicknat xdpfast` arm (issue 15): quicknat on AF_XDP with
+//! The NAT44 and NAT64 labs' `quicknat xdpfast` arm: quicknat on AF_XDP with
 //! `[gateway] xdp_fast_path = "on"`, so established TCP/UDP flows are rewritten (NAT64:
 //! translated, IPv6 <-> IPv4) and redirected by the XDP program (devmap) and never reach
 //! the AF_XDP socket. The labs use the same helpers: [`config_for`] with the topology's

@@ -98,7 +98,7 @@ pub struct GatewayFacts {
     pub workers: usize,
     /// When the gateway started.
     pub started: Instant,
-    /// The configuration file, if any; a reload that applies updates its hash (audit12).
+    /// The configuration file, if any; a reload that applies updates its hash.
     pub config: Option<Arc<std::sync::Mutex<ConfigSource>>>,
 }
 
@@ -146,10 +146,8 @@ pub struct ApiState {
     pub facts: GatewayFacts,
     /// The reload hook, if reloading is supported.
     pub reload: Option<ReloadHook>,
-    // -- routing integration (issue 13) --
     /// The route announcer's state (`None`: no `[routing]`).
     pub routing: Option<Arc<crate::routing::RouteStatus>>,
-    // -- XDP fast path (issue 15, operability) --
     /// The XDP fast path's state and counters (`None`: a gateway that never has one, e.g.
     /// offline).
     pub fast_path: Option<Arc<crate::live::FastPathStatus>>,
@@ -560,7 +558,7 @@ impl ApiState {
             ApiRequest::Stats => {
                 let workers = (self.counters)();
                 let mut v = stats_json(&workers);
-                // -- XDP fast path (issue 15, operability): its own entry, not a worker --
+                // The XDP fast path: its own entry, not a worker.
                 v["xdp_fast_path"] = self
                     .fast_path
                     .as_ref()
@@ -600,16 +598,15 @@ impl ApiState {
             "pid": std::process::id(),
             "sessions": self.mode.census().live,
             "reload": self.reload.is_some(),
-            // Deterministic NAT (issue 13, det).
+            // Deterministic NAT.
             "deterministic": self.mode.deterministic().map(|m| json!({
                 "inside": m.inside().to_string(),
                 "outside": m.outside().to_string(),
                 "ratio": m.ratio(),
                 "ports_per_subscriber": m.ports_per_subscriber(),
             })),
-            // -- routing integration (issue 13) --
             "routing": self.routing.as_ref().map(|r| r.json()),
-            // -- XDP fast path (issue 15, operability): on or off, and why --
+            // The XDP fast path: on or off, and why.
             "xdp_fast_path": self.fast_path.as_ref().map(|f| f.status_json()),
         })
     }

@@ -343,7 +343,7 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-// -- deterministic NAT (issue 13, det) --
+// -- deterministic NAT --
 
 /// `status` shows a deterministic gateway's prefixes and sharing ratio, and nothing for
 /// one without.

@@ -229,7 +229,7 @@ impl MappingOffload for Recorder {
     }
 }
 
-/// The XDP fast path's copy (issue 15): filled when attached; told to forget a mapping
+/// The XDP fast path's copy: filled when attached; told to forget a mapping
 /// while the table still holds it, before `set`, `del` and a reload change or remove it;
 /// synced after every change; never told anything by `list`; synced by the timer only
 /// when it says it is stale.
@@ -283,7 +283,7 @@ fn an_offload_forgets_a_mapping_before_it_changes_and_is_synced_after() {
     assert_eq!(take(), ["sync [(1, 11), (3, 30)]"]);
 }
 
-// hostops (issue 14, finding 6): who may use the socket.
+// Who may use the socket.
 #[test]
 fn only_root_and_the_control_group_are_allowed() {
     use ::io::privs::PeerCred;

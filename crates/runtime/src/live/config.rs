@@ -51,13 +51,12 @@ pub struct GatewayConfig {
     /// Per link: an MTU below the interface's to hold packets to (and the only MTU a
     /// capture replay knows).
     pub mtu: [Option<u32>; 2],
-    // -- metrics (issue 12) --
     /// Where the Prometheus metrics listener serves `GET /metrics`; `None`: off.
     pub metrics: Option<std::net::SocketAddr>,
     /// NAT event logging (`[logging]`: RFC 8158 over IPFIX, RFC 5424 syslog); off by
     /// default.
     pub natlog: crate::natlog::NatLogConfig,
-    // -- XDP fast path (issue 15 item 2) --
+    // -- XDP fast path --
     /// AF_XDP + NAT44 or NAT64: forward established flows in the XDP program
     /// (`live::fastpath`); ILA: its mappings (`live::fastpath_ila`).
     pub xdp_fast_path: FastPathSwitch,
@@ -67,7 +66,6 @@ pub struct GatewayConfig {
     /// is taken out of its map (NAT44 and NAT64 entries follow their sessions' timeouts,
     /// ILA entries their mappings).
     pub xdp_fast_path_idle: Duration,
-    // -- routing integration (issue 13) --
     /// `[routing]`: the prefixes announced to the routing daemon while healthy; off by
     /// default.
     pub routing: crate::routing::RoutingConfig,

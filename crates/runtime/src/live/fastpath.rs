@@ -1,4 +1,4 @@
-//! The XDP fast path's brain-side half (issue 15 item 2): which NAT44 or NAT64 sessions
+//! The XDP fast path's brain-side half: which NAT44 or NAT64 sessions
 //! the steering program forwards by itself, installed and removed on the engine's word
 //! (ILA's mappings: `fastpath_ila`, SIIT's and CLAT's flows: `fastpath_siit`, on the same
 //! maps and counters).
@@ -83,7 +83,7 @@ pub struct FastPathCounters {
     pub refused_full: u64,
     /// Map updates the kernel refused.
     pub errors: u64,
-    // -- per direction and misses (issue 15, fastlab) --
+    // -- per direction and misses --
     /// Packets forwarded by the program per direction: [outbound (arrived inside),
     /// inbound (arrived outside)].
     pub dir_packets: [u64; 2],

@@ -1,5 +1,5 @@
-//! The XDP fast path for ILA (issue 15 item 2, "ILA where the rewrite fits in XDP"): the
-//! router's mappings, copied into the steering program's `fast_ila` maps.
+//! The XDP fast path for ILA, where the rewrite fits in XDP: the router's mappings,
+//! copied into the steering program's `fast_ila` maps.
 //!
 //! ILA is stateless, so there is nothing to wait for: a mapping is offloaded as soon as
 //! a next hop is known. Each mapping gives up to two entries, keyed by the whole

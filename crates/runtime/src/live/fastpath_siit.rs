@@ -1,5 +1,5 @@
-//! The fast path for the stateless translator, SIIT and CLAT (issue 15 item 2,
-//! "NAT64/CLAT/ILA where the rewrite fits"): flows the translator translated, copied into
+//! The fast path for the stateless translator, SIIT and CLAT, where the rewrite fits in
+//! the program: flows the translator translated, copied into
 //! the program's `fast_46` and `fast_64` maps — the same maps, rewrites and program as
 //! NAT64's, with the ports unchanged and the families on the other sides (IPv4 inside:
 //! `fast_46` in the inside interface's map, `fast_64` in the outside one's).

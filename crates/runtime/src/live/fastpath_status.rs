@@ -1,4 +1,4 @@
-//! What the XDP fast path tells an operator (issue 15, operability): whether it is on and
+//! What the XDP fast path tells an operator: whether it is on and
 //! why (the `auto` fallback's reason), and its counters — packets and bytes per direction,
 //! sessions offloaded, installs, removals, misses, offers refused at a full map, map
 //! errors — for `quicknat status`, `quicknat stats`, `/metrics` and the stats log line.
@@ -251,7 +251,7 @@ pub fn counters_json(c: &FastPathCounters) -> Value {
 }
 
 /// The stats log line's fast-path fields, appended last (empty when off). `xdp_fast=` is
-/// the packet count, as before.
+/// the packet count.
 pub fn log_suffix(c: Option<&FastPathCounters>) -> String {
     let Some(c) = c else {
         return String::new();

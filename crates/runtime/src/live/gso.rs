@@ -1,5 +1,5 @@
 //! GSO/GRO pass-through for the modes that change header sizes or do not handle partial
-//! checksums themselves (NAT64, SIIT, CLAT; ILA's partial checksums): issue 15, item 6.
+//! checksums themselves (NAT64, SIIT, CLAT; ILA's partial checksums).
 //!
 //! A super-packet (a GRO'd frame, or one a local sender handed over unsegmented) arrives
 //! behind a virtio-net header. The mode never sees it whole: [`present`] shrinks the

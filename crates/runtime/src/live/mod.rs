@@ -23,7 +23,7 @@ mod fastpath;
 mod fastpath_ila;
 mod fastpath_siit;
 mod fastpath_tc;
-// -- XDP fast path status and counters (issue 15, operability) --
+// The XDP fast path's status and counters.
 mod fastpath_status;
 pub(crate) mod forward;
 mod gso;
@@ -73,7 +73,6 @@ pub enum LiveError {
         /// What the system said.
         source: std::io::Error,
     },
-    // -- metrics (issue 12) --
     /// The metrics listener could not bind its address.
     #[error("metrics listener on {addr} ([gateway] metrics): {source}")]
     Metrics {
@@ -130,7 +129,7 @@ pub fn run(
     });
     let mut mode = mode;
     clamp_translator_mtus(&mut mode, mtus.map(Some));
-    // Staged batches (issue 15): a session table that fits in one core's private cache
+    // Staged batches: a session table that fits in one core's private cache
     // is not prefetched; the engine is told that cache's size before workers exist.
     let caches = std::path::Path::new(crate::cpucache::SYSFS_CPU0_CACHES);
     match crate::cpucache::private_cache_bytes(caches) {
@@ -148,8 +147,7 @@ pub fn run(
         )),
     }
     let shared = Arc::new(AnyMode::new(&mode, gw.workers)?);
-    // -- metrics (issue 12) --
-    // Bound first: an address in use is a start-up error before the host is touched, and
+    // The metrics listener is bound first: an address in use is a start-up error before the host is touched, and
     // a port below 1024 still binds before privileges go.
     let metrics_listener = match gw.metrics {
         Some(addr) => {
@@ -174,14 +172,14 @@ pub fn run(
     let local = (&view.local[..], &view.local6[..]);
     // GSO pass-through: NAT44 keeps header sizes, so a super-packet's virtio-net header
     // stays valid after translation and the kernel segments it on transmit; NAT64, SIIT,
-    // CLAT and ILA pass them through with the header adjusted (`gso`, issue 15 item 6).
+    // CLAT and ILA pass them through with the header adjusted (`gso`).
     let want_gso = gw.gso;
     let mut host = open::host_prepare(&links, log)?;
     // The reason for a fallback to AF_PACKET, for `quicknat status`.
     let fallback = std::sync::Mutex::new(None::<String>);
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
     let fast_why = std::sync::Mutex::new(None::<String>);
-    // XDP fast path (issue 15 item 2): AF_XDP, every mode.
+    // XDP fast path: AF_XDP, every mode.
     let fast_entries = if gw.backend == Backend::AfXdp && gw.xdp_fast_path != FastPathSwitch::Off {
         gw.xdp_fast_path_entries
     } else {
@@ -219,13 +217,13 @@ pub fn run(
         ))),
         _ => None,
     };
-    // audit12: the configuration file `status` shows, shared with the reload hook (an
+    // The configuration file `status` shows, shared with the reload hook (an
     // applied reload records the hash of the bytes it loaded).
     let config_source = api
         .config
         .clone()
         .map(|c| Arc::new(std::sync::Mutex::new(c)));
-    // Reload (issue 12): `quicknat reload` and SIGHUP, every mode, through one hook.
+    // Reload: `quicknat reload` and SIGHUP, every mode, through one hook.
     let reload_hook: Option<crate::reload::ReloadHook> = loader.map(|load| {
         let running = crate::reload::Running {
             mode: Arc::clone(&shared),
@@ -278,7 +276,7 @@ pub fn run(
         }
         None => None,
     };
-    // -- metrics (issue 12) --
+    // Metrics.
     let build_info = crate::metrics::BuildInfo::now(
         match opened {
             Opened::Xdp(_) => "af_xdp",
@@ -288,8 +286,7 @@ pub fn run(
     );
     let reaper_lag = crate::metrics::ReaperLag::default();
     let reaper_counters = std::sync::Mutex::new(engine::Counters::new());
-    // -- routing integration (issue 13) --
-    // The announcement device is created while CAP_NET_ADMIN is surely held; nothing is
+    // Routing integration: the announcement device is created while CAP_NET_ADMIN is surely held; nothing is
     // announced until the workers run and the health check passes.
     let routing = open_routing(gw, log)?;
     let route_status = routing.as_ref().map(|(_, s)| Arc::clone(s));
@@ -297,7 +294,7 @@ pub fn run(
     let base = Instant::now();
     let clock = move || Timestamp::from_nanos(base.elapsed().as_nanos() as u64 + 1_000_000_000);
     let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
-    // XDP fast path (issue 15 item 2). Its status and counters are an entry of their own
+    // XDP fast path. Its status and counters are an entry of their own
     // (`fastpath_status`), not one of the workers' snapshots: it has no heartbeat.
     let fast_log = |line: String| {
         fastpath_status::note(&fast_why, &line);
@@ -343,7 +340,7 @@ pub fn run(
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .unwrap_or_else(|| {
-                    // audit12: the setting as the operator wrote it (not its Debug form).
+                    // The setting as the operator wrote it (not its Debug form).
                     let name = match gw.backend {
                         Backend::AfPacket => "af_packet",
                         Backend::AfXdp => "af_xdp",
@@ -366,16 +363,16 @@ pub fn run(
                 &snapshots,
                 clock,
             );
-            // -- routing integration (issue 13) --
+            // Routing integration.
             let mut api = crate::control::api::ApiState {
                 routing: route_status.clone(),
                 ..api
             };
-            // audit12: the same file record the reload hook updates.
+            // The same file record the reload hook updates.
             if config_source.is_some() {
                 api.facts.config = config_source.clone();
             }
-            // -- XDP fast path (issue 15, operability) --
+            // XDP fast path.
             let api = crate::control::api::ApiState {
                 fast_path: Some(Arc::clone(&fast_status)),
                 ..api
@@ -480,7 +477,7 @@ pub fn run(
                 }
             });
         }
-        // -- metrics (issue 12) --
+        // Metrics.
         if let Some(l) = &metrics_listener {
             let sources = crate::metrics::Sources {
                 snapshots: &snapshots,
@@ -491,9 +488,9 @@ pub fn run(
                 build: &build_info,
             };
             let stop = &stop;
-            // -- routing integration (issue 13): `quicknat_routes_announced` --
+            // Routing integration: `quicknat_routes_announced`.
             let routes = route_status.as_deref();
-            // -- XDP fast path (issue 15, operability): its own families --
+            // The XDP fast path: its own families.
             let fast_status = &fast_status;
             s.spawn(threads::METRICS, move || {
                 l.serve(stop, &|| {
@@ -527,8 +524,7 @@ pub fn run(
             Opened::Xdp(ports) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
             Opened::Packet(ports, _) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
         }
-        // -- routing integration (issue 13) --
-        // Announces while the links are up and the workers beat; withdraws otherwise and
+        // Routing integration: announces while the links are up and the workers beat; withdraws otherwise and
         // at stop.
         if let Some((announcer, _)) = routing {
             let (stop, snapshots) = (&stop, &snapshots);
@@ -672,7 +668,7 @@ fn supervise(
 ) {
     let mut last = Instant::now();
     let mut warned_oversize = false;
-    // logsvc (issue 12): systemd hears READY=1 once the workers run, WATCHDOG=1 from this
+    // systemd hears READY=1 once the workers run, WATCHDOG=1 from this
     // loop, STOPPING=1 when it ends (crate::sdnotify; nothing without $NOTIFY_SOCKET).
     crate::sdnotify::ready();
     while !stop.load(Ordering::Relaxed) {
@@ -681,7 +677,7 @@ fn supervise(
         for line in events.try_iter() {
             log(line);
         }
-        // SIGHUP (issue 12): the whole configuration, every mode (ILA's mappings too).
+        // SIGHUP: the whole configuration, every mode (ILA's mappings too).
         if let (Some(hook), Some(hup)) = (reload_hook, reload_signal) {
             if hup.swap(false, Ordering::Relaxed) {
                 crate::sdnotify::reloading();
@@ -707,7 +703,7 @@ fn supervise(
         if last.elapsed() >= gw.stats_interval {
             last = Instant::now();
             let (e, io) = totals(snapshots);
-            // The XDP fast path's fields close the line (issue 15, operability).
+            // The XDP fast path's fields close the line.
             log(stats_line(&e, &io, shared.session_count())
                 + &fastpath_status::log_suffix(fast.counters().as_ref()));
             if io.oversize > 0 && !warned_oversize {
@@ -719,7 +715,6 @@ fn supervise(
     crate::sdnotify::stopping();
 }
 
-// -- routing integration (issue 13) --
 /// The announcement device of `gw.routing` and the status it reports (`None`: no
 /// `[routing]` prefixes).
 fn open_routing(

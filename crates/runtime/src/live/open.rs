@@ -127,7 +127,7 @@ pub(crate) fn open_ports(
             };
             cfg.fast_path_entries = fast_entries;
             AfXdp::open_queues(&cfg, &queues).or_else(|e| {
-                // XDP fast path (issue 15 item 2): "auto" goes on without it.
+                // XDP fast path: "auto" goes on without it.
                 if fast_entries == 0 || gw.xdp_fast_path != super::FastPathSwitch::Auto {
                     return Err(e);
                 }

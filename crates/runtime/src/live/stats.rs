@@ -31,19 +31,16 @@ pub struct IoCounters {
     /// GSO super-packets passed through (virtio-net headers; the kernel segments them).
     pub gso: u64,
     /// Frames with offload work (GSO, partial checksum) that could not pass through: an
-    /// unsupported GSO type or layout, or UDP segments too big for the egress (issue 15
-    /// item 6). Dropped, never sent oversized.
+    /// unsupported GSO type or layout, or UDP segments too big for the egress. Dropped,
+    /// never sent oversized.
     pub gso_refused: u64,
-    // -- byte counters (issue 12, metrics) --
     /// Bytes received on the inside / outside interface (Ethernet frames as received).
     pub rx_bytes: [u64; 2],
     /// Bytes transmitted on the inside / outside interface (Ethernet frames as sent).
     pub tx_bytes: [u64; 2],
-    // -- routing health (issue 13) --
     /// Counter snapshots this worker published (about two a second, idle or not): its
     /// heartbeat, which the routing health check reads to tell a stuck worker.
     pub heartbeats: u64,
-    // -- frames for another host (issue 13) --
     /// Frames addressed to another host's MAC (a bridge flooding unknown unicast, a
     /// promiscuous port): dropped by the port, never translated (its addressee does).
     pub not_for_us: u64,
@@ -136,12 +133,12 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
         io.csum_completed,
         io.tx_dropped,
         drops.join(" "),
-        // Half-open TCP sessions evicted for new ones at a full table (issue 14).
+        // Half-open TCP sessions evicted for new ones at a full table.
         e.sessions_early_dropped
     ) + &not_for_us_suffix(io)
 }
 
-/// ` not_for_us=N` when frames for another host were dropped (issue 13), else nothing.
+/// ` not_for_us=N` when frames for another host were dropped, else nothing.
 fn not_for_us_suffix(io: &IoCounters) -> String {
     if io.not_for_us == 0 {
         return String::new();

@@ -25,7 +25,7 @@ pub(crate) const METRICS: &str = "qn-metrics";
 pub(crate) const NATLOG: &str = "qn-natlog";
 /// The exporter's periodic counters line.
 pub(crate) const NATLOG_STATS: &str = "qn-natlog-stats";
-/// The route announcer's health loop (issue 13).
+/// The route announcer's health loop.
 pub(crate) const ROUTING: &str = "qn-routing";
 /// The control socket's listener ([`crate::control`]).
 pub(crate) const CONTROL: &str = "qn-control";

@@ -127,7 +127,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
                 view = published.current();
                 egress = self.egress(&view);
             }
-            // Reload (issue 12): the mode's policy generation in force, once per batch.
+            // Reload: the mode's policy generation in force, once per batch.
             self.mode.begin_batch();
             let seen = self.step(clock(), &view, &egress);
             self.mode.quiescent();
@@ -149,7 +149,7 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
     /// Copies the counters where the supervisor reads them (waiting for the lock only
     /// when `wait`).
     fn publish_counters(&mut self, wait: bool) {
-        // The heartbeat the routing health check follows (issue 13).
+        // The heartbeat the routing health check follows.
         self.io.heartbeats += 1;
         let mut io = self.io.clone();
         for p in &self.ports {
@@ -310,10 +310,10 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
     }
 }
 
-/// The engine's staged batch (issue 15, item 3): the mode sees every IP packet of the
+/// The engine's staged batch: the mode sees every IP packet of the
 /// batch `port` is about to receive ([`ModeWorker::prefetch`]) before it processes the
 /// first, so that their index buckets and session lines load in parallel. A hint only:
-/// what `recv` then hands over is decided as before.
+/// what `recv` then hands over is decided the same way, staged or not.
 #[inline]
 fn stage_batch<P: Port, W: ModeWorker>(port: &mut P, mode: &mut W, dir: Direction) {
     port.peek(|frame| {
@@ -411,7 +411,7 @@ impl<W: ModeWorker> Handler<'_, W> {
         // The headers change size: translate in the scratch buffer, behind headroom.
         let n = len.min(self.scratch.len() - HEADROOM - 64);
         self.scratch[HEADROOM..HEADROOM + n].copy_from_slice(&frame[l3..l3 + n]);
-        // Offload work passed through (issue 15 item 6): the mode sees one segment.
+        // Offload work passed through: the mode sees one segment.
         let passed = match meta.vnet.filter(|v| v.is_gso() || v.needs_csum()) {
             Some(v) => match self.present(&v, n, l3) {
                 Some(p) => Some((v, p)),

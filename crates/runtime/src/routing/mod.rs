@@ -1,4 +1,4 @@
-//! Routing integration (issue 13): the gateway tells a routing daemon which prefixes it
+//! Routing integration: the gateway tells a routing daemon which prefixes it
 //! serves, and withdraws them when it stops forwarding.
 //!
 //! quicknat owns the announcement; the routing daemon on the gateway (BIRD 2) exports it

@@ -200,9 +200,9 @@ pub(super) fn greedy_cell(
 }
 
 /// Least gateway CPU time one collision measurement counts (ns): 10 of `/proc/stat`'s
-/// 10 ms units. The kernel's arm once read 0 ns per packet in a CI run, when the gateway
-/// core's softirq column was still tick-sampled (see [`GatewaySample`]). The generator runs
-/// again, and the runs add up, until this much is counted.
+/// 10 ms units: over too short a run the coarse counters can read 0 ns per packet (see
+/// [`GatewaySample`]). The generator runs again, and the runs add up, until this much is
+/// counted.
 const MIN_CPU_NS: u64 = 100_000_000;
 /// Most generator runs one collision measurement takes to count [`MIN_CPU_NS`].
 const MAX_COLLISION_RUNS: usize = 4;

@@ -1,5 +1,5 @@
 //! `quicknat-lab lab --topology attack`: quicknat NAT44 and the kernel's nftables NAT on the
-//! nat44 topology, alternating per round, under hostile and greedy traffic (issue 14):
+//! nat44 topology, alternating per round, under hostile and greedy traffic:
 //!
 //! - **SYN flood at a port forward**: spoofed TCP SYNs from random sources in 10.128.0.0/9
 //!   to 203.0.113.1:8080 (quicknat `[[nat44.forward]]`, the kernel's `dnat`), as fast as the
@@ -16,7 +16,7 @@
 //!   one TCP connection to the server. Reported: how many of the 50 got through. The kernel
 //!   is also run with the best-practice per-host limit (`ct count over N`).
 //! - **Hash collisions vs random tuples**: SYNs to the forward from N sources that all fall
-//!   in one bucket of main's *unkeyed* session hash (the attacker's model,
+//!   in one bucket of an *unkeyed* session hash (the attacker's model,
 //!   [`crate::flood::old_key_hash`]), against N random sources, replayed at the same fixed
 //!   rate, alternating, several pairs; the gateway's own CPU time per forwarded packet
 //!   (quicknat's threads from `/proc/<pid>/task/*/schedstat` plus every core's softirq
@@ -30,7 +30,7 @@
 //! (sessions, conntrack entries, a table left by a killed gateway) leaks from one cell into
 //! the next. Tables are sized the same: quicknat's `max_sessions` is set to the kernel's
 //! `nf_conntrack_max` (the global value: on this kernel it cannot be changed inside a
-//! namespace, and the lab does not change the host's). The goals are the issue's; the lab
+//! namespace, and the lab does not change the host's). Each measure has a goal; the lab
 //! reports what it measures beside them and never decides a pass.
 //!
 //! ```text

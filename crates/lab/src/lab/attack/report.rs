@@ -59,12 +59,12 @@ pub struct FloodCpu {
     pub inside_tx_pps: f64,
 }
 
-/// One row of the report: a measure, the goal, a value per arm.
+/// One row of the report: a measure, its goal, a value per arm.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Row {
     /// What is measured.
     pub measure: String,
-    /// The goal ("" when none).
+    /// The goal for this measure ("" when none).
     pub goal: String,
     /// Median per arm (column order of [`AttackReport::arms`]); `None`: not applicable or
     /// never (e.g. no traffic after a restart).

@@ -1,5 +1,5 @@
 //! `quicknat-lab lab --topology cluster`: N quicknat NAT44 gateways between two BIRD
-//! routers, one failed on purpose (issue 13).
+//! routers, one failed on purpose.
 //!
 //! ```text
 //!                         ┌─ gw1 (quicknat + BIRD) ─┐

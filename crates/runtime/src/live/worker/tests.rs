@@ -324,7 +324,7 @@ fn a_held_syn_is_answered_by_a_later_pass_with_nothing_received() {
     );
 }
 
-// -- byte counters (issue 12, metrics) --
+// -- byte counters --
 #[test]
 fn bytes_are_counted_per_interface_as_received_and_sent() {
     let m = nat44();

@@ -1,4 +1,4 @@
-//! GSO pass-through through a translating mode (issue 15 item 6), on the worker with
+//! GSO pass-through through a translating mode, on the worker with
 //! in-memory ports that carry virtio-net headers: a TCP super-packet crosses SIIT both
 //! ways (IPv4 -> IPv6 and back) and ILA, and leaves as one super-packet whose header the
 //! kernel can segment: family, checksum position, segment size fitted to the egress MTU,
