@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# logsvc (issue 12): writes the man page and shell completions generated from the clap CLI
-# (quicknat man, quicknat completions SHELL) into packaging/generated/, where the Debian
-# package (scripts/deb.sh) takes them from. They are generated, not committed: a new verb
-# appears in them at the next build.
+# Writes the man pages and shell completions generated from the binary into
+# packaging/generated/, where the Debian package (scripts/deb.sh) takes them from:
+#   quicknat.1                the command (quicknat man), every verb and its options
+#   quicknat.toml.5           the configuration file (quicknat man --section 5), every key
+#   completions/              bash, zsh and fish (quicknat completions SHELL)
+# They are generated, not committed: a new verb or key appears in them at the next build.
 #   scripts/gen_docs.sh [QUICKNAT_BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,8 @@ fi
 out=packaging/generated
 mkdir -p "$out/completions"
 "$bin" man > "$out/quicknat.1"
+"$bin" man --section 5 > "$out/quicknat.toml.5"
 "$bin" completions bash > "$out/completions/quicknat.bash"
 "$bin" completions zsh > "$out/completions/_quicknat"
 "$bin" completions fish > "$out/completions/quicknat.fish"
-echo "wrote $out/quicknat.1 and $out/completions/{quicknat.bash,_quicknat,quicknat.fish}"
+echo "wrote $out/quicknat.1, $out/quicknat.toml.5 and $out/completions/{quicknat.bash,_quicknat,quicknat.fish}"

@@ -83,19 +83,29 @@ impl<W: Write> Write for Subsection<'_, W> {
 /// `git rev-parse`), if known.
 pub const GIT_COMMIT: Option<&str> = option_env!("QUICKNAT_GIT_COMMIT");
 
-/// What `quicknat --version` says: the version, the commit, and the packet backends this
-/// build carries (AF_XDP only when clang compiled its XDP program at build time).
+/// What `quicknat --version` says: the version, the commit, the packet backends this
+/// build carries and its fast paths. AF_PACKET is always there; AF_XDP and both fast paths
+/// (the XDP program's, and the tc ingress program's for AF_PACKET) only when clang compiled
+/// the BPF programs at build time. crates/io/build.rs compiles both programs or neither
+/// (no clang: both objects empty; a clang that fails on either fails the build), so the
+/// XDP object's presence answers for the tc one too.
 pub fn long_version() -> &'static str {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TEXT.get_or_init(|| {
         let commit = GIT_COMMIT.filter(|c| !c.is_empty()).unwrap_or("unknown");
-        let xdp = if runtime::preflight::af_xdp_built() {
-            "af_xdp (XDP program built with clang)"
+        let (backends, fast) = if runtime::preflight::af_xdp_built() {
+            (
+                "af_packet, af_xdp (XDP program built with clang)",
+                "xdp (with af_xdp), tc (with af_packet)",
+            )
         } else {
-            "af_xdp NOT built (no clang at build time: install clang and rebuild)"
+            (
+                "af_packet; af_xdp NOT built (no clang at build time: install clang and rebuild)",
+                "none (the XDP and tc programs were not built: no clang at build time)",
+            )
         };
         format!(
-            "{}\ncommit: {commit}\nbackends: af_packet, {xdp}\nmodes: nat44, nat64, siit, clat, ila",
+            "{}\ncommit: {commit}\nbackends: {backends}\nfast paths: {fast}\nmodes: nat44, nat64, siit, clat, ila",
             env!("CARGO_PKG_VERSION")
         )
     })

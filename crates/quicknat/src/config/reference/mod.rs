@@ -125,7 +125,7 @@ announcement) beside it. To run several modes, give `quicknat run` one `--config
 interface pair.
 
 Unknown keys are errors, and every error names the file, the line and the field \
-(`gw.toml:14: nat44.rule[2].pool: ...`). `quicknat check-config FILE` loads a file as \
+(`gw.toml:14: nat44.rule[2].pool: ...`). `quicknat check-config --config FILE` loads a file as \
 `quicknat run` would and prints what it sets up and the most memory its tables can take.
 
 The *reload* column says what `quicknat reload` (or SIGHUP) does when the key changes: \
