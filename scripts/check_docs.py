@@ -150,8 +150,8 @@ def check_toml_blocks(quicknat, page, problems):
 
 
 def check_history(problems):
-    roots = ["crates", "examples", "packaging", "scripts", "docs", "README.md"]
-    skip_dirs = {"reports", "target", "book"}
+    roots = ["crates", "examples", "packaging", "scripts", "docs", "fuzz", "tests", ".ci", "README.md", "Cargo.toml"]
+    skip_dirs = {"reports", "target", "book", "corpus", "artifacts", "golden"}
     me = Path(__file__).resolve()
     for r in roots:
         base = ROOT / r

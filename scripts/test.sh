@@ -10,47 +10,45 @@ if ! python3 -c "import scapy" 2>/dev/null || ! python3 -c "import pytest" 2>/de
     echo "==> installing scapy and pytest (scripts/requirements.txt)"
     python3 -m pip install --quiet -r scripts/requirements.txt
 fi
-# metrics (issue 12): prometheus_client's OpenMetrics parser reads the exposition back in
-# the runtime's unit tests (crates/runtime/src/metrics/tests.rs).
+# prometheus_client's OpenMetrics parser reads the exposition back in the runtime's unit
+# tests (crates/runtime/src/metrics/tests.rs).
 if ! python3 -c "import prometheus_client" 2>/dev/null; then
     echo "==> installing prometheus_client (scripts/requirements.txt)"
     python3 -m pip install --quiet -r scripts/requirements.txt
 fi
 
-# Real peers for the live end-to-end test: ping, iperf3, ethtool (offloads), nftables;
-# clang compiles the XDP program of the AF_XDP backend (crates/io/bpf); tayga is the NAT64
-# the SIIT translation is compared with (tests/e2e/test_tayga_diff.py); tcpdump captures the ILA
-# network in tests/e2e/test_ila.py; coturn's STUN server and natdiscovery classify the NAT44
-# (RFC 5780, tests/e2e/test_rfc5780.py); curl is the HTTP client of the NAT44/NAT64 tests;
-# iproute2 gives ip and ss; prometheus (the server) scrapes the gateway's /metrics in
-# tests/e2e/test_metrics.py; editcap/dumpcap (wireshark-common) and tshark write and read
-# the pcapng files `translate` is checked against (tests/e2e/test_captures.py).
+# Real peers for the live end-to-end tests:
+#   ping, iperf3, curl, ss (iproute2), ethtool (offloads), nft (nftables);
+#   clang compiles the XDP and tc programs (crates/io/bpf);
+#   tayga: the NAT64 the SIIT translation is compared with (test_tayga_diff.py);
+#   tcpdump captures the ILA network (test_ila.py);
+#   turnserver (coturn): the STUN server that classifies the NAT44 (RFC 5780, test_rfc5780.py);
+#   prometheus scrapes /metrics (test_metrics.py);
+#   editcap, dumpcap (wireshark-common) and tshark write and read pcapng (test_captures.py)
+#   and decode IPFIX (test_natlog.py); nfacctd (pmacct) collects it;
+#   systemd-analyze verifies the unit file (test_service.py);
+#   valgrind's callgrind counts instructions per packet (scripts/icount_check.sh);
+#   bird, birdc (bird2): a real BIRD on both ends of the routing tests (test_routing.py);
+#   unbound: the DNS64 resolver of the getting-started page (test_book_getting_started.py).
 need=()
-for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus editcap:wireshark-common dumpcap:wireshark-common tshark:tshark; do
-    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
-done
-# logsvc (issue 12): systemd-analyze verifies the unit file (tests/e2e/test_service.py).
-for tool in systemd-analyze:systemd; do
-    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
-done
-# NAT event logging (tests/e2e/test_natlog.py): tshark decodes the IPFIX, pmacct's nfacctd
-# collects it (tshark's debconf question is answered by DEBIAN_FRONTEND=noninteractive).
-for tool in tshark:tshark nfacctd:pmacct; do
-    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
-done
-# Instructions per packet (issue 15, item 4): callgrind counts them for
-# scripts/icount_check.sh and crates/bench/tests/icount.rs.
-for tool in valgrind:valgrind; do
-    PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
-done
-# Routing integration (tests/e2e/test_routing.py, issue 13): a real BIRD 2 on both ends.
-for tool in bird:bird2 birdc:bird2; do
+for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga \
+    tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus \
+    editcap:wireshark-common dumpcap:wireshark-common tshark:tshark systemd-analyze:systemd \
+    nfacctd:pmacct valgrind:valgrind bird:bird2 birdc:bird2 unbound:unbound; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# mdBook builds the book under docs/ (the pinned version, from crates.io, if missing).
+MDBOOK_VERSION=0.5.4
+if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
+    echo "==> installing mdbook $MDBOOK_VERSION (cargo install)"
+    cargo install mdbook --version "$MDBOOK_VERSION" --locked --quiet \
+        --no-default-features --features search
 fi
 
 echo "==> cargo fmt --check"
@@ -61,6 +59,9 @@ echo "==> golden captures match their generator"
 python3 scripts/gen_golden.py --check
 echo "==> live end to end with pytest (tests/e2e): NAT44, NAT64 and 464XLAT, ILA on both backends; translate replays the live gateways; SIIT compared with TAYGA"
 cargo build --release --quiet -p quicknat -p lab
+echo "==> documentation: the book builds, its links and examples hold, no history in the sources"
+PATH="$HOME/.cargo/bin:$PATH" mdbook build docs --dest-dir "${CARGO_TARGET_DIR:-target}/book" >/dev/null
+python3 scripts/check_docs.py --quicknat "${CARGO_TARGET_DIR:-target}/release/quicknat"
 # One pytest run. The network-namespace suites need root and skip without it (CI runs as
 # root); the differential test against TAYGA counts in the total, and a run of it that
 # could not compare anything (no root, no TUN, no tayga, a crash) fails, never skips.
@@ -99,7 +100,7 @@ PY
 read -r e2e_passed e2e_failed <<< "$e2e_counts"
 echo "pytest tests/e2e: exit $e2e_rc; $e2e_passed passed, $e2e_failed failed (from $e2e_xml)"
 
-# -- Fuzzing (issue 14): every libFuzzer target for a bounded time (README "Fuzzing") --
+# Fuzzing: every libFuzzer target for a bounded time (docs/src/design/testing.md).
 # QUICKNAT_FUZZ_SECONDS per target (default 10: 11 targets, about 2 min, plus building
 # the instrumented targets). A crash or failed check fails the run and prints the input's
 # path; each target clean counts as one passed test in the closing line.
@@ -116,7 +117,6 @@ fuzz_passed=$((fuzz_targets - fuzz_failed))
 [ "$fuzz_passed" -ge 0 ] || fuzz_passed=0
 rm -f "$fuzz_log"
 echo "fuzzing: $fuzz_passed targets clean, $fuzz_failed failed"
-# -- end of fuzzing --
 
 echo "==> cargo test"
 log=$(mktemp)
@@ -130,13 +130,12 @@ cargo test --workspace 2>&1 | tee "$log"
 echo "==> loom models (conntrack)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
     cargo test -p conntrack --release --lib loom_ 2>&1 | tee -a "$log"
-# -- Instructions per packet (issue 15, item 4): each mode's fast path under callgrind
-# against the committed baseline (README "Instructions per packet"); a figure grown more
-# than 5% fails, another rustc than the baseline's skips. Its last line ("test result:
-# ...") joins the tally below as one test. --
+# Instructions per packet: each mode's fast path under callgrind against the committed
+# baseline (docs/src/performance/methods.md); a figure grown more than 5% fails, another
+# rustc than the baseline's skips. Its last line ("test result: ...") joins the tally
+# below as one test.
 echo "==> instructions per packet (scripts/icount_check.sh)"
 scripts/icount_check.sh 2>&1 | tee -a "$log" || true
-# -- end of instructions per packet --
 
 # One closing line for the whole workspace (cargo prints one per test binary), the live
 # end-to-end tests included (pytest's counts, read from its junit XML above), and the

@@ -1,4 +1,4 @@
-//! logsvc (issue 12): what the CLI says about itself — `quicknat completions SHELL`,
+//! What the CLI says about itself — `quicknat completions SHELL`,
 //! `quicknat man` (both generated from the clap definition, so they never drift from it)
 //! and `quicknat --version` (version, git commit, the backends this build carries).
 //! `scripts/gen_docs.sh` writes their output to `packaging/` for the Debian package.
