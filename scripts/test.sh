@@ -29,12 +29,13 @@ fi
 #   systemd-analyze verifies the unit file (test_service.py);
 #   valgrind's callgrind counts instructions per packet (scripts/icount_check.sh);
 #   bird, birdc (bird2): a real BIRD on both ends of the routing tests (test_routing.py);
-#   unbound: the DNS64 resolver of the getting-started page (test_book_getting_started.py).
+#   unbound and dig (bind9-dnsutils): the DNS64 resolver of the getting-started page and its
+#   query (test_book_getting_started.py).
 need=()
 for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga \
     tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus \
     editcap:wireshark-common dumpcap:wireshark-common tshark:tshark systemd-analyze:systemd \
-    nfacctd:pmacct valgrind:valgrind bird:bird2 birdc:bird2 unbound:unbound; do
+    nfacctd:pmacct valgrind:valgrind bird:bird2 birdc:bird2 unbound:unbound dig:bind9-dnsutils; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
