@@ -281,6 +281,31 @@ fn port_forward_and_hairpin() {
     assert_ne!(d, (PUB, 8080));
 }
 
+/// A port forward publishes a service: every filtering behaviour lets any remote reach it
+/// (filtering is about dynamic mappings, RFC 4787 §5), from outside and through a hairpin.
+#[test]
+fn port_forward_is_open_to_any_remote_under_every_filtering() {
+    let srv_in = Ipv4Addr::new(10, 0, 0, 20);
+    for filtering in [
+        Filtering::EndpointIndependent,
+        Filtering::AddressDependent,
+        Filtering::AddressAndPortDependent,
+    ] {
+        let mut cfg = config();
+        cfg.filtering = filtering;
+        cfg.port_forwards.push(PortForward {
+            protocol: L4Proto::Tcp,
+            public: SocketAddrV4::new(PUB, 8080),
+            inside: SocketAddrV4::new(srv_in, 80),
+        });
+        let mut n = nat(cfg);
+        let p = fwd(&mut n, t(1), Inbound, tcp(SRV, 41000, PUB, 8080, 0x02));
+        assert_eq!(dst(&p), (srv_in, 80), "{filtering:?}");
+        let p = fwd(&mut n, t(2), Outbound, tcp(IN_B, 50000, PUB, 8080, 0x02));
+        assert_eq!(dst(&p), (srv_in, 80), "{filtering:?}: hairpin");
+    }
+}
+
 #[test]
 fn hairpin_can_be_disabled() {
     let mut cfg = config();

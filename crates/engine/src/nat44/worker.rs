@@ -1131,12 +1131,19 @@ impl Nat44Shared {
     fn filter_allows(&self, b: u32, remote: Endpoint) -> bool {
         match self.cfg.filtering {
             Filtering::EndpointIndependent => true,
+            // A static binding (port forward, static NAT) publishes a service: open to
+            // any remote under every behaviour, which is about dynamic mappings.
             Filtering::AddressDependent => {
-                self.permits.find_a(permit_key(b, remote.addr)).is_some()
+                self.permits.find_a(permit_key(b, remote.addr)).is_some() || self.is_static(b)
             }
             // An allowed packet would have matched its session's reply record directly.
-            Filtering::AddressAndPortDependent => self.bindings.get(b).is_some_and(|x| x.is_static),
+            Filtering::AddressAndPortDependent => self.is_static(b),
         }
+    }
+
+    /// Whether binding `b` is a static one (a port forward or static NAT).
+    fn is_static(&self, b: u32) -> bool {
+        self.bindings.get(b).is_some_and(|x| x.is_static)
     }
 
     /// Takes a reference on the (binding, remote address) permit, creating it if needed.
