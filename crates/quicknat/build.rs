@@ -1,4 +1,4 @@
-//! logsvc (issue 12): the git commit for `quicknat --version` (`QUICKNAT_GIT_COMMIT`
+//! The git commit for `quicknat --version` (`QUICKNAT_GIT_COMMIT`
 //! from the environment wins, for builds outside a git checkout, e.g. a source package).
 
 use std::process::Command;

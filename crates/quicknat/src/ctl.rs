@@ -309,7 +309,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 vec!["version".into(), s(&st["version"])],
                 vec!["pid".into(), s(&st["pid"])],
             ];
-            // Deterministic NAT (issue 13, det).
+            // Deterministic NAT.
             let d = &st["deterministic"];
             if d.is_object() {
                 rows.push(vec![
@@ -323,7 +323,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     ),
                 ]);
             }
-            // -- XDP fast path (issue 15, operability): on or off, and why --
+            // -- XDP fast path: on or off, and why --
             if let Some(f) = st["xdp_fast_path"].as_object() {
                 let on = if f["on"].as_bool() == Some(true) {
                     "on"
@@ -339,7 +339,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     ),
                 ]);
             }
-            // -- routing integration (issue 13) --
+            // -- routing integration --
             if let Some(r) = st["routing"].as_object() {
                 let yes = if r["announced"].as_bool() == Some(true) {
                     "yes"
@@ -427,7 +427,7 @@ fn stats_table(st: &Value) -> String {
         }
     }
     out.push_str(&columns(&rows));
-    // -- XDP fast path (issue 15, operability): its own entry, not a worker --
+    // -- XDP fast path: its own entry, not a worker --
     if let Some(m) = st["xdp_fast_path"].as_object() {
         out.push_str("\nxdp fast path:\n");
         let rows: Vec<Vec<String>> = m.iter().map(|(k, v)| vec![k.clone(), s(v)]).collect();

@@ -50,7 +50,7 @@ fn tables_line_up_and_count() {
     assert_eq!(lines[0].find("PUBLIC"), lines[1].find("203.0.113.1"));
 }
 
-// -- routing integration (issue 13) --
+// -- routing integration --
 #[test]
 fn status_tells_whether_the_routes_are_announced_and_why() {
     let mut st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
@@ -83,7 +83,7 @@ fn status_tells_whether_the_routes_are_announced_and_why() {
     );
 }
 
-// -- XDP fast path (issue 15, operability) --
+// -- XDP fast path --
 #[test]
 fn status_and_stats_show_the_xdp_fast_path_as_its_own_entry() {
     let st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},

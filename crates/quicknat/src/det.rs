@@ -1,4 +1,4 @@
-//! `quicknat det forward|reverse` (issue 13): the deterministic NAT mapping (RFC 7422)
+//! `quicknat det forward|reverse`: the deterministic NAT mapping (RFC 7422)
 //! answered offline from a configuration file alone, no gateway running: which public
 //! address and port range a subscriber has, and which subscriber held a public address
 //! and port (what a carrier's abuse desk asks). Text for people, `--json` for scripts.

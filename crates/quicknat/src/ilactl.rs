@@ -145,7 +145,7 @@ mod tests {
         .unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(ControlState::new(Arc::clone(&router), None, None));
-        // The change log (issue 14 finding 6), kept open so changes are not refused.
+        // The change log, kept open so changes are not refused.
         let (log, _changes) = std::sync::mpsc::sync_channel(1024);
         let server = serve(&path, state, Arc::clone(&stop), log).unwrap();
         let add = IlaOp::Add {

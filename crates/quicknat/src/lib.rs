@@ -2,5 +2,4 @@
 //! (`src/main.rs`) and the fuzz targets (`fuzz/`) parse configurations with the same code.
 
 pub mod config;
-// logsvc (issue 12)
 pub mod logging;

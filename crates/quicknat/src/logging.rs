@@ -1,4 +1,4 @@
-//! Logs through `tracing` (logsvc, issue 12): levels, a filter, human text or JSON, and
+//! Logs through `tracing`: levels, a filter, human text or JSON, and
 //! journald-friendly output.
 //!
 //! The runtime tells its story as lines (`runtime::live::run`'s `log` closure, kept as it

@@ -10,9 +10,9 @@ mod ilactl;
 // The book's generated reference pages, compared with the committed ones by its tests.
 #[cfg(test)]
 mod reference;
-// logsvc (issue 12): completions, man page and the long version.
+// Completions, man page and the long version.
 mod docs;
-// deterministic NAT (issue 13, det): `quicknat det forward|reverse`.
+// deterministic NAT: `quicknat det forward|reverse`.
 mod det;
 
 use std::path::{Path, PathBuf};
@@ -74,7 +74,6 @@ enum Command {
     },
     /// List or change the ILA mappings of a running gateway through its control socket.
     Ila(ilactl::IlaArgs),
-    // logsvc (issue 12)
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(docs::CompletionsArgs),
     /// Print a man page (roff) to stdout: quicknat(1), the command, or quicknat.toml(5),
@@ -122,7 +121,7 @@ enum Command {
         #[command(flatten)]
         opts: ctl::CtlOpts,
     },
-    // -- deterministic NAT (issue 13, det) --
+    // -- deterministic NAT --
     /// Deterministic NAT (RFC 7422) offline from the configuration: `det forward INSIDE`
     /// gives the public address and port range, `det reverse PUBLIC PORT` the subscriber.
     Det(det::DetArgs),
@@ -136,7 +135,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    // logsvc (issue 12): one subscriber for the process; `run` takes the first
+    // One subscriber for the process; `run` takes the first
     // configuration's [gateway] log_level and log_format (the environment overrides it).
     quicknat::logging::init(&log_settings(&cli.command));
     let result = match cli.command {
@@ -256,7 +255,7 @@ fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
     );
     println!("{origin}: valid");
     print!("{}", mode_summary(&config.mode));
-    // Issue 14, finding 9: what the tables can grow to, against the machine.
+    // What the tables can grow to, against the machine.
     let available = machine()
         .mem_available
         .map_or_else(|| "unknown".to_owned(), engine::config::human_bytes);
@@ -430,7 +429,7 @@ fn summary(c: &Nat44Config) -> String {
         c.max_sessions,
         c.port_reuse_hold.as_secs()
     );
-    // Deterministic NAT (issue 13, det).
+    // Deterministic NAT.
     if let Some(m) = c
         .deterministic
         .as_ref()
@@ -451,9 +450,9 @@ fn run_gateways(
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     let stop = Arc::new(AtomicBool::new(false));
-    // logsvc (issue 12): a live gateway needs a configuration of its own.
+    // A live gateway needs a configuration of its own.
     require_config(paths)?;
-    // logsvc (issue 12): systemd's notify protocol, when started as a Type=notify unit.
+    // systemd's notify protocol, when started as a Type=notify unit.
     if runtime::sdnotify::install(paths.len().max(1)) {
         tracing::info!(
             event = "systemd",
@@ -495,7 +494,7 @@ fn run_gateways(
             );
         }
         sockets.push((sock, p));
-        // -- routing integration (issue 13) --
+        // -- routing integration --
         // Each gateway its own announcement device: one's exit must not take the other's
         // routes (the device name identifies them).
         if cfg.routing.enabled() {
@@ -591,11 +590,11 @@ fn run_gateway(
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing the SIGHUP handler")?;
-    // logsvc (issue 12): start-up checks, each a warning with its fix.
+    // Start-up checks, each a warning with its fix.
     for f in runtime::preflight::run(&cfg.mode, &gw) {
         tracing::warn!(event = "preflight", check = f.check, "{tag}warning: {f}");
     }
-    // logsvc (issue 12): the runtime's lines go to tracing (level, fields); each
+    // The runtime's lines go to tracing (level, fields); each
     // counter line is also systemd's STATUS=.
     let gateway = tag.trim_end_matches(": ");
     let log = |line: String| {
@@ -614,7 +613,7 @@ fn run_gateway(
     Ok(())
 }
 
-// -- logsvc (issue 12) --
+// -- logging --
 
 /// The logging settings for `command`: `run`'s first configuration's, else the defaults
 /// (a configuration that does not load is reported, with its line, when it is loaded).
@@ -657,7 +656,7 @@ fn gateway_of(
     };
     // NAT event logging: `[logging]` applies with interfaces named on the command line too.
     gw.natlog = cfg.natlog.clone();
-    // -- routing integration (issue 13) --
+    // -- routing integration --
     gw.routing = cfg.routing.clone();
     if let Some(w) = workers {
         anyhow::ensure!((1..=64).contains(&w), "--workers must be between 1 and 64");
@@ -672,7 +671,7 @@ fn gateway_of(
     Ok(gw)
 }
 
-/// Reload (issue 12): re-reads `path` as `check-config` does (memory estimate included)
+/// Reload: re-reads `path` as `check-config` does (memory estimate included)
 /// with the same command-line overrides as at start.
 fn reload_loader(
     path: &Path,
@@ -683,7 +682,7 @@ fn reload_loader(
 ) -> runtime::reload::Loader {
     let path = path.to_path_buf();
     std::sync::Arc::new(move || {
-        // audit12: the bytes parsed are the bytes hashed (`quicknat status` after a reload).
+        // The bytes parsed are the bytes hashed (`quicknat status` after a reload).
         let bytes = std::fs::read(&path).map_err(|e| {
             format!(
                 "{}: cannot read the configuration file: {e}",

@@ -152,7 +152,7 @@ fn several_gateways_are_checked_before_any_starts() {
     assert!(text(&out.stderr).contains("--inside/--outside name one interface pair"));
 }
 
-// -- deterministic NAT (issue 13, det) --
+// -- deterministic NAT --
 
 fn det_example() -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -238,7 +238,7 @@ fn det_forward_and_reverse_answer_offline() {
     ));
 }
 
-// -- routing integration (issue 13) --
+// -- routing integration --
 #[test]
 fn two_gateways_announcing_on_one_device_are_refused_before_any_starts() {
     let gw = |n: u32| {

@@ -1,5 +1,5 @@
-//! Reload of every mode (issue 12: "`quicknat reload` and SIGHUP for every mode ... report
-//! what changed and refuse (keeping the old config) on any error"), through the same hook
+//! Reload of every mode (`quicknat reload` and SIGHUP report what changed, and refuse,
+//! keeping the old configuration, on any error), through the same hook
 //! the live gateway gives SIGHUP and `quicknat reload` (`runtime::reload::hook`), with
 //! files parsed by the binary's own loader.
 //!

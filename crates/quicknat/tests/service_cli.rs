@@ -1,4 +1,4 @@
-//! logsvc (issue 12): what the binary says about itself and how `run` starts — the man
+//! What the binary says about itself and how `run` starts — the man
 //! page documents every subcommand, completions and `--version` are generated from the
 //! CLI, `run` refuses to start on the built-in example, and the Debian package metadata
 //! names files that exist.

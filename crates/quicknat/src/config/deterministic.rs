@@ -1,4 +1,4 @@
-//! `[nat44.deterministic]` (issue 13): deterministic NAT (RFC 7422), read here; its
+//! `[nat44.deterministic]`: deterministic NAT (RFC 7422), read here; its
 //! checks (ratio, ports per subscriber, overlaps) are the engine's, located like any
 //! other engine error (`nat44.deterministic.FIELD`, at its line).
 

@@ -1,5 +1,4 @@
-//! `[gateway] xdp_fast_path`, `xdp_fast_path_entries` and `xdp_fast_path_idle` (issue 15
-//! item 2): the fast path for established NAT44 and NAT64 flows, SIIT/CLAT flows and ILA
+//! `[gateway] xdp_fast_path`, `xdp_fast_path_entries` and `xdp_fast_path_idle`: the fast path for established NAT44 and NAT64 flows, SIIT/CLAT flows and ILA
 //! mappings (the XDP hook on AF_XDP, tc ingress on AF_PACKET), read and checked here.
 
 use std::time::Duration;

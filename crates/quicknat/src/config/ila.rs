@@ -37,7 +37,7 @@ pub(super) struct RawIla {
     /// `[[ila.mapping]]` tables.
     #[serde(default)]
     mapping: Vec<Spanned<RawMapping>>,
-    // -- ICMP error budget (issue 14, finding 11), as NAT44's and NAT64's --
+    // -- ICMP error budget, as NAT44's and NAT64's --
     /// Time Exceeded / Packet Too Big per second a worker sends at most, in all.
     icmp_error_rate: Option<Spanned<u64>>,
     /// ... and to one sender.
@@ -418,7 +418,7 @@ locator = "2001:0:88:0"
     }
 
     /// `[ila] icmp_error_rate` / `icmp_error_rate_per_source`: read, defaulted and bounded
-    /// as NAT44's and NAT64's (issue 14, finding 11).
+    /// as NAT44's and NAT64's.
     #[test]
     fn icmp_error_rates_are_read_and_bounded() {
         use engine::config::IcmpRate;

@@ -1,4 +1,4 @@
-//! logsvc (issue 12): the `[gateway]` logging keys, `log_level` and `log_format`.
+//! The `[gateway]` logging keys, `log_level` and `log_format`.
 
 use super::raw::RawGateway;
 use super::{ConfigFileError, Source};

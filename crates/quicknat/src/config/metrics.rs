@@ -1,4 +1,4 @@
-//! `[gateway] metrics`: the address of the Prometheus metrics listener (issue 12), read
+//! `[gateway] metrics`: the address of the Prometheus metrics listener, read
 //! and checked here; off when not written.
 
 use std::net::SocketAddr;

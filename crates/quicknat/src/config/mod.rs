@@ -8,7 +8,7 @@
 
 pub mod ila;
 mod limits;
-// -- port-block allocation (issue 12, pba) --
+// -- port-block allocation --
 mod blocks;
 mod fastpath;
 mod locate;
@@ -19,11 +19,11 @@ mod natlog;
 mod raw;
 pub mod reference;
 mod reload;
-// -- routing integration (issue 13) --
+// -- routing integration --
 mod routing;
 #[cfg(test)]
 mod tests;
-// -- deterministic NAT (issue 13, det) --
+// -- deterministic NAT --
 mod deterministic;
 
 use std::fmt;
@@ -56,18 +56,18 @@ pub struct Config {
     pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
     pub warnings: Vec<String>,
-    /// The most memory the mode's tables hold when full (issue 14, finding 9).
+    /// The most memory the mode's tables hold when full.
     pub memory: engine::config::MemoryEstimate,
-    /// logsvc (issue 12): `[gateway] log_level` and `log_format` (defaults without them).
+    /// `[gateway] log_level` and `log_format` (defaults without them).
     pub logging: crate::logging::LogSettings,
     /// NAT event logging (`[logging]`); off by default.
     pub natlog: runtime::natlog::NatLogConfig,
-    // -- routing integration (issue 13) --
+    // -- routing integration --
     /// `[routing]`: prefixes announced while healthy; off by default.
     pub routing: runtime::routing::RoutingConfig,
 }
 
-// -- the machine a configuration must fit (issue 14, finding 9) --
+// -- the machine a configuration must fit --
 
 /// What a configuration is held against besides its own rules: the machine it is to run
 /// on, read by the caller (the binary's edge) and passed in, so loading stays a pure
@@ -202,14 +202,14 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
             Ok(None) => {}
         }
     }
-    // NAT event logging (issue 12, natlog): `[logging]`, carried by the gateway too.
+    // NAT event logging: `[logging]`, carried by the gateway too.
     let natlog = file
         .logging
         .as_ref()
         .map(|l| natlog::convert(&src, l.get_ref()))
         .transpose()?
         .unwrap_or_default();
-    // -- routing integration (issue 13) --
+    // -- routing integration --
     let routing = file
         .routing
         .as_ref()
@@ -383,11 +383,11 @@ fn convert_gateway(
             link_mtu(src, &g.inside_mtu, "gateway.inside_mtu")?,
             link_mtu(src, &g.outside_mtu, "gateway.outside_mtu")?,
         ],
-        // -- metrics (issue 12) --
+        // -- metrics --
         metrics: metrics::listen_addr(src, &g.metrics)?,
         // Set from `[logging]` by `load_str_on`.
         natlog: runtime::natlog::NatLogConfig::default(),
-        // -- XDP fast path (issue 15 item 2) --
+        // -- XDP fast path --
         xdp_fast_path: fastpath::switch(src, &g.xdp_fast_path)?,
         xdp_fast_path_entries: fastpath::entries(src, &g.xdp_fast_path_entries)?,
         xdp_fast_path_idle: fastpath::idle(src, &g.xdp_fast_path_idle)?,
@@ -577,7 +577,7 @@ fn fragment_limits(
     Ok((t, m))
 }
 
-// -- ICMP error budget (issue 14, finding 11) --
+// -- ICMP error budget --
 
 /// `icmp_error_rate` and `icmp_error_rate_per_source` of `section` (each 0 to
 /// [`engine::config::IcmpRate::MAX`] a second), the defaults where not written.
@@ -728,9 +728,9 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     )?;
     c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
-    // Live reload (issue 12).
+    // Live reload.
     c.reload_drain = reload::reload_drain(src, &raw.reload_drain)?;
-    // Port-block allocation (issue 12, pba).
+    // Port-block allocation.
     let (size, per) = blocks::port_blocks(
         src,
         &raw.port_block_size,
@@ -739,7 +739,7 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     )?;
     c.port_block_size = size.unwrap_or(c.port_block_size);
     c.blocks_per_subscriber = per.unwrap_or(c.blocks_per_subscriber);
-    // Deterministic NAT (issue 13, det).
+    // Deterministic NAT.
     c.deterministic = deterministic::convert(src, &raw.deterministic)?;
     for (i, r) in raw.rule.iter().enumerate() {
         let r = r.get_ref();

@@ -25,7 +25,7 @@ pub(super) struct RawXlatOptions {
     pub ipv6_udp_zero_checksum: Option<Spanned<String>>,
     /// Copy TOS <-> Traffic Class (default) or write zero.
     pub copy_tos: Option<bool>,
-    // -- gateway-originated ICMP errors (issue 11, finding 2) --
+    // -- gateway-originated ICMP errors --
     /// RFC 7915 §4.4 / §5.4: send ICMP errors about refused packets (default true).
     pub icmp_errors: Option<bool>,
     // RFC 7915 §4.1 / §5.1 MTU, DF and TOS settings.
@@ -37,14 +37,14 @@ pub(super) struct RawXlatOptions {
     pub tos: Option<Spanned<u64>>,
     /// RFC 7915 §4.1: the IPv6 Traffic Class to write instead of copying the TOS.
     pub traffic_class: Option<Spanned<u64>>,
-    // -- ICMP error budget (issue 14, finding 11) --
+    // -- ICMP error budget --
     /// ICMP errors per second a worker sends at most, in all.
     pub icmp_error_rate: Option<Spanned<u64>>,
     /// ICMP errors per second a worker sends at most to one sender.
     pub icmp_error_rate_per_source: Option<Spanned<u64>>,
 }
 
-/// `[MODE.options] icmp_error_rate` and `icmp_error_rate_per_source` (issue 14, finding 11).
+/// `[MODE.options] icmp_error_rate` and `icmp_error_rate_per_source`.
 fn options_icmp_rate(
     src: &Source<'_>,
     raw: Option<&RawXlatOptions>,
@@ -354,7 +354,7 @@ pub(super) struct RawNat64 {
     pub port_preservation: Option<bool>,
     /// The prefix length the per-host limits count IPv6 sources by (64; 1-64 or 128).
     pub subscriber_prefix_len: Option<Spanned<u64>>,
-    // -- port-block allocation (issue 12, pba) --
+    // -- port-block allocation --
     /// Ports per block (0: off).
     pub port_block_size: Option<Spanned<u64>>,
     /// Blocks one IPv6 subscriber may hold per pool4 address (each serves every protocol).
@@ -486,7 +486,7 @@ pub(super) fn convert_nat64(
     c.max_sessions_per_host = s.unwrap_or(c.max_sessions_per_host);
     c.max_ports_per_host = p.unwrap_or(c.max_ports_per_host);
     c.port_preservation = r.port_preservation.unwrap_or(c.port_preservation);
-    // Port-block allocation (issue 12, pba).
+    // Port-block allocation.
     let (size, per) =
         super::blocks::port_blocks(src, &r.port_block_size, &r.blocks_per_subscriber, "nat64")?;
     c.port_block_size = size.unwrap_or(c.port_block_size);

@@ -29,7 +29,7 @@ pub(super) struct RawFile {
     pub ila: Option<Spanned<super::ila::RawIla>>,
     /// The `[logging]` table (NAT event logging, read by `super::natlog`).
     pub logging: Option<Spanned<super::natlog::RawLogging>>,
-    // -- routing integration (issue 13) --
+    // -- routing integration --
     /// The `[routing]` table (announced prefixes, read by `super::routing`).
     pub routing: Option<Spanned<super::routing::RawRouting>>,
 }
@@ -68,15 +68,15 @@ pub(super) struct RawGateway {
     pub inside_mtu: Option<Spanned<u64>>,
     /// MTU of the outside link.
     pub outside_mtu: Option<Spanned<u64>>,
-    // -- metrics (issue 12) --
+    // -- metrics --
     /// Address of the Prometheus metrics listener (`"127.0.0.1:9464"`); off when absent.
     pub metrics: Option<Spanned<String>>,
-    // logsvc (issue 12): logging.
+    // Logging.
     /// Log level or filter (`EnvFilter` syntax); `QUICKNAT_LOG`/`RUST_LOG` override it.
     pub log_level: Option<Spanned<String>>,
     /// `"text"` or `"json"`.
     pub log_format: Option<Spanned<String>>,
-    // -- XDP fast path (issue 15 item 2) --
+    // -- XDP fast path --
     /// `"auto"`, `"on"` or `"off"` (default).
     pub xdp_fast_path: Option<Spanned<String>>,
     /// Flow directions the fast path's map holds per interface.
@@ -120,7 +120,7 @@ pub(super) struct RawNat44 {
     pub max_simultaneous_opens: Option<Spanned<u64>>,
     /// Drop unsolicited inbound TCP SYNs instead of holding them.
     pub drop_externally_initiated_tcp: Option<bool>,
-    // -- ICMP error budget (issue 14, finding 11) --
+    // -- ICMP error budget --
     /// ICMP errors per second a worker sends at most, in all.
     pub icmp_error_rate: Option<Spanned<u64>>,
     /// ICMP errors per second a worker sends at most to one sender.
@@ -129,15 +129,15 @@ pub(super) struct RawNat44 {
     pub max_sessions_per_host: Option<Spanned<u64>>,
     /// Public ports one inside host may hold per protocol (0: unlimited).
     pub max_ports_per_host: Option<Spanned<u64>>,
-    // -- live reload (issue 12, reload) --
+    // -- live reload --
     /// Sessions on a public address a reload removed: "expire" or "immediate".
     pub reload_drain: Option<Spanned<String>>,
-    // -- port-block allocation (issue 12, pba) --
+    // -- port-block allocation --
     /// Ports per block (0: off).
     pub port_block_size: Option<Spanned<u64>>,
     /// Blocks one subscriber may hold per pool address (each serves every protocol).
     pub blocks_per_subscriber: Option<Spanned<u64>>,
-    // -- deterministic NAT (issue 13, det) --
+    // -- deterministic NAT --
     /// The `[nat44.deterministic]` table (RFC 7422).
     pub deterministic: Option<Spanned<super::deterministic::RawDeterministic>>,
 }
@@ -154,9 +154,9 @@ pub(super) struct RawTimeouts {
     pub tcp_transitory: Option<Spanned<u64>>,
     /// TCP timeout after a RST.
     pub tcp_closed: Option<Spanned<u64>>,
-    /// TCP timeout with only a SYN seen (issue 14).
+    /// TCP timeout with only a SYN seen.
     pub tcp_syn_sent: Option<Spanned<u64>>,
-    /// TCP timeout with the SYN-ACK seen, handshake not complete (issue 14).
+    /// TCP timeout with the SYN-ACK seen, handshake not complete.
     pub tcp_syn_recv: Option<Spanned<u64>>,
     /// ICMP query timeout.
     pub icmp: Option<Spanned<u64>>,

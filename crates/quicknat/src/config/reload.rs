@@ -1,4 +1,4 @@
-//! `[nat44] reload_drain` (issue 12, reload): what a live reload does with the sessions
+//! `[nat44] reload_drain`: what a live reload does with the sessions
 //! on a public address it removed.
 
 use engine::config::ReloadDrain;

@@ -1,4 +1,4 @@
-//! The `[routing]` table (issue 13): the prefixes this gateway announces to the routing
+//! The `[routing]` table: the prefixes this gateway announces to the routing
 //! daemon beside it while it forwards.
 //!
 //! ```toml

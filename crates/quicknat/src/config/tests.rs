@@ -428,7 +428,7 @@ udp_zero_checksum = "compute"
     assert_eq!(s.eam_hairpin, engine::siit::EamHairpin::Intrinsic);
 }
 
-// ---- gateway-originated ICMP errors, RFC 6791 pool, EAM hairpinning (issue 11) ----
+// ---- gateway-originated ICMP errors, RFC 6791 pool, EAM hairpinning ----
 
 #[test]
 fn siit_error_pool_hairpin_mode_and_icmp_errors_switch() {
@@ -770,7 +770,7 @@ fn gateway_link_addresses_and_mtus() {
     );
 }
 
-// hostops (issue 14, finding 6): who may use the control socket.
+// Who may use the control socket.
 #[test]
 fn gateway_control_group() {
     let text = format!(
@@ -909,7 +909,7 @@ fn simultaneous_open_settings_are_read_and_checked() {
     );
 }
 
-// -- ICMP error budget (issue 14, finding 11) --
+// -- ICMP error budget --
 
 #[test]
 fn icmp_error_rates_are_read_and_bounded() {
@@ -963,11 +963,11 @@ fn icmp_error_rates_are_read_and_bounded() {
     assert_eq!(s.icmp_rate.per_source, 9);
 }
 
-// -- sizes that cannot run, memory against the machine (issue 14, finding 9) --
+// -- sizes that cannot run, memory against the machine --
 
-/// `max_sessions` values that passed check-config on main and then killed `run`
-/// (2^63-1: index out of bounds in chain.rs; 2^62: capacity overflow; 10^12: allocation
-/// abort) are refused with the file, line and field; the session table indexes 2^31-1.
+/// `max_sessions` values the tables cannot index (2^63-1 would be out of bounds in
+/// chain.rs, 2^62 a capacity overflow, 10^12 an allocation abort) are refused by
+/// check-config with the file, line and field; the session table indexes 2^31-1.
 #[test]
 fn max_sessions_beyond_what_the_tables_index_is_refused() {
     for v in [
@@ -1062,8 +1062,8 @@ fn on_cpu() -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
-/// 40,000 static mappings validated on main in 2.25 s (a pairwise scan for repeats, and
-/// one scan of the pools per mapping); now by sorting and bisection. Structural check,
+/// Static mappings are validated by sorting and bisection, not by a pairwise scan for
+/// repeats and a scan of the pools per mapping. Structural check,
 /// no absolute time on a shared machine: the same number of entries validated as 24 lists
 /// of 20k or 6 lists of 80k costs about the same CPU time when validation is n log n,
 /// four times as much when it is quadratic (fastest of several alternating runs).
@@ -1152,7 +1152,7 @@ fn a_repeated_static_mapping_names_the_first() {
     );
 }
 
-/// Issue 14 finding 3: per-subscriber limits, on by default, read in both modes, 0 for
+/// Per-subscriber limits, on by default, read in both modes, 0 for
 /// unlimited, out-of-range values named by file, line and field.
 #[test]
 fn subscriber_limits_are_read_and_checked() {
@@ -1200,7 +1200,7 @@ fn subscriber_limits_are_read_and_checked() {
     );
 }
 
-// --- TCP half-open timeouts (issue 14, tcpstate) ---
+// --- TCP half-open timeouts ---
 
 #[test]
 fn tcp_half_open_timeouts_are_read_and_bounded() {
@@ -1227,7 +1227,7 @@ fn tcp_half_open_timeouts_are_read_and_bounded() {
     );
 }
 
-// -- metrics (issue 12): the Prometheus listener's address --
+// -- metrics: the Prometheus listener's address --
 #[test]
 fn gateway_metrics_address() {
     let gw = "[gateway]\ninside = \"in0\"\noutside = \"out0\"\n";
@@ -1256,7 +1256,7 @@ fn gateway_metrics_address() {
     }
 }
 
-// ---- logsvc (issue 12): log_level, log_format ----
+// ---- logging: log_level, log_format ----
 
 #[test]
 fn gateway_log_level_and_format() {
@@ -1282,7 +1282,7 @@ fn gateway_log_level_and_format() {
     expect_err(&text, "log_level", "gateway.log_level", "not a level");
 }
 
-// -- [logging] (NAT event logging, issue 12 natlog) --
+// -- [logging] (NAT event logging) --
 
 #[test]
 fn logging_is_off_by_default_and_read_when_written() {
@@ -1336,7 +1336,7 @@ fn logging_mistakes_name_the_line_and_field() {
     expect_err(&t, "event =", "logging.event", "unknown field");
 }
 
-// -- NAT64 subscribers by prefix (issue 14) --
+// -- NAT64 subscribers by prefix --
 
 #[test]
 fn nat64_subscriber_prefix_len_is_read_and_bounded() {
@@ -1363,7 +1363,7 @@ fn nat64_subscriber_prefix_len_is_read_and_bounded() {
     }
 }
 
-// --- live reload (issue 12, reload) ---
+// --- live reload ---
 
 #[test]
 fn reload_drain_is_read_and_checked() {
@@ -1417,7 +1417,7 @@ fn reload_of_edited_files_reports_or_refuses_naming_the_setting() {
     assert!(e.message.contains("from nat44 to nat64"), "{e}");
 }
 
-// --- port-block allocation (issue 12, pba) ---
+// --- port-block allocation ---
 
 /// Off by default; read in both modes; out-of-range values and a block larger than a
 /// rule's port range named by file, line and field.
@@ -1466,7 +1466,7 @@ fn port_block_settings_are_read_and_checked() {
     );
 }
 
-// -- deterministic NAT (issue 13, det) --
+// -- deterministic NAT --
 
 /// The issue's contract shape loads alone; each mistake names its line and field.
 #[test]
@@ -1554,7 +1554,7 @@ fn nat44_sub_tables_without_a_nat44_line_load() {
     assert_eq!(e.line, Some(3));
 }
 
-// -- XDP fast path (issue 15 item 2): xdp_fast_path, xdp_fast_path_entries, xdp_fast_path_idle --
+// -- XDP fast path: xdp_fast_path, xdp_fast_path_entries, xdp_fast_path_idle --
 #[test]
 fn gateway_xdp_fast_path() {
     use runtime::live::{FastPathSwitch, XDP_FAST_PATH_ENTRIES, XDP_FAST_PATH_IDLE};
@@ -1605,7 +1605,7 @@ fn gateway_xdp_fast_path() {
     }
 }
 
-// -- [routing] (routing integration, issue 13) --
+// -- [routing] (routing integration) --
 
 #[test]
 fn routing_is_off_by_default_and_read_when_written() {
