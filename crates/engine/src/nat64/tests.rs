@@ -284,32 +284,47 @@ fn hairpin_between_two_ipv6_hosts() {
     assert_eq!(n.counters().hairpinned, 1);
 }
 
+/// A static binding publishes a server: reachable from any IPv4 client under every
+/// filtering behaviour (filtering is about dynamic bindings), also from a second client
+/// after the server has answered the first.
 #[test]
 fn static_binding_makes_an_ipv6_server_reachable() {
-    let mut cfg = config();
-    cfg.static_bindings.push(Nat64Static {
-        protocol: crate::config::L4Proto::Tcp,
-        public: SocketAddrV4::new(POOL, 8080),
-        inside: SocketAddrV6::new(HOST_B, 80, 0, 0),
-    });
-    let mut n = Nat64::new(cfg).unwrap();
-    let client = Ipv4Addr::new(198, 51, 100, 50);
-    let mut syn = ipv4(TCP, client, POOL, 60, &tcp(33000, 8080, 0x02));
-    fill_l4_csum(&mut syn);
-    let r = inb(&mut n, 1, &syn).unwrap();
-    assert_eq!(v6_addrs(&r), (embed(client), HOST_B));
-    assert_eq!(ports(&r), (33000, 80));
-    assert_checksums(&r);
-    // The server's answer goes back out from the public endpoint.
-    let mut synack = ipv6(TCP, HOST_B, embed(client), 64, &tcp(80, 33000, 0x12));
-    fill_l4_csum(&mut synack);
-    let o = out(&mut n, 1, &synack).unwrap();
-    assert_eq!(v4_addrs(&o), (POOL, client));
-    assert_eq!(ports(&o), (8080, 33000));
-    // The pinned host outlives every sweep.
-    n.handle_timeout(t(100_000));
-    n.handle_timeout(t(100_100));
-    assert_eq!(n.shared().host_count(), 1);
+    for filtering in [
+        crate::config::Filtering::EndpointIndependent,
+        crate::config::Filtering::AddressDependent,
+    ] {
+        let mut cfg = config();
+        cfg.filtering = filtering;
+        cfg.static_bindings.push(Nat64Static {
+            protocol: crate::config::L4Proto::Tcp,
+            public: SocketAddrV4::new(POOL, 8080),
+            inside: SocketAddrV6::new(HOST_B, 80, 0, 0),
+        });
+        let mut n = Nat64::new(cfg).unwrap();
+        let client = Ipv4Addr::new(198, 51, 100, 50);
+        let mut syn = ipv4(TCP, client, POOL, 60, &tcp(33000, 8080, 0x02));
+        fill_l4_csum(&mut syn);
+        let r = inb(&mut n, 1, &syn).unwrap();
+        assert_eq!(v6_addrs(&r), (embed(client), HOST_B));
+        assert_eq!(ports(&r), (33000, 80));
+        assert_checksums(&r);
+        // The server's answer goes back out from the public endpoint.
+        let mut synack = ipv6(TCP, HOST_B, embed(client), 64, &tcp(80, 33000, 0x12));
+        fill_l4_csum(&mut synack);
+        let o = out(&mut n, 1, &synack).unwrap();
+        assert_eq!(v4_addrs(&o), (POOL, client));
+        assert_eq!(ports(&o), (8080, 33000));
+        // A client the server has never sent to is let in too.
+        let other = Ipv4Addr::new(192, 0, 2, 77);
+        let mut syn = ipv4(TCP, other, POOL, 60, &tcp(41000, 8080, 0x02));
+        fill_l4_csum(&mut syn);
+        let r = inb(&mut n, 2, &syn).unwrap_or_else(|e| panic!("{filtering:?}: {e:?}"));
+        assert_eq!(v6_addrs(&r), (embed(other), HOST_B));
+        // The pinned host outlives every sweep.
+        n.handle_timeout(t(100_000));
+        n.handle_timeout(t(100_100));
+        assert_eq!(n.shared().host_count(), 1);
+    }
 }
 
 #[test]
