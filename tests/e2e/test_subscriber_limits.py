@@ -1,4 +1,4 @@
-"""Per-subscriber limits (RFC 6888 REQ-3) through the live gateway.
+"""Per-subscriber limits (RFC 6888 REQ-4) through the live gateway.
 
     cli (10.0.0.2 greedy; 10.0.0.100-149 fifty others) == gw (g-in 10.0.0.1 | g-out
     198.51.100.1) == srv (198.51.100.2, a UDP echo server)

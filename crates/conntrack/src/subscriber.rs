@@ -1,4 +1,4 @@
-//! Per-subscriber counters (RFC 6888 REQ-3/REQ-4): how many sessions and how
+//! Per-subscriber counters (RFC 6888 REQ-4/REQ-5): how many sessions and how
 //! many public ports of each protocol one inside host holds, so that one greedy host
 //! cannot take a pool address's ports or the session table from everyone else.
 //!

@@ -82,7 +82,7 @@ drop_reasons! {
     /// The session table is at capacity: new flows are refused, established ones continue.
     TableFull => "table_full",
     /// The inside host holds `max_sessions_per_host` sessions, or `max_ports_per_host`
-    /// public ports of this protocol (RFC 6888 REQ-3/REQ-4): its new flow is refused,
+    /// public ports of this protocol (RFC 6888 REQ-4/REQ-5): its new flow is refused,
     /// its existing ones and every other host's continue.
     SubscriberLimit => "subscriber_limit",
     /// An ICMP error quoting a packet that belongs to no session.

@@ -85,7 +85,7 @@ pub struct Nat44Config {
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
 
-    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4): one inside host (one IPv6 host
+    // Per-subscriber limits (RFC 6888 REQ-4/REQ-5): one inside host (one IPv6 host
     // behind NAT64) never takes the table or a pool address from the others.
     /// Sessions an inside host may open (0: unlimited). Counted for flows started from
     /// the inside; flows to its port forwards are not its doing and are not counted.

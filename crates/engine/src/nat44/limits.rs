@@ -1,10 +1,10 @@
-//! Per-subscriber limits (RFC 6888 REQ-3: "A CGN MUST support limiting the number of
+//! Per-subscriber limits (RFC 6888 REQ-4: "A CGN MUST support limiting the number of
 //! external ports (or, equivalently, "identifiers" for ICMP) that are assigned per
-//! subscriber"; REQ-4: "A CGN SHOULD support limiting the number of sessions ... per
-//! subscriber"). The subscriber is the inside IPv4 address; behind NAT64 it is the IPv6
-//! prefix of `subscriber_prefix_len` bits (a /64 by default: RFC 6888 §3 and RFC 7857 count
-//! a subscriber, and an IPv6 subscriber gets a prefix, not an address) that the host id's
-//! address falls in ([`super::InsideHosts::subscriber`]).
+//! subscriber"; REQ-5: "A CGN SHOULD support limiting the amount of state memory
+//! allocated per mapping and per subscriber"). The subscriber is the inside IPv4 address;
+//! behind NAT64 it is the IPv6 prefix of `subscriber_prefix_len` bits (a /64 by default:
+//! RFC 6888 §3 and RFC 7857 count a subscriber, and an IPv6 subscriber gets a prefix, not
+//! an address) that the host id's address falls in ([`super::InsideHosts::subscriber`]).
 //!
 //! A session is counted when a flow from the inside makes one and released exactly once,
 //! by whoever marks it dead (`release_session`); a port when a dynamic binding takes one

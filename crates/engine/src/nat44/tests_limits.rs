@@ -77,7 +77,7 @@ fn one_address(max_sessions_per_host: u32, max_ports_per_host: u32) -> Nat44Conf
     }
 }
 
-/// RFC 6888 REQ-3: one greedy host opens flows from every source port while 50 other
+/// RFC 6888 REQ-4: one greedy host opens flows from every source port while 50 other
 /// hosts, paired with the same public address, open one each. Unlimited, the greedy host
 /// would take all 64,512 ports and the 50 get `pool_exhausted`; with the default limit it
 /// stops at 4096 ports (`subscriber_limit`), its existing flows keep working, and all 50
@@ -151,7 +151,7 @@ fn zero_means_unlimited() {
     );
 }
 
-/// RFC 6888 REQ-4: sessions per host. One source port to many servers is one port but
+/// RFC 6888 REQ-5: sessions per host. One source port to many servers is one port but
 /// many sessions; the 11th is refused, another host is not, and once the host's sessions
 /// expire it may open new ones (the count went back to zero).
 #[test]

@@ -540,7 +540,7 @@ impl Nat44Worker {
         if hairpin && !self.shared.cfg.hairpinning {
             return Err(DropReason::HairpinDisabled);
         }
-        // RFC 6888 REQ-4: the session is counted before anything is made for it, and
+        // RFC 6888 REQ-5: the session is counted before anything is made for it, and
         // given back unless this call installed it (another worker's copy is theirs).
         let at = Origin { ring: self.id, now };
         if let Err(e) = self.shared.acquire_host(Counted::Sessions, t.src.addr) {
@@ -679,7 +679,7 @@ impl Nat44Worker {
                     // Deterministic NAT: a port of the subscriber's own range.
                     sh.det_allocate(pool, proto, inside, range)?
                 } else {
-                    // RFC 6888 REQ-3: the port is counted before it is taken; the reaper
+                    // RFC 6888 REQ-4: the port is counted before it is taken; the reaper
                     // gives it back with the binding, or this call when no binding is made.
                     sh.acquire_host(Counted::Ports(proto), inside.addr)?;
                     pool.allocate_for(

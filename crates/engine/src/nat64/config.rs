@@ -68,7 +68,7 @@ pub struct Nat64Config {
     // ICMP error budget.
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
-    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4); `subscriber_prefix_len` says which IPv6
+    // Per-subscriber limits (RFC 6888 REQ-4/REQ-5); `subscriber_prefix_len` says which IPv6
     // sources make one subscriber.
     /// Sessions one IPv6 host may open (0: unlimited); see [`Nat44Config::max_sessions_per_host`].
     pub max_sessions_per_host: u32,

@@ -1,7 +1,8 @@
 //! NAT64's live reload: pool4, its ports, timeouts, filtering, hairpinning, port
 //! preservation and per-subscriber limits change live through the NAT44 core it runs on
-//! (`nat44::reload`); the translator's settings (pref64, SIIT options, ICMP behaviour)
-//! and the static bindings (their hosts are pinned at start) need a restart.
+//! (`nat44::reload`); the translator's settings (pref64, SIIT options, ICMP behaviour),
+//! the static bindings (their hosts are pinned at start) and `subscriber_prefix_len` (the
+//! subscriber table is keyed by it at start) need a restart.
 
 use std::net::SocketAddrV4;
 
@@ -27,6 +28,10 @@ impl Nat64Shared {
             ),
             ("icmp_errors", old.icmp_errors != new.icmp_errors),
             ("icmp_rate", old.icmp_rate != new.icmp_rate),
+            (
+                "subscriber_prefix_len",
+                old.subscriber_prefix_len != new.subscriber_prefix_len,
+            ),
         ])?;
         // The static bindings are unchanged: their host ids are the forwards' in force.
         let ids: Vec<SocketAddrV4> = self

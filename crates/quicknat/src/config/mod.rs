@@ -719,7 +719,7 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     if let Some(t) = &raw.timeouts {
         c.timeouts = timeouts(t.get_ref(), c.timeouts);
     }
-    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4).
+    // Per-subscriber limits (RFC 6888 REQ-4/REQ-5).
     let (s, p) = limits::host_limits(
         src,
         &raw.max_sessions_per_host,

@@ -476,7 +476,7 @@ pub(super) fn convert_nat64(
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);
     c.drop_icmpv6_info = r.drop_icmpv6_info.unwrap_or(c.drop_icmpv6_info);
-    // Per-subscriber limits (RFC 6888 REQ-3/REQ-4) and port choice.
+    // Per-subscriber limits (RFC 6888 REQ-4/REQ-5) and port choice.
     let (s, p) = super::limits::host_limits(
         src,
         &r.max_sessions_per_host,

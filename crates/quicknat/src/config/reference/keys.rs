@@ -295,7 +295,8 @@ const GATEWAY: &[Key] = &[
       "Group whose members may use the control socket besides root.", "\"netadmin\""),
     k("gso", "boolean", Value("true"), "",
       "AF_PACKET: pass GSO/GRO super-packets and partial checksums through with virtio-net \
-       headers (offloads stay on) instead of turning offloads off.", "false"),
+       headers (offloads stay on) instead of turning offloads off; `offloads_off` then \
+       leaves the offloads on.", "false"),
     k("inside_addresses", "array of strings", Absent("the interface's addresses"),
       "one unicast IPv4 and/or one IPv6 address",
       "The gateway's own addresses on the inside link: the source of the ICMP errors it \
@@ -340,10 +341,10 @@ const NAT44: &[Key] = &[
     k("port_preservation", "boolean", Value("true"), "",
       "Keep the inside source port when it is free on the public address (else an RFC \
        6056 random port).", "false")
-        .rfc("RFC 4787 REQ-3"),
+        .rfc("RFC 4787 §4.2.1"),
     k("port_reuse_hold", SECS, Value("120"), "",
       "Seconds a released public port is held back before another host may get it.", "60")
-        .rfc("RFC 6888 REQ-7")
+        .rfc("RFC 6888 REQ-8")
         .reload(Restart),
     k("max_sessions", "integer", Value("1048576"), "at least 1",
       "Upper bound on live sessions; the session table is sized for it at start \
@@ -372,11 +373,11 @@ const NAT44: &[Key] = &[
       "ICMP errors per second one worker sends at most to one sender.", "10"),
     k("max_sessions_per_host", "integer", Value("10000"), "0 (unlimited) to 4294967295",
       "Sessions one inside host may hold. Live when limits were on at start.", "5000")
-        .rfc("RFC 6888 REQ-4"),
+        .rfc("RFC 6888 REQ-5"),
     k("max_ports_per_host", "integer", Value("4096"), "0 (unlimited) to 65536",
       "Public ports one inside host may hold per protocol. Live when limits were on at \
        start.", "2048")
-        .rfc("RFC 6888 REQ-3"),
+        .rfc("RFC 6888 REQ-4"),
     k("reload_drain", "string", Value("\"expire\""), "`\"expire\"`, `\"immediate\"`",
       "What a reload does with sessions on a public address it removed: let them time out, \
        or end them at the next reaper pass.", "\"immediate\""),
@@ -396,7 +397,7 @@ const TIMEOUTS: &[Key] = &[
     k("tcp_established", SECS, Value("7440"), "", "TCP established idle timeout.", "3600")
         .rfc("RFC 5382 REQ-5"),
     k("tcp_transitory", SECS, Value("240"), "",
-      "TCP timeout while closing (FIN seen).", "120")
+      "TCP timeout once both sides have sent a FIN (TIME_WAIT).", "120")
         .rfc("RFC 5382 REQ-5"),
     k("tcp_closed", SECS, Value("240"), "", "TCP timeout after a RST.", "10"),
     k("tcp_syn_sent", SECS, Value("120"), "",
@@ -404,7 +405,7 @@ const TIMEOUTS: &[Key] = &[
         .rfc("RFC 7857 §2.1"),
     k("tcp_syn_recv", SECS, Value("60"), "",
       "TCP timeout with the SYN-ACK seen, handshake not complete.", "30"),
-    k("icmp", SECS, Value("60"), "", "ICMP query (echo) timeout.", "30").rfc("RFC 5508 REQ-1"),
+    k("icmp", SECS, Value("60"), "", "ICMP query (echo) timeout.", "30").rfc("RFC 5508 REQ-2"),
 ];
 
 #[rustfmt::skip]
@@ -495,15 +496,16 @@ const NAT64: &[Key] = &[
         .reload(Restart),
     k("max_sessions_per_host", "integer", Value("10000"), "0 (unlimited) to 4294967295",
       "Sessions one IPv6 subscriber may hold.", "5000")
-        .rfc("RFC 6888 REQ-4"),
+        .rfc("RFC 6888 REQ-5"),
     k("max_ports_per_host", "integer", Value("4096"), "0 (unlimited) to 65536",
       "Pool ports one IPv6 subscriber may hold per protocol.", "2048")
-        .rfc("RFC 6888 REQ-3"),
+        .rfc("RFC 6888 REQ-4"),
     k("port_preservation", "boolean", Value("true"), "",
       "Keep the IPv6 host's source port when free (else an RFC 6056 random port).", "false"),
     k("subscriber_prefix_len", "integer", Value("64"), "1-64 or 128",
       "The IPv6 prefix length a subscriber is counted by for the per-host limits and \
-       port blocks.", "56"),
+       port blocks.", "56")
+        .reload(Restart),
     k("port_block_size", "integer", Value("0"), "0 (off) or 8-32768",
       "Port-block allocation: ports per block.", "512")
         .reload(Restart),
