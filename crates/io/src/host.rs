@@ -78,6 +78,29 @@ fn offloads_off_with(ethtool: &std::path::Path, ifname: &str) -> Offloads {
     }
 }
 
+/// The kernel driver behind `ifname` (`ethtool -i IF`: "veth", "virtio_net", "ice"...).
+pub fn driver(ifname: &str) -> io::Result<String> {
+    let out = Command::new(tool("ethtool"))
+        .args(["-i", ifname])
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "ethtool -i {ifname}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    parse_driver(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| io::Error::other(format!("ethtool -i {ifname}: no driver line")))
+}
+
+/// The `driver:` line of `ethtool -i`'s output.
+fn parse_driver(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("driver:"))
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+}
+
 /// An nftables netdev ingress table that drops transit IP traffic after AF_PACKET has
 /// taken its copy (packet taps run before the ingress hook), so the kernel does not also
 /// route and discard every packet the gateway forwards. Traffic for the host's own

@@ -254,3 +254,24 @@ fn entering_a_missing_namespace_names_it() {
         "{e}"
     );
 }
+
+#[test]
+fn driver_line_is_read_from_ethtool_output() {
+    let text = "driver: veth\nversion: 1.0\nfirmware-version: \nbus-info: \n";
+    assert_eq!(parse_driver(text).as_deref(), Some("veth"));
+    assert_eq!(parse_driver("driver: \nversion: 1\n"), None);
+    assert_eq!(parse_driver("no such line\n"), None);
+}
+
+#[test]
+fn driver_names_a_veth_and_fails_on_no_interface() {
+    let Some(lab) = lab_with("ethtool", "hdrv", 86) else {
+        return;
+    };
+    let dev = lab.dev_a.clone();
+    let (veth, none) = join(spawn_in(&lab.a, move || {
+        (driver(&dev), driver("qn-no-such0"))
+    }));
+    assert_eq!(veth.expect("ethtool -i on a veth"), "veth");
+    assert!(none.is_err(), "{none:?}");
+}

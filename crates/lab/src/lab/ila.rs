@@ -167,10 +167,10 @@ fn direct_routes(lab: &Lab, add: bool, kernel_forwards: bool) -> Result<()> {
     Ok(())
 }
 
-/// A router that forwards in user space but translates nothing.
+/// A router that forwards in user space (its fast path off) but translates nothing.
 fn forward_config(backend: &str, inside: &str, outside: &str, sock: &str) -> String {
     format!(
-        "[gateway]\ninside = \"{inside}\"\noutside = \"{outside}\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\ncontrol_socket = \"{sock}\"\n\n\
+        "[gateway]\ninside = \"{inside}\"\noutside = \"{outside}\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 3600\ncontrol_socket = \"{sock}\"\nxdp_fast_path = \"off\"\n\n\
          [ila]\nsir_prefix = \"2001:db8:eeee:1::/64\"\ncsum_mode = \"adjust-transport\"\nunmapped = \"forward\"\n"
     )
 }

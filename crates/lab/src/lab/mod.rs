@@ -331,14 +331,16 @@ pub(crate) struct Configs(pub(crate) Vec<(String, PathBuf)>);
 
 impl Configs {
     /// For the three-namespace topologies: `[gateway]` on g-in (inside) and g-out
-    /// (outside), one worker, then `mode` (the translation's tables).
+    /// (outside), one worker, the fast path off (the `af_xdp` and `af_packet` arms measure
+    /// the engine's path; `xdpfast` and `tcfast` are the fast path's arms), then `mode`
+    /// (the translation's tables).
     pub(crate) fn gateway(topology: &str, backends: &[String], mode: &str) -> Result<Self> {
         let mut c = Configs(Vec::new());
         for b in backends {
             let path = temp_path(&format!("{topology}-{b}.toml"));
             std::fs::write(
                 &path,
-                format!("[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{b}\"\nworkers = 1\nstats_interval = 3600\n\n{mode}"),
+                format!("[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{b}\"\nworkers = 1\nstats_interval = 3600\nxdp_fast_path = \"off\"\n\n{mode}"),
             )?;
             c.0.push((b.clone(), path));
         }

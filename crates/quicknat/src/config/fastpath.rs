@@ -8,14 +8,14 @@ use toml::Spanned;
 
 use super::{ConfigFileError, Source};
 
-/// The switch: `"off"` (default), `"auto"` or `"on"`.
+/// The switch: `"auto"` (default), `"on"` or `"off"`.
 pub(super) fn switch(
     src: &Source<'_>,
     v: &Option<Spanned<String>>,
 ) -> Result<FastPathSwitch, ConfigFileError> {
     match v.as_ref().map(|s| s.get_ref().as_str()) {
-        None | Some("off") => Ok(FastPathSwitch::Off),
-        Some("auto") => Ok(FastPathSwitch::Auto),
+        Some("off") => Ok(FastPathSwitch::Off),
+        None | Some("auto") => Ok(FastPathSwitch::Auto),
         Some("on") => Ok(FastPathSwitch::On),
         Some(_) => Err(src.bad_value(
             v.as_ref().expect("matched Some"),

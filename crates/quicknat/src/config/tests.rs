@@ -1563,7 +1563,7 @@ fn gateway_xdp_fast_path() {
         .unwrap()
         .gateway
         .unwrap();
-    assert_eq!(g.xdp_fast_path, FastPathSwitch::Off, "off by default");
+    assert_eq!(g.xdp_fast_path, FastPathSwitch::Auto, "auto by default");
     assert_eq!(g.xdp_fast_path_entries, XDP_FAST_PATH_ENTRIES);
     assert_eq!(g.xdp_fast_path_idle, XDP_FAST_PATH_IDLE);
     assert_eq!(XDP_FAST_PATH_IDLE.as_secs(), 30);

@@ -74,12 +74,13 @@ pub struct GatewayConfig {
 /// `[gateway] xdp_fast_path`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FastPathSwitch {
-    /// Off: every packet goes through the AF_XDP socket (the default of this first
-    /// version: a veth peer must have NAPI (GRO or an XDP program) to take redirected
-    /// frames, and the kernel drops them silently otherwise).
-    #[default]
+    /// Off: every packet goes through the engine.
     Off,
-    /// On where it loads and the program runs in native mode; else logged and off.
+    /// On where it can be had, else logged and off (the default): on AF_PACKET wherever
+    /// the tc program loads; on AF_XDP where the XDP program runs in native mode and the
+    /// interfaces are not veths (a veth drops XDP-redirected frames silently unless its
+    /// peer runs NAPI, which the gateway cannot see from its side).
+    #[default]
     Auto,
     /// On; a gateway that cannot have it does not start.
     On,
@@ -95,7 +96,8 @@ pub const XDP_FAST_PATH_IDLE: Duration = Duration::from_secs(30);
 
 impl GatewayConfig {
     /// The defaults for a gateway between `inside` and `outside`: AF_PACKET, one worker,
-    /// counters every 10 s, kernel bypass, GSO pass-through, offloads off otherwise.
+    /// counters every 10 s, kernel bypass, GSO pass-through, offloads off otherwise,
+    /// the fast path where it can be had.
     pub fn new(inside: String, outside: String) -> Self {
         GatewayConfig {
             inside,
@@ -113,7 +115,7 @@ impl GatewayConfig {
             mtu: [None, None],
             metrics: None,
             natlog: crate::natlog::NatLogConfig::default(),
-            xdp_fast_path: FastPathSwitch::Off,
+            xdp_fast_path: FastPathSwitch::Auto,
             xdp_fast_path_entries: XDP_FAST_PATH_ENTRIES,
             xdp_fast_path_idle: XDP_FAST_PATH_IDLE,
             routing: crate::routing::RoutingConfig::default(),

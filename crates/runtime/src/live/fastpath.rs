@@ -613,6 +613,38 @@ impl SessionOffload for XdpFastPath {
     }
 }
 
+/// Whether the AF_XDP ports load their XDP program with the fast path's maps: always with
+/// `xdp_fast_path = "on"`, never with `"off"`; with `"auto"` unless an interface is a
+/// veth. A veth drops the frames XDP redirects into it, silently, unless its peer runs
+/// NAPI (GRO or an XDP program of its own), and the peer is out of the gateway's sight
+/// (often in another namespace); the tc fast path of AF_PACKET has no such condition.
+pub(crate) fn xdp_wanted(
+    gw: &super::GatewayConfig,
+    links: &[Link; 2],
+    log: &dyn Fn(String),
+) -> bool {
+    use super::FastPathSwitch;
+    match gw.xdp_fast_path {
+        FastPathSwitch::Off => false,
+        FastPathSwitch::On => true,
+        FastPathSwitch::Auto => match links
+            .iter()
+            .find(|l| io::host::driver(&l.name).is_ok_and(|d| d == "veth"))
+        {
+            Some(l) => {
+                log(format!(
+                    "xdp fast path: off ({} is a veth, whose peer drops XDP-redirected frames \
+                     unless it runs NAPI; xdp_fast_path = \"on\" when it does, or backend = \
+                     \"af_packet\" for the tc fast path)",
+                    l.name
+                ));
+                false
+            }
+            None => true,
+        },
+    }
+}
+
 /// Builds the offload over the AF_XDP ports' maps and attaches it to the NAT44 tables,
 /// when `[gateway] xdp_fast_path` asks for it and it can be had ("auto": logged and off
 /// otherwise; "on": a start-up error).
@@ -677,8 +709,9 @@ pub(crate) fn attach(
             let Some(first) = ports.first() else {
                 return refuse("no port".into());
             };
+            // Loaded without it: `xdp_wanted` or the ports' fallback said why already.
             let (Some(a), Some(b)) = (first[0].fast_path(), first[1].fast_path()) else {
-                return refuse("the XDP program was loaded without it".into());
+                return Ok(None);
             };
             if gw.xdp_fast_path == FastPathSwitch::Auto
                 && !(first[0].native_mode() && first[1].native_mode())

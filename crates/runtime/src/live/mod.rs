@@ -180,11 +180,16 @@ pub fn run(
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.
     let fast_why = std::sync::Mutex::new(None::<String>);
     // XDP fast path: AF_XDP, every mode.
-    let fast_entries = if gw.backend == Backend::AfXdp && gw.xdp_fast_path != FastPathSwitch::Off {
-        gw.xdp_fast_path_entries
-    } else {
-        0
+    let fast_note = |line: String| {
+        fastpath_status::note(&fast_why, &line);
+        log(line)
     };
+    let fast_entries =
+        if gw.backend == Backend::AfXdp && fastpath::xdp_wanted(gw, &links, &fast_note) {
+            gw.xdp_fast_path_entries
+        } else {
+            0
+        };
     let opened = open::open_ports(
         gw,
         &links,
@@ -296,10 +301,6 @@ pub fn run(
     let snapshots: Vec<Snapshot> = (0..gw.workers).map(|_| Arc::default()).collect();
     // XDP fast path. Its status and counters are an entry of their own
     // (`fastpath_status`), not one of the workers' snapshots: it has no heartbeat.
-    let fast_log = |line: String| {
-        fastpath_status::note(&fast_why, &line);
-        log(line)
-    };
     let fast = fastpath::attach(
         gw,
         &opened,
@@ -308,7 +309,7 @@ pub fn run(
         mtus,
         &published,
         clock(),
-        &fast_log,
+        &fast_note,
     )?;
     // Every socket is open, every BPF program loaded (the tc fast path's just now) and the
     // host set up: keep only what running and cleaning up need, before any thread starts

@@ -319,10 +319,12 @@ const GATEWAY: &[Key] = &[
     k("log_format", "string", Value("\"text\""), "`\"text\"`, `\"json\"`",
       "Log lines as text or as one JSON object each.", "\"json\"")
         .reload(Start),
-    k("xdp_fast_path", "string", Value("\"off\""), "`\"auto\"`, `\"on\"`, `\"off\"`",
+    k("xdp_fast_path", "string", Value("\"auto\""), "`\"auto\"`, `\"on\"`, `\"off\"`",
       "The fast path for established flows: an XDP program (AF_XDP) or a tc program \
        (AF_PACKET) forwards the flows the engine hands it. `auto` falls back to the engine \
-       alone when the program cannot load, `on` refuses to start then.", "\"auto\""),
+       alone when the program cannot load (and on AF_XDP over veths, whose peers drop \
+       redirected frames without NAPI), `on` refuses to start then, `off` sends every \
+       packet through the engine.", "\"off\""),
     k("xdp_fast_path_entries", "integer", Value("65536"), "2-16777216",
       "Flow directions the fast path's map holds per interface (two per session).", "1024"),
     k("xdp_fast_path_idle", SECS, Value("30"), "1-86400",
