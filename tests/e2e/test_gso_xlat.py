@@ -141,7 +141,9 @@ class Xlat(Scenario):
     """A sender and a receiver with TSO on, translators whose receive side merges (GRO
     on) and whose transmit side segments in software (tx/tso/gso off)."""
 
-    def gateway(self, binary, ns, inside, outside, mode, label, extra=""):
+    def gateway(self, binary, ns, inside, outside, mode, label, extra='xdp_fast_path = "off"\n'):
+        """A gateway on `inside`/`outside`; the engine's GSO path unless `extra` turns the
+        fast path on."""
         sock = tempfile.mktemp(prefix=f"qn-{label}-", suffix=".sock")
         for dev in (inside, outside):
             offloads(self, ns, dev, False)
@@ -249,7 +251,7 @@ class Ila(Xlat):
         self.nsx("r2", "ip", "-6", "route", "add", f"{SIR}::b/128", "via", "fe80::b", "dev", "r2b")
         mode = ILA.format(csum=csum, ident=ident)
         # With `fast`, the fast path at the tc hook on both routers.
-        extra, tag = ('xdp_fast_path = "on"\n', "-fast") if fast else ("", "")
+        extra, tag = ('xdp_fast_path = "on"\n', "-fast") if fast else ('xdp_fast_path = "off"\n', "")
         self.r1 = self.gateway(binary, "r1", "r1a", "r1n", mode, f"gso-ila-r1-{csum}{tag}", extra)
         self.r2 = self.gateway(binary, "r2", "r2b", "r2n", mode, f"gso-ila-r2-{csum}{tag}", extra)
 

@@ -45,6 +45,8 @@ outside = "g-out"
 backend = "{backend}"
 stats_interval = 1
 metrics = "{metrics}"
+# Every packet through the engine, whose counters the metrics are checked against.
+xdp_fast_path = "off"
 
 [nat44]
 [[nat44.rule]]

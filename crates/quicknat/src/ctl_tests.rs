@@ -90,7 +90,7 @@ fn status_and_stats_show_the_xdp_fast_path_as_its_own_entry() {
         "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_XDP",
         "backend_why":"configured","workers":1,"uptime_s":5,"config":null,
         "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
-        "xdp_fast_path":{"switch":"auto","on":false,"why":"off (the XDP program runs in generic (skb) mode)"}});
+        "xdp_fast_path":{"switch":"auto","on":false,"why":"the XDP program runs in generic (skb) mode"}});
     let t = table(
         &Verb::Status,
         &[],
@@ -101,9 +101,7 @@ fn status_and_stats_show_the_xdp_fast_path_as_its_own_entry() {
         .find(|l| l.starts_with("xdp fast path"))
         .unwrap_or_else(|| panic!("no fast path row in\n{t}"));
     assert!(
-        row.ends_with(
-            "off (xdp_fast_path = auto: off (the XDP program runs in generic (skb) mode))"
-        ),
+        row.ends_with("off (xdp_fast_path = auto: the XDP program runs in generic (skb) mode)"),
         "{t}"
     );
     let stats = json!({"total":{"engine":{"forwarded":3},"io":{"rx_inside":4}},

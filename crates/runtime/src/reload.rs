@@ -259,7 +259,7 @@ mod tests {
     fn a_fast_path_change_is_refused_by_name() {
         let o = GatewayConfig::new("in0".into(), "out0".into());
         let mut n = o.clone();
-        n.xdp_fast_path = crate::live::FastPathSwitch::Auto;
+        n.xdp_fast_path = crate::live::FastPathSwitch::Off;
         n.xdp_fast_path_entries = 1024;
         n.xdp_fast_path_idle = std::time::Duration::from_secs(5);
         assert_eq!(

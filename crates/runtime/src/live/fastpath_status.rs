@@ -202,16 +202,25 @@ pub(crate) fn status(
     fast: &Option<Arc<XdpFastPath>>,
     said: Option<String>,
 ) -> FastPathStatus {
-    let said = said.map(|l| l.trim_start_matches("xdp fast path: ").to_string());
+    // The log line says "on for ..." or "off (why)"; `status` says on or off beside it.
+    let said = said.map(|l| {
+        let l = l.trim_start_matches("xdp fast path: ");
+        let l = l.strip_prefix("on ").unwrap_or(l);
+        l.strip_prefix("off (")
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or(l)
+            .to_string()
+    });
     match fast {
         Some(f) => FastPathStatus::on(
             gw.xdp_fast_path,
             Arc::clone(f),
             said.unwrap_or_else(|| "on".into()),
         ),
-        None if gw.xdp_fast_path == FastPathSwitch::Off => {
-            FastPathStatus::off(FastPathSwitch::Off, "xdp_fast_path = \"off\"".into())
-        }
+        None if gw.xdp_fast_path == FastPathSwitch::Off => FastPathStatus::off(
+            FastPathSwitch::Off,
+            "turned off in the configuration".into(),
+        ),
         None => FastPathStatus::off(
             gw.xdp_fast_path,
             said.unwrap_or_else(|| "not available".into()),
@@ -295,10 +304,7 @@ mod tests {
         let slot = std::sync::Mutex::new(None);
         note(&slot, "quicknat: something else");
         assert_eq!(*slot.lock().unwrap(), None);
-        note(
-            &slot,
-            "xdp fast path: unavailable on g-in (E2BIG); off (xdp_fast_path = \"auto\")",
-        );
+        note(&slot, "xdp fast path: off (unavailable on g-in: E2BIG)");
         note(
             &slot,
             "xdp fast path: off (the XDP program was loaded without it)",
@@ -315,9 +321,15 @@ mod tests {
         };
         let s = status(&gw, &None, slot.lock().unwrap().take());
         assert!(!s.is_on());
-        assert_eq!(s.why(), "off (the AF_XDP backend is not in use)");
-        let gw = super::super::GatewayConfig::new("g-in".into(), "g-out".into());
-        assert_eq!(status(&gw, &None, None).why(), "xdp_fast_path = \"off\"");
+        assert_eq!(s.why(), "the AF_XDP backend is not in use");
+        let gw = super::super::GatewayConfig {
+            xdp_fast_path: FastPathSwitch::Off,
+            ..super::super::GatewayConfig::new("g-in".into(), "g-out".into())
+        };
+        assert_eq!(
+            status(&gw, &None, None).why(),
+            "turned off in the configuration"
+        );
     }
 
     #[test]

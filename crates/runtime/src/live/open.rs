@@ -132,7 +132,7 @@ pub(crate) fn open_ports(
                     return Err(e);
                 }
                 log(format!(
-                    "xdp fast path: unavailable on {} ({e}); off (xdp_fast_path = \"auto\")",
+                    "xdp fast path: off (unavailable on {}: {e})",
                     l.name
                 ));
                 cfg.fast_path_entries = 0;
