@@ -21,7 +21,8 @@
 //!
 //! This module never touches packets; a misbehaving client can only get `error` lines
 //! or be disconnected (lines are capped at [`MAX_LINE`] bytes, connections at
-//! [`MAX_CLIENTS`]).
+//! [`MAX_CLIENTS`] of which [`ROOT_RESERVED`] are root's, idle ones end after
+//! [`IDLE_TIMEOUT`]).
 //!
 //! Who may use it: the socket file is created with mode 0600 (0660 and the configured
 //! group's with `[gateway] control_group`) from its first instant — its mode is set on
@@ -62,6 +63,14 @@ pub const MAX_LINE: usize = 1024;
 
 /// Clients served at once; more are answered `error busy` and closed.
 pub const MAX_CLIENTS: usize = 16;
+
+/// Of the [`MAX_CLIENTS`] slots, how many only root may take: members of the control
+/// group holding connections open cannot lock root out.
+pub const ROOT_RESERVED: usize = 4;
+
+/// A client that sends no byte for this long between requests is told so and hung up
+/// on, so idle connections do not hold slots.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often blocked accept/read calls look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
@@ -527,6 +536,8 @@ pub struct ControlSocket {
     listener: UnixListener,
     path: PathBuf,
     access: Access,
+    /// [`IDLE_TIMEOUT`], shorter in tests.
+    idle: Duration,
 }
 
 /// Binds the control socket at `path` (a stale socket left by a dead process is
@@ -565,10 +576,17 @@ pub fn bind(path: &Path, access: Access) -> io::Result<ControlSocket> {
         listener,
         path: path.to_owned(),
         access,
+        idle: IDLE_TIMEOUT,
     })
 }
 
 impl ControlSocket {
+    /// The same socket, hanging up on clients idle for `idle` instead of [`IDLE_TIMEOUT`].
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
+
     /// Serves the socket on a thread until `stop` is set; the socket file is removed on
     /// the way out. Every change is reported on `log` (a line each; a client waits while
     /// the log is behind), and refused peers (dropped when the log is behind: a flood of
@@ -634,11 +652,12 @@ fn accept_loop(
                         continue;
                     }
                 };
-                if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
+                if clients.load(Ordering::Acquire) >= client_slots(peer.uid) {
                     refuse(&mut stream, "error busy: too many control clients\n");
                     continue;
                 }
                 clients.fetch_add(1, Ordering::AcqRel);
+                let idle = sock.idle;
                 let (state, stop, count, log) = (
                     Arc::clone(state),
                     Arc::clone(stop),
@@ -649,7 +668,7 @@ fn accept_loop(
                     .name(crate::live::threads::CONTROL_CLIENT.into())
                     .spawn(move || {
                         // A client that goes away mid-answer is not the server's problem.
-                        let _ = serve_client(stream, &state, &stop, peer, &log);
+                        let _ = serve_client(stream, &state, &stop, peer, &log, idle);
                         count.fetch_sub(1, Ordering::AcqRel);
                     });
                 match spawned {
@@ -670,6 +689,16 @@ fn accept_loop(
     let _ = std::fs::remove_file(&sock.path);
 }
 
+/// How many clients may be connected when one of user `uid` is accepted: all
+/// [`MAX_CLIENTS`] for root, fewer by [`ROOT_RESERVED`] for anyone else.
+fn client_slots(uid: u32) -> usize {
+    if uid == 0 {
+        MAX_CLIENTS
+    } else {
+        MAX_CLIENTS - ROOT_RESERVED
+    }
+}
+
 /// Answers `answer` to a refused peer and hangs up, never waiting on it: what it sent
 /// already is read first (a Unix socket closed with unread data resets the connection,
 /// and the peer might not see the answer).
@@ -686,13 +715,15 @@ fn refuse(stream: &mut UnixStream, answer: &str) {
 }
 
 /// Answers request lines from one client (`peer`) until it hangs up, sends an over-long
-/// line, or `stop` is set; logs every request that changes mappings, with its answer.
+/// line, sends nothing for `idle`, or `stop` is set; logs every request that changes
+/// mappings, with its answer.
 fn serve_client(
     stream: UnixStream,
     state: &Control,
     stop: &AtomicBool,
     peer: ::io::privs::PeerCred,
     log: &SyncSender<String>,
+    idle: Duration,
 ) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(POLL))?;
@@ -700,10 +731,13 @@ fn serve_client(
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
+    // When the client last sent a byte (or was last answered).
+    let mut heard = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         // `read_until` keeps what it read before a timeout in `line`, so a slow client's
         // request is assembled across timeouts; `take` bounds what one call may append.
         let room = (MAX_LINE + 1).saturating_sub(line.len()) as u64;
+        let before = line.len();
         match (&mut reader).take(room).read_until(b'\n', &mut line) {
             Ok(0) => return Ok(()),
             Ok(_) if line.len() > MAX_LINE => {
@@ -741,12 +775,21 @@ fn serve_client(
                 if last {
                     return Ok(());
                 }
+                heard = std::time::Instant::now();
             }
             Err(e)
                 if matches!(
                     e.kind(),
                     ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+                ) =>
+            {
+                if line.len() > before {
+                    heard = std::time::Instant::now();
+                } else if heard.elapsed() >= idle {
+                    let answer = format!("error idle: no request for {} s\n", idle.as_secs());
+                    return writer.write_all(answer.as_bytes());
+                }
+            }
             Err(e) => return Err(e),
         }
     }

@@ -284,21 +284,40 @@ fn every_drop_reason_is_explained_on_one_line() {
     }
 }
 
-/// The server: JSON and text lines on one socket, in any mode, the line cap, a client
-/// that asks several things on one connection.
-#[test]
-fn the_socket_serves_json_in_a_mode_without_ila() {
-    let dir = std::env::temp_dir().join(format!("quicknat-api-{}", std::process::id()));
+/// A control socket serving a NAT44 gateway with `flows` sessions, in a directory of its
+/// own (`tag`), hanging up on clients idle for `idle`: the directory, the socket's path,
+/// the stop flag and the server thread.
+fn serve_nat44(
+    tag: &str,
+    flows: u16,
+    idle: std::time::Duration,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let dir = std::env::temp_dir().join(format!("quicknat-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("ctl.sock");
-    let sock = bind(&path, Access::default()).unwrap();
+    let sock = bind(&path, Access::default())
+        .unwrap()
+        .with_idle_timeout(idle);
     let stop = Arc::new(AtomicBool::new(false));
     let (log, _events) = std::sync::mpsc::sync_channel(64);
     let control = Control {
         ila: None,
-        api: Some(Arc::new(state(nat44_with(2), None))),
+        api: Some(Arc::new(state(nat44_with(flows), None))),
     };
     let server = sock.serve(control, Arc::clone(&stop), log).unwrap();
+    (dir, path, stop, server)
+}
+
+/// The server: JSON and text lines on one socket, in any mode, the line cap, a client
+/// that asks several things on one connection.
+#[test]
+fn the_socket_serves_json_in_a_mode_without_ila() {
+    let (dir, path, stop, server) = serve_nat44("api", 2, crate::control::IDLE_TIMEOUT);
     let s = UnixStream::connect(&path).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -338,6 +357,41 @@ fn the_socket_serves_json_in_a_mode_without_ila() {
         format!("error request longer than {MAX_LINE} bytes\n")
     );
     assert_eq!(line(), "", "closed after the over-long line");
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Clients that never send a request are told so and hung up on after the idle timeout,
+/// every slot with them, so a client connecting afterwards is served; one that keeps
+/// asking is answered each time.
+#[test]
+fn idle_clients_are_hung_up_on_and_their_slots_come_back() {
+    use crate::control::MAX_CLIENTS;
+    let (dir, path, stop, server) = serve_nat44("idle", 1, std::time::Duration::from_millis(300));
+    let connect = || {
+        let s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        BufReader::new(s)
+    };
+    let mut idle: Vec<_> = (0..MAX_CLIENTS).map(|_| connect()).collect();
+    for r in &mut idle {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        assert!(l.starts_with("error idle: no request for"), "{l:?}");
+        l.clear();
+        assert_eq!(r.read_line(&mut l).unwrap(), 0, "hung up after saying so");
+    }
+    // Every slot is free again: a new client is served, request after request.
+    let mut r = connect();
+    let mut w = r.get_ref().try_clone().unwrap();
+    for _ in 0..3 {
+        writeln!(w, r#"{{"v":1,"cmd":"status"}}"#).unwrap();
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        assert!(l.contains(r#""mode":"nat44""#), "{l}");
+    }
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);

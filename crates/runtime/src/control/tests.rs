@@ -305,3 +305,11 @@ fn only_root_and_the_control_group_are_allowed() {
     let e = group_id("qn-no-such-group").unwrap_err();
     assert!(e.to_string().contains("qn-no-such-group"), "{e}");
 }
+
+/// Root keeps slots of its own: the control group's members cannot take every one.
+#[test]
+fn root_has_slots_no_one_else_can_take() {
+    assert_eq!(client_slots(0), MAX_CLIENTS);
+    assert_eq!(client_slots(1000), MAX_CLIENTS - ROOT_RESERVED);
+    assert!(client_slots(1000) > 0);
+}
