@@ -80,17 +80,22 @@ fn offloads_off_with(ethtool: &std::path::Path, ifname: &str) -> Offloads {
 
 /// The kernel driver behind `ifname` (`ethtool -i IF`: "veth", "virtio_net", "ice"...).
 pub fn driver(ifname: &str) -> io::Result<String> {
+    parse_driver(&ethtool_show("-i", ifname)?)
+        .ok_or_else(|| io::Error::other(format!("ethtool -i {ifname}: no driver line")))
+}
+
+/// The output of `ethtool FLAG IF` (a query such as `-i` or `-k`), or its error message.
+fn ethtool_show(flag: &str, ifname: &str) -> io::Result<String> {
     let out = Command::new(tool("ethtool"))
-        .args(["-i", ifname])
+        .args([flag, ifname])
         .output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
-            "ethtool -i {ifname}: {}",
+            "ethtool {flag} {ifname}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    parse_driver(&String::from_utf8_lossy(&out.stdout))
-        .ok_or_else(|| io::Error::other(format!("ethtool -i {ifname}: no driver line")))
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The `driver:` line of `ethtool -i`'s output.

@@ -45,16 +45,7 @@ pub struct OffloadSettings {
 impl OffloadSettings {
     /// Reads `ifname`'s settings (`ethtool -k`).
     pub fn read(ifname: &str) -> io::Result<Self> {
-        let out = Command::new(tool("ethtool"))
-            .args(["-k", ifname])
-            .output()?;
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "ethtool -k {ifname}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(Self::parse(ifname, &String::from_utf8_lossy(&out.stdout)))
+        Ok(Self::parse(ifname, &super::ethtool_show("-k", ifname)?))
     }
 
     /// The settings in `ethtool -k` output `text`.
