@@ -6,6 +6,10 @@
     forwards again within 2 s with exactly one quicknat table, and after a clean stop no
     table and no state file remain and the gateway's interfaces have their offloads back
     as they were before the first start;
+  * failing closed, per backend with the fast path off and on: with the kernel forwarding
+    (ip_forward=1), a gateway killed under traffic leaves its nftables forward guard, so
+    the server receives no untranslated packet until the restarted gateway forwards (the
+    restart says how many the guard dropped meanwhile); a clean stop removes the guard;
   * privileges, once per backend: while running, the gateway has only CAP_NET_ADMIN
     (effective, permitted, bounding) and no_new_privs, and it still forwards and cleans up;
   * the control socket (ILA mode): started with umask 000 it is never seen with more
@@ -160,9 +164,9 @@ def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat,
     # What the dead gateway left: offloads off; on AF_PACKET the ingress table, which
     # drops every transit packet until a restart removes it.
     assert topo.offloads("g-in")["tcp-segmentation-offload"] == "off"
-    if backend == "af_packet":
-        assert len(topo.tables()) == 1, topo.tables()
-        assert not topo.ping(0.5), "the leftover table blackholes transit traffic"
+    # Both backends leave the forward guard (inet); AF_PACKET also its ingress table.
+    assert topo.tables().count("quicknat_g-in_g-out") == (2 if backend == "af_packet" else 1), topo.tables()
+    assert not topo.ping(0.5), "the leftover tables blackhole transit traffic"
 
     t0 = time.monotonic()
     second = topo.quicknat(quicknat, "gw", config, f"hostops-second-{backend}")
@@ -170,8 +174,8 @@ def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat,
         f"traffic not flowing within 2 s of the restart:\n{second.text()}"
     restart = time.monotonic() - t0
     assert second.proc.poll() is None, second.text()
-    expected = 1 if backend == "af_packet" else 0
-    assert len(topo.tables()) == expected, f"one quicknat table, not {topo.tables()}"
+    expected = 2 if backend == "af_packet" else 1
+    assert len(topo.tables()) == expected, f"the guard and on AF_PACKET the ingress table, not {topo.tables()}"
     print(f"traffic flowing {restart:.2f} s after the restart")
 
     rc, log = second.stop()
@@ -186,6 +190,94 @@ def test_sigkill_then_restart_recovers_and_a_clean_stop_restores(topo, quicknat,
     assert "recovery: offloads on g-in restored" in log, log
     assert "offloads: restored on g-in" in log, log
     assert topo.state_files() == [], "a clean stop removes the state file"
+
+
+# A client sending one datagram per millisecond to the server until killed.
+SENDER = """
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+while True:
+    try:
+        s.sendto(b"qn-failclosed", ("198.51.100.2", 9))
+    except OSError:
+        pass
+    time.sleep(0.001)
+"""
+
+# The server's view: what arrived untranslated (from the inside network) and translated
+# (from the pool), counted at prerouting (before rp_filter could hide the former).
+ORIGINS = """
+table inet origins {
+    chain pre {
+        type filter hook prerouting priority -400; policy accept;
+        ip saddr 10.0.0.0/24 counter
+        ip saddr 203.0.113.1 counter
+    }
+}
+"""
+
+
+def origins(topo):
+    """(untranslated, translated) packets the server received."""
+    out = topo.nsx("srv", "nft", "list", "table", "inet", "origins").stdout
+    counts = {m.group(1): int(m.group(2)) for m in
+              re.finditer(r"ip saddr (\S+) counter packets (\d+)", out)}
+    return counts.get("10.0.0.0/24", 0), counts.get("203.0.113.1", 0)
+
+
+@pytest.mark.parametrize("fast_path", ["off", "on"])
+def test_sigkill_with_kernel_forwarding_on_leaks_nothing_untranslated(topo, quicknat, backend, fast_path):
+    """With net.ipv4.ip_forward=1 (a router), a gateway killed under traffic leaves its
+    forward guard: the server receives no untranslated packet from then until the
+    restarted gateway forwards again; a clean stop removes the guard."""
+    topo.nsx("gw", "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+    topo.nsx("srv", "nft", "-f", "-", input=ORIGINS)
+    # The oracle: without quicknat, this kernel routes the client's packets untranslated
+    # (the server has no route back: they are only counted).
+    topo.ping(0.5)
+    assert origins(topo)[0] >= 1, origins(topo)
+    topo.nsx("srv", "nft", "delete", "table", "inet", "origins")
+    topo.nsx("srv", "nft", "-f", "-", input=ORIGINS)
+
+    config = CONFIG.replace("{backend}", backend).replace(
+        'xdp_fast_path = "off"', f'xdp_fast_path = "{fast_path}"')
+    first = topo.quicknat(quicknat, "gw", config, f"hostops-failclosed-{backend}-{fast_path}")
+    assert first.wait_started(), first.text()
+    assert wait_for(topo.ping, 5), f"no traffic through the first gateway:\n{first.text()}"
+    assert "forward guard: nftables table inet quicknat_g-in_g-out drops" in first.text(), first.text()
+    sender = topo.popen("cli", sys.executable, "-c", SENDER)
+    assert wait_for(lambda: origins(topo)[1] >= 100, 5), origins(topo)
+
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=5)
+    killed = origins(topo)
+    # The sender keeps going while no gateway runs: 1 s of exposure.
+    time.sleep(1.0)
+    assert origins(topo)[1] == killed[1], "nothing translated while no gateway runs"
+    t0 = time.monotonic()
+    second = topo.quicknat(quicknat, "gw", config, f"hostops-failclosed2-{backend}-{fast_path}")
+    assert wait_for(lambda: origins(topo)[1] > killed[1], 5, step=0.01), \
+        f"traffic not flowing within 5 s of the restart:\n{second.text()}"
+    restart = time.monotonic() - t0
+    sender.kill()
+    sender.wait(timeout=5)
+    untranslated, translated = origins(topo)
+    assert untranslated == 0, f"{untranslated} untranslated packets reached the server"
+    log = second.text()
+    m = re.search(r"recovery: the forward guard inet quicknat_g-in_g-out .* dropped (\d+) untranslated packets", log)
+    # On AF_PACKET without the fast path, the leftover ingress table drops them first.
+    engine_table = backend == "af_packet" and fast_path == "off"
+    assert m and (engine_table or int(m.group(1)) >= 100), log
+    print(f"{backend}, fast path {fast_path}: {translated} translated, 0 untranslated; "
+          f"the guard dropped {m.group(1)} while no gateway ran; forwarding {restart:.2f} s after the restart")
+
+    rc, log = second.stop()
+    assert rc == 0, log
+    assert topo.tables() == [], "a clean stop removes the guard (and every other table)"
+    assert "forward guard: nftables table inet quicknat_g-in_g-out removed" in log, log
+    before = origins(topo)[0]
+    topo.ping(0.5)
+    assert origins(topo)[0] > before, "the kernel routes (untranslated) again after a clean stop"
 
 
 def test_privileges_are_dropped_after_setup(topo, quicknat, backend):

@@ -1,7 +1,9 @@
 //! Host setup around the interfaces a gateway's ports use, kept apart from the ports
 //! themselves: turning an interface's offloads off ([`offloads_off`], with `ethtool`) and
 //! the nftables netdev ingress table that keeps the kernel from also routing what the
-//! gateway forwards ([`IngressFilter`], with `nft`). Both run external tools in the calling
+//! gateway forwards ([`IngressFilter`], with `nft`), and the nftables forward guard that
+//! keeps the kernel from routing the gateway's interfaces' traffic untranslated when the
+//! gateway is gone ([`ForwardGuard`], `host/guard.rs`). They run external tools in the calling
 //! thread's network namespace and report what happened instead of logging it: the caller
 //! decides what an operator is told.
 //!
@@ -25,7 +27,9 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Command;
 
+mod guard;
 mod state;
+pub use guard::{Dropped, ForwardGuard};
 pub use state::{HostState, OffloadSettings, STATE_DIR};
 
 /// Where [`tool`] looks for `nft` and `ethtool`, in order: system directories only.

@@ -7,11 +7,11 @@
 //! setting some operator has a reason for (the lab runs the kernel's forwarding next to
 //! quicknat on purpose), so they warn, loudly, and the gateway starts.
 //!
-//! - **Kernel forwarding** on for a family quicknat translates: what quicknat does not take
-//!   (the other family, ARP, traffic the AF_PACKET ingress drop misses when
-//!   `kernel_bypass = false`, everything while AF_XDP falls back) the kernel routes as
-//!   well, untranslated — inside addresses leak out. quicknat never needs the kernel to
-//!   forward: packets it hands to the kernel are sent from the host itself (raw sockets).
+//! - **Kernel forwarding** on for a family quicknat translates: the forward guard
+//!   (`io::host::ForwardGuard`) keeps the kernel from routing the gateway's interfaces'
+//!   traffic while it runs and after a crash, but once it stops cleanly the kernel routes
+//!   that traffic again, untranslated. quicknat never needs the kernel to forward: packets
+//!   it hands to the kernel are sent from the host itself (raw sockets).
 //! - **Pool addresses on an interface**: the kernel answers ARP for them and takes their
 //!   traffic as its own (the upstream router must route the pool to the gateway instead).
 //! - **Offloads on with AF_XDP** (`offloads_off = false`): GRO merges frames into
@@ -107,7 +107,7 @@ pub fn check_forwarding(families: [Family; 2], facts: &Facts) -> Vec<Finding> {
             out.push(Finding {
                 check: "forwarding",
                 message: format!(
-                    "kernel forwarding is on ({key}=1): the kernel also routes, untranslated, what quicknat does not take (inside addresses can leak); quicknat needs none of it: sysctl -w {key}=0"
+                    "kernel forwarding is on ({key}=1): quicknat's forward guard keeps the kernel from routing its interfaces' traffic untranslated while it runs and after a crash, but after a clean stop the kernel routes it again, untranslated; quicknat needs no forwarding: sysctl -w {key}=0"
                 ),
             });
         }
@@ -202,7 +202,9 @@ pub fn parse_ethtool_k(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn sysctl_on(path: &str) -> bool {
+/// Whether the sysctl `key` (`net.ipv4.ip_forward`) reads 1.
+pub(crate) fn sysctl_on(key: &str) -> bool {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
     std::fs::read_to_string(path).is_ok_and(|s| s.trim() == "1")
 }
 
@@ -248,8 +250,8 @@ pub fn gather(gw: &GatewayConfig) -> Facts {
         Vec::new()
     };
     Facts {
-        ipv4_forward: sysctl_on("/proc/sys/net/ipv4/ip_forward"),
-        ipv6_forward: sysctl_on("/proc/sys/net/ipv6/conf/all/forwarding"),
+        ipv4_forward: sysctl_on("net.ipv4.ip_forward"),
+        ipv6_forward: sysctl_on("net.ipv6.conf.all.forwarding"),
         ipv4_addrs,
         offloads_on,
         af_xdp_built: af_xdp_built(),

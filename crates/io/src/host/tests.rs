@@ -275,3 +275,143 @@ fn driver_names_a_veth_and_fails_on_no_interface() {
     assert_eq!(veth.expect("ethtool -i on a veth"), "veth");
     assert!(none.is_err(), "{none:?}");
 }
+
+#[test]
+fn forward_guard_script_guards_each_interface_for_its_family_in_one_transaction() {
+    let s = guard::script("quicknat_in0_out0", &[("in0", 6), ("out0", 4)]);
+    let lines: Vec<&str> = s.lines().map(str::trim).collect();
+    // Replacing a leftover table and installing the new one is one transaction: the
+    // `add` makes the `delete` of a missing table a no-op.
+    assert_eq!(lines[0], "add table inet quicknat_in0_out0");
+    assert_eq!(lines[1], "delete table inet quicknat_in0_out0");
+    assert!(lines.contains(&"type filter hook forward priority -500; policy accept;"));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("iif \"in0\" meta nfproto ipv6 counter drop")));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("iif \"out0\" meta nfproto ipv4 counter drop")));
+    assert!(
+        !s.contains("oif"),
+        "what the kernel routes to the interfaces is not ours"
+    );
+}
+
+#[test]
+fn guard_counters_are_summed_from_the_listing() {
+    let listing = "table inet t {\n\tchain forward {\n\t\ttype filter hook forward priority -500; policy accept;\n\t\tiif \"a\" meta nfproto ipv4 counter packets 7 bytes 700 drop comment \"x\"\n\t\tiif \"b\" meta nfproto ipv6 counter packets 2 bytes 160 drop\n\t}\n}\n";
+    assert_eq!(
+        guard::parse_counters(listing),
+        Dropped {
+            packets: 9,
+            bytes: 860
+        }
+    );
+    assert_eq!(guard::parse_counters(""), Dropped::default());
+}
+
+/// Transmitted packets of `dev` in namespace `ns`.
+fn tx_packets(ns: &str, dev: &str) -> u64 {
+    exec_in(
+        ns,
+        "cat",
+        &[&format!("/sys/class/net/{dev}/statistics/tx_packets")],
+    )
+    .and_then(|s| s.trim().parse().ok())
+    .expect("tx_packets")
+}
+
+/// Sends `n` datagrams from namespace b to 198.51.100.7 (routed via a).
+fn send_transit(lab: &VethLab, n: usize) {
+    join(spawn_in(&lab.b, move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for _ in 0..n {
+            let _ = s.send_to(b"qn-guard", "198.51.100.7:9");
+        }
+    }));
+}
+
+#[test]
+fn forward_guard_drops_what_the_kernel_would_route_and_outlives_its_owner() {
+    let Some(lab) = lab_with("nft", "hgrd", 86) else {
+        return;
+    };
+    // Namespace a forwards 198.51.100.0/24 out of a veth of its own (a static neighbour:
+    // no ARP), whose transmit counter is the oracle: it counts every datagram routed.
+    exec_in(&lab.a, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]).expect("ip_forward");
+    let ip = |args: &[&str]| exec_in(&lab.a, "ip", args).expect("ip");
+    ip(&["link", "add", "qg0", "type", "veth", "peer", "name", "qg1"]);
+    ip(&["link", "set", "qg0", "up"]);
+    ip(&["link", "set", "qg1", "up"]);
+    ip(&["route", "add", "198.51.100.0/24", "dev", "qg0"]);
+    ip(&[
+        "neigh",
+        "add",
+        "198.51.100.7",
+        "lladdr",
+        "02:00:00:00:00:07",
+        "dev",
+        "qg0",
+        "nud",
+        "permanent",
+    ]);
+    let before = tx_packets(&lab.a, "qg0");
+    send_transit(&lab, 3);
+    assert!(
+        wait_until(|| tx_packets(&lab.a, "qg0") >= before + 3),
+        "the oracle: a routes the datagrams out of qg0"
+    );
+
+    // Installed, then "killed": the process forgets the guard without removing it.
+    let table = "quicknat_guard_test";
+    let dev = lab.dev_a.clone();
+    let leftover = join(spawn_in(&lab.a, move || {
+        let (g, leftover) = ForwardGuard::install(table, &[(&dev, 4)]).expect("install");
+        std::mem::forget(g);
+        leftover
+    }));
+    assert_eq!(leftover, None, "no table before");
+    let routed = tx_packets(&lab.a, "qg0");
+    send_transit(&lab, 5);
+    let listing = || exec_in(&lab.a, "nft", &["list", "table", "inet", table]);
+    assert!(
+        wait_until(|| listing().is_some_and(|l| guard::parse_counters(&l).packets >= 5)),
+        "{:?}",
+        listing()
+    );
+    assert_eq!(
+        tx_packets(&lab.a, "qg0"),
+        routed,
+        "nothing routed while guarded"
+    );
+
+    // The next owner replaces it with no gap and learns what it dropped; its drop (a clean
+    // stop) gives the interface back to the kernel.
+    let dev = lab.dev_a.clone();
+    let leftover = join(spawn_in(&lab.a, move || {
+        let (g, leftover) = ForwardGuard::install(table, &[(&dev, 4)]).expect("reinstall");
+        drop(g);
+        leftover
+    }));
+    assert_eq!(leftover.map(|d| d.packets), Some(5));
+    assert!(listing().is_none(), "removed on drop");
+    send_transit(&lab, 2);
+    assert!(
+        wait_until(|| tx_packets(&lab.a, "qg0") >= routed + 2),
+        "routed again once the guard is gone"
+    );
+}
+
+/// Whether `f` holds within 2 s (polled; the kernel counts asynchronously to the sender).
+fn wait_until(f: impl Fn() -> bool) -> bool {
+    let end = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -95,7 +95,7 @@ pub enum LiveError {
 pub const KEPT_CAPS: [u32; 1] = [io::privs::CAP_NET_ADMIN];
 
 /// Why, for the log and the README.
-pub const KEPT_CAPS_WHY: &str = "only CAP_NET_ADMIN kept (rtnetlink neighbour probes; on exit, removing the nftables table and restoring offloads); sockets and XDP programs are open already, so CAP_NET_RAW, CAP_BPF and CAP_SYS_ADMIN go";
+pub const KEPT_CAPS_WHY: &str = "only CAP_NET_ADMIN kept (rtnetlink neighbour probes; on exit, removing the nftables tables and restoring offloads); sockets and XDP programs are open already, so CAP_NET_RAW, CAP_BPF and CAP_SYS_ADMIN go";
 
 /// Leaves the calling thread, and the threads it starts from now on, only [`KEPT_CAPS`],
 /// with `no_new_privs` set and the bounding set cut to them (the `nft` and `ethtool` it
@@ -174,7 +174,7 @@ pub fn run(
     // stays valid after translation and the kernel segments it on transmit; NAT64, SIIT,
     // CLAT and ILA pass them through with the header adjusted (`gso`).
     let want_gso = gw.gso;
-    let mut host = open::host_prepare(&links, log)?;
+    let mut host = open::host_prepare(&links, fams, log)?;
     // The reason for a fallback to AF_PACKET, for `quicknat status`.
     let fallback = std::sync::Mutex::new(None::<String>);
     // The XDP fast path's last word ("xdp fast path: ..."), for `quicknat status`.

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use io::afpacket::{AfPacketConfig, PacketPort};
 use io::afxdp::{AfXdp, AfXdpConfig};
-use io::host::{self, HostState, IngressFilter, OffloadSettings, Offloads};
+use io::host::{self, ForwardGuard, HostState, IngressFilter, OffloadSettings, Offloads};
 use io::tcfast::TcFastPath;
 
 use super::netview::Link;
@@ -34,11 +34,14 @@ impl Opened {
     }
 }
 
-/// What stays changed on the host while the gateway runs: the ingress table, the
-/// offloads turned off (their previous settings, to restore) and the state file that
-/// records them for a restart after a crash. Undone by [`undo`](HostSetup::undo) (or on
-/// drop, silently).
+/// What stays changed on the host while the gateway runs: the forward guard, the ingress
+/// table, the offloads turned off (their previous settings, to restore) and the state
+/// file that records them for a restart after a crash. Undone by
+/// [`undo`](HostSetup::undo) (or on drop, silently).
 pub(crate) struct HostSetup {
+    /// Kept until the very end: the kernel routes nothing untranslated from the gateway's
+    /// interfaces before the gateway is gone.
+    guard: Option<ForwardGuard>,
     filter: Option<IngressFilter>,
     /// The offloads' settings to put back (those changed).
     restore: Vec<OffloadSettings>,
@@ -75,6 +78,17 @@ impl HostSetup {
                         o.ifname
                     ));
                 }
+            }
+        }
+        if let Some(g) = self.guard.take() {
+            let t = g.table().to_owned();
+            let dropped = g.dropped().ok().flatten().unwrap_or_default();
+            match g.remove() {
+                Ok(_) => lines.push(format!(
+                    "forward guard: nftables table inet {t} removed ({} packets it dropped; the kernel routes these interfaces' traffic as before the gateway started)",
+                    dropped.packets
+                )),
+                Err(e) => lines.push(format!("warning: nftables table inet {t} not removed: {e}")),
             }
         }
         // Dropped (file removed) unless something could not be undone.
@@ -181,10 +195,13 @@ pub(crate) fn open_ports(
 
 /// Before any port is opened (an XDP program changes a veth's features): takes the
 /// host state of these interfaces (refusing to run beside a live gateway on them),
-/// undoes what a gateway that did not exit cleanly left (its offloads, its nftables
-/// table) and reads the offloads' settings as they are. Logs every step.
+/// installs the forward guard for the IP version translated on each (`fams`; replacing,
+/// with no gap, the one a gateway that did not exit cleanly left), undoes the rest of
+/// what such a gateway left (its offloads, its ingress table) and reads the offloads'
+/// settings as they are. Logs every step.
 pub(crate) fn host_prepare(
     links: &[Link; 2],
+    fams: [u8; 2],
     log: &(dyn Fn(String) + Sync),
 ) -> Result<HostSetup, LiveError> {
     let (inside, outside) = (&links[0].name, &links[1].name);
@@ -225,6 +242,7 @@ pub(crate) fn host_prepare(
         }
     }
     let table = host::table_name(&names);
+    let guard = forward_guard(&table, [(inside, fams[0]), (outside, fams[1])], log)?;
     match host::remove_table(&table) {
         Ok(true) => log(format!("recovery: removed the nftables table {table} a gateway that did not exit cleanly left (it dropped transit traffic)")),
         Ok(false) => {}
@@ -242,11 +260,65 @@ pub(crate) fn host_prepare(
         }
     }
     Ok(HostSetup {
+        guard,
         filter: None,
         restore: Vec::new(),
         original,
         state,
     })
+}
+
+/// Installs the forward guard `table` on `ifaces` and says so (with what a leftover one
+/// dropped while no gateway ran). Where it cannot be installed: an error if the kernel
+/// forwards a family translated here (a crash would leak untranslated traffic), else a
+/// warning.
+fn forward_guard(
+    table: &str,
+    ifaces: [(&str, u8); 2],
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Option<ForwardGuard>, LiveError> {
+    match ForwardGuard::install(table, &ifaces) {
+        Ok((g, leftover)) => {
+            if let Some(d) = leftover {
+                log(format!(
+                    "recovery: the forward guard inet {table} a gateway that did not exit cleanly left dropped {} untranslated packets ({} bytes) the kernel would have routed while no gateway ran",
+                    d.packets, d.bytes
+                ));
+            }
+            let [(i, fi), (o, fo)] = ifaces;
+            log(format!(
+                "forward guard: nftables table inet {table} drops what the kernel would route from IPv{fi} on {i} and IPv{fo} on {o} (kept if the gateway dies, so nothing leaves untranslated; removed on a clean stop)"
+            ));
+            Ok(Some(g))
+        }
+        Err(e) => {
+            let forwarding: Vec<&str> = ifaces
+                .iter()
+                .filter_map(|&(_, fam)| {
+                    let key = if fam == 6 {
+                        "net.ipv6.conf.all.forwarding"
+                    } else {
+                        "net.ipv4.ip_forward"
+                    };
+                    crate::preflight::sysctl_on(key).then_some(key)
+                })
+                .collect();
+            if forwarding.is_empty() {
+                log(format!(
+                    "warning: forward guard not installed ({e}); harmless while kernel forwarding stays off"
+                ));
+                Ok(None)
+            } else {
+                Err(LiveError::Io {
+                    what: "forward guard",
+                    source: std::io::Error::other(format!(
+                        "{e}; the kernel forwards ({}=1), so without the guard a crash would let it route the inside's traffic out untranslated: install nftables or turn forwarding off",
+                        forwarding.join("=1, ")
+                    )),
+                })
+            }
+        }
+    }
 }
 
 /// Sets the host up around the opened ports: offloads, and for AF_PACKET the kernel
