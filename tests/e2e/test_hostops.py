@@ -10,6 +10,9 @@
     (ip_forward=1), a gateway killed under traffic leaves its nftables forward guard, so
     the server receives no untranslated packet until the restarted gateway forwards (the
     restart says how many the guard dropped meanwhile); a clean stop removes the guard;
+  * one owner per interface, once per backend: a second gateway naming an interface the
+    first uses by an altname, or sharing one of its interfaces, is refused with the
+    first's pid, and the first is undisturbed; one interface named twice is refused;
   * privileges, once per backend: while running, the gateway has only CAP_NET_ADMIN
     (effective, permitted, bounding) and no_new_privs, and it still forwards and cleans up;
   * the control socket (ILA mode): started with umask 000 it is never seen with more
@@ -278,6 +281,43 @@ def test_sigkill_with_kernel_forwarding_on_leaks_nothing_untranslated(topo, quic
     before = origins(topo)[0]
     topo.ping(0.5)
     assert origins(topo)[0] > before, "the kernel routes (untranslated) again after a clean stop"
+
+
+def test_one_gateway_per_interface_whatever_its_name(topo, quicknat, backend):
+    """A second gateway on an interface the first uses is refused, naming the first's pid,
+    whether it names the interface by an altname or shares one interface with it; a
+    configuration naming one interface twice (by two names) is refused; the first
+    gateway keeps forwarding with its tables as they were."""
+    config = CONFIG.replace("{backend}", backend)
+    first = topo.quicknat(quicknat, "gw", config, f"hostops-owner-{backend}")
+    assert first.wait_started(), first.text()
+    assert wait_for(topo.ping, 5), first.text()
+    tables = topo.tables()
+    topo.nsx("gw", "ip", "link", "property", "add", "dev", "g-in", "altname", "qn-alt-in")
+    sh("ip", "link", "add", "g-x", "netns", topo.ns["gw"], "type", "veth", "peer", "name", "x0",
+       "netns", topo.ns["gw"])
+    for d in ("g-x", "x0"):
+        topo.nsx("gw", "ip", "link", "set", d, "up")
+    pid = first.proc.pid
+    cases = {
+        "altname": (config.replace('inside = "g-in"', 'inside = "qn-alt-in"'),
+                    f"interface qn-alt-in (index", f"pid {pid}, as g-in"),
+        "shared": (config.replace('inside = "g-in"', 'inside = "g-x"'),
+                   "interface g-out (index", f"pid {pid}, as g-out"),
+        "twice": (config.replace('outside = "g-out"', 'outside = "qn-alt-in"'),
+                  "interface qn-alt-in: the same interface as the inside one, g-in", None),
+    }
+    for what, (cfg, says, owner) in cases.items():
+        second = topo.quicknat(quicknat, "gw", cfg, f"hostops-owner-{what}-{backend}")
+        rc = second.proc.wait(timeout=15)
+        log = second.text()
+        assert rc != 0, f"{what}: the second gateway ran:\n{log}"
+        assert says in log and (owner is None or owner in log), f"{what}:\n{log}"
+        assert first.proc.poll() is None, f"{what}: the first gateway died:\n{first.text()}"
+        assert topo.tables() == tables, (what, topo.tables(), tables)
+        assert topo.ping(), f"{what}: the first gateway stopped forwarding:\n{first.text()}"
+    rc, log = first.stop()
+    assert rc == 0, log
 
 
 def test_privileges_are_dropped_after_setup(topo, quicknat, backend):

@@ -28,8 +28,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod guard;
+mod lock;
 mod state;
 pub use guard::{Dropped, ForwardGuard};
+pub use lock::InterfaceLock;
 pub use state::{HostState, OffloadSettings, STATE_DIR};
 
 /// Where [`tool`] looks for `nft` and `ethtool`, in order: system directories only.

@@ -11,13 +11,13 @@
 //! keeps a second gateway off interfaces a live one uses (it would replace the live
 //! one's table).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::lock::InterfaceLock;
 use super::{tool, OFFLOAD_FEATURES};
 
 /// Where gateways keep their state files.
@@ -148,37 +148,37 @@ pub struct HostState {
     left_by: Option<u32>,
     /// Remove the file on drop (false only in tests that play a crash).
     remove: bool,
+    /// One per interface: no other gateway may use them, by any of their names.
+    locks: Vec<InterfaceLock>,
 }
 
 impl HostState {
-    /// The state of a gateway on `ifnames` in the calling thread's network namespace,
-    /// under [`STATE_DIR`].
-    pub fn acquire(ifnames: &[&str]) -> io::Result<Self> {
-        let key = format!("{}-{}", netns_id()?, super::table_name(ifnames));
-        Self::acquire_in(Path::new(STATE_DIR), &key)
+    /// The state of a gateway on `ifaces` (name, index) in the calling thread's network
+    /// namespace, under [`STATE_DIR`], with each interface locked by its index first
+    /// ([`InterfaceLock`]): fails (`AddrInUse`, naming the owner's pid) while another
+    /// gateway uses one of them, under whatever name.
+    pub fn acquire(ifaces: &[(&str, u32)]) -> io::Result<Self> {
+        let netns = netns_id()?;
+        let dir = Path::new(STATE_DIR);
+        let locks = ifaces
+            .iter()
+            .map(|&(name, index)| InterfaceLock::acquire_in(dir, &netns, index, name))
+            .collect::<io::Result<Vec<_>>>()?;
+        let names: Vec<&str> = ifaces.iter().map(|(n, _)| *n).collect();
+        let key = format!("{netns}-{}", super::table_name(&names));
+        let mut s = Self::acquire_in(dir, &key)?;
+        s.locks = locks;
+        Ok(s)
     }
 
     /// The state file `dir/KEY.state` (`dir` made with mode 0700 if missing), locked;
     /// what a dead gateway left in it is kept for [`leftover`](Self::leftover). Fails
     /// (`AddrInUse`) while a live gateway holds it.
     pub fn acquire_in(dir: &Path, key: &str) -> io::Result<Self> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
         let path = dir.join(format!("{key}.state"));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)?;
+        let (mut file, locked) = super::lock::open_locked(dir, &path)?;
         let mut text = String::new();
-        // SAFETY: flock takes a descriptor `file` keeps open and integers; it touches no
-        // memory of ours.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = locked {
             let _ = file.read_to_string(&mut text);
             let pid = text.lines().find_map(|l| l.strip_prefix("pid "));
             return Err(if e.kind() == io::ErrorKind::WouldBlock {
@@ -209,6 +209,7 @@ impl HostState {
             leftover,
             left_by,
             remove: true,
+            locks: Vec::new(),
         };
         // Until this run records its own, the dead one's settings stay written down.
         let keep = s.leftover.clone();

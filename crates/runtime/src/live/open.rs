@@ -115,6 +115,14 @@ fn describe(o: &OffloadSettings) -> String {
     words.join(", ")
 }
 
+/// Whether opening AF_XDP failed because something else holds the interface (EBUSY: an
+/// XDP program attached by a link, a queue bound to another socket). Falling back to
+/// AF_PACKET then would run a second data path beside it.
+fn busy(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::ResourceBusy
+        || e.to_string().contains("Device or resource busy")
+}
+
 /// Opens every worker's ports on `links` for a mode translating IP version `fams[i]` on
 /// link `i`; `gso`: pass GSO super-packets through on AF_PACKET (the mode keeps header
 /// sizes). Logs what it chose and why.
@@ -163,6 +171,15 @@ pub(crate) fn open_ports(
                     a.into_iter().zip(b).map(|(a, b)| [a, b]).collect(),
                 ));
             }
+            (Err(e), _) | (_, Err(e)) if busy(&e) => {
+                return Err(LiveError::Io {
+                    what: "AF_XDP",
+                    source: std::io::Error::new(
+                        e.kind(),
+                        format!("{e}: another program holds the interface's XDP hook or queue; quicknat does not run beside it"),
+                    ),
+                })
+            }
             (Err(e), _) | (_, Err(e)) => log(format!(
                 "warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"
             )),
@@ -206,7 +223,22 @@ pub(crate) fn host_prepare(
 ) -> Result<HostSetup, LiveError> {
     let (inside, outside) = (&links[0].name, &links[1].name);
     let names = [inside.as_str(), outside.as_str()];
-    let mut state = match HostState::acquire(&names) {
+    if links[0].index == links[1].index {
+        return Err(LiveError::Interface {
+            name: outside.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the same interface as the inside one, {inside} (index {}): a gateway needs two",
+                    links[0].index
+                ),
+            ),
+        });
+    }
+    let mut state = match HostState::acquire(&[
+        (inside.as_str(), links[0].index),
+        (outside.as_str(), links[1].index),
+    ]) {
         Ok(s) => Some(s),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             return Err(LiveError::Io {
