@@ -683,12 +683,7 @@ fn reload_loader(
     let path = path.to_path_buf();
     std::sync::Arc::new(move || {
         // The bytes parsed are the bytes hashed (`quicknat status` after a reload).
-        let bytes = std::fs::read(&path).map_err(|e| {
-            format!(
-                "{}: cannot read the configuration file: {e}",
-                path.display()
-            )
-        })?;
+        let bytes = config::read_file(&path).map_err(|e| e.to_string())?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             format!(
                 "{}: cannot read the configuration file: {e}",
@@ -740,7 +735,7 @@ fn control_socket_path(
 
 /// The configuration file's path and the SHA-256 of its bytes (as `sha256sum` prints it).
 fn config_source(path: &Path) -> anyhow::Result<runtime::control::api::ConfigSource> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = config::read_file(path)?;
     Ok(runtime::control::api::ConfigSource {
         path: path.to_owned(),
         sha256: sha256_hex(&bytes),

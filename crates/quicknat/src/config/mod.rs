@@ -145,13 +145,46 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigFileError> {
 /// [`load_file`], also refusing a configuration whose tables cannot fit `machine`.
 pub fn load_file_on(path: &Path, machine: &Machine) -> Result<Config, ConfigFileError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError {
+    let bytes = read_file(path)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| ConfigFileError {
         origin: origin.clone(),
         line: None,
         field: None,
-        message: format!("cannot read the configuration file: {e}"),
+        message: format!("cannot read the configuration file: not UTF-8 ({e})"),
     })?;
-    load_str_on(&text, &origin, machine)
+    load_str_on(text, &origin, machine)
+}
+
+/// The largest configuration file quicknat reads (start, `check-config`, reload): 128 MiB,
+/// room for about 1.8 million ILA mappings or EAM entries at ~70 bytes each. Parsing
+/// takes several times a file's size in memory, so a larger one is refused before it is
+/// read rather than taking the gateway's memory with it.
+pub const MAX_FILE_BYTES: u64 = 128 << 20;
+
+/// The bytes of the configuration file at `path`, refused (naming the file and its size)
+/// when larger than [`MAX_FILE_BYTES`]; never reads more than that, even from a file that
+/// grows or a device with no size.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, ConfigFileError> {
+    use std::io::Read;
+    let refuse = |message: String| ConfigFileError {
+        origin: path.display().to_string(),
+        line: None,
+        field: None,
+        message,
+    };
+    let file = std::fs::File::open(path)
+        .map_err(|e| refuse(format!("cannot read the configuration file: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refuse(format!("cannot read the configuration file: {e}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(refuse(format!(
+            "the configuration file is larger than {} MiB, the most quicknat reads",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Parses and validates configuration `text`; `origin` is shown as the file name in errors.

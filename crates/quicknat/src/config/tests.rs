@@ -1696,3 +1696,21 @@ fn routing_mistakes_name_the_line_and_field() {
     let t = with("announce = [\"0.0.0.0/0\"]\nannounces = []");
     expect_err(&t, "announces", "routing.announces", "unknown field");
 }
+
+#[test]
+fn a_file_larger_than_the_limit_is_refused_without_being_read() {
+    let path = std::env::temp_dir().join(format!("qn-huge-{}.toml", std::process::id()));
+    let f = std::fs::File::create(&path).unwrap();
+    // Sparse: costs no disk, and reading it whole would cost 129 MiB of memory.
+    f.set_len(MAX_FILE_BYTES + (1 << 20)).unwrap();
+    let e = load_file(&path).unwrap_err().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.contains(&path.display().to_string()), "{e}");
+    assert!(e.contains("larger than 128 MiB"), "{e}");
+    // A device with no size is read up to the limit only.
+    let e = read_file(Path::new("/dev/zero")).unwrap_err().to_string();
+    assert!(
+        e.contains("/dev/zero") && e.contains("larger than 128 MiB"),
+        "{e}"
+    );
+}
