@@ -14,19 +14,22 @@
 //! - **Per-worker slices**: each worker starts its search in its own slice of the range
 //!   and bumps only its own counters, so workers do not contend on the same cache lines;
 //!   any worker may still use any free port, so an uneven load never strands free ports.
-//! - **Reuse hold**: a released port stays taken for `hold` (default 120 s) so late
-//!   packets of the old flow never reach a new owner. Releases come from the reaper.
+//! - **Reuse hold** ([`hold`]): a released port stays taken for `hold` (default 120 s)
+//!   so late packets of the old flow never reach a new owner. Releases come from the
+//!   reaper. The held ports are a ring of fixed capacity
+//!   ([`with_hold_capacity`](PortPool::with_hold_capacity)): a full ring gives its
+//!   oldest port back early rather than grow with the rate at which flows end.
 //! - **Port preservation** when asked and the inside port is free and in range.
 //! - **Memory follows use** ([`sparse`]): the addresses are ranges, and an address's
 //!   bitmaps are allocated the first time it hands out a port.
 
 mod blocks;
 mod deterministic;
+mod hold;
 mod sparse;
 
 pub use blocks::{Allocated, Block, BlockStats, MAX_BLOCKS_PER_SUBSCRIBER};
 
-use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -35,11 +38,15 @@ use std::time::Duration;
 use crate::siphash::SipKey;
 use crate::time::Timestamp;
 use crate::tuple::{Endpoint, Proto};
+use hold::HoldQueue;
 use sparse::{AddrSet, Lazy};
 
 const WORDS: usize = 65536 / 64;
 /// Counters per worker in the double-hash table (RFC 6056 §3.3.4 `TABLE_LENGTH`).
 const TABLE: usize = 64;
+/// Most ports a pool holds at once unless told otherwise
+/// ([`PortPool::with_hold_capacity`]).
+pub const DEFAULT_HOLD_CAPACITY: usize = 1 << 16;
 
 /// Why no public port could be handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,13 +111,12 @@ pub struct PortPool {
     bitmap_bytes: AtomicUsize,
     first: u16,
     last: u16,
-    hold: Duration,
     workers: u32,
     key: SipKey,
     /// RFC 6056 algorithm 4's `table`, one row of [`TABLE`] per worker.
     table: Box<[AtomicU32]>,
     /// Released ports waiting out the hold, oldest first (touched by the reaper only).
-    cooling: Mutex<VecDeque<(Timestamp, u64, Proto, u16)>>,
+    held: Mutex<HoldQueue>,
     /// Port-block allocation ([`blocks`]), when on.
     blocks: Option<blocks::Blocks>,
 }
@@ -152,20 +158,25 @@ impl PortPool {
                 .collect(),
         );
         let first = first.max(1);
+        let last = last.max(first);
         let workers = workers.clamp(1, 1024) as u32;
+        let capacity = Self::hold_capacity_for(
+            addrs.len(),
+            u32::from(last) - u32::from(first) + 1,
+            DEFAULT_HOLD_CAPACITY,
+        );
         Self {
             ports: Lazy::new(addrs.len()),
             addrs,
             bitmap_bytes: AtomicUsize::new(0),
             first,
-            last: last.max(first),
-            hold,
+            last,
             workers,
             key: SipKey::random(),
             table: (0..workers as usize * TABLE)
                 .map(|_| AtomicU32::new(0))
                 .collect(),
-            cooling: Mutex::new(VecDeque::new()),
+            held: Mutex::new(HoldQueue::new(hold, capacity)),
             blocks: None,
         }
     }
@@ -193,8 +204,47 @@ impl PortPool {
     /// Bytes of one address's bitmap for one protocol.
     pub const BITMAP_BYTES: usize = WORDS * 8;
 
-    /// Heap bytes this pool holds now (ranges, counters, per-address state, bitmaps;
-    /// not the reuse-hold queue).
+    /// The same pool holding at most `min(max_bindings, ports × protocols)` released
+    /// ports at once (`ports`: every address's range), where `max_bindings` bounds the
+    /// live dynamic bindings (the engine passes `max_sessions`: each binding holds a
+    /// session). A port enters the hold when its binding ends, and a binding lasts at
+    /// least its first session's idle timeout; while every timeout is at least the hold
+    /// (the defaults but ICMP's and SYN_RECV's, 60 s), the ports entering the hold within any one hold were
+    /// all bound when it began, so this bound cuts no hold short. Only bindings ending
+    /// faster than that (a flood) fill it; then the oldest held port goes back early.
+    /// More than the pool's ports × protocols can never be held. Call before the first
+    /// release; the ring is allocated then ([`hold_bytes_for`](Self::hold_bytes_for)).
+    pub fn with_hold_capacity(self, max_bindings: usize) -> Self {
+        let capacity =
+            Self::hold_capacity_for(self.addrs.len(), self.ports_per_addr(), max_bindings);
+        if let Ok(mut q) = self.held.lock() {
+            q.set_capacity(capacity);
+        }
+        self
+    }
+
+    /// The most ports a pool of `addrs` addresses, `ports_per_addr` ports each, holds
+    /// for `max_bindings` (see [`with_hold_capacity`](Self::with_hold_capacity)).
+    pub fn hold_capacity_for(addrs: u64, ports_per_addr: u32, max_bindings: usize) -> usize {
+        let ports = addrs
+            .saturating_mul(u64::from(ports_per_addr))
+            .saturating_mul(Proto::COUNT as u64);
+        usize::try_from(ports).map_or(max_bindings, |p| p.min(max_bindings))
+    }
+
+    /// Heap bytes of that hold's ring once a port was released.
+    pub fn hold_bytes_for(addrs: u64, ports_per_addr: u32, max_bindings: usize) -> usize {
+        Self::hold_capacity_for(addrs, ports_per_addr, max_bindings)
+            .saturating_mul(hold::ENTRY_BYTES)
+    }
+
+    /// The most ports held at once.
+    pub fn hold_capacity(&self) -> usize {
+        self.held.lock().map_or(0, |q| q.capacity())
+    }
+
+    /// Heap bytes this pool holds now (ranges, counters, per-address state, bitmaps,
+    /// the reuse hold's ring).
     pub fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.addrs.bytes()
@@ -202,6 +252,7 @@ impl PortPool {
             + self.ports.bytes()
             + self.bitmap_bytes.load(Ordering::Relaxed)
             + self.block_bytes()
+            + self.held.lock().map_or(0, |q| q.bytes())
     }
 
     /// Number of addresses in the pool.
@@ -348,27 +399,84 @@ impl PortPool {
         (w * slice + offset.wrapping_add(bump) % slice) % count
     }
 
-    /// Gives back at once a port that was never published (its binding lost a race);
-    /// with PBA on, the block it emptied, if any.
+    /// Gives back at once, without the hold, a port no late packet can be on its way to:
+    /// one never published (its binding lost a race), or one whose binding never let a
+    /// packet in. With PBA on, returns the block it emptied, if any.
     pub fn give_back_now(&self, proto: Proto, public: Endpoint) -> Option<Block> {
         let ai = self.addrs.index_of(public.addr)?;
         let ap = self.ports.get(ai)?;
         self.give_back_port(ai, ap, proto, public.port)
     }
 
-    /// Gives a port back: it becomes free again `hold` after `now` (reaper only).
-    pub fn release(&self, proto: Proto, public: Endpoint, now: Timestamp) {
+    /// Gives a port back: it becomes free again `hold` after `now` (reaper only). Returns
+    /// whether the hold was full and its oldest port went back early to make room.
+    pub fn release(&self, proto: Proto, public: Endpoint, now: Timestamp) -> bool {
+        self.release_blocks(proto, public, now, |_| {})
+    }
+
+    /// Like [`release`](Self::release), calling `released` with each block (PBA) whose
+    /// last port a release freed (a hold that passed or was cut short).
+    pub fn release_blocks(
+        &self,
+        proto: Proto,
+        public: Endpoint,
+        now: Timestamp,
+        mut released: impl FnMut(Block),
+    ) -> bool {
         let Some(ai) = self.addrs.index_of(public.addr) else {
-            return;
+            return false;
         };
-        if let Ok(mut q) = self.cooling.lock() {
-            q.push_back((now + self.hold, ai, proto, public.port));
+        if !(self.first..=self.last).contains(&public.port) {
+            // Not one this pool handed out (nothing is): no hold to keep.
+            if let Some(b) = self.give_back_now(proto, public) {
+                released(b);
+            }
+            return false;
+        }
+        let Ok(mut q) = self.held.lock() else {
+            return false;
+        };
+        q.push(
+            now,
+            self.hold_id(ai, proto, public.port),
+            self.freeing(released),
+        )
+    }
+
+    /// A port's number in the ring: address index, port and protocol in under 50 bits
+    /// (2^32 addresses × 2^16 ports × 3).
+    fn hold_id(&self, ai: u64, proto: Proto, port: u16) -> u64 {
+        let slot = ai * u64::from(self.ports_per_addr()) + u64::from(port - self.first);
+        let id = slot * Proto::COUNT as u64 + proto.index() as u64;
+        debug_assert!(id <= hold::MAX_ID);
+        id
+    }
+
+    /// Gives back the port numbered `id` by [`hold_id`](Self::hold_id), calling
+    /// `released` with the block it emptied (PBA).
+    fn freeing<'a>(&'a self, mut released: impl FnMut(Block) + 'a) -> impl FnMut(u64) + 'a {
+        move |id| {
+            let proto = match id % Proto::COUNT as u64 {
+                0 => Proto::Tcp,
+                1 => Proto::Udp,
+                _ => Proto::Icmp,
+            };
+            let slot = id / Proto::COUNT as u64;
+            let ppa = u64::from(self.ports_per_addr());
+            let (ai, port) = (slot / ppa, self.first + (slot % ppa) as u16);
+            if let Some(b) = self
+                .ports
+                .get(ai)
+                .and_then(|ap| self.give_back_port(ai, ap, proto, port))
+            {
+                released(b);
+            }
         }
     }
 
     /// When the next held-back port becomes free.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        self.cooling.lock().ok()?.front().map(|c| c.0)
+        self.held.lock().ok()?.next_ready()
     }
 
     /// Frees every port whose hold has passed. Returns how many.
@@ -378,29 +486,16 @@ impl PortPool {
 
     /// Like [`handle_timeout`](Self::handle_timeout), calling `released` with each block
     /// (PBA) whose last port this freed.
-    pub fn handle_timeout_blocks(&self, now: Timestamp, mut released: impl FnMut(Block)) -> usize {
-        let Ok(mut q) = self.cooling.lock() else {
+    pub fn handle_timeout_blocks(&self, now: Timestamp, released: impl FnMut(Block)) -> usize {
+        let Ok(mut q) = self.held.lock() else {
             return 0;
         };
-        let mut n = 0;
-        while let Some(&(ready, ai, proto, port)) = q.front() {
-            if ready > now {
-                break;
-            }
-            q.pop_front();
-            if let Some(ap) = self.ports.get(ai) {
-                if let Some(b) = self.give_back_port(ai, ap, proto, port) {
-                    released(b);
-                }
-                n += 1;
-            }
-        }
-        n
+        q.pop_due(now, self.freeing(released))
     }
 
     /// Number of ports waiting out the reuse hold.
     pub fn cooling_len(&self) -> usize {
-        self.cooling.lock().map_or(0, |q| q.len())
+        self.held.lock().map_or(0, |q| q.len())
     }
 }
 

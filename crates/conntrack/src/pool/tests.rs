@@ -78,12 +78,75 @@ fn exhaustion_and_hold_before_reuse() {
         p.allocate(Proto::Udp, ep(2, 4000), false, 0).is_err(),
         "held back for 120 s"
     );
-    assert_eq!(p.poll_timeout(), Some(t0 + Duration::from_secs(120)));
-    assert_eq!(p.handle_timeout(t0 + Duration::from_secs(120)), 1);
+    // The hold's clock counts 1/4096ths of it: the port comes back at most two late.
+    let ready = p.poll_timeout().unwrap();
+    let hold = Duration::from_secs(120);
+    assert!(
+        ready >= t0 + hold && ready <= t0 + hold + hold / 2048,
+        "{ready:?}"
+    );
+    assert_eq!(p.handle_timeout(ready), 1);
     assert_eq!(
         p.allocate(Proto::Udp, ep(2, 4000), false, 1).unwrap().port,
         got[1].port
     );
+}
+
+/// The hold keeps at most its capacity: past it, each release gives the oldest held port
+/// back early (and says so), the others keep their order, every protocol and address
+/// included, and the pool's memory stops growing once the ring is allocated.
+#[test]
+fn a_full_hold_gives_back_its_oldest_port_early() {
+    let p = pool(2, 2000, 2009).with_hold_capacity(4);
+    assert_eq!(p.hold_capacity(), 4);
+    // Ten hosts; paired pooling spreads them over both addresses.
+    let got: Vec<(Proto, Endpoint)> = (0..10u8)
+        .map(|i| {
+            let proto = [Proto::Tcp, Proto::Udp, Proto::Icmp][usize::from(i % 3)];
+            (proto, p.allocate(proto, ep(i, 5000), false, 0).unwrap())
+        })
+        .collect();
+    let t0 = Timestamp::from_secs(10);
+    let mut cut = 0;
+    let mut bytes = Vec::new();
+    for (i, (proto, e)) in got.iter().enumerate() {
+        cut += usize::from(p.release(*proto, *e, t0 + Duration::from_secs(i as u64)));
+        assert!(p.cooling_len() <= 4);
+        bytes.push(p.bytes());
+    }
+    assert_eq!(cut, 6, "ten releases into a hold of four");
+    assert!(bytes.windows(2).all(|w| w[0] == w[1]), "{bytes:?}");
+    // The six oldest are free again (`reserve` takes a free port), the four newest held.
+    for (i, (proto, e)) in got.iter().enumerate() {
+        assert_eq!(p.reserve(*proto, *e), i < 6, "port {i}: {e}");
+    }
+}
+
+/// The ring is sized by the smaller of the bound asked for and the pool's ports ×
+/// protocols, and the estimate's figure is what the ring takes once allocated.
+#[test]
+fn the_hold_capacity_is_the_bound_or_the_pool_whichever_is_smaller() {
+    assert_eq!(PortPool::hold_capacity_for(1, 64, 20_000), 192);
+    assert_eq!(PortPool::hold_capacity_for(256, 64_512, 20_000), 20_000);
+    let whole = (1u64 << 32) * 65_535 * 3;
+    assert_eq!(
+        PortPool::hold_capacity_for(1 << 32, 65_535, usize::MAX) as u64,
+        whole,
+        "every port of the largest pool, under 2^50"
+    );
+    let p = pool(1, 1024, 1087).with_hold_capacity(1 << 20);
+    assert_eq!(p.hold_capacity(), 192);
+    let before = p.bytes();
+    let e = p.allocate(Proto::Udp, ep(1, 1), false, 0).unwrap();
+    let after_alloc = p.bytes();
+    p.release(Proto::Udp, e, Timestamp::from_secs(1));
+    assert_eq!(
+        p.bytes() - after_alloc,
+        PortPool::hold_bytes_for(1, 64, 1 << 20),
+        "the ring, allocated at the first release"
+    );
+    assert_eq!(PortPool::hold_bytes_for(1, 64, 1 << 20), 192 * 8);
+    assert!(after_alloc >= before);
 }
 
 #[test]
