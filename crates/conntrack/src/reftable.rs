@@ -34,7 +34,10 @@ const IN_USE: u32 = 1 << 29;
 /// `meta` flag: withdrawn by its insert (second key lost): not found, not referenceable,
 /// collected by the reaper once unreferenced, static or not.
 const WITHDRAWN: u32 = 1 << 28;
-const USER: u32 = (1 << 28) - 1;
+/// `meta` flag: set by [`RefTable::mark`], for the caller's use (NAT44: a packet came in
+/// through the binding); a new entry starts without it.
+const MARKED: u32 = 1 << 27;
+const USER: u32 = (1 << 27) - 1;
 
 /// One slot.
 #[derive(Debug)]
@@ -88,8 +91,10 @@ pub struct EntryView {
     pub refs: u32,
     /// Static entries never expire.
     pub is_static: bool,
-    /// The caller's 28-bit value (e.g. rule index + 1).
+    /// The caller's 27-bit value (e.g. rule index + 1).
     pub user: u32,
+    /// Whether [`RefTable::mark`] was called on it.
+    pub marked: bool,
 }
 
 /// Why an insert did not happen.
@@ -183,7 +188,19 @@ impl RefTable {
             refs: e.refs.load(Ordering::Acquire),
             is_static: meta & STATIC != 0,
             user: meta & USER,
+            marked: meta & MARKED != 0,
         })
+    }
+
+    /// Marks entry `id` (see [`EntryView::marked`]); call while holding a reference, so
+    /// the mark is in place before the reaper can claim the entry. A plain load first:
+    /// an entry marked already costs no write.
+    pub fn mark(&self, id: u32) {
+        if let Some(e) = self.slab.get(id) {
+            if e.meta.load(Ordering::Relaxed) & MARKED == 0 {
+                e.meta.fetch_or(MARKED, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Takes a reference unless the entry is gone (claimed by the reaper, or dynamic and
@@ -498,6 +515,26 @@ mod tests {
         assert!(!t.try_ref(id), "claimed entries cannot be revived");
         assert_eq!(t.find_a(10), None);
         assert_eq!(t.live(), 0);
+    }
+
+    /// A mark made while a reference is held is what the reaper's view shows; a new entry
+    /// in the same slot starts unmarked; the user value keeps its bits.
+    #[test]
+    fn a_mark_reaches_the_reaper_and_not_the_next_entry() {
+        let t = RefTable::new(1);
+        let id = t.insert(10, 20, true, 1, false, USER).unwrap();
+        assert!(!t.get(id).unwrap().marked);
+        t.mark(id);
+        t.mark(id);
+        assert_eq!(t.get(id).map(|v| (v.marked, v.user)), Some((true, USER)));
+        t.unref(id);
+        let mut seen = Vec::new();
+        t.reap(|_, v| seen.push(v.marked));
+        assert_eq!(seen, vec![true]);
+        t.free(id);
+        let again = t.insert(11, 21, true, 1, false, 1).unwrap();
+        assert_eq!(again, id, "the one slot, reused");
+        assert!(!t.get(again).unwrap().marked);
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub const HAIRPIN: u32 = 1 << 3;
 /// by whoever takes the hint ([`SessionTable::clear_hint`]), so a later packet can ask
 /// again. Not part of [`SessionView::flags`].
 pub const OFFLOAD_HINTED: u32 = 1 << 4;
+/// A packet has come in from the outside on this session: set at insert for a session an
+/// inbound packet created, else by the first inbound packet ([`Hit::note_inbound`]). A
+/// port whose sessions never had one has no late packets to keep from a new owner.
+pub const INBOUND_SEEN: u32 = 1 << 5;
 const TCP_SHIFT: u32 = 8;
 const TCP_MASK: u32 = (1 << crate::tcp::BITS) - 1;
 const _: () = assert!(TCP_SHIFT + crate::tcp::BITS <= 32);
@@ -146,7 +150,7 @@ pub struct NewSession {
     pub revised: Tuple,
     /// The binding id the session holds a reference on.
     pub binding: u32,
-    /// `FROM_INSIDE` and/or `HAIRPIN`.
+    /// `FROM_INSIDE`, `HAIRPIN`, `INBOUND_SEEN`.
     pub flags: u32,
 }
 
@@ -161,7 +165,7 @@ pub struct SessionView {
     pub seen: [Timestamp; 2],
     /// The binding it holds.
     pub binding: u32,
-    /// `FROM_INSIDE` / `HAIRPIN` flags.
+    /// `FROM_INSIDE` / `HAIRPIN` / `INBOUND_SEEN` flags.
     pub flags: u32,
     /// TCP state.
     pub tcp: TcpState,
@@ -289,6 +293,15 @@ impl Hit<'_> {
     pub fn hint_once(&self) -> bool {
         self.slot.state.load(Ordering::Relaxed) & OFFLOAD_HINTED == 0
             && self.slot.state.fetch_or(OFFLOAD_HINTED, Ordering::AcqRel) & OFFLOAD_HINTED == 0
+    }
+
+    /// Records that an inbound packet used the session ([`INBOUND_SEEN`]). A plain load
+    /// first: only the session's first inbound packet writes.
+    #[inline]
+    pub fn note_inbound(&self) {
+        if self.slot.state.load(Ordering::Relaxed) & INBOUND_SEEN == 0 {
+            self.slot.state.fetch_or(INBOUND_SEEN, Ordering::AcqRel);
+        }
     }
 
     /// Feeds a TCP segment into the session's state (see [`crate::tcp::track`]); `Err`:
@@ -623,7 +636,7 @@ impl SessionTable {
                 Timestamp::from_nanos(s.seen[1].load(Ordering::Relaxed)),
             ],
             binding: s.binding.load(Ordering::Acquire),
-            flags: st & (FROM_INSIDE | HAIRPIN),
+            flags: st & (FROM_INSIDE | HAIRPIN | INBOUND_SEEN),
             tcp: TcpState::from_bits(st >> TCP_SHIFT),
         })
     }
@@ -710,7 +723,7 @@ impl SessionTable {
             s.seen[side].store(now.as_nanos(), Ordering::Relaxed);
         }
         s.binding.store(new.binding, Ordering::Relaxed);
-        let state = ALIVE | (new.flags & (FROM_INSIDE | HAIRPIN));
+        let state = ALIVE | (new.flags & (FROM_INSIDE | HAIRPIN | INBOUND_SEEN));
         s.state.store(state, Ordering::Release);
         let view = View(&self.slab);
         let found = |n: u32| RecordRef {

@@ -52,6 +52,38 @@ fn both_records_found_and_revised_tuples_derived() {
     assert_eq!(t.len(), 1);
 }
 
+/// `INBOUND_SEEN`: kept from the insert, set by the first inbound hit, never by a hit
+/// on the original record alone, and reported in the view (not in `flags`), never
+/// disturbing the other flags or the TCP state.
+#[test]
+fn inbound_seen_is_set_once_and_kept() {
+    let t = SessionTable::new(4);
+    let n = new(1000, 2000);
+    let id = t.insert(&n, Timestamp::from_secs(1)).unwrap();
+    let seen = |t: &SessionTable| t.view(id).unwrap().flags & INBOUND_SEEN != 0;
+    t.hit(&n.initial).unwrap().touch(Timestamp::from_secs(2));
+    assert!(!seen(&t), "outbound packets alone");
+    t.hit(&n.revised.reversed()).unwrap().note_inbound();
+    assert!(seen(&t));
+    t.hit(&n.revised.reversed()).unwrap().note_inbound();
+    assert_eq!(t.view(id).unwrap().flags, FROM_INSIDE | INBOUND_SEEN);
+    assert_eq!(
+        t.flags(id),
+        FROM_INSIDE,
+        "flags() keeps to the direction flags"
+    );
+    let m = NewSession {
+        flags: INBOUND_SEEN,
+        ..new(1001, 2001)
+    };
+    let id = t.insert(&m, Timestamp::from_secs(1)).unwrap();
+    assert_eq!(
+        t.view(id).unwrap().flags,
+        INBOUND_SEEN,
+        "made by an inbound packet"
+    );
+}
+
 #[test]
 fn reap_unlinks_and_free_recycles() {
     let t = SessionTable::new(4);
