@@ -18,6 +18,12 @@ pub struct Counters {
     pub sessions_early_dropped: u64,
     /// Bindings (public address/port mappings) created.
     pub bindings_created: u64,
+    /// Released public ports given back before their reuse hold had passed, to make room
+    /// in a pool's full hold (see `conntrack::pool::hold`).
+    pub port_holds_cut_short: u64,
+    /// Released public ports given back at once, without the reuse hold: no packet ever
+    /// came in through their binding, so none can arrive late.
+    pub ports_released_unheld: u64,
     /// ICMP errors whose quoted packet was translated.
     pub icmp_errors_translated: u64,
     /// Packets that went through the hairpin path.
@@ -56,6 +62,8 @@ impl Counters {
             sessions_expired: 0,
             sessions_early_dropped: 0,
             bindings_created: 0,
+            port_holds_cut_short: 0,
+            ports_released_unheld: 0,
             icmp_errors_translated: 0,
             hairpinned: 0,
             fragments_translated: 0,
@@ -101,6 +109,8 @@ impl Counters {
         self.sessions_expired += other.sessions_expired;
         self.sessions_early_dropped += other.sessions_early_dropped;
         self.bindings_created += other.bindings_created;
+        self.port_holds_cut_short += other.port_holds_cut_short;
+        self.ports_released_unheld += other.ports_released_unheld;
         self.icmp_errors_translated += other.icmp_errors_translated;
         self.hairpinned += other.hairpinned;
         self.fragments_translated += other.fragments_translated;

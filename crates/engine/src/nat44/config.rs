@@ -525,12 +525,37 @@ impl Nat44Config {
                     .unwrap_or(usize::MAX)
                     .saturating_mul(POOL_BYTES_PER_ADDRESS_IN_USE),
             );
+            let ports = u32::from(r.ports.last) - u32::from(r.ports.first.max(1)) + 1;
+            port_hold(&mut m, Entry("rule", i, "pool"), addrs, ports, cap);
         }
         let statics = self.static_nat.len() * 2 + self.port_forwards.len() * 2;
         m.add("static mappings", Field("static"), statics * 64);
         self.deterministic_memory(&mut m);
         m
     }
+}
+
+/// The reuse hold of a pool of `addrs` addresses and `ports` ports each: a ring of
+/// `min(max_sessions, ports × protocols)` released ports
+/// (`conntrack::PortPool::with_hold_capacity`), named after whichever bounds it.
+pub(super) fn port_hold(
+    m: &mut MemoryEstimate,
+    pool: ConfigItem,
+    addrs: u64,
+    ports: u32,
+    max_sessions: usize,
+) {
+    use conntrack::PortPool;
+    let by_sessions = PortPool::hold_capacity_for(addrs, ports, max_sessions) == max_sessions;
+    m.add(
+        "port hold",
+        if by_sessions {
+            ConfigItem::Field("max_sessions")
+        } else {
+            pool
+        },
+        PortPool::hold_bytes_for(addrs, ports, max_sessions),
+    );
 }
 
 #[cfg(test)]
@@ -621,6 +646,20 @@ mod size_tests {
             .unwrap();
         assert_eq!(pool.bytes, 256 * POOL_BYTES_PER_ADDRESS_IN_USE as u64);
         assert_eq!(pool.item, ConfigItem::Entry("rule", 0, "pool"));
+        // The reuse hold: 8 bytes a port, max_sessions of them, or every port of a small
+        // pool (one address: 64,512 ports × 3 protocols), named after what bounds it.
+        let hold = |c: &Nat44Config| {
+            c.memory()
+                .parts
+                .into_iter()
+                .find(|p| p.what == "port hold")
+                .map(|p| (p.item, p.bytes))
+        };
+        assert_eq!(hold(&c), Some((ConfigItem::Field("max_sessions"), 8 << 20)));
+        assert_eq!(
+            hold(&one_rule(1 << 20)),
+            Some((ConfigItem::Entry("rule", 0, "pool"), 64_512 * 3 * 8))
+        );
     }
 
     #[test]

@@ -286,7 +286,8 @@ impl super::Nat44Config {
         Ok(())
     }
 
-    /// What the deterministic pool costs: like a dynamic pool, per public address in use.
+    /// What the deterministic pool costs: like a dynamic pool, per public address in use,
+    /// and its reuse hold.
     pub(super) fn deterministic_memory(&self, m: &mut crate::config::MemoryEstimate) {
         if let Some(d) = &self.deterministic {
             let in_use = d.outside.size().min(self.max_sessions as u64);
@@ -297,25 +298,31 @@ impl super::Nat44Config {
                     .unwrap_or(usize::MAX)
                     .saturating_mul(super::POOL_BYTES_PER_ADDRESS_IN_USE),
             );
+            let size = d.outside.size();
+            super::config::port_hold(m, item("outside"), size, PORTS, self.max_sessions);
         }
     }
 }
 
 /// The pool a deterministic configuration's ports are taken from: its public addresses,
-/// ports 1024-65535, the usual reuse hold; no port blocks (the ranges are the blocks).
+/// ports 1024-65535, the usual reuse hold (bounded as a dynamic pool's); no port blocks
+/// (the ranges are the blocks).
 pub(super) fn det_pool(
     m: &DetMap,
-    hold: std::time::Duration,
+    cfg: &super::Nat44Config,
     workers: usize,
 ) -> std::sync::Arc<conntrack::PortPool> {
     let o = m.outside();
-    std::sync::Arc::new(conntrack::PortPool::from_ranges(
-        vec![(o.nth(0), o.nth(o.size() - 1))],
-        FIRST_PORT,
-        u16::MAX,
-        hold,
-        workers,
-    ))
+    std::sync::Arc::new(
+        conntrack::PortPool::from_ranges(
+            vec![(o.nth(0), o.nth(o.size() - 1))],
+            FIRST_PORT,
+            u16::MAX,
+            cfg.port_reuse_hold,
+            workers,
+        )
+        .with_hold_capacity(cfg.max_sessions),
+    )
 }
 
 impl super::Nat44Shared {

@@ -43,6 +43,8 @@ mod tests_frag;
 #[cfg(test)]
 mod tests_hairpin;
 #[cfg(test)]
+mod tests_hold;
+#[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
 mod tests_mt;
@@ -170,6 +172,28 @@ pub trait InsideHosts: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// The pool of dynamic rule `r`: its ranges, never expanded (a /8 costs what its used
+/// addresses cost); its reuse hold bounded by `max_sessions` (one binding per session at
+/// most, see [`PortPool::with_hold_capacity`]).
+fn dynamic_pool(r: &DynamicRule, cfg: &Nat44Config, workers: usize) -> Arc<PortPool> {
+    let ranges = r
+        .pool
+        .iter()
+        .map(|p| (p.nth(0), p.nth(p.size() - 1)))
+        .collect();
+    Arc::new(
+        PortPool::from_ranges(
+            ranges,
+            r.ports.first,
+            r.ports.last,
+            cfg.port_reuse_hold,
+            workers,
+        )
+        .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber)
+        .with_hold_capacity(cfg.max_sessions),
+    )
+}
+
 /// Packs a protocol and endpoint into a binding key.
 #[inline]
 pub(crate) fn ep_key(proto: Proto, e: Endpoint) -> u64 {
@@ -217,27 +241,10 @@ impl Nat44Shared {
         let mut pools: Vec<Arc<PortPool>> = cfg
             .rules
             .iter()
-            .map(|r| {
-                // Ranges, never expanded: a /8 costs what its used addresses cost.
-                let ranges = r
-                    .pool
-                    .iter()
-                    .map(|p| (p.nth(0), p.nth(p.size() - 1)))
-                    .collect();
-                Arc::new(
-                    PortPool::from_ranges(
-                        ranges,
-                        r.ports.first,
-                        r.ports.last,
-                        cfg.port_reuse_hold,
-                        workers,
-                    )
-                    .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber),
-                )
-            })
+            .map(|r| dynamic_pool(r, &cfg, workers))
             .collect();
         if let Some(m) = &det {
-            pools.push(deterministic::det_pool(m, cfg.port_reuse_hold, workers));
+            pools.push(deterministic::det_pool(m, &cfg, workers));
         }
         let cap = cfg.max_sessions;
         let shared = Nat44Shared {

@@ -1,7 +1,8 @@
 //! The reaper: one per NAT44 instance, run by a dedicated thread (or inline by a
 //! single-threaded caller). It walks the tables, deletes timed-out original+reply record
 //! pairs, drops bindings whose last session went, returns their ports to the pool after
-//! the reuse hold, and frees slots once a QSBR grace period has passed.
+//! the reuse hold (at once when no packet ever came in through the binding: see
+//! [`release_port`]), and frees slots once a QSBR grace period has passed.
 //!
 //! Between sweeps, [`Nat44Reaper::drain`] reclaims what the workers evicted at a full
 //! table (unlink, grace period, free): called every millisecond or so while there is
@@ -194,7 +195,7 @@ impl Nat44Reaper {
             }
             if !b.is_static && b.user > 0 {
                 if let Some(pool) = sh.pool_of(b.user, key_ep(b.key_b).addr) {
-                    pool.release(key_proto(b.key_a), key_ep(b.key_b), now);
+                    release_port(&sh, pool, &b, at, &mut self.counters);
                 }
                 // Counted when its port was taken (`outbound_binding`).
                 sh.release_host(
@@ -224,6 +225,34 @@ impl Nat44Reaper {
         }
         sh.frags.sweep(now);
         self.next_sweep = Some(now + SWEEP_INTERVAL);
+    }
+}
+
+/// Gives back the port of dynamic binding `b`, just reaped. The reuse hold keeps late
+/// packets of the binding's flows from a new owner of the port; a binding none of whose
+/// sessions ever let a packet in (the bindings' mark, set from `INBOUND_SEEN` when a
+/// session ends) has no such packets to wait for: every session it had went idle past
+/// its timeout unanswered, or was evicted unanswered. Its port goes back at once, so a
+/// flood of unanswered flows (spoofed inside sources) cannot hold a small pool's every
+/// port for the whole hold. Blocks (PBA) a port frees are logged; a hold cut short to
+/// make room, and a port given back unheld, are counted.
+fn release_port(
+    sh: &Nat44Shared,
+    pool: &conntrack::PortPool,
+    b: &conntrack::reftable::EntryView,
+    at: Origin,
+    counters: &mut Counters,
+) {
+    let (proto, public) = (key_proto(b.key_a), key_ep(b.key_b));
+    if b.marked {
+        if pool.release_blocks(proto, public, at.now, |blk| sh.log_block(at, false, &blk)) {
+            counters.port_holds_cut_short += 1;
+        }
+    } else {
+        if let Some(blk) = pool.give_back_now(proto, public) {
+            sh.log_block(at, false, &blk);
+        }
+        counters.ports_released_unheld += 1;
     }
 }
 

@@ -96,21 +96,7 @@ impl Nat44Shared {
                 match same {
                     Some(i) => Arc::clone(&old.pools[i]),
                     None => {
-                        let ranges = r
-                            .pool
-                            .iter()
-                            .map(|p| (p.nth(0), p.nth(p.size() - 1)))
-                            .collect();
-                        let p = Arc::new(
-                            PortPool::from_ranges(
-                                ranges,
-                                r.ports.first,
-                                r.ports.last,
-                                cfg.port_reuse_hold,
-                                workers,
-                            )
-                            .with_blocks(cfg.port_block_size, cfg.blocks_per_subscriber),
-                        );
+                        let p = super::dynamic_pool(r, &cfg, workers);
                         fresh.push(Arc::clone(&p));
                         p
                     }

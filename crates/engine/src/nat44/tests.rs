@@ -463,6 +463,8 @@ fn outbound_icmp_error_about_inbound_packet() {
 fn expired_udp_port_is_held_back_before_reuse() {
     let mut n = nat(config());
     fwd(&mut n, t(0), Outbound, udp(IN_A, 5000, SRV, 53));
+    // Answered: a late answer could follow, so the port waits out the hold.
+    fwd(&mut n, t(1), Inbound, udp(SRV, 53, PUB, 5000));
     assert!(n.poll_timeout().is_some());
     n.handle_timeout(t(301));
     assert_eq!(n.session_count(), 0);

@@ -57,6 +57,15 @@ fn packet(proto: Proto, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) ->
     p
 }
 
+/// Sends the answer to a UDP packet that left from public endpoint `to`.
+fn answer(n: &mut Nat44, now: u64, to: (Ipv4Addr, u16)) {
+    let mut p = packet(Proto::Udp, SRV, 53, to.0, to.1);
+    assert!(matches!(
+        n.process(t(now), Inbound, &mut p),
+        Emit::Forward { .. }
+    ));
+}
+
 /// Sends one packet out; the public endpoint it left from, or the drop reason.
 fn out(
     n: &mut Nat44,
@@ -161,6 +170,8 @@ fn a_full_range_is_a_subscriber_limit_drop_for_that_subscriber_only() {
         let (addr, port) = out(&mut n, 1, Proto::Udp, a, 5000 + p).unwrap();
         assert_eq!(addr, Ipv4Addr::new(203, 0, 113, 7));
         assert!((1024..1028).contains(&port), "{port}");
+        // Answered, so the port waits out the hold when the flow ends.
+        answer(&mut n, 1, (addr, port));
         got.insert(port);
     }
     assert_eq!(got.len(), 4);

@@ -63,6 +63,13 @@ fn one_event_per_block_whose_range_holds_its_subscribers_ports() {
     for p in 0..5u16 {
         got.push((IN_B, send(&mut n, 1, IN_B, 6000 + p).unwrap()));
     }
+    // Answered flows: their ports wait out the hold when they end.
+    for (_, (addr, port)) in &got {
+        let mut p = ipv4(17, SRV, *addr, 64, &udp(53, *port, b"a"));
+        crate::testpkt::fill_l4_csum(&mut p);
+        let e = n.process(Timestamp::from_secs(1), Inbound, &mut p);
+        assert!(matches!(e, Emit::Forward { .. }), "{e:?}");
+    }
     let made = drain(&log);
     assert_eq!(
         made.len(),

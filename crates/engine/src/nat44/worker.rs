@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use conntrack::session::{FROM_INSIDE, HAIRPIN};
+use conntrack::session::{FROM_INSIDE, HAIRPIN, INBOUND_SEEN};
 use conntrack::{
     Counted, Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef,
     RefInsertError, Room, SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
@@ -648,7 +648,8 @@ impl Nat44Worker {
         } else {
             Tuple::new(t.proto, t.src, inside)
         };
-        let flags = if leg == Leg::Hairpin { HAIRPIN } else { 0 };
+        // Made by a packet that came in: its binding has had one.
+        let flags = INBOUND_SEEN | if leg == Leg::Hairpin { HAIRPIN } else { 0 };
         self.install(now, *t, revised, bid, flags)
     }
 
@@ -925,6 +926,9 @@ fn forward(
         observe_tcp(&h, pkt, f.l4_off, end)?;
     }
     h.touch(now);
+    if dir == Direction::Inbound {
+        h.note_inbound();
+    }
     sh.hint_offload(&h);
     let to = h.revised();
     let to = rewrite_of(&to);
@@ -971,6 +975,11 @@ pub(super) fn release_session(sh: &Nat44Shared, v: &conntrack::SessionView, at: 
         o.remove(v);
     }
     sh.log_session(at, false, v.flags, &v.initial, &v.revised);
+    // Before the reference goes, so the reaper sees the mark when it takes the binding:
+    // its port then waits out the hold (see `reaper`).
+    if v.flags & INBOUND_SEEN != 0 {
+        sh.bindings.mark(v.binding);
+    }
     sh.bindings.unref(v.binding);
     if v.flags & FROM_INSIDE != 0 {
         sh.release_host(Counted::Sessions, v.initial.src.addr);
@@ -1091,6 +1100,9 @@ impl Nat44Shared {
             h.observe_tcp(seg).ok()?;
         }
         h.touch(now);
+        if dir == Direction::Inbound {
+            h.note_inbound();
+        }
         Some(h.revised())
     }
 

@@ -367,6 +367,8 @@ pub fn engine_json(c: &Counters) -> Value {
         "sessions_expired": c.sessions_expired,
         "sessions_early_dropped": c.sessions_early_dropped,
         "bindings_created": c.bindings_created,
+        "port_holds_cut_short": c.port_holds_cut_short,
+        "ports_released_unheld": c.ports_released_unheld,
         "icmp_errors_translated": c.icmp_errors_translated,
         "hairpinned": c.hairpinned,
         "fragments_translated": c.fragments_translated,

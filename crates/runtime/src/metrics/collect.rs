@@ -194,6 +194,18 @@ fn traffic(reg: &mut Registry, s: &Sample) {
     );
     counter(
         reg,
+        "port_holds_cut_short",
+        "Released public ports given back before port_reuse_hold had passed, to make room in a pool's full reuse hold (it holds at most max_sessions ports)",
+        e.port_holds_cut_short,
+    );
+    counter(
+        reg,
+        "ports_released_unheld",
+        "Released public ports given back at once, without port_reuse_hold: no packet ever came in through their binding",
+        e.ports_released_unheld,
+    );
+    counter(
+        reg,
         "icmp_errors_sent",
         "ICMP errors the gateway sent (Time Exceeded, Fragmentation Needed, Packet Too Big)",
         e.icmp_errors_sent,

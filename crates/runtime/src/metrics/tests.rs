@@ -93,6 +93,8 @@ fn sample(scale: u64) -> Sample {
     let mut reaper = Counters::new();
     reaper.sessions_expired = 6 * scale;
     reaper.sessions_early_dropped = 2;
+    reaper.port_holds_cut_short = 4;
+    reaper.ports_released_unheld = 5;
     Sample {
         workers: vec![worker(1), worker(2)],
         reaper,
@@ -190,6 +192,8 @@ fn the_exposition_parses_and_says_what_the_counters_say() {
         "the reaper's counted"
     );
     assert_eq!(v("quicknat_sessions_early_dropped_total{}"), 2.0);
+    assert_eq!(v("quicknat_port_holds_cut_short_total{}"), 4.0);
+    assert_eq!(v("quicknat_ports_released_unheld_total{}"), 5.0);
     assert_eq!(v("quicknat_bindings_created_total{}"), 21.0);
     assert_eq!(v("quicknat_icmp_errors_sent_total{}"), 9.0);
     assert_eq!(
