@@ -345,7 +345,9 @@ const NAT44: &[Key] = &[
        6056 random port).", "false")
         .rfc("RFC 4787 §4.2.1"),
     k("port_reuse_hold", SECS, Value("120"), "",
-      "Seconds a released public port is held back before another host may get it.", "60")
+      "Seconds a released public port is held back before another host may get it; a \
+       port whose binding never received a packet from outside comes back at once, and \
+       past max_sessions held ports per pool the oldest comes back early.", "60")
         .rfc("RFC 6888 REQ-8")
         .reload(Restart),
     k("max_sessions", "integer", Value("1048576"), "at least 1",
@@ -473,7 +475,8 @@ const NAT64: &[Key] = &[
       "IPv6 hosts may reach each other through pool4 addresses.", "false")
         .rfc("RFC 6146 §3.8"),
     k("port_reuse_hold", SECS, Value("120"), "",
-      "Seconds a released pool port is held back.", "60")
+      "Seconds a released pool port is held back (at once when its binding never \
+       received an IPv4 packet; at most max_sessions held per pool).", "60")
         .reload(Restart),
     k("max_sessions", "integer", Value("1048576"), "1 to the host table's size",
       "Upper bound on live sessions.", "65536")
