@@ -238,7 +238,7 @@ def once(method):
 class Quicknat:
     """One `quicknat run --config` process inside a namespace, logging to a temp file."""
 
-    def __init__(self, binary, ns, config_text, label):
+    def __init__(self, binary, ns, config_text, label, env=None):
         self.label = label
         self.final = None
         self.cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False, prefix=f"qn-{label}-")
@@ -246,7 +246,8 @@ class Quicknat:
         self.cfg.close()
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False, prefix=f"qn-{label}-")
         self.proc = popen_ns(ns, os.path.abspath(binary), "run", "--config", self.cfg.name,
-                             stdout=self.log, stderr=self.log)
+                             stdout=self.log, stderr=self.log,
+                             env=None if env is None else {**os.environ, **env})
 
     def text(self):
         if self.final is not None:
@@ -374,9 +375,10 @@ class Scenario:
         self.procs.append(p)
         return p
 
-    def quicknat(self, binary, name, config_text, label):
-        """A quicknat in namespace `name`, killed and its files removed at the end."""
-        q = Quicknat(binary, self.ns[name], config_text, label)
+    def quicknat(self, binary, name, config_text, label, env=None):
+        """A quicknat in namespace `name` (with `env` added to its environment), killed and
+        its files removed at the end."""
+        q = Quicknat(binary, self.ns[name], config_text, label, env)
         self.quicknats.append(q)
         return q
 

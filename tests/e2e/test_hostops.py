@@ -10,6 +10,8 @@
     (ip_forward=1), a gateway killed under traffic leaves its nftables forward guard, so
     the server receives no untranslated packet until the restarted gateway forwards (the
     restart says how many the guard dropped meanwhile); a clean stop removes the guard;
+  * programs a netlink attachment (kernels before 5.9 for XDP, 6.6 for tc; played with
+    QUICKNAT_LEGACY_ATTACH=1) leaves after a SIGKILL are detached by the next start;
   * one owner per interface, once per backend: a second gateway naming an interface the
     first uses by an altname, or sharing one of its interfaces, is refused with the
     first's pid, and the first is undisturbed; one interface named twice is refused;
@@ -281,6 +283,43 @@ def test_sigkill_with_kernel_forwarding_on_leaks_nothing_untranslated(topo, quic
     before = origins(topo)[0]
     topo.ping(0.5)
     assert origins(topo)[0] > before, "the kernel routes (untranslated) again after a clean stop"
+
+
+def test_programs_a_legacy_attach_leaves_are_detached_by_the_next_start(topo, quicknat, backend):
+    """On kernels without BPF links for XDP (< 5.9) or TCX (< 6.6) the programs are
+    attached through netlink and outlive a SIGKILL. Played here (QUICKNAT_LEGACY_ATTACH=1):
+    after the kill the program is still attached; the next start detaches it (saying so)
+    and forwards; a clean stop leaves the interfaces' hooks as they were."""
+    legacy = {"QUICKNAT_LEGACY_ATTACH": "1"}
+    before = {d: topo.hooks(d) for d in ("g-in", "g-out")}
+    config = CONFIG.replace("{backend}", backend).replace('xdp_fast_path = "off"', 'xdp_fast_path = "on"')
+    first = topo.quicknat(quicknat, "gw", config, f"hostops-legacy-{backend}", env=legacy)
+    assert first.wait_started(), first.text()
+    assert wait_for(topo.ping, 5), first.text()
+
+    def ours(dev):
+        """Our program on `dev`, as the kernel lists it (XDP on AF_XDP, a tc filter on AF_PACKET)."""
+        if backend == "af_xdp":
+            return "xdp_steer" in topo.nsx("gw", "ip", "-d", "link", "show", dev).stdout
+        return "tc_fast" in topo.nsx("gw", "tc", "filter", "show", "dev", dev, "ingress").stdout
+
+    assert ours("g-in") and ours("g-out"), "attached through netlink, visible to ip/tc"
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=5)
+    assert ours("g-in") and ours("g-out"), "a netlink attachment outlives the process"
+
+    second = topo.quicknat(quicknat, "gw", config, f"hostops-legacy2-{backend}", env=legacy)
+    assert second.wait_started(), second.text()
+    assert wait_for(lambda: topo.ping(0.2), 5, step=0.0), second.text()
+    log = second.text()
+    what = "the XDP program xdp_steer" if backend == "af_xdp" else "the tc program tc_fast at g-in's ingress"
+    assert f"recovery: detached {what}" in log, log
+    assert "warning: recovery" not in log, log
+    rc, log = second.stop()
+    assert rc == 0, log
+    assert not ours("g-in") and not ours("g-out"), "a clean stop detaches its netlink attachments"
+    if backend == "af_xdp":
+        assert {d: topo.hooks(d) for d in ("g-in", "g-out")} == before, log
 
 
 def test_one_gateway_per_interface_whatever_its_name(topo, quicknat, backend):

@@ -28,9 +28,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod guard;
+mod leftover;
 mod lock;
 mod state;
 pub use guard::{Dropped, ForwardGuard};
+pub use leftover::{detach_leftover_programs, legacy_attach, TC_PROGRAM, XDP_PROGRAM};
 pub use lock::InterfaceLock;
 pub use state::{HostState, OffloadSettings, STATE_DIR};
 

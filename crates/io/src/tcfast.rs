@@ -130,8 +130,19 @@ impl TcFastPath {
             // after the gateway (other filters may be using it by then).
             let tcx = aya::util::KernelVersion::current()
                 .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0));
-            if let Err(first) = prog.attach(ifname, TcAttachType::Ingress) {
-                if tcx {
+            // `QUICKNAT_LEGACY_ATTACH` plays a kernel before 6.6: a clsact qdisc's filter.
+            let legacy = crate::host::legacy_attach();
+            let attach = |prog: &mut SchedClassifier| {
+                if legacy {
+                    let nl = tc::TcAttachOptions::Netlink(tc::NlOptions::default());
+                    prog.attach_with_options(ifname, TcAttachType::Ingress, nl)
+                } else {
+                    prog.attach(ifname, TcAttachType::Ingress)
+                }
+            };
+            let attached = attach(prog).map(drop);
+            if let Err(first) = attached {
+                if tcx && !legacy {
                     return Err(err("attaching tc_fast at ingress (TCX)", ifname, first));
                 }
                 tc::qdisc_add_clsact(ifname).map_err(|e| {
@@ -141,7 +152,7 @@ impl TcFastPath {
                         format!("{first}; adding a clsact qdisc for it: {e}"),
                     )
                 })?;
-                prog.attach(ifname, TcAttachType::Ingress)
+                attach(prog)
                     .map_err(|e| err("attaching tc_fast at ingress (clsact)", ifname, e))?;
             }
         }

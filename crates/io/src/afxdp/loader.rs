@@ -10,13 +10,15 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
+
+use crate::netlink::{Netlink, XdpAttachMode};
 
 /// The compiled program, or empty when clang was missing at build time.
 static XDP_STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_steer.o"));
@@ -46,6 +48,28 @@ pub(crate) struct Steering {
     pub(crate) native: bool,
     /// The fast path's maps, when asked for (`fast_entries > 0`).
     pub(crate) fast: Option<Arc<super::fast_path::FastPath>>,
+    /// Attached through netlink (interface, mode): detached on drop by hand, since the
+    /// kernel keeps such an attachment after the process.
+    netlink: Option<(u32, XdpAttachMode)>,
+}
+
+impl Drop for Steering {
+    fn drop(&mut self) {
+        if let Some((ifindex, mode)) = self.netlink {
+            let _ = Netlink::open().and_then(|mut nl| nl.set_xdp_fd(ifindex, -1, mode));
+        }
+    }
+}
+
+/// Attaches `prog` to `ifindex` through netlink in `mode` (see
+/// [`crate::host::legacy_attach`]).
+fn attach_netlink(prog: &Xdp, ifindex: u32, mode: XdpAttachMode) -> io::Result<()> {
+    let fd = prog
+        .fd()
+        .map_err(|e| io::Error::other(e.to_string()))?
+        .as_fd()
+        .as_raw_fd();
+    Netlink::open()?.set_xdp_fd(ifindex, fd, mode)
 }
 
 fn err(what: &str, ifname: &str, e: impl std::fmt::Display) -> io::Error {
@@ -129,18 +153,32 @@ pub(crate) fn attach(
         .map_err(|e| err("XDP object", ifname, e))?;
     prog.load()
         .map_err(|e| err("loading the XDP program", ifname, e))?;
-    let native = match prog.attach_to_if_index(ifindex, XdpMode::Driver) {
-        Ok(_) => true,
-        Err(native_err) => {
-            prog.attach_to_if_index(ifindex, XdpMode::Skb)
-                .map_err(|e| {
-                    err(
-                        "XDP attach failed",
-                        ifname,
-                        format!("native: {native_err}; generic: {e}"),
-                    )
-                })?;
-            false
+    let mut netlink = None;
+    let native = if crate::host::legacy_attach() {
+        let native = attach_netlink(prog, ifindex, XdpAttachMode::Driver).is_ok();
+        let mode = if native {
+            XdpAttachMode::Driver
+        } else {
+            attach_netlink(prog, ifindex, XdpAttachMode::Generic)
+                .map_err(|e| err("XDP attach through netlink failed", ifname, e))?;
+            XdpAttachMode::Generic
+        };
+        netlink = Some((ifindex, mode));
+        native
+    } else {
+        match prog.attach_to_if_index(ifindex, XdpMode::Driver) {
+            Ok(_) => true,
+            Err(native_err) => {
+                prog.attach_to_if_index(ifindex, XdpMode::Skb)
+                    .map_err(|e| {
+                        err(
+                            "XDP attach failed",
+                            ifname,
+                            format!("native: {native_err}; generic: {e}"),
+                        )
+                    })?;
+                false
+            }
         }
     };
     let fast = if fast_entries > 0 {
@@ -155,6 +193,7 @@ pub(crate) fn attach(
         _ebpf: ebpf,
         native,
         fast,
+        netlink,
     })
 }
 

@@ -35,6 +35,8 @@ mod parse;
 mod devroute;
 pub use devroute::{DevRoute, PROTO_QUICKNAT, TABLE_ANNOUNCE};
 mod socket;
+mod xdp;
+pub use xdp::XdpAttachMode;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -195,7 +195,7 @@ impl Netlink {
 
     /// Runs one dump request and parses every part with `parse`, retrying a dump
     /// that raced with changes. Replies to older requests are skipped by sequence number.
-    fn dump<T>(
+    pub(super) fn dump<T>(
         &mut self,
         ty: u16,
         fixed: &[u8],

@@ -275,6 +275,16 @@ pub(crate) fn host_prepare(
     }
     let table = host::table_name(&names);
     let guard = forward_guard(&table, [(inside, fams[0]), (outside, fams[1])], log)?;
+    for l in links {
+        for r in host::detach_leftover_programs(&l.name, l.index) {
+            match r {
+                Ok(what) => log(format!(
+                    "recovery: detached {what} a gateway that did not exit cleanly left"
+                )),
+                Err(e) => log(format!("warning: recovery: {e}")),
+            }
+        }
+    }
     match host::remove_table(&table) {
         Ok(true) => log(format!("recovery: removed the nftables table {table} a gateway that did not exit cleanly left (it dropped transit traffic)")),
         Ok(false) => {}
