@@ -17,7 +17,8 @@
     first's pid, and the first is undisturbed; one interface named twice is refused;
   * privileges, once per backend: while running, the gateway has only CAP_NET_ADMIN
     (effective, permitted, bounding) and no_new_privs, and it still forwards and cleans up;
-  * the control socket (ILA mode): started with umask 000 it is never seen with more
+  * the control socket (ILA mode): 100 idle connections from control group members leave
+    root's `quicknat status` answering within 1 s (per-user cap, root's reserved slots); started with umask 000 it is never seen with more
     than 0660 (polled while the gateway starts), it belongs to the control group, a
     member of the group (primary or supplementary) may change mappings (logged with its
     uid and pid), and a peer that is neither root nor a member is refused by the server
@@ -557,6 +558,59 @@ def test_control_socket_is_root_only_from_birth_and_refuses_other_peers(ila_root
     g.proc.send_signal(signal.SIGTERM)
     assert g.proc.wait(timeout=5) == 0, g.text()
     assert not os.path.exists(g.sock)
+
+
+# A control client that opens 4 connections, asks one `status` on each (the server's
+# answer tells a slot held from one refused, "error busy"), reports how many it holds,
+# and holds them idle until killed.
+IDLE_CLIENT = """
+import socket, sys, time
+held, busy = [], 0
+for _ in range(4):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.settimeout(20)
+    try:
+        s.sendall(b'{"v":1,"cmd":"status"}\\n')
+    except OSError:
+        pass
+    answer = s.makefile("rb").readline()
+    if answer.startswith(b"error busy"):
+        busy += 1
+    else:
+        held.append(s)
+print(len(held), busy, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.only(backend="af_packet")
+def test_idle_control_clients_do_not_lock_out_root(ila_group, quicknat, backend):
+    """100 connections from 25 members of the control group, each asking once and then
+    idle: each member holds at most 4, the group at most all slots but root's, and root's
+    `quicknat status` answers within 1 s while they are held."""
+    g = ila_group
+    clients = []
+    for i in range(25):
+        clients.append(subprocess.Popen(
+            ["setpriv", f"--reuid={60000 + i}", f"--regid={GROUP}", "--clear-groups",
+             sys.executable, "-c", IDLE_CLIENT, g.sock],
+            stdout=subprocess.PIPE, text=True))
+    try:
+        counts = [tuple(map(int, c.stdout.readline().split())) for c in clients]
+        held = sum(h for h, _ in counts)
+        assert all(h <= 4 for h, _ in counts), counts
+        assert held == 16 - 4, f"the group holds every slot but root's 4, not {held}: {counts}"
+        t0 = time.monotonic()
+        r = sh(quicknat, "status", "--socket", g.sock, check=False)
+        took = time.monotonic() - t0
+        assert r.returncode == 0 and "mode" in r.stdout, r.stdout + r.stderr
+        assert took < 1.0, f"root's status took {took:.2f} s"
+        print(f"100 idle member connections: {held} held, root's status in {took * 1000:.0f} ms")
+    finally:
+        for c in clients:
+            c.kill()
+            c.wait(timeout=5)
 
 
 @pytest.mark.only(backend="af_packet")

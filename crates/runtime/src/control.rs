@@ -21,8 +21,8 @@
 //!
 //! This module never touches packets; a misbehaving client can only get `error` lines
 //! or be disconnected (lines are capped at [`MAX_LINE`] bytes, connections at
-//! [`MAX_CLIENTS`] of which [`ROOT_RESERVED`] are root's, idle ones end after
-//! [`IDLE_TIMEOUT`]).
+//! [`MAX_CLIENTS`] of which [`ROOT_RESERVED`] are root's and at most [`MAX_PER_USER`]
+//! any other user's, idle ones end after [`IDLE_TIMEOUT`]).
 //!
 //! Who may use it: the socket file is created with mode 0600 (0660 and the configured
 //! group's with `[gateway] control_group`) from its first instant — its mode is set on
@@ -44,7 +44,7 @@ use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -67,6 +67,10 @@ pub const MAX_CLIENTS: usize = 16;
 /// Of the [`MAX_CLIENTS`] slots, how many only root may take: members of the control
 /// group holding connections open cannot lock root out.
 pub const ROOT_RESERVED: usize = 4;
+
+/// The most connections one user other than root may hold at once: one member of the
+/// control group cannot take every slot the group shares.
+pub const MAX_PER_USER: usize = 4;
 
 /// A client that sends no byte for this long between requests is told so and hung up
 /// on, so idle connections do not hold slots.
@@ -621,7 +625,7 @@ fn accept_loop(
     stop: &Arc<AtomicBool>,
     log: &SyncSender<String>,
 ) {
-    let clients = Arc::new(AtomicUsize::new(0));
+    let clients = Arc::new(Mutex::new(Slots::default()));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match sock.listener.accept() {
@@ -652,11 +656,14 @@ fn accept_loop(
                         continue;
                     }
                 };
-                if clients.load(Ordering::Acquire) >= client_slots(peer.uid) {
-                    refuse(&mut stream, "error busy: too many control clients\n");
+                let taken = clients
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(peer.uid);
+                if let Err(why) = taken {
+                    refuse(&mut stream, &format!("error busy: {why}\n"));
                     continue;
                 }
-                clients.fetch_add(1, Ordering::AcqRel);
                 let idle = sock.idle;
                 let (state, stop, count, log) = (
                     Arc::clone(state),
@@ -669,12 +676,18 @@ fn accept_loop(
                     .spawn(move || {
                         // A client that goes away mid-answer is not the server's problem.
                         let _ = serve_client(stream, &state, &stop, peer, &log, idle);
-                        count.fetch_sub(1, Ordering::AcqRel);
+                        count
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .give_back(peer.uid);
                     });
                 match spawned {
                     Ok(t) => threads.push(t),
                     Err(_) => {
-                        clients.fetch_sub(1, Ordering::AcqRel);
+                        clients
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .give_back(peer.uid);
                     }
                 }
             }
@@ -687,6 +700,43 @@ fn accept_loop(
         let _ = t.join();
     }
     let _ = std::fs::remove_file(&sock.path);
+}
+
+/// The client slots taken, in all and by user.
+#[derive(Debug, Default)]
+struct Slots {
+    total: usize,
+    by_uid: std::collections::HashMap<u32, usize>,
+}
+
+impl Slots {
+    /// Takes a slot for a client of user `uid`, or says why none is free: all taken (for
+    /// anyone but root, all but [`ROOT_RESERVED`]), or the user holds [`MAX_PER_USER`].
+    fn take(&mut self, uid: u32) -> Result<(), String> {
+        if self.total >= client_slots(uid) {
+            return Err("too many control clients".into());
+        }
+        let mine = self.by_uid.entry(uid).or_default();
+        if uid != 0 && *mine >= MAX_PER_USER {
+            return Err(format!(
+                "uid {uid} holds {MAX_PER_USER} control connections already"
+            ));
+        }
+        *mine += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Gives back a slot [`take`](Self::take) gave a client of `uid`.
+    fn give_back(&mut self, uid: u32) {
+        if let Some(n) = self.by_uid.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_uid.remove(&uid);
+            }
+            self.total = self.total.saturating_sub(1);
+        }
+    }
 }
 
 /// How many clients may be connected when one of user `uid` is accepted: all

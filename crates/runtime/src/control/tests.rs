@@ -313,3 +313,32 @@ fn root_has_slots_no_one_else_can_take() {
     assert_eq!(client_slots(1000), MAX_CLIENTS - ROOT_RESERVED);
     assert!(client_slots(1000) > 0);
 }
+
+/// One user other than root holds at most MAX_PER_USER slots; root is capped only by the
+/// total; a slot given back can be taken again.
+#[test]
+fn slots_are_capped_per_user_and_reserved_for_root() {
+    let mut s = Slots::default();
+    for _ in 0..MAX_PER_USER {
+        s.take(1000).unwrap();
+    }
+    let e = s.take(1000).unwrap_err();
+    assert!(e.contains("uid 1000 holds"), "{e}");
+    // Other members fill what the group may take; then only root gets in.
+    let mut uid = 1001;
+    while s.total < MAX_CLIENTS - ROOT_RESERVED {
+        s.take(uid).unwrap();
+        uid += 1;
+    }
+    assert_eq!(s.take(2000).unwrap_err(), "too many control clients");
+    for _ in 0..ROOT_RESERVED {
+        s.take(0).unwrap();
+    }
+    assert!(s.take(0).is_err(), "the total caps root too");
+    // A member's slot given back goes to whoever comes next within the limits: root.
+    s.give_back(1000);
+    assert!(s.take(1001).is_err(), "the group's share is still full");
+    s.take(0).unwrap();
+    s.give_back(4242); // never took one: nothing changes
+    assert_eq!(s.total, MAX_CLIENTS);
+}
