@@ -414,9 +414,6 @@ def test_answered_flood_is_bounded_by_the_hold(scene, record_property):
     assert d["port_holds_cut_short"] > 0, figures
 
 
-@pytest.mark.xfail(strict=True, reason="the control socket's stats (and the log's stats line) sum the "
-                   "workers' counters only; the reaper's (expiries, its early drops, ports given back) "
-                   "reach the metrics alone")
 def test_control_socket_stats_count_what_the_reaper_did(scene):
     if getattr(scene, "base_rss", None) is None:
         pytest.skip("runs after the flood phases")

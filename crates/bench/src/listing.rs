@@ -183,6 +183,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
         mode,
         clock: Box::new(move || t),
         counters: Box::new(Vec::new),
+        reaper: None,
         facts: GatewayFacts {
             mode: "nat44",
             links: [LinkFacts::default(), LinkFacts::default()],

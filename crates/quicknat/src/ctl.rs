@@ -400,17 +400,29 @@ fn secs(ms: &Value) -> String {
     )
 }
 
-/// `stats`: every counter, total then per worker; drops with their explanation.
+/// `stats`: every counter, total then per worker and the reaper's (`REAPER`: expiries,
+/// its early drops, ports given back); drops with their explanation.
 fn stats_table(st: &Value) -> String {
     let workers = st["workers"].as_array().cloned().unwrap_or_default();
+    let reaper = st["reaper"].as_object();
     let mut head = vec!["COUNTER".to_owned(), "TOTAL".to_owned()];
     head.extend((0..workers.len()).map(|i| format!("W{i}")));
+    if reaper.is_some() {
+        head.push("REAPER".to_owned());
+    }
     let mut rows = vec![head];
     for part in ["engine", "io"] {
         if let Some(m) = st["total"][part].as_object() {
             for (k, v) in m.iter().filter(|(k, _)| *k != "drops") {
                 let mut r = vec![format!("{part}.{k}"), s(v)];
                 r.extend(workers.iter().map(|w| s(&w[part][k])));
+                if let Some(re) = reaper {
+                    r.push(if part == "engine" {
+                        s(&re[k])
+                    } else {
+                        "-".into()
+                    });
+                }
                 rows.push(r);
             }
         }
@@ -422,6 +434,9 @@ fn stats_table(st: &Value) -> String {
         for (k, v) in m {
             let mut r = vec![k.clone(), s(v)];
             r.extend(workers.iter().map(|w| s(&w["engine"]["drops"][k])));
+            if let Some(re) = reaper {
+                r.push(s(&re["drops"][k]));
+            }
             r.push(s(&st["drop_reasons"][k]));
             rows.push(r);
         }

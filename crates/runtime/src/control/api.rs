@@ -69,6 +69,9 @@ pub type ReloadHook = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
 /// Every worker's counters now: (engine, I/O) per worker.
 pub type CountersFn = Box<dyn Fn() -> Vec<(Counters, IoCounters)> + Send + Sync>;
 
+/// Reads the reaper's counters (sessions expired, early drops, ports given back).
+pub type ReaperFn = Box<dyn Fn() -> Counters + Send + Sync>;
+
 /// The workers' clock, as the engine sees it.
 pub type ClockFn = Box<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -142,6 +145,8 @@ pub struct ApiState {
     pub clock: ClockFn,
     /// The workers' counters.
     pub counters: CountersFn,
+    /// The reaper's counters (`None`: a mode without a reaper).
+    pub reaper: Option<ReaperFn>,
     /// Start-up facts.
     pub facts: GatewayFacts,
     /// The reload hook, if reloading is supported.
@@ -400,12 +405,16 @@ pub fn io_json(io: &IoCounters) -> Value {
     })
 }
 
-/// The `stats` object for per-worker counters.
-pub fn stats_json(workers: &[(Counters, IoCounters)]) -> Value {
+/// The `stats` object for per-worker counters and the reaper's (in the total, and on
+/// their own under `reaper`).
+pub fn stats_json(workers: &[(Counters, IoCounters)], reaper: Option<&Counters>) -> Value {
     let (mut e, mut io) = (Counters::default(), IoCounters::default());
     for (we, wio) in workers {
         e.merge(we);
         io.merge(wio);
+    }
+    if let Some(r) = reaper {
+        e.merge(r);
     }
     let explain: Map<String, Value> = DropReason::ALL
         .iter()
@@ -417,6 +426,7 @@ pub fn stats_json(workers: &[(Counters, IoCounters)]) -> Value {
             .iter()
             .map(|(e, io)| json!({"engine": engine_json(e), "io": io_json(io)}))
             .collect::<Vec<_>>(),
+        "reaper": reaper.map_or(Value::Null, engine_json),
         "drop_reasons": explain,
     })
 }
@@ -559,7 +569,8 @@ impl ApiState {
             }
             ApiRequest::Stats => {
                 let workers = (self.counters)();
-                let mut v = stats_json(&workers);
+                let reaper = self.reaper.as_ref().map(|f| f());
+                let mut v = stats_json(&workers, reaper.as_ref());
                 // The XDP fast path: its own entry, not a worker.
                 v["xdp_fast_path"] = self
                     .fast_path

@@ -137,6 +137,10 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
             };
             vec![(a, io.clone()), (b, io)]
         }),
+        reaper: Some(Box::new(|| Counters {
+            sessions_expired: 4,
+            ..Counters::default()
+        })),
         facts: GatewayFacts {
             mode: "nat44",
             links: [
@@ -236,6 +240,10 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     assert_eq!(stats["total"]["engine"]["drops"]["no_mapping"], 1);
     assert_eq!(stats["total"]["io"]["rx_outside"], 8);
     assert_eq!(stats["workers"][1]["engine"]["forwarded"], 7);
+    // The reaper's counters: in the total, and on their own (not as a worker).
+    assert_eq!(stats["total"]["engine"]["sessions_expired"], 4);
+    assert_eq!(stats["reaper"]["sessions_expired"], 4);
+    assert_eq!(stats["workers"].as_array().map(Vec::len), Some(2));
     for r in DropReason::ALL {
         assert!(
             stats["total"]["engine"]["drops"][r.as_str()].is_u64(),

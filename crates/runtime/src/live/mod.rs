@@ -290,7 +290,7 @@ pub fn run(
         mode.name(),
     );
     let reaper_lag = crate::metrics::ReaperLag::default();
-    let reaper_counters = std::sync::Mutex::new(engine::Counters::new());
+    let reaper_counters = Arc::new(std::sync::Mutex::new(engine::Counters::new()));
     // Routing integration: the announcement device is created while CAP_NET_ADMIN is surely held; nothing is
     // announced until the workers run and the health check passes.
     let routing = open_routing(gw, log)?;
@@ -362,6 +362,7 @@ pub fn run(
                 why,
                 gw.workers,
                 &snapshots,
+                &reaper_counters,
                 clock,
             );
             // Routing integration.
@@ -433,7 +434,7 @@ pub fn run(
         // Reaper.
         if let Some(mut r) = shared.reaper() {
             let stop = &stop;
-            let (lag, published) = (&reaper_lag, &reaper_counters);
+            let (lag, published) = (&reaper_lag, &*reaper_counters);
             s.spawn(threads::REAPER, move || {
                 // A full pass every 200 ms; between passes, the drain of what the workers
                 // evicted at a full table, every millisecond while any waits (so a SYN
@@ -484,7 +485,7 @@ pub fn run(
                 snapshots: &snapshots,
                 mode: &shared,
                 reaper_lag: Some(&reaper_lag),
-                reaper_counters: Some(&reaper_counters),
+                reaper_counters: Some(&*reaper_counters),
                 events: natlog_counters.as_deref(),
                 build: &build_info,
             };
@@ -552,7 +553,7 @@ pub fn run(
         supervise(
             gw,
             &links,
-            &snapshots,
+            (&snapshots, &reaper_counters),
             &shared,
             &control_state,
             &reload_signal,
@@ -582,7 +583,7 @@ pub fn run(
             source,
         });
     }
-    let (engine, io) = totals(&snapshots);
+    let (engine, io) = totals(&snapshots, &reaper_counters);
     Ok(Summary {
         engine,
         io,
@@ -657,7 +658,7 @@ fn mode_in_place(mode: &AnyMode) -> bool {
 fn supervise(
     gw: &GatewayConfig,
     links: &[Link; 2],
-    snapshots: &[Snapshot],
+    (snapshots, reaper): (&[Snapshot], &std::sync::Mutex<engine::Counters>),
     shared: &AnyMode,
     control_state: &Option<Arc<crate::control::ControlState>>,
     reload_signal: &Option<Arc<AtomicBool>>,
@@ -703,7 +704,7 @@ fn supervise(
         }
         if last.elapsed() >= gw.stats_interval {
             last = Instant::now();
-            let (e, io) = totals(snapshots);
+            let (e, io) = totals(snapshots, reaper);
             // The XDP fast path's fields close the line.
             log(stats_line(&e, &io, shared.session_count())
                 + &fastpath_status::log_suffix(fast.counters().as_ref()));
@@ -797,6 +798,7 @@ fn control_api(
     backend_why: String,
     workers: usize,
     snapshots: &[Snapshot],
+    reaper: &Arc<std::sync::Mutex<engine::Counters>>,
     clock: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> crate::control::api::ApiState {
     use crate::control::api::{ApiState, GatewayFacts, LinkFacts, ReloadHook};
@@ -810,6 +812,7 @@ fn control_api(
         Some(hook)
     });
     let snaps = snapshots.to_vec();
+    let reaper = Arc::clone(reaper);
     ApiState {
         mode: Arc::clone(shared),
         clock: Box::new(clock),
@@ -819,6 +822,9 @@ fn control_api(
                 .map(|s| s.lock().map(|g| g.clone()).unwrap_or_default())
                 .collect()
         }),
+        reaper: Some(Box::new(move || {
+            reaper.lock().map(|g| g.clone()).unwrap_or_default()
+        })),
         facts: GatewayFacts {
             mode: shared.name(),
             links: [0, 1].map(|i| LinkFacts {

@@ -93,14 +93,18 @@ pub struct Summary {
 /// One worker's counters as last published (the engine's and the I/O side's).
 pub(crate) type Snapshot = Arc<Mutex<(Counters, IoCounters)>>;
 
-/// The sum of every worker's snapshot.
-pub(crate) fn totals(snapshots: &[Snapshot]) -> (Counters, IoCounters) {
+/// The sum of every worker's snapshot and the reaper's counters (sessions expired, early
+/// drops, ports given back).
+pub(crate) fn totals(snapshots: &[Snapshot], reaper: &Mutex<Counters>) -> (Counters, IoCounters) {
     let (mut e, mut io) = (Counters::default(), IoCounters::default());
     for s in snapshots {
         if let Ok(g) = s.lock() {
             e.merge(&g.0);
             io.merge(&g.1);
         }
+    }
+    if let Ok(r) = reaper.lock() {
+        e.merge(&r);
     }
     (e, io)
 }
