@@ -15,6 +15,8 @@
   * one owner per interface, once per backend: a second gateway naming an interface the
     first uses by an altname, or sharing one of its interfaces, is refused with the
     first's pid, and the first is undisturbed; one interface named twice is refused;
+  * the state files and interface locks of a gateway killed in a namespace that is then
+    deleted are removed by the next start;
   * privileges, once per backend: while running, the gateway has only CAP_NET_ADMIN
     (effective, permitted, bounding) and no_new_privs, and it still forwards and cleans up;
   * the control socket (ILA mode): 100 idle connections from control group members leave
@@ -45,7 +47,7 @@ import time
 
 import pytest
 
-from netns import Scenario, popen_ns, sh, wait_for
+from netns import Quicknat, Scenario, popen_ns, sh, wait_for
 
 pytestmark = pytest.mark.needs_root
 
@@ -357,6 +359,40 @@ def test_one_gateway_per_interface_whatever_its_name(topo, quicknat, backend):
         assert topo.tables() == tables, (what, topo.tables(), tables)
         assert topo.ping(), f"{what}: the first gateway stopped forwarding:\n{first.text()}"
     rc, log = first.stop()
+    assert rc == 0, log
+
+
+@pytest.mark.only(backend="af_packet")
+def test_files_of_gateways_in_deleted_namespaces_are_pruned(topo, quicknat, backend):
+    """A gateway killed in a namespace that is then deleted leaves its state file and
+    interface locks; the next start anywhere removes them (their namespace is gone, so
+    nothing could use them) and says so, and leaves the files of live namespaces alone."""
+    ns = f"qn-prune-{os.getpid()}"
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", "x0", "type", "veth", "peer", "name", "x1")
+        for d in ("x0", "x1"):
+            sh("ip", "-n", ns, "link", "set", d, "up")
+        config = CONFIG.replace("{backend}", backend).replace('"g-in"', '"x0"').replace('"g-out"', '"x1"')
+        doomed = Quicknat(quicknat, ns, config, "hostops-prune-doomed")
+        try:
+            assert doomed.wait_started(), doomed.text()
+        finally:
+            doomed.proc.kill()
+            doomed.proc.wait(timeout=5)
+    finally:
+        sh("ip", "netns", "del", ns)
+    left = [f for f in os.listdir("/run/quicknat") if "quicknat_x0_x1" in f or
+            (f.endswith(".lock") and "ifname x" in open(os.path.join("/run/quicknat", f)).read())]
+    assert len(left) == 3, f"a state file and two interface locks, not {left}"
+
+    qn = topo.quicknat(quicknat, "gw", CONFIG.replace("{backend}", backend), "hostops-prune")
+    assert qn.wait_started(), qn.text()
+    log = qn.text()
+    assert "recovery: removed" in log and "whose network namespace is gone" in log, log
+    assert all(f not in os.listdir("/run/quicknat") for f in left), os.listdir("/run/quicknat")
+    assert len(topo.state_files()) == 3, "the live gateway's own state file and interface locks stay"
+    rc, log = qn.stop()
     assert rc == 0, log
 
 

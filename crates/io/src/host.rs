@@ -30,10 +30,12 @@ use std::process::Command;
 mod guard;
 mod leftover;
 mod lock;
+mod prune;
 mod state;
 pub use guard::{Dropped, ForwardGuard};
 pub use leftover::{detach_leftover_programs, legacy_attach, TC_PROGRAM, XDP_PROGRAM};
 pub use lock::InterfaceLock;
+pub use prune::{live_netns_inodes, prune_stale};
 pub use state::{HostState, OffloadSettings, STATE_DIR};
 
 /// Where [`tool`] looks for `nft` and `ethtool`, in order: system directories only.

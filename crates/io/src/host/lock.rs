@@ -58,7 +58,12 @@ impl InterfaceLock {
             }
             file.set_len(0)?;
             file.rewind()?;
-            writeln!(file, "pid {} ifname {ifname}", std::process::id())?;
+            write!(
+                file,
+                "pid {} ifname {ifname}\n{}",
+                std::process::id(),
+                super::prune::netns_line()
+            )?;
             return Ok(InterfaceLock { path, _file: file });
         }
         Err(io::Error::new(
@@ -160,7 +165,10 @@ mod tests {
         std::fs::write(d.join("cookie1-if3.lock"), "pid 1 ifname gone\n").unwrap();
         let l = InterfaceLock::acquire_in(&d, "cookie1", 3, "eth0").unwrap();
         let text = std::fs::read_to_string(l.path()).unwrap();
-        assert_eq!(text, format!("pid {} ifname eth0\n", std::process::id()));
+        assert!(
+            text.starts_with(&format!("pid {} ifname eth0\nnetns ", std::process::id())),
+            "{text}"
+        );
         drop(l);
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -231,7 +231,7 @@ impl HostState {
     /// Writes this process's id and `offloads` (the settings to restore) to the file,
     /// replacing what it held.
     pub fn record(&mut self, offloads: &[OffloadSettings]) -> io::Result<()> {
-        let mut text = format!("pid {}\n", std::process::id());
+        let mut text = format!("pid {}\n{}", std::process::id(), super::prune::netns_line());
         for o in offloads {
             text.push_str(&o.line());
             text.push('\n');

@@ -251,6 +251,20 @@ pub(crate) fn host_prepare(
             None
         }
     };
+    if state.is_some() {
+        let gone = host::prune_stale(
+            std::path::Path::new(host::STATE_DIR),
+            &host::live_netns_inodes(),
+        );
+        if !gone.is_empty() {
+            let names: Vec<String> = gone.iter().map(|p| p.display().to_string()).collect();
+            log(format!(
+                "recovery: removed {} files of gateways whose network namespace is gone: {}",
+                gone.len(),
+                names.join(", ")
+            ));
+        }
+    }
     if let Some(s) = &mut state {
         let left = s.leftover();
         if let Some(pid) = s.left_by() {
