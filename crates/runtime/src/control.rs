@@ -72,8 +72,9 @@ pub const ROOT_RESERVED: usize = 4;
 /// control group cannot take every slot the group shares.
 pub const MAX_PER_USER: usize = 4;
 
-/// A client that sends no byte for this long between requests is told so and hung up
-/// on, so idle connections do not hold slots.
+/// A client whose next request line is not whole this long after it connected or was
+/// last answered is told so and hung up on, so idle connections, and slow ones that
+/// trickle a byte now and then, do not hold slots.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often blocked accept/read calls look at the stop flag.
@@ -781,22 +782,34 @@ fn serve_client(
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
-    // When the client last sent a byte (or was last answered).
+    // When the client connected or was last answered: its next request line must be
+    // whole within `idle` of it, however it trickles in (a byte now and then does not
+    // keep a slot).
     let mut heard = std::time::Instant::now();
+    let slow = |line: &[u8]| {
+        if line.is_empty() {
+            format!("error idle: no request for {} s\n", idle.as_secs())
+        } else {
+            format!("error slow: no whole request within {} s\n", idle.as_secs())
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
-        // `read_until` keeps what it read before a timeout in `line`, so a slow client's
-        // request is assembled across timeouts; `take` bounds what one call may append.
-        let room = (MAX_LINE + 1).saturating_sub(line.len()) as u64;
-        let before = line.len();
-        match (&mut reader).take(room).read_until(b'\n', &mut line) {
-            Ok(0) => return Ok(()),
+        // One read at a time, assembled in `line` across reads and timeouts: a client
+        // that trickles its request cannot keep this loop from checking its deadline.
+        match read_step(&mut reader, &mut line) {
+            Ok(Step::Closed) if line.is_empty() => return Ok(()),
             Ok(_) if line.len() > MAX_LINE => {
                 let answer = format!("error request longer than {MAX_LINE} bytes\n");
                 return writer.write_all(answer.as_bytes());
             }
-            Ok(_) => {
+            Ok(Step::Partial) => {
+                if heard.elapsed() >= idle {
+                    return writer.write_all(slow(&line).as_bytes());
+                }
+            }
+            Ok(step) => {
                 // Without a newline the client has finished sending: answer, then stop.
-                let last = !line.ends_with(b"\n");
+                let last = step == Step::Closed;
                 let answer = match std::str::from_utf8(&line) {
                     Ok(text) if text.trim_start().starts_with('{') => {
                         serve_json(state, text, &mut writer, stop, peer, log)?;
@@ -833,17 +846,44 @@ fn serve_client(
                     ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                 ) =>
             {
-                if line.len() > before {
-                    heard = std::time::Instant::now();
-                } else if heard.elapsed() >= idle {
-                    let answer = format!("error idle: no request for {} s\n", idle.as_secs());
-                    return writer.write_all(answer.as_bytes());
+                if heard.elapsed() >= idle {
+                    return writer.write_all(slow(&line).as_bytes());
                 }
             }
             Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// What one [`read_step`] added to the request line being assembled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// The client closed its end (what came before, if anything, is its last request).
+    Closed,
+    /// Bytes, no newline yet.
+    Partial,
+    /// The line is whole (it ends with its newline).
+    Whole,
+}
+
+/// One read of what the client sent, appended to `line` up to and including its newline
+/// and to at most [`MAX_LINE`] + 1 bytes (one more than a line may hold, so an over-long
+/// one shows).
+fn read_step(reader: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<Step> {
+    let buf = reader.fill_buf()?;
+    if buf.is_empty() {
+        return Ok(Step::Closed);
+    }
+    let room = (MAX_LINE + 1).saturating_sub(line.len());
+    let avail = &buf[..buf.len().min(room)];
+    let (n, whole) = match avail.iter().position(|&b| b == b'\n') {
+        Some(i) => (i + 1, true),
+        None => (avail.len(), false),
+    };
+    line.extend_from_slice(&avail[..n]);
+    reader.consume(n);
+    Ok(if whole { Step::Whole } else { Step::Partial })
 }
 
 /// Answers one JSON request line on `writer` (buffered: a listing goes out in large

@@ -405,6 +405,45 @@ fn idle_clients_are_hung_up_on_and_their_slots_come_back() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A client that trickles its request a byte at a time, each well within the idle
+/// timeout, is still hung up on once the line is not whole within it.
+#[test]
+fn a_request_trickled_in_is_cut_off_at_the_deadline() {
+    let (dir, path, stop, server) = serve_nat44("slow", 1, std::time::Duration::from_millis(300));
+    let s = UnixStream::connect(&path).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut w = s.try_clone().unwrap();
+    let started = std::time::Instant::now();
+    // One byte every 50 ms: never silent for long, never a whole line.
+    let trickle = std::thread::spawn(move || {
+        for b in br#"{"v":1,"cmd":"status"#.iter().cycle().take(200) {
+            if w.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+    let mut r = BufReader::new(s);
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    assert!(
+        l.starts_with("error slow: no whole request within"),
+        "{l:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    l.clear();
+    assert_eq!(r.read_line(&mut l).unwrap(), 0, "hung up after saying so");
+    trickle.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // -- deterministic NAT --
 
 /// `status` shows a deterministic gateway's prefixes and sharing ratio, and nothing for
