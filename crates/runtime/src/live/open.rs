@@ -289,7 +289,8 @@ pub(crate) fn host_prepare(
     }
     let table = host::table_name(&names);
     let guard = forward_guard(&table, [(inside, fams[0]), (outside, fams[1])], log)?;
-    for l in links {
+    // Only while holding the interfaces' locks: then no live gateway owns a program there.
+    for l in links.iter().filter(|_| state.is_some()) {
         for r in host::detach_leftover_programs(&l.name, l.index) {
             match r {
                 Ok(what) => log(format!(
