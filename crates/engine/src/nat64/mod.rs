@@ -267,6 +267,29 @@ impl Nat64Shared {
         ok.then_some(v4)
     }
 
+    /// A hairpin's second translation: the IPv4 packet at `buf[start..start + len]`,
+    /// which NAT44's return pass addressed to a host id, back to IPv6 for that host.
+    /// Returns where the IPv6 packet is.
+    fn hairpin_to_ipv6(
+        &self,
+        buf: &mut [u8],
+        start: usize,
+        len: usize,
+    ) -> Result<(usize, usize), Refusal> {
+        let h = buf
+            .get(start..start.saturating_add(20))
+            .ok_or(DropReason::Truncated)?;
+        let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+        let dst = Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+        let src6 = self.v4_to_inside(src).ok_or(DropReason::NoAddressMapping)?;
+        let dst6 = self.hosts.0.addr(dst).ok_or(DropReason::NoMapping)?;
+        let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((self.v4_to_inside(a)?, self.v4_to_inside(b)?));
+        match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &self.options_again) {
+            SiitVerdict::Forward { start, len } => Ok((start, len)),
+            SiitVerdict::Drop(d) => Err(Refusal::from(d).unanswered()),
+        }
+    }
+
     /// The IPv6 address of IPv4 `a` seen from inside: a host id's host, or `a` embedded.
     #[inline]
     fn v4_to_inside(&self, a: Ipv4Addr) -> Option<Ipv6Addr> {
@@ -686,16 +709,9 @@ impl Nat64Worker {
             return Ok(Emit::Forward { start: s4, len: l4 });
         }
         // Hairpin: NAT44 addressed it to another IPv6 host; back to IPv6.
-        let after = |r: DropReason| (Refusal::from(r), true);
-        let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
-        let src6 = sh
-            .v4_to_inside(src)
-            .ok_or(after(DropReason::NoAddressMapping))?;
-        let dst6 = sh.hosts.0.addr(dst).ok_or(after(DropReason::NoMapping))?;
-        let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((sh.v4_to_inside(a)?, sh.v4_to_inside(b)?));
-        match ipv4_to_ipv6(buf, s4, l4, src6, dst6, &inner, &sh.options_again) {
-            SiitVerdict::Forward { start, len } => Ok(Emit::Hairpin { start, len }),
-            SiitVerdict::Drop(d) => Err((Refusal::from(d).unanswered(), true)),
+        match sh.hairpin_to_ipv6(buf, s4, l4) {
+            Ok((start, len)) => Ok(Emit::Hairpin { start, len }),
+            Err(r) => Err((r, true)),
         }
     }
 
