@@ -80,6 +80,13 @@ impl Counters {
         self.drops[reason as usize] += 1;
     }
 
+    /// An ICMP error already counted sent was dropped after all, for `reason`, before it
+    /// left (its translation on the way to the sender failed).
+    pub(crate) fn error_unsent(&mut self, reason: DropReason) {
+        self.icmp_errors_sent = self.icmp_errors_sent.saturating_sub(1);
+        self.drop(reason);
+    }
+
     /// How many packets were dropped for `reason`.
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]

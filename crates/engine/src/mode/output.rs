@@ -68,6 +68,44 @@ impl Output {
         self.buf.get_mut(from..s + l)
     }
 
+    /// Forgets the last packet, giving back its slot.
+    pub(crate) fn discard_last(&mut self) {
+        if let Some((base, _, _)) = self.packets.pop() {
+            self.end = base;
+        }
+    }
+
+    /// Rewrites packet `i` inside its slot: `f` gets the slot and the packet's start and
+    /// length in it, and returns where the packet now is (a translation may grow it into
+    /// the headroom), or `None` to drop it. A packet left with less than 32 bytes in
+    /// front is moved back to `HEADROOM`. Whether packet `i` is still there.
+    pub(crate) fn rewrite(
+        &mut self,
+        i: usize,
+        f: impl FnOnce(&mut [u8], usize, usize) -> Option<(usize, usize)>,
+    ) -> bool {
+        let Some(&(base, s, l)) = self.packets.get(i) else {
+            return false;
+        };
+        let end = self.packets.get(i + 1).map_or(self.end, |p| p.0);
+        let moved = self.buf.get_mut(base..end).and_then(|slot| {
+            let (s, l) = f(slot, s - base, l).filter(|&(s, l)| s + l <= slot.len())?;
+            if s >= 32 {
+                return Some((s, l));
+            }
+            let room = slot.get_mut(..HEADROOM + l)?;
+            room.copy_within(s..s + l, HEADROOM);
+            Some((HEADROOM, l))
+        });
+        match moved {
+            Some((s, l)) => self.packets[i] = (base, base + s, l),
+            None => {
+                self.packets.remove(i);
+            }
+        }
+        moved.is_some()
+    }
+
     /// Whether `n` packets of at most `max` bytes each fit an empty output.
     pub(crate) fn has_room_for(n: usize, max: usize) -> bool {
         n <= MAX_PACKETS
@@ -124,6 +162,33 @@ mod tests {
         assert!(o.framed_mut(1, HEADROOM + 1).is_none());
         assert!(o.framed_mut(3, 14).is_none());
         o.clear();
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_rewritten_packet_keeps_room_in_front_or_is_dropped() {
+        let mut o = Output::new();
+        for i in 0..3u8 {
+            let slot = o.slot(100).unwrap();
+            slot[HEADROOM..HEADROOM + 10].fill(i);
+            assert!(o.commit(100, HEADROOM, 10));
+        }
+        // Grown 40 bytes into the headroom: moved back to leave room for a link header.
+        assert!(o.rewrite(0, |slot, s, l| {
+            slot[s - 40..s].fill(9);
+            Some((s - 40, l + 40))
+        }));
+        assert!(!o.rewrite(1, |_, _, _| None), "dropped");
+        assert!(!o.rewrite(1, |_, s, _| Some((s, 1000))), "past its slot");
+        let got: Vec<Vec<u8>> = o.packets().map(<[u8]>::to_vec).collect();
+        let mut first = vec![9; 40];
+        first.extend([0; 10]);
+        assert_eq!(got, vec![first]);
+        assert_eq!(
+            o.framed_mut(0, HEADROOM).map(|f| f.len()),
+            Some(HEADROOM + 50)
+        );
+        o.discard_last();
         assert!(o.is_empty());
     }
 

@@ -422,9 +422,11 @@ impl Nat44Worker {
             Direction::Outbound => self.new_outbound(now, &f.tuple)?,
             Direction::Inbound => match self.new_inbound(now, leg, &f.tuple) {
                 Ok(r) => r,
-                // A hairpin's return pass is never held: its sender is inside, and its
-                // outbound pass already recorded what a simultaneous open needs.
-                Err(e) if leg == Leg::Wire => return Err(self.unsolicited(now, &f, pkt, e)),
+                // A hairpin's return pass is held only where the mode processes it as
+                // an inbound packet in every respect (NAT64, RFC 6146 §3.8).
+                Err(e) if leg == Leg::Wire || self.shared.holds_hairpinned_syns() => {
+                    return Err(self.unsolicited(now, &f, pkt, e))
+                }
                 Err(e) => return Err(e),
             },
         };
@@ -467,15 +469,39 @@ impl Nat44Worker {
     /// rate limited with this worker's other ICMP errors. Returns `out`'s packet count.
     pub fn poll_held(&mut self, now: Timestamp, out: &mut Output) -> usize {
         out.clear();
-        let (responder, counters) = (&mut self.responder, &mut self.counters);
-        self.shared.held.expire(now, |syn| {
-            let Some(d) = syn.get(16..20) else {
-                return;
-            };
-            let src = std::net::Ipv4Addr::new(d[0], d[1], d[2], d[3]);
-            responder.answer_v4_from(now, src, syn, out, IcmpReason::PortUnreachable, counters);
-        });
+        let shared = Arc::clone(&self.shared);
+        shared
+            .held
+            .expire(now, |syn| self.answer_held(now, syn, out));
         out.len()
+    }
+
+    /// Adds the Port Unreachable for the held SYN `syn` to `out`, from the address it was
+    /// sent to. A SYN held on a hairpin's return pass came from one of the NAT's own
+    /// public endpoints: its answer makes that return pass too, back to the host inside
+    /// that sent it (an error that cannot is dropped, counted, never sent out).
+    fn answer_held(&mut self, now: Timestamp, syn: &[u8], out: &mut Output) {
+        let Some(a) = syn.get(12..20) else {
+            return;
+        };
+        let from = std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+        let src = std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]);
+        let why = IcmpReason::PortUnreachable;
+        let c = &mut self.counters;
+        if !self.responder.answer_v4_from(now, src, syn, out, why, c)
+            || !self.shared.is_public(from)
+        {
+            return;
+        }
+        let last = out.len() - 1;
+        let back = match out.framed_mut(last, 0) {
+            Some(error) => self.hairpin_return(now, Offload::None, error),
+            None => Err(DropReason::Truncated),
+        };
+        if let Err(r) = back {
+            out.discard_last();
+            self.counters.error_unsent(r);
+        }
     }
 
     /// When [`poll_held`](Self::poll_held) next has a SYN to answer.

@@ -23,7 +23,10 @@
 //! makes a session established (2 h 4 min idle timeout), FIN from both or RST makes it
 //! transitory (4 min) or closed. An inbound SYN with no binding (or one the filter
 //! refuses) is held 6 s for a simultaneous open, then answered with ICMPv4 Port
-//! Unreachable (RFC 6146 §3.5.2.2, `nat44::held`).
+//! Unreachable (RFC 6146 §3.5.2.2, `nat44::held`). So is one that an IPv6 host sends to a
+//! pool4 endpoint, a hairpinned packet being "processed as an incoming IPv4 packet"
+//! (RFC 6146 §3.8); its Port Unreachable takes the hairpin back and reaches the host as
+//! ICMPv6 Port Unreachable.
 //!
 //! Fragments (RFC 6146 §3.4/§3.5): SIIT turns an IPv6 Fragment header into the IPv4
 //! identification, MF and offset fields and back, statelessly (RFC 7915 §4.1/§5.1.1),
@@ -43,6 +46,8 @@ mod reload;
 mod tests;
 #[cfg(test)]
 mod tests_evict;
+#[cfg(test)]
+mod tests_hairpin;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
@@ -100,6 +105,9 @@ impl InsideHosts for Hosts {
             }
             _ => u64::from(u32::from(inside)),
         }
+    }
+    fn hold_hairpinned_syns(&self) -> bool {
+        true
     }
 }
 
@@ -512,6 +520,34 @@ impl Nat64Worker {
         }
     }
 
+    /// The held SYNs whose 6 s passed at `now`, answered into `out` (cleared first; RFC
+    /// 6146 §3.5.2.2): a SYN from outside with ICMPv4 Port Unreachable, which leaves by
+    /// the IPv4 side; a hairpinned one with that error after its own hairpin return pass
+    /// (RFC 6146 §3.8), translated to ICMPv6 for the IPv6 host that sent the SYN. Returns
+    /// `out`'s packet count.
+    pub fn poll_held(&mut self, now: Timestamp, out: &mut Output) -> usize {
+        self.nat.poll_held(now, out);
+        let sh = &*self.shared;
+        let mut i = 0;
+        while i < out.len() {
+            let mut refused = DropReason::Truncated;
+            let kept = out.rewrite(i, |slot, start, len| {
+                let d = slot.get(start + 16..start + 20)?;
+                if !HostTable::is_host_id(Ipv4Addr::new(d[0], d[1], d[2], d[3])) {
+                    return Some((start, len));
+                }
+                let moved = sh.hairpin_to_ipv6(slot, start, len);
+                moved.map_err(|r| refused = r.reason).ok()
+            });
+            if kept {
+                i += 1;
+            } else {
+                self.nat.counters_mut().error_unsent(refused);
+            }
+        }
+        out.len()
+    }
+
     /// Counts a refusal that is not answered.
     fn count_refused(&mut self, (r, nat_counted): Refused) -> Emit {
         let c = self.nat.counters_mut();
@@ -792,10 +828,9 @@ impl ModeWorker for Nat64Worker {
         }
     }
 
-    /// Held IPv4 SYNs whose 6 s passed, answered with ICMPv4 Port Unreachable (RFC 6146
-    /// §3.5.2.2); they leave by the outside.
+    /// Held SYNs whose 6 s passed, answered (see [`Nat64Worker::poll_held`]).
     fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
-        self.nat.poll_held(now, out)
+        self.poll_held(now, out)
     }
 
     fn poll_timeout(&self) -> Option<Timestamp> {
@@ -1033,7 +1068,7 @@ impl Nat64 {
     /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
     /// [`ModeWorker::poll`]), written into `out` (cleared first); how many.
     pub fn poll(&mut self, now: Timestamp, out: &mut Output) -> usize {
-        self.worker.nat.poll_held(now, out)
+        self.worker.poll_held(now, out)
     }
 
     /// When [`poll`](Self::poll) next has something to send.

@@ -9,21 +9,21 @@ use super::*;
 use crate::testpkt::*;
 use crate::HEADROOM;
 
-const HOST_A: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x10);
-const HOST_B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x11);
-const SRV4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
-const POOL: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
+pub(super) const HOST_A: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x10);
+pub(super) const HOST_B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x11);
+pub(super) const SRV4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+pub(super) const POOL: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
 
 fn srv6() -> Ipv6Addr {
     "2001:db8:64::c633:6407".parse().unwrap()
 }
 
-fn embed(a: Ipv4Addr) -> Ipv6Addr {
+pub(super) fn embed(a: Ipv4Addr) -> Ipv6Addr {
     let p: Pref64 = "2001:db8:64::/96".parse().unwrap();
     p.embed(a)
 }
 
-fn config() -> Nat64Config {
+pub(super) fn config() -> Nat64Config {
     Nat64Config {
         pref64: "2001:db8:64::/96".parse().unwrap(),
         pool4: vec!["203.0.113.1/32".parse().unwrap()],
@@ -31,12 +31,17 @@ fn config() -> Nat64Config {
     }
 }
 
-fn t(s: u64) -> Timestamp {
+pub(super) fn t(s: u64) -> Timestamp {
     Timestamp::from_secs(s)
 }
 
 /// Runs one packet; returns the emitted bytes and whether it was a hairpin.
-fn run(n: &mut Nat64, now: u64, dir: Direction, pkt: &[u8]) -> Result<(Vec<u8>, bool), DropReason> {
+pub(super) fn run(
+    n: &mut Nat64,
+    now: u64,
+    dir: Direction,
+    pkt: &[u8],
+) -> Result<(Vec<u8>, bool), DropReason> {
     let mut b = with_room(pkt, HEADROOM);
     let (p, hairpin) = match n.process(t(now), dir, &mut b, HEADROOM, pkt.len()) {
         Emit::Forward { start, len } => (b[start..start + len].to_vec(), false),
@@ -788,7 +793,7 @@ fn inbound_echo_request_through_an_icmp_binding() {
 
 /// What the NAT64 sends at `now` with no packet arriving, each packet held to the
 /// host-id scan.
-fn poll(n: &mut Nat64, now_ms: u64) -> Vec<Vec<u8>> {
+pub(super) fn poll(n: &mut Nat64, now_ms: u64) -> Vec<Vec<u8>> {
     let mut o = crate::mode::Output::new();
     n.poll(Timestamp::from_nanos(now_ms * 1_000_000), &mut o);
     o.packets()
@@ -799,7 +804,7 @@ fn poll(n: &mut Nat64, now_ms: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn syn4(src: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+pub(super) fn syn4(src: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
     let mut p = ipv4(TCP, src, POOL, 60, &tcp(sport, dport, 0x02));
     fill_l4_csum(&mut p);
     p
