@@ -525,6 +525,7 @@ pub fn siit(d: Duration) -> SiitRow {
         })
         .collect();
     let no_inner6 = |_: Ipv6Addr, _: Ipv6Addr| None;
+    let idents = engine::ipid::Ipv4Idents::new();
     let (mut done, mut at, t0) = (0u64, 0usize, Instant::now());
     while t0.elapsed() < d {
         for _ in 0..1024 {
@@ -544,6 +545,7 @@ pub fn siit(d: Duration) -> SiitRow {
                 s4,
                 d4,
                 &no_inner6,
+                &idents,
                 &opts,
             );
             if !matches!(v, SiitVerdict::Forward { .. }) {

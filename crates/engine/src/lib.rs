@@ -9,6 +9,7 @@ pub mod config;
 pub mod events;
 pub mod ila;
 pub mod introspect;
+pub mod ipid;
 pub mod mode;
 pub mod nat44;
 pub mod nat64;

@@ -69,6 +69,7 @@ use xlat::rfc6052::{wkp_allows, Pref64};
 use xlat::siit::{ipv4_precheck, ipv4_to_ipv6, ipv6_to_ipv4, SiitOptions, SiitVerdict};
 
 use crate::config::{ConfigError, ConfigItem};
+use crate::ipid::Ipv4Idents;
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Output};
 use crate::nat44::{InsideHosts, Nat44Reaper, Nat44Shared, Nat44Worker};
@@ -127,6 +128,8 @@ pub struct Nat64Shared {
     nat: Arc<Nat44Shared>,
     /// RFC 6146 §3.5.3: ICMPv6 informational messages from the inside are dropped.
     drop_icmpv6_info: bool,
+    /// The IPv4 Identification counters of the translated packets.
+    idents: Ipv4Idents,
 }
 
 impl Nat64Shared {
@@ -170,6 +173,7 @@ impl Nat64Shared {
             hosts,
             nat,
             drop_icmpv6_info: cfg.drop_icmpv6_info,
+            idents: Ipv4Idents::new(),
         }))
     }
 
@@ -610,6 +614,7 @@ impl Nat64Worker {
             to.src.addr,
             to.dst.addr,
             &no_quote,
+            &sh.idents,
             &sh.options,
         );
         Some(match v {
@@ -729,7 +734,7 @@ impl Nat64Worker {
         };
         let inner = |a: Ipv6Addr, b: Ipv6Addr| Some((sh.inside_to_v4(a)?, sh.inside_to_v4(b)?));
         // SIIT refuses (TTL, too big for IPv4) before it writes: the packet is as it arrived.
-        let (s4, l4) = match ipv6_to_ipv4(buf, start, len, host, dst4, &inner, opts) {
+        let (s4, l4) = match ipv6_to_ipv4(buf, start, len, host, dst4, &inner, &sh.idents, opts) {
             SiitVerdict::Forward { start, len } => (start, len),
             SiitVerdict::Drop(d) => return Err((d.into(), false)),
         };

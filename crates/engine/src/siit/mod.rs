@@ -40,6 +40,7 @@ use xlat::icmp_reply::IcmpReason;
 use xlat::siit::{ipv4_to_ipv6, ipv6_to_ipv4, SiitDrop, SiitOptions, SiitVerdict};
 
 use crate::config::ConfigError;
+use crate::ipid::Ipv4Idents;
 use crate::mode::reply::Responder;
 use crate::mode::{fragment, Egress, Family, Frame, Mode, ModeWorker, Side};
 use crate::reload::{PolicyCell, ReloadReport};
@@ -73,6 +74,8 @@ pub struct Siit {
     offload: Arc<std::sync::OnceLock<Arc<FlowHints>>>,
     /// This worker's side of it, taken up at a batch's start once attached.
     hinter: Option<Hinter>,
+    /// The IPv4 Identification counters (shared by every copy; kept across reloads).
+    idents: Arc<Ipv4Idents>,
 }
 
 impl Siit {
@@ -91,6 +94,7 @@ impl Siit {
             generation: 0,
             offload: Arc::default(),
             hinter: None,
+            idents: Arc::default(),
         })
     }
 
@@ -227,7 +231,7 @@ impl Siit {
                 let (r, e) = v4_to_v6(&self.cfg, buf, start, len)?;
                 (r, e, false)
             }
-            Some(6) => v6_to_v4(&self.cfg, buf, start, len, unbounded4)?,
+            Some(6) => v6_to_v4(&self.cfg, &self.idents, buf, start, len, unbounded4)?,
             Some(_) => return Err(DropReason::Malformed.into()),
             None => return Err(DropReason::Truncated.into()),
         };
@@ -615,6 +619,7 @@ fn v4_to_v6(
 #[allow(clippy::type_complexity)]
 fn v6_to_v4(
     cfg: &SiitConfig,
+    ids: &Ipv4Idents,
     buf: &mut [u8],
     start: usize,
     len: usize,
@@ -668,7 +673,7 @@ fn v6_to_v4(
     } else {
         &cfg.options
     };
-    let r = match ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, opts) {
+    let r = match ipv6_to_ipv4(buf, start, len, src4, dst4, &inner, ids, opts) {
         SiitVerdict::Forward { start, len } => (start, len),
         SiitVerdict::Drop(d) => return Err(d.into()),
     };

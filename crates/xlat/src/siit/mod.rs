@@ -36,6 +36,22 @@ use crate::csum::Delta;
 pub use v4_to_v6::{ipv4_precheck, ipv4_to_ipv6};
 pub use v6_to_v4::ipv6_to_ipv4;
 
+/// Where the Identification of an IPv4 packet translated from IPv6 comes from, when RFC
+/// 6864 wants it unique: a packet without a Fragment header that leaves with DF clear (a
+/// non-atomic datagram). The translator itself keeps no state; the caller's source does.
+///
+/// RFC 6864 §4.2: "The IPv4 ID field MUST NOT be used for purposes other than
+/// fragmentation and reassembly" and sources of non-atomic datagrams "MUST NOT repeat the
+/// ID value within one MSL for a given source address/destination address/protocol
+/// tuple" (as far as 16 bits allow): a source is a counter per tuple, not a function of
+/// the packet's bytes (two datagrams that start alike would share an ID, and a reassembling
+/// host could splice their fragments).
+pub trait IdentSource {
+    /// The Identification of the next non-atomic datagram from `src` to `dst` carrying
+    /// `proto` (the IPv4 protocol number, ICMP = 1).
+    fn next_ident(&self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> u16;
+}
+
 /// The knobs RFC 7915 asks a translator to offer.
 ///
 /// Two kinds of MTU (RFC 7915 §4.1): the *next-hop* MTUs (`ipv6_mtu`, `ipv4_mtu`) of the
@@ -467,21 +483,4 @@ fn check_v4_options(opts: &[u8]) -> Result<(), SiitDrop> {
         }
     }
     Ok(())
-}
-
-/// A 16-bit Identification derived from the datagram's first bytes (its transport header,
-/// checksum included), for IPv4 packets sent with DF clear.
-///
-/// RFC 6864 wants distinct IDs for non-atomic datagrams of one src/dst/protocol; a
-/// stateless function has no counter, so the ID is a hash of content: different segments
-/// spread over 16 bits like random IDs, and only byte-identical datagrams (which reassemble
-/// correctly whichever way their fragments mix) share one.
-#[inline]
-fn derived_ident(data: &[u8]) -> u16 {
-    let mut h: u32 = 0x811C_9DC5;
-    for &b in data.iter().take(32) {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    ((h >> 16) ^ h) as u16
 }

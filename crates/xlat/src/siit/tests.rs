@@ -9,6 +9,7 @@ use wire::{Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPac
 use super::*;
 
 mod atomic_and_zero_csum;
+mod ident;
 mod rfc4884;
 
 const S4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -41,6 +42,35 @@ fn inner46(s: Ipv4Addr, d: Ipv4Addr) -> Option<(Ipv6Addr, Ipv6Addr)> {
 
 fn inner64(s: Ipv6Addr, d: Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)> {
     Some((map6(s), map6(d)))
+}
+
+/// An [`IdentSource`] for tests: one counter from `FIRST_ID` for every tuple, and the
+/// tuple last asked about.
+#[derive(Debug)]
+struct Seq {
+    next: core::cell::Cell<u16>,
+    asked: core::cell::Cell<Option<(Ipv4Addr, Ipv4Addr, u8)>>,
+}
+
+/// The first Identification a fresh [`Seq`] gives.
+const FIRST_ID: u16 = 0x1d00;
+
+impl Default for Seq {
+    fn default() -> Self {
+        Seq {
+            next: core::cell::Cell::new(FIRST_ID),
+            asked: core::cell::Cell::new(None),
+        }
+    }
+}
+
+impl IdentSource for Seq {
+    fn next_ident(&self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> u16 {
+        self.asked.set(Some((src, dst, proto)));
+        let id = self.next.get();
+        self.next.set(id.wrapping_add(1));
+        id
+    }
 }
 
 fn s6() -> Ipv6Addr {
@@ -247,7 +277,7 @@ fn run46(pkt: &[u8], head: usize, o: &SiitOptions) -> Result<Vec<u8>, SiitDrop> 
 /// Runs IPv6 -> IPv4 on `pkt`.
 fn run64(pkt: &[u8], o: &SiitOptions) -> Result<Vec<u8>, SiitDrop> {
     let mut buf = pkt.to_vec();
-    match ipv6_to_ipv4(&mut buf, 0, pkt.len(), S4, D4, &inner64, o) {
+    match ipv6_to_ipv4(&mut buf, 0, pkt.len(), S4, D4, &inner64, &Seq::default(), o) {
         SiitVerdict::Forward { start, len } => Ok(buf[start..start + len].to_vec()),
         SiitVerdict::Drop(d) => Err(d),
     }
@@ -301,10 +331,10 @@ fn udp_and_tcp_6to4_every_field() {
         let big = total > 1260;
         let v4 = Ipv4Packet::new_checked(&out[..]).unwrap();
         assert!(v4.verify_checksum());
-        // DF set above 1260 bytes (then ID 0), clear at or below (then a derived ID).
+        // DF set above 1260 bytes (then ID 0), clear at or below (then the source's first).
         let h = H4 {
             tos: 0x28,
-            id: if big { 0 } else { v4.ident() },
+            id: if big { 0 } else { FIRST_ID },
             df: big,
             mf: false,
             off: 0,
@@ -600,10 +630,10 @@ fn icmp6_port_unreachable_to_icmp4() {
     let out = run64(&ipv6(0x20, 58, 64, s6(), d6(), &m6), &opts()).unwrap();
     let v4 = Ipv4Packet::new_checked(&out[..]).unwrap();
     assert!(v4.verify_checksum());
-    // The quoted IPv4 header: DF clear (<= 1260), so its ID is derived; take it as given.
+    // The quoted IPv4 header: DF clear (<= 1260), without a Fragment header: ID 0.
     let inner = Ipv4Packet::new_checked(&out[28..]).unwrap();
     let mut q4 = q4;
-    q4[4..6].copy_from_slice(&inner.ident().to_be_bytes());
+    q4[4..6].copy_from_slice(&[0, 0]);
     q4[6] &= !0x40;
     q4[10] = 0;
     q4[11] = 0;
@@ -613,7 +643,7 @@ fn icmp6_port_unreachable_to_icmp4() {
     fill(&mut m4, 1, None);
     let mut h = h4(1);
     h.tos = 0x20;
-    h.id = v4.ident();
+    h.id = FIRST_ID;
     h.df = false;
     h.ttl = 63;
     assert_eq!(out, ipv4(h, &[], &m4));
@@ -685,15 +715,16 @@ fn icmp_error_truncation_and_error_about_error() {
 }
 
 /// 4 -> 6 -> 4 with RFC 6052 addresses. What the RFC changes: TTL (decremented twice),
-/// DF (RFC 7915 §5.1: clear at <= 1260 bytes), Identification (derived when DF is clear,
-/// 0 when set), the header checksum (recomputed over those), IPv4 options (dropped).
+/// DF (RFC 7915 §5.1: clear at <= 1260 bytes), Identification (the source's next when DF
+/// is clear, 0 when set), the header checksum (recomputed over those), IPv4 options (dropped).
 /// Everything else comes back bit for bit, transport checksums included.
 fn round_trip(h: H4, payload: &[u8]) {
     let pkt = ipv4(h, &[], payload);
     let o = opts();
     let v6 = run46(&pkt, HEAD, &o).unwrap();
     let mut buf = v6.clone();
-    let back = match ipv6_to_ipv4(&mut buf, 0, v6.len(), map6(s6()), map6(d6()), &inner64, &o) {
+    let (s4, d4) = (map6(s6()), map6(d6()));
+    let back = match ipv6_to_ipv4(&mut buf, 0, v6.len(), s4, d4, &inner64, &Seq::default(), &o) {
         SiitVerdict::Forward { start, len } => buf[start..start + len].to_vec(),
         SiitVerdict::Drop(d) => panic!("{d:?}"),
     };
@@ -704,7 +735,7 @@ fn round_trip(h: H4, payload: &[u8]) {
     want.ttl = h.ttl - 2;
     if !frag {
         want.df = pkt.len() > 1260;
-        want.id = if want.df { 0 } else { v4.ident() };
+        want.id = if want.df { 0 } else { FIRST_ID };
     } else {
         want.df = false; // DF of a fragment is not carried by the Fragment header.
     }
@@ -764,7 +795,7 @@ proptest! {
             let _ = ipv4_to_ipv6(&mut buf, start, len, s6(), d6(), &inner46, &o);
         } else {
             if let Some(b) = buf.get_mut(start) { *b = 0x60; }
-            let _ = ipv6_to_ipv4(&mut buf, start, len, S4, D4, &inner64, &o);
+            let _ = ipv6_to_ipv4(&mut buf, start, len, S4, D4, &inner64, &Seq::default(), &o);
         }
     }
 
@@ -799,7 +830,7 @@ proptest! {
             let v = if v4 {
                 ipv4_to_ipv6(&mut buf, head, len, s6(), d6(), &inner46, &o)
             } else {
-                ipv6_to_ipv4(&mut buf, head, len, S4, D4, &inner64, &o)
+                ipv6_to_ipv4(&mut buf, head, len, S4, D4, &inner64, &Seq::default(), &o)
             };
             if let SiitVerdict::Forward { start, len } = v {
                 prop_assert!(start + len <= buf.len());
@@ -874,7 +905,7 @@ proptest! {
             prop_assert_eq!(pre, Ok(()));
         }
         let mut b6 = [vec![0u8; 64], p6.clone()].concat();
-        let v = ipv6_to_ipv4(&mut b6, 64, p6.len(), S4, D4, &inner64, &o);
+        let v = ipv6_to_ipv4(&mut b6, 64, p6.len(), S4, D4, &inner64, &Seq::default(), &o);
         if owing(&v) {
             prop_assert_eq!(&b6[64..], &p6[..]);
         }

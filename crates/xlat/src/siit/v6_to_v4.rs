@@ -6,8 +6,8 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
 
 use super::{
-    addr_delta, derived_ident, ext, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto,
-    verdict, walk_chain, Chain, DfPolicy, Frag, SiitDrop, SiitOptions, SiitVerdict, Step,
+    addr_delta, ext, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto, verdict,
+    walk_chain, Chain, DfPolicy, Frag, IdentSource, SiitDrop, SiitOptions, SiitVerdict, Step,
 };
 use crate::csum::{get16, put16, Delta};
 use crate::icmp_map::{self, Adjust, IcmpAction};
@@ -33,7 +33,9 @@ const ICMP4_ERROR_MAX: usize = 576;
 /// needed. Always use the returned `start`.
 ///
 /// `src4`/`dst4` are the translated outer addresses; `inner` maps the addresses of the
-/// packet quoted in an ICMPv6 error (`None` drops the error).
+/// packet quoted in an ICMPv6 error (`None` drops the error); `ids` gives the
+/// Identification of a packet that leaves with DF clear and had no Fragment header.
+#[allow(clippy::too_many_arguments)]
 pub fn ipv6_to_ipv4(
     buf: &mut [u8],
     start: usize,
@@ -41,9 +43,10 @@ pub fn ipv6_to_ipv4(
     src4: Ipv4Addr,
     dst4: Ipv4Addr,
     inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    ids: &dyn IdentSource,
     opts: &SiitOptions,
 ) -> SiitVerdict {
-    verdict(translate(buf, start, len, (src4, dst4), inner, opts))
+    verdict(translate(buf, start, len, (src4, dst4), inner, ids, opts))
 }
 
 /// The IPv6 header fields the translation needs, read before any byte is overwritten.
@@ -113,9 +116,14 @@ struct V4Out {
     addrs: (Ipv4Addr, Ipv4Addr),
 }
 
-/// Identification, DF, MF and offset of the IPv4 packet (upper-layer data `data`) whose
-/// DF, when it has no Fragment header, is `df` ([`sets_df`] or [`outer_df`]).
-fn frag_fields(frag: Option<Frag>, df: bool, data: &[u8]) -> (u16, bool, bool, u16) {
+/// Identification, DF, MF and offset of the IPv4 packet whose DF, when it has no Fragment
+/// header, is `df` ([`sets_df`] or [`outer_df`]); `fresh` gives the Identification of a
+/// non-atomic one (called only then).
+fn frag_fields(
+    frag: Option<Frag>,
+    df: bool,
+    fresh: impl FnOnce() -> u16,
+) -> (u16, bool, bool, u16) {
     match frag {
         // RFC 7915 §5.1.1: "Identification: Copied from the low-order 16 bits in the
         // Identification field in the Fragment Header. Flags: The IPv4 More Fragments (MF)
@@ -128,10 +136,12 @@ fn frag_fields(frag: Option<Frag>, df: bool, data: &[u8]) -> (u16, bool, bool, u
         // Fragment (DF) flag is set as follows: If the size of the translated IPv4 packet
         // is less than or equal to 1260 bytes, it is set to zero; otherwise, it is set to
         // one." and "Identification: Set according to a Fragment Identification algorithm
-        // as discussed in [RFC6864]." RFC 6864 §4.1 lets atomic datagrams (DF set) carry
-        // any ID, so those get 0; the others a content-derived ID (see `derived_ident`).
+        // as discussed in [RFC6864]." RFC 6864 §4.1: an atomic datagram (DF set, not a
+        // fragment) may carry any ID ("Originating sources MAY set the IPv4 ID field of
+        // atomic datagrams to any value"), so it gets 0; a non-atomic one the next ID of
+        // its (source, destination, protocol) from the caller's `IdentSource` (§4.2).
         None if df => (0, true, false, 0),
-        None => (derived_ident(data), false, false, 0),
+        None => (fresh(), false, false, 0),
     }
 }
 
@@ -197,12 +207,14 @@ fn check_mtu(total: usize, df: bool, opts: &SiitOptions) -> Result<(), SiitDrop>
 }
 
 /// The whole IPv6 -> IPv4 translation.
+#[allow(clippy::too_many_arguments)]
 fn translate(
     buf: &mut [u8],
     start: usize,
     len: usize,
     addrs4: (Ipv4Addr, Ipv4Addr),
     inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    ids: &dyn IdentSource,
     opts: &SiitOptions,
 ) -> Step {
     let (start, end) = packet_range(buf, start, len)?;
@@ -222,7 +234,7 @@ fn translate(
     // header' that does not match one of the cases above, its Next Header value ... is
     // copied to the protocol field in the IPv4 header."
     match h.chain.proto {
-        proto::ICMPV6 => return icmp(buf, up, up_end, &h, ttl, addrs4, inner, opts),
+        proto::ICMPV6 => return icmp(buf, up, up_end, &h, ttl, addrs4, inner, ids, opts),
         // ICMPv4 carried in IPv6 would keep a checksum meant for ICMPv6's rules.
         proto::ICMP => return Err(SiitDrop::UnsupportedProtocol),
         _ => {}
@@ -248,7 +260,9 @@ fn translate(
         }
     }
 
-    let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, &buf[up..up_end]);
+    let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, || {
+        ids.next_ident(addrs4.0, addrs4.1, h.chain.proto)
+    });
     let at = up - V4_HDR;
     let out = V4Out {
         tos: h.tos(opts),
@@ -307,6 +321,7 @@ fn icmp(
     ttl: u8,
     addrs4: (Ipv4Addr, Ipv4Addr),
     inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    ids: &dyn IdentSource,
     opts: &SiitOptions,
 ) -> Step {
     // RFC 7915 §1.2: "Fragmented ICMP/ICMPv6 packets will not be translated by IP/ICMP
@@ -323,7 +338,7 @@ fn icmp(
         IcmpAction::Drop => return Err(SiitDrop::IcmpDropped),
     };
     if msg.is_error() {
-        return icmp_error(buf, up, up_end, h, ttl, addrs4, out, inner, opts);
+        return icmp_error(buf, up, up_end, h, ttl, addrs4, out, inner, ids, opts);
     }
 
     // An informational message (echo): same length, new type, pseudo-header removed.
@@ -347,7 +362,9 @@ fn icmp(
     let c = crate::csum::icmp4_checksum(c, l4);
     put16(l4, 2, c);
 
-    let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, &buf[up..up_end]);
+    let (ident, df, mf, offset) = frag_fields(h.chain.frag, df, || {
+        ids.next_ident(addrs4.0, addrs4.1, proto::ICMP)
+    });
     let at = up - V4_HDR;
     let o = V4Out {
         tos: h.tos(opts),
@@ -375,6 +392,7 @@ fn icmp_error(
     addrs4: (Ipv4Addr, Ipv4Addr),
     out: icmp_map::Icmp4Out,
     inner: &dyn Fn(Ipv6Addr, Ipv6Addr) -> Option<(Ipv4Addr, Ipv4Addr)>,
+    ids: &dyn IdentSource,
     opts: &SiitOptions,
 ) -> Step {
     let msg = Icmpv6Packet::new_unchecked(&buf[up..up_end]);
@@ -534,13 +552,11 @@ fn icmp_error(
         }
     }
 
-    // The quoted header: lengths as the original said, Hop Limit copied as TTL.
+    // The quoted header: lengths as the original said, Hop Limit copied as TTL. It is
+    // no datagram sent, so it takes no fresh Identification: without a Fragment header
+    // (whose identification it keeps) the original IPv4 one is unknown, and it says 0.
     let q_total = (V4_HDR + q.upper_len()).min(usize::from(u16::MAX));
-    let (ident, df, mf, offset) = frag_fields(
-        q.chain.frag,
-        sets_df(q.chain.frag, q_total),
-        &buf[data_at..data_at + keep],
-    );
+    let (ident, df, mf, offset) = frag_fields(q.chain.frag, sets_df(q.chain.frag, q_total), || 0);
     let q_out = V4Out {
         tos: q.tos(opts),
         total: q_total,
@@ -574,11 +590,10 @@ fn icmp_error(
     // RFC 7915 §5.1.1: an error carried in an atomic fragment (the only kind `icmp` lets
     // through) takes its Identification from the Fragment header like any other packet;
     // without one, DF follows the operator's policy.
-    let (ident, df, mf, offset) = frag_fields(
-        h.chain.frag,
-        outer_df(h.chain.frag, total, opts),
-        &buf[icmp_at..icmp_at + icmp_len],
-    );
+    let (ident, df, mf, offset) =
+        frag_fields(h.chain.frag, outer_df(h.chain.frag, total, opts), || {
+            ids.next_ident(addrs4.0, addrs4.1, proto::ICMP)
+        });
     let o = V4Out {
         tos: h.tos(opts),
         total,

@@ -40,7 +40,7 @@ fn ipv6_udp_zero_checksum_computed_when_asked() {
     let mut h = h4(17);
     h.tos = 0;
     h.df = false;
-    h.id = v4.ident();
+    h.id = FIRST_ID;
     h.ttl = 8;
     // Exactly the IPv4 packet with the checksum an IPv4 sender would have computed.
     assert_eq!(out, ipv4(h, &[], &s4));

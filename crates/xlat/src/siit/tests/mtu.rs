@@ -245,7 +245,7 @@ fn too_big_for_the_ipv4_next_hop_packet_too_big_with_df_fragmentation_without() 
     // caller can.
     let p = udp6(1401, true);
     let mut b = p.clone();
-    let v = ipv6_to_ipv4(&mut b, 0, p.len(), S4, D4, &inner64, &o);
+    let v = ipv6_to_ipv4(&mut b, 0, p.len(), S4, D4, &inner64, &Seq::default(), &o);
     assert_eq!(v, SiitVerdict::Drop(SiitDrop::NeedsFragmentation));
     assert_eq!(b, p, "left as it arrived");
     // Same with DF always clear.
