@@ -157,6 +157,7 @@ impl From<xlat::siit::SiitDrop> for DropReason {
             S::Ipv6UdpZeroChecksum => DropReason::Ipv6UdpZeroChecksum,
             S::SourceRouted { .. } => DropReason::SourceRouted,
             S::IcmpErrorAboutError => DropReason::IcmpErrorAboutError,
+            S::IcmpErrorMalformed => DropReason::IcmpErrorMalformed,
             S::NoHeadroom => DropReason::NoHeadroom,
         }
     }

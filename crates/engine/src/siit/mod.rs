@@ -562,7 +562,9 @@ fn refusal(d: SiitDrop) -> Refusal {
         // be dropped and logged") and a UDP datagram without checksum it may not give one
         // (§4.5), nor an IPv6 one sent without (illegal, RFC 8200 §8.1). ICMP messages the
         // §4.2/§5.2 tables "silently drop", damaged packets and the translator's own limits
-        // are not answered.
+        // are not answered. Nor is an ICMP error however it is refused (about an error,
+        // its quote unreadable): §4.4 "unless the discarded packet is itself an ICMPv4
+        // error message", §5.4 likewise, RFC 1812 §4.3.2.7 for any router.
         SiitDrop::UnsupportedProtocol
         | SiitDrop::UdpZeroChecksum
         | SiitDrop::Ipv6UdpZeroChecksum => Some(IcmpReason::AdminProhibited),
@@ -572,6 +574,7 @@ fn refusal(d: SiitDrop) -> Refusal {
         | SiitDrop::NeedsFragmentation
         | SiitDrop::FragmentedIcmp
         | SiitDrop::IcmpErrorAboutError
+        | SiitDrop::IcmpErrorMalformed
         | SiitDrop::NoHeadroom => None,
     };
     Refusal {

@@ -279,6 +279,31 @@ fn never_an_error_about_an_icmp_error_and_none_when_turned_off() {
     );
 }
 
+/// An ICMPv4 error too short to hold the header it quotes cannot be translated; it is an
+/// ICMP error, so it is refused without an answer (RFC 7915 §4.4, RFC 1812 §4.3.2.7), and
+/// counted by its own reason, not as a plain truncated packet.
+#[test]
+fn icmp_error_with_a_short_quote_is_counted_not_answered() {
+    let mut w = worker(config());
+    let quoted = udp4(A4, H4, 64);
+    let mut l4 = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    l4.extend_from_slice(&quoted[..12]);
+    let c = checksum(&l4);
+    l4[2..4].copy_from_slice(&c.to_be_bytes());
+    let err = ipv4(ICMP, H4, A4, 64, &l4);
+    let (e, _, own) = go(&mut w, &err);
+    assert_eq!(e, Emit::Drop(DropReason::IcmpErrorMalformed));
+    assert!(own.is_empty());
+    let c = ModeWorker::counters(&w);
+    assert_eq!(
+        (
+            c.dropped(DropReason::IcmpErrorMalformed),
+            c.icmp_errors_sent
+        ),
+        (1, 0)
+    );
+}
+
 #[test]
 fn errors_are_rate_limited() {
     let mut w = worker(config());

@@ -214,6 +214,10 @@ pub enum SiitDrop {
     /// The packet quoted in an ICMP error is itself an ICMP error (RFC 7915 §4.3: "drop
     /// the packet if it contains more embedded headers").
     IcmpErrorAboutError,
+    /// An ICMP error whose quoted packet is too short for its IP header (or extension
+    /// headers) or is no IP header of the error's family: nothing to translate it by.
+    /// Never answered, being an ICMP error itself (RFC 7915 §4.4, §5.4).
+    IcmpErrorMalformed,
     /// The buffer has too little room around the packet for the translated headers.
     NoHeadroom,
 }
@@ -235,6 +239,7 @@ impl SiitDrop {
             SiitDrop::Ipv6UdpZeroChecksum => "ipv6_udp_zero_checksum",
             SiitDrop::SourceRouted { .. } => "source_routed",
             SiitDrop::IcmpErrorAboutError => "icmp_error_about_error",
+            SiitDrop::IcmpErrorMalformed => "icmp_error_malformed",
             SiitDrop::NoHeadroom => "no_headroom",
         }
     }
@@ -258,6 +263,16 @@ fn parse_err(e: wire::Error) -> SiitDrop {
     match e {
         wire::Error::Truncated => SiitDrop::Truncated,
         _ => SiitDrop::Malformed,
+    }
+}
+
+/// Maps why the packet quoted in an ICMP error could not be read: a short or damaged
+/// quote is the error's fault ([`SiitDrop::IcmpErrorMalformed`]); other refusals stand.
+#[inline]
+fn quote_err(d: SiitDrop) -> SiitDrop {
+    match d {
+        SiitDrop::Truncated | SiitDrop::Malformed => SiitDrop::IcmpErrorMalformed,
+        d => d,
     }
 }
 

@@ -714,6 +714,40 @@ fn icmp_error_truncation_and_error_about_error() {
     );
 }
 
+/// An ICMP error whose quote is too short for the quoted IP header (or is none) cannot be
+/// translated: refused by its own reason, which the caller never answers (RFC 7915 §4.4:
+/// "unless the discarded packet is itself an ICMPv4 error message").
+#[test]
+fn icmp_error_with_an_unreadable_quote() {
+    let (q4, q6) = quoted_udp(b"cut short");
+    // ICMPv4: 12 bytes of the quoted header, none at all, an IHL the quote does not hold,
+    // and a quote that is no IPv4 header.
+    let mut long_ihl = q4.clone();
+    long_ihl[0] = 0x4f;
+    let mut not_v4 = q4.clone();
+    not_v4[0] = 0x65;
+    for quote in [&q4[..12], &[][..], &long_ihl[..28], &not_v4[..]] {
+        let mut m4 = icmp_err(3, 3, 0, quote);
+        fill(&mut m4, 1, None);
+        let got = run46(&ipv4(h4(1), &[], &m4), HEAD, &opts());
+        assert_eq!(got, Err(SiitDrop::IcmpErrorMalformed), "{quote:02x?}");
+    }
+    // ICMPv6: 30 bytes of the quoted IPv6 header, and a Hop-by-Hop header cut short.
+    let mut hbh = q6[..40].to_vec();
+    hbh[6] = 0;
+    hbh.extend_from_slice(&[17, 1, 0, 0]);
+    for quote in [&q6[..30], &hbh[..]] {
+        let mut m6 = icmp_err(1, 4, 0, quote);
+        fill6(&mut m6, 58, s6(), d6());
+        let got = run64(&ipv6(0, 58, 64, s6(), d6(), &m6), &opts());
+        assert_eq!(got, Err(SiitDrop::IcmpErrorMalformed), "{quote:02x?}");
+    }
+    assert_eq!(
+        SiitDrop::IcmpErrorMalformed.as_str(),
+        "icmp_error_malformed"
+    );
+}
+
 /// 4 -> 6 -> 4 with RFC 6052 addresses. What the RFC changes: TTL (decremented twice),
 /// DF (RFC 7915 §5.1: clear at <= 1260 bytes), Identification (the source's next when DF
 /// is clear, 0 when set), the header checksum (recomputed over those), IPv4 options (dropped).

@@ -8,7 +8,7 @@ use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPa
 
 use super::{
     addr_delta, check_v4_options, ext, forwarded_ttl, icmp6_pseudo, is_icmp4_error, packet_range,
-    parse_err, proto, verdict, SiitDrop, SiitOptions, SiitVerdict, Step,
+    parse_err, proto, quote_err, verdict, SiitDrop, SiitOptions, SiitVerdict, Step,
 };
 use crate::csum::{get16, put16, Delta};
 use crate::icmp_map::{self, Adjust, IcmpAction};
@@ -401,7 +401,7 @@ fn icmp_error(
         Some(f) => quote.get(..f.original).unwrap_or(quote),
         None => quote,
     };
-    let ip = Ipv4Packet::new_checked_embedded(quote).map_err(parse_err)?;
+    let ip = Ipv4Packet::new_checked_embedded(quote).map_err(|e| quote_err(parse_err(e)))?;
     let q = V4Hdr::read(&ip);
     // RFC 7915 §4.1: "Note when translating ICMPv4 Error Messages into ICMPv6, the
     // "illegal" source address will be translated for the purpose of trouble shooting."

@@ -6,8 +6,9 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use wire::{Icmpv4Packet, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
 
 use super::{
-    addr_delta, ext, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto, verdict,
-    walk_chain, Chain, DfPolicy, Frag, IdentSource, SiitDrop, SiitOptions, SiitVerdict, Step,
+    addr_delta, ext, forwarded_ttl, icmp6_pseudo, packet_range, parse_err, proto, quote_err,
+    verdict, walk_chain, Chain, DfPolicy, Frag, IdentSource, SiitDrop, SiitOptions, SiitVerdict,
+    Step,
 };
 use crate::csum::{get16, put16, Delta};
 use crate::icmp_map::{self, Adjust, IcmpAction};
@@ -416,9 +417,9 @@ fn icmp_error(
         Some(f) => quote.get(..f.original).unwrap_or(quote),
         None => quote,
     };
-    let ip = Ipv6Packet::new_checked_embedded(quote).map_err(parse_err)?;
+    let ip = Ipv6Packet::new_checked_embedded(quote).map_err(|e| quote_err(parse_err(e)))?;
     // The quoted packet's Routing header is not the translator's concern (outer = false).
-    let q = V6Hdr::read(&ip, false)?;
+    let q = V6Hdr::read(&ip, false).map_err(quote_err)?;
     let qaddrs4 = inner(q.src, q.dst).ok_or(SiitDrop::IcmpDropped)?;
 
     let rest: u32 = match out.adjust {
