@@ -120,6 +120,7 @@ struct V4Out {
 /// Identification, DF, MF and offset of the IPv4 packet whose DF, when it has no Fragment
 /// header, is `df` ([`sets_df`] or [`outer_df`]); `fresh` gives the Identification of a
 /// non-atomic one (called only then).
+#[inline]
 fn frag_fields(
     frag: Option<Frag>,
     df: bool,
