@@ -279,6 +279,24 @@ fn never_an_error_about_an_icmp_error_and_none_when_turned_off() {
     );
 }
 
+/// RFC 6864 §4.2: identical datagrams between the same addresses, translated by two
+/// workers of one translator, take successive IDs of their tuple's shared counter.
+#[test]
+fn identical_datagrams_take_successive_ids_across_workers() {
+    let siit = worker(config());
+    let (mut w1, mut w2) = (Mode::worker(&siit, 0), Mode::worker(&siit, 1));
+    let pkt = udp6(a6(), p64(H4), 64);
+    let id = |w: &mut Siit| {
+        let (e, sent, _) = go(w, &pkt);
+        assert!(matches!(e, Emit::Forward { .. }), "{e:?}");
+        assert_eq!(sent[6] & 0x40, 0, "DF clear: a non-atomic datagram");
+        u16::from_be_bytes([sent[4], sent[5]])
+    };
+    let ids = [id(&mut w1), id(&mut w2), id(&mut w1)];
+    assert_eq!(ids[1], ids[0].wrapping_add(1));
+    assert_eq!(ids[2], ids[0].wrapping_add(2));
+}
+
 /// An ICMPv4 error too short to hold the header it quotes cannot be translated; it is an
 /// ICMP error, so it is refused without an answer (RFC 7915 §4.4, RFC 1812 §4.3.2.7), and
 /// counted by its own reason, not as a plain truncated packet.
