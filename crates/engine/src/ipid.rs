@@ -28,10 +28,10 @@ const BUCKETS: usize = 4096;
 /// counter starts at a random value: from outside, neither which tuples share a counter
 /// nor where a counter stands can be predicted, so IDs cannot be guessed to inject
 /// fragments into another's datagram, nor counters of others be found to count their
-/// traffic (the attack that led Linux from `jhash` to SipHash for this table). Unlike Linux, no
-/// random skip is added on a counter's first use after a pause (that needs a clock): a
-/// sender sharing a counter with another tuple can see how many datagrams it carried in
-/// between, which it could not attribute without knowing the tuple.
+/// traffic (the attack that led Linux from `jhash` to SipHash for this table). Unlike
+/// Linux, no random skip is added on a counter's first use after a pause (that needs a
+/// clock): a sender sharing a counter with another tuple can see how many datagrams it
+/// carried in between, which it could not attribute without knowing the tuple.
 pub struct Ipv4Idents {
     key: SipKey,
     ids: Box<[AtomicU16; BUCKETS]>,
