@@ -32,6 +32,10 @@ from netns import Scenario, wait_for
 pytestmark = pytest.mark.needs_root
 
 SIZE = 16 << 20
+# The least average frame size through the fast path that shows super-packets crossed
+# whole: two full frames (a loaded sender's TSO builds smaller super-packets than an
+# idle one's, so more is not asked).
+SUPER = 2 * 1514
 
 # Listens on argv[1]:argv[2]. "sink": reads one connection to its end, prints the
 # SHA-256 of what came. "source": sends argv[3] pseudo-random bytes to the first
@@ -288,8 +292,10 @@ def test_clat_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat):
         assert wait_for(lambda: counters(t.qn, "xdp_fast_bytes") > SIZE and counters(t.qn, "xdp_fast_out") > 0
                         and counters(t.qn, "xdp_fast_in") > 0, 5.0, step=0.2), t.qn.stats()
         n, b = counters(t.qn, "xdp_fast"), counters(t.qn, "xdp_fast_bytes")
-        # More than one transfer's worth through the program, in frames of 4 MTUs and more.
-        assert b / n > 4 * 1514, t.qn.stats()
+        # More than one transfer's worth through the program, in frames of more than two
+        # MTUs on average: super-packets (a loaded sender's TSO builds smaller ones, so the
+        # average is not held to more).
+        assert b / n > SUPER, t.qn.stats()
         assert counters(t.qn, "xdp_fast_out") > 0 and counters(t.qn, "xdp_fast_in") > 0, t.qn.stats()
         assert counters(t.qn, "xdp_fast_installs") >= 4, t.qn.stats()
     run(Clat(quicknat, fast=True), body)
@@ -307,7 +313,7 @@ def test_ila_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat, c
     cross both routers whole through the program (the destination rewritten and, under
     adjust-transport, the partial checksum updated as it is). The bytes arrive intact both
     ways, and more than a transfer's worth went through each router's program, in frames
-    of four MTUs and more."""
+    of more than two MTUs on average."""
     def body(t):
         for q in (t.r1, t.r2):
             assert q.wait_started() and q.proc.poll() is None, q.text()[-2000:]
@@ -320,5 +326,5 @@ def test_ila_tcp_both_ways_through_the_tc_fast_path_as_super_packets(quicknat, c
             # Both transfers cross each router: wait for a stats line (one a second) written
             # after most of the second, not one written during the first.
             assert wait_for(lambda: counters(q, "xdp_fast_bytes") > 3 * SIZE // 2, 5.0, step=0.2), q.stats()
-            assert counters(q, "xdp_fast_bytes") / counters(q, "xdp_fast") > 4 * 1514, q.stats()
+            assert counters(q, "xdp_fast_bytes") / counters(q, "xdp_fast") > SUPER, q.stats()
     run(Ila(quicknat, csum, ident, fast=True), body)
