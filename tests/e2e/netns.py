@@ -472,3 +472,23 @@ for level, kind, data in anc:
     print("type=%d code=%d from=%s" % (typ, code, who)); sys.exit()
 print("none")
 """
+
+
+def mask_translated_ident(ip):
+    """`ip` (bytes from the IP header on) with the IPv4 Identification and header checksum
+    zeroed when it is a whole datagram with DF clear: a translator numbers those from a
+    keyed per-(source, destination, protocol) counter (RFC 6864), unpredictable and so
+    different in every run by design. Fragments keep their datagram's ID and are left as
+    they are; so is a header whose checksum is wrong, so that still shows."""
+    if len(ip) < 20 or ip[0] >> 4 != 4:
+        return ip
+    ihl = (ip[0] & 0xF) * 4
+    flags = int.from_bytes(ip[6:8], "big")
+    if flags & 0x7FFF or len(ip) < ihl:  # DF, MF or an offset
+        return ip
+    total = sum(int.from_bytes(ip[i:i + 2], "big") for i in range(0, ihl, 2))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    if total != 0xFFFF:
+        return ip
+    return ip[:4] + b"\0\0" + ip[6:10] + b"\0\0" + ip[12:]

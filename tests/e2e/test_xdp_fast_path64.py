@@ -521,8 +521,10 @@ def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off,
             assert f[15] == tos and (ff & 0x3FFF or ff >> 14 == df), (settings, describe(f))
         for f in (f for fs in got["off"][1].values() for f in fs):
             assert int.from_bytes(f[14:16], "big") >> 4 & 0xFF == tc, (settings, describe(f))
-    # Frame by frame, from the IP header on.
-    differ = differences(got, ("IPv4 at the server", "IPv6 at the client"))
+    # Frame by frame, from the IP header on (a whole DF-clear IPv4 datagram's Identification
+    # aside: the engine numbers it from a keyed counter, the program from a hash; RFC 6864
+    # asks only that it be unique among its source, destination and protocol's datagrams).
+    differ = differences(got, ("IPv4 at the server", "IPv6 at the client"), translated=("IPv4 at the server",))
     assert not differ, (f"{len(differ)} frame(s) differ:\n" + "\n\n".join(differ)
                         + "".join(f"\nalso: {p}" for p in problems))
     assert not problems, "\n".join(problems)
