@@ -39,7 +39,7 @@ pub struct Ipv4Idents {
 
 impl Ipv4Idents {
     /// A table keyed with a fresh random key (or, in a process seeded for benchmarks,
-    /// the seed's next one: `conntrack::siphash::predictable_keys_for_benchmarks`).
+    /// the seed's next one: the benchmark's reproducible keys).
     pub fn new() -> Self {
         Self::with_key(SipKey::random())
     }
