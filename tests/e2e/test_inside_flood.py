@@ -75,6 +75,7 @@ POOL = "203.0.113.16/28"
 POOL_ADDRESSES = 16
 PORTS = (1024, 4095)
 MAX_SESSIONS = 20_000
+WORKERS = 1
 # The hold's bound: min(max_sessions, pool ports x 3 protocols).
 HOLD_BOUND = min(MAX_SESSIONS, POOL_ADDRESSES * (PORTS[1] - PORTS[0] + 1) * 3)
 METRICS = "127.0.0.1:9464"
@@ -88,7 +89,7 @@ CONFIG = f"""
 inside = "g-in"
 outside = "g-out"
 backend = "af_packet"
-workers = 1
+workers = {WORKERS}
 stats_interval = 1
 gso = false
 xdp_fast_path = "off"
@@ -381,8 +382,10 @@ def run_phase(sc, name, dst_port, seed, record_property):
     assert d["pool_exhausted"] == 0, figures
     assert peak <= limit_kib, (f"{name}: RSS {peak} KiB above start-up {sc.base_rss} KiB + estimate "
                                f"{sc.estimate / 1024:.0f} KiB ({sc.estimate_line})")
-    # Taken ports: live bindings (at most max_sessions) and held ones (at most the bound).
-    assert max(sampler.taken) <= MAX_SESSIONS + HOLD_BOUND, figures
+    # Taken ports: live bindings (at most max_sessions) and held ones (at most the bound),
+    # and the one port the worker may hold for an instant between taking it and finding
+    # the binding table full (it gives it back at once: `table_full` drops).
+    assert max(sampler.taken) <= MAX_SESSIONS + HOLD_BOUND + WORKERS, figures
     assert sampler.paired_free_min > 0, figures
     # The flood went through the gateway and turned its table over.
     assert report["sent"] >= 0.9 * SOURCES, report
