@@ -275,6 +275,16 @@ impl Hit<'_> {
         touch_slot(self.slot, self.r.side, now);
     }
 
+    /// [`touch`](Self::touch) for a packet that came from the outside (`inbound`) or not:
+    /// an inbound one also records [`INBOUND_SEEN`] ([`note_inbound`](Self::note_inbound)).
+    #[inline]
+    pub fn touch_from(&self, now: Timestamp, inbound: bool) {
+        self.touch(now);
+        if inbound {
+            self.note_inbound();
+        }
+    }
+
     /// Forgets both directions' TCP sequence words, as Linux's flowtable marks a
     /// connection it offloads `IP_CT_TCP_FLAG_BE_LIBERAL`: packets forwarded elsewhere
     /// (an XDP fast path) move sequence numbers this table never sees, and an RST

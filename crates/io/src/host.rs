@@ -195,7 +195,13 @@ pub fn table_name(ifnames: &[&str]) -> String {
 
 /// Deletes the netdev table `table` if there is one: whether there was.
 pub fn remove_table(table: &str) -> io::Result<bool> {
-    match nft(&["delete", "table", "netdev", table].map(String::from)) {
+    deleted(nft(&["delete", "table", "netdev", table].map(String::from)))
+}
+
+/// What an `nft delete` said: whether there was something to delete (a missing table is
+/// not an error).
+fn deleted(r: io::Result<()>) -> io::Result<bool> {
+    match r {
         Ok(()) => Ok(true),
         Err(e) if e.to_string().contains("No such file or directory") => Ok(false),
         Err(e) => Err(e),

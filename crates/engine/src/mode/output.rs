@@ -9,6 +9,8 @@ const CAPACITY: usize = 96 * 1024;
 
 /// Most packets one input yields: the packet list is allocated once, never grown.
 pub const MAX_PACKETS: usize = 64;
+/// The least room every packet keeps in front of it, for a link header.
+const MIN_FRONT: usize = 32;
 
 /// The packets a mode wrote for one input, each with [`HEADROOM`] free bytes in front of
 /// it (room for the runtime's link header, written in place).
@@ -77,7 +79,7 @@ impl Output {
 
     /// Rewrites packet `i` inside its slot: `f` gets the slot and the packet's start and
     /// length in it, and returns where the packet now is (a translation may grow it into
-    /// the headroom), or `None` to drop it. A packet left with less than 32 bytes in
+    /// the headroom), or `None` to drop it. A packet left with less than [`MIN_FRONT`] bytes in
     /// front is moved back to `HEADROOM`. Whether packet `i` is still there.
     pub(crate) fn rewrite(
         &mut self,
@@ -90,7 +92,7 @@ impl Output {
         let end = self.packets.get(i + 1).map_or(self.end, |p| p.0);
         let moved = self.buf.get_mut(base..end).and_then(|slot| {
             let (s, l) = f(slot, s - base, l).filter(|&(s, l)| s + l <= slot.len())?;
-            if s >= 32 {
+            if s >= MIN_FRONT {
                 return Some((s, l));
             }
             let room = slot.get_mut(..HEADROOM + l)?;
@@ -129,7 +131,7 @@ impl Output {
     /// Returns false (and keeps nothing) when that does not hold.
     pub(crate) fn commit(&mut self, max: usize, start: usize, len: usize) -> bool {
         let base = self.end;
-        let fits = start >= 32
+        let fits = start >= MIN_FRONT
             && self.packets.len() < MAX_PACKETS
             && start.saturating_add(len) <= HEADROOM + max
             && base + HEADROOM + max <= self.buf.len();

@@ -951,10 +951,7 @@ fn forward(
     if f.kind == L4Kind::Tcp {
         observe_tcp(&h, pkt, f.l4_off, end)?;
     }
-    h.touch(now);
-    if dir == Direction::Inbound {
-        h.note_inbound();
-    }
+    h.touch_from(now, dir == Direction::Inbound);
     sh.hint_offload(&h);
     let to = h.revised();
     let to = rewrite_of(&to);
@@ -1125,10 +1122,7 @@ impl Nat44Shared {
         if let Some(seg) = segment {
             h.observe_tcp(seg).ok()?;
         }
-        h.touch(now);
-        if dir == Direction::Inbound {
-            h.note_inbound();
-        }
+        h.touch_from(now, dir == Direction::Inbound);
         Some(h.revised())
     }
 

@@ -86,11 +86,7 @@ impl Drop for ForwardGuard {
 
 /// Deletes the inet table `table` if there is one: whether there was.
 pub fn remove(table: &str) -> io::Result<bool> {
-    match nft_script(&format!("delete table inet {table}\n")) {
-        Ok(()) => Ok(true),
-        Err(e) if e.to_string().contains("No such file or directory") => Ok(false),
-        Err(e) => Err(e),
-    }
+    super::deleted(nft_script(&format!("delete table inet {table}\n")))
 }
 
 /// The counters of the inet table `table`, if it exists.
