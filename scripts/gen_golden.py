@@ -647,7 +647,7 @@ def scenario_drops():
     ttl_one = udp_pkt(True, HOST_A, SERVER, 6002, dport, 1, 0x9004, b"ttl one")
 
     # A non-first fragment (offset 1480 bytes = 185 * 8) of a UDP datagram whose first
-    # fragment never came: dropped as fragment_out_of_order.
+    # fragment never came: held for it (fragment_held), so nothing is sent.
     fragment = (eth(True) / ip(HOST_A, SERVER, TTL_INSIDE, 0x9005, flags=0, frag=185, proto=17)
                 / Raw(bytes(range(64))))
 

@@ -59,9 +59,24 @@ drop_reasons! {
     /// ICMP error, or a first fragment too short to hold the whole transport header
     /// (RFC 1858's tiny fragments).
     Fragment => "fragment",
-    /// A non-first fragment whose first fragment has not passed (arrived out of order,
-    /// or its record expired): no buffering, see `nat44::frag`.
+    /// A non-first fragment whose first fragment has not passed, not held for it
+    /// (`fragment_hold_bytes = 0`, or on a hairpin's return pass): see `nat44::frag`.
     FragmentOutOfOrder => "fragment_out_of_order",
+    /// A later fragment that arrived before its datagram's first, held for it (virtual
+    /// reassembly, `nat44::frag`), or a copy of one held: sent, translated, right after
+    /// the first fragment; counted again as `fragment_expired` if that never comes.
+    FragmentHeld => "fragment_held",
+    /// A held fragment whose datagram's first fragment did not come within
+    /// `fragment_timeout`.
+    FragmentExpired => "fragment_expired",
+    /// A later fragment not held: `fragment_hold_bytes` (or its source's share of it) is
+    /// spent, or half of the fragment table already waits for first fragments.
+    FragmentHoldFull => "fragment_hold_full",
+    /// A fragment overlapping another of its datagram, or a TCP fragment inside the TCP
+    /// header (RFC 5722, RFC 1858, RFC 3128): the datagram is refused, what it held too.
+    FragmentOverlap => "fragment_overlap",
+    /// A datagram of more than 64 fragments.
+    FragmentTooMany => "fragment_too_many",
     /// The fragment table is full: a new fragmented datagram is refused, the ones in
     /// flight continue.
     FragmentTableFull => "fragment_table_full",
@@ -180,7 +195,12 @@ impl DropReason {
             D::BadIpChecksum => "wrong IPv4 header checksum",
             D::NotIpv4 => "not IPv4 where IPv4 is expected",
             D::Fragment => "IPv4 fragment that cannot be tracked (protocol, ICMP error, or tiny first fragment)",
-            D::FragmentOutOfOrder => "later fragment arrived before its first fragment (no buffering)",
+            D::FragmentOutOfOrder => "later fragment arrived before its first fragment, not held",
+            D::FragmentHeld => "later fragment held until its datagram's first fragment arrives",
+            D::FragmentExpired => "held fragment whose first fragment never came",
+            D::FragmentHoldFull => "later fragment not held: the fragment hold is full",
+            D::FragmentOverlap => "overlapping fragment: its datagram refused",
+            D::FragmentTooMany => "datagram of more than 64 fragments",
             D::FragmentTableFull => "fragment table full: a new fragmented datagram refused",
             D::UnsupportedProtocol => "transport protocol without ports or identifiers",
             D::UnsupportedIcmp => "ICMP type neither a tracked query nor a translated error",

@@ -193,9 +193,34 @@ fn remedy(r: DropReason) -> &'static str {
              otherwise fix the sender's MTU so it does not fragment."
         }
         D::FragmentOutOfOrder => {
-            "A later fragment came before its first, or after `fragment_timeout`. Raise \
-             `fragment_timeout` if the first fragments arrive late; reordering links and \
-             senders that fragment (lower their MTU) cause it."
+            "A later fragment came before its first and could not be held: \
+             `fragment_hold_bytes = 0`, or on a hairpin's second pass. Set \
+             `fragment_hold_bytes` above 0 to hold reordered fragments."
+        }
+        D::FragmentHeld => {
+            "Not a loss: a later fragment arrived before its first and waits for it (virtual \
+             reassembly); it is sent right after the first. Those whose first never comes \
+             are counted again as `fragment_expired`."
+        }
+        D::FragmentExpired => {
+            "Held fragments whose datagram's first fragment did not come within \
+             `fragment_timeout`: the first was lost (the sender resends), or a flood of \
+             orphan fragments. Raise `fragment_timeout` only if first fragments arrive late."
+        }
+        D::FragmentHoldFull => {
+            "Reordered fragments beyond `fragment_hold_bytes` (a sixteenth per source), or \
+             half the fragment table already waiting: usually a flood of orphan fragments \
+             from few sources. Raise `fragment_hold_bytes` if legitimate traffic reorders \
+             much; in-order fragments are never affected."
+        }
+        D::FragmentOverlap => {
+            "Fragments overlapping others of their datagram, or a TCP fragment inside the TCP \
+             header (RFC 5722, RFC 1858, RFC 3128): an evasion attack or a broken sender. \
+             Nothing to configure."
+        }
+        D::FragmentTooMany => {
+            "A datagram cut into more than 64 fragments: an attack, or a sender with a tiny \
+             MTU. Nothing to configure."
         }
         D::FragmentTableFull => {
             "More fragmented datagrams in flight than `max_fragment_records`. Raise it, or \

@@ -76,6 +76,10 @@ pub struct Nat44Config {
     /// Upper bound on fragmented datagrams tracked at once; new ones beyond it are
     /// dropped (`fragment_table_full`).
     pub max_fragment_records: usize,
+    /// Bytes of later fragments held at most while they wait for their datagram's first
+    /// fragment (`nat44::frag`; a sixteenth of it per source). 0: a later fragment that
+    /// arrives before its first is dropped (`fragment_out_of_order`).
+    pub fragment_hold_bytes: usize,
     /// Unsolicited inbound TCP SYNs held at once for a simultaneous open (RFC 5382 REQ-4,
     /// RFC 6146 §3.5.2.2); more are dropped (`syn_hold_full`).
     pub max_simultaneous_opens: usize,
@@ -140,6 +144,7 @@ impl Default for Nat44Config {
             decrement_ttl: true,
             fragment_timeout: crate::nat44::FRAGMENT_TIMEOUT,
             max_fragment_records: crate::nat44::MAX_FRAGMENT_RECORDS,
+            fragment_hold_bytes: crate::nat44::FRAGMENT_HOLD_BYTES,
             max_simultaneous_opens: crate::nat44::held::MAX_SIMULTANEOUS_OPENS,
             drop_externally_initiated_tcp: false,
             icmp_rate: IcmpRate::default(),
@@ -477,6 +482,16 @@ impl Nat44Config {
                 ),
             ));
         }
+        if self.fragment_hold_bytes > crate::nat44::FRAGMENT_HOLD_BYTES_LIMIT {
+            return Err(ConfigError::new(
+                Field("fragment_hold_bytes"),
+                format!(
+                    "{}: at most {}",
+                    self.fragment_hold_bytes,
+                    crate::nat44::FRAGMENT_HOLD_BYTES_LIMIT
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -509,6 +524,11 @@ impl Nat44Config {
             "fragment records",
             Field("max_fragment_records"),
             crate::nat44::frag::FragTable::bytes_for(self.max_fragment_records),
+        );
+        m.add(
+            "held fragments",
+            Field("fragment_hold_bytes"),
+            crate::nat44::frag::hold::Budget::bytes_for(self.fragment_hold_bytes),
         );
         m.add(
             "held SYNs",
@@ -628,13 +648,14 @@ mod size_tests {
         assert_eq!(sessions.item, ConfigItem::Field("max_sessions"));
         assert_eq!(sessions.bytes, SessionTable::bytes_for(1 << 20) as u64);
         assert_eq!(m.largest().unwrap().what, "sessions");
-        // Memory grows with max_sessions, about linearly.
-        let big = one_rule(1 << 24).memory().total();
-        assert!(
-            big > 15 * m.total() && big < 17 * m.total(),
-            "{big} vs {}",
-            m.total()
-        );
+        // What max_sessions sizes grows with it, about linearly.
+        let scaled = |m: crate::config::MemoryEstimate| -> u64 {
+            let of_sessions =
+                |p: &&crate::config::MemoryPart| p.item == ConfigItem::Field("max_sessions");
+            m.parts.iter().filter(of_sessions).map(|p| p.bytes).sum()
+        };
+        let (small, big) = (scaled(m.clone()), scaled(one_rule(1 << 24).memory()));
+        assert!(big > 15 * small && big < 17 * small, "{big} vs {small}");
         // Pool ports: one address in use per inside host at most (a /24 behind a /16).
         let mut c = one_rule(1 << 20);
         c.rules[0].pool = vec!["198.51.0.0/16".parse().unwrap()];

@@ -82,7 +82,9 @@ use crate::verdict::Direction;
 pub use crate::verdict::Offload;
 pub use config::{DynamicRule, Nat44Config, PortForward, StaticNat};
 pub use config::{MAX_FRAGMENT_RECORDS_LIMIT, MAX_SESSIONS, POOL_BYTES_PER_ADDRESS_IN_USE};
-pub use frag::{FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS};
+pub use frag::{
+    FRAGMENT_HOLD_BYTES, FRAGMENT_HOLD_BYTES_LIMIT, FRAGMENT_TIMEOUT, MAX_FRAGMENT_RECORDS,
+};
 pub use held::{MAX_SIMULTANEOUS_OPENS, MAX_SIMULTANEOUS_OPENS_LIMIT, SYN_HOLD};
 pub use reaper::Nat44Reaper;
 use rules::RuleTable;
@@ -281,6 +283,7 @@ impl Nat44Shared {
             frags: Arc::new(frag::FragTable::new(
                 cfg.max_fragment_records,
                 cfg.fragment_timeout,
+                cfg.fragment_hold_bytes,
             )),
             // Every counted host holds a session: room for as many hosts as sessions.
             subscribers: (cfg.max_sessions_per_host != 0 || cfg.max_ports_per_host != 0)
@@ -389,6 +392,11 @@ impl Nat44Shared {
     /// Fragmented datagrams being tracked (a walk over the fragment table's shards).
     pub fn fragment_count(&self) -> usize {
         self.frags.len()
+    }
+
+    /// Bytes of later fragments held for their first now (`frag`).
+    pub fn fragments_held_bytes(&self) -> usize {
+        self.frags.held_bytes()
     }
 
     /// Live bindings, port forwards included (a walk).
@@ -548,12 +556,12 @@ impl Nat44 {
     /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
     /// [`crate::ModeWorker::poll`]), written into `out` (cleared first); how many.
     pub fn poll(&mut self, now: Timestamp, out: &mut crate::mode::Output) -> usize {
-        self.worker.poll_held(now, out)
+        self.worker.poll_due(now, out)
     }
 
     /// When [`poll`](Self::poll) next has something to send.
-    pub fn poll_held_timeout(&self) -> Option<Timestamp> {
-        self.worker.held_timeout()
+    pub fn poll_due_timeout(&self) -> Option<Timestamp> {
+        self.worker.due_timeout()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run.

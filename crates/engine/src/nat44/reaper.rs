@@ -223,7 +223,7 @@ impl Nat44Reaper {
             // PBA: a block whose last port came back is released, and logged.
             p.handle_timeout_blocks(now, |b| sh.log_block(at, false, &b));
         }
-        sh.frags.sweep(now);
+        sh.frags.sweep(now, &mut self.counters);
         self.next_sweep = Some(now + SWEEP_INTERVAL);
     }
 }

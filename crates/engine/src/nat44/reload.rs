@@ -5,7 +5,7 @@
 //! sessions from their next check), filtering (when the permit table exists), hairpinning,
 //! port preservation, TTL decrement, ICMP error rates, per-subscriber limits (new sessions
 //! and ports; the counters must exist, i.e. limits were on at start). What needs a
-//! restart: `max_sessions`, `max_fragment_records`, `fragment_timeout`,
+//! restart: `max_sessions`, `max_fragment_records`, `fragment_timeout`, `fragment_hold_bytes`,
 //! `max_simultaneous_opens`, `drop_externally_initiated_tcp`, `port_reuse_hold`, turning
 //! limits on from off, address-dependent filtering when started without it.
 //!
@@ -267,6 +267,10 @@ impl Nat44Shared {
             (
                 "fragment_timeout",
                 o.fragment_timeout != new.fragment_timeout,
+            ),
+            (
+                "fragment_hold_bytes",
+                o.fragment_hold_bytes != new.fragment_hold_bytes,
             ),
             (
                 "max_simultaneous_opens",

@@ -568,7 +568,7 @@ fn malformed_and_unsupported_packets_are_dropped_with_a_reason() {
     frag[10..12].copy_from_slice(&c.to_be_bytes());
     assert_eq!(
         dropped(&mut n, t(0), Outbound, frag),
-        DropReason::FragmentOutOfOrder
+        DropReason::FragmentHeld
     );
     let gre = ipv4(47, IN_A, SRV, 64, &[0; 8]);
     assert_eq!(
@@ -710,7 +710,7 @@ fn unsolicited_syn_is_answered_with_port_unreachable_after_six_seconds() {
     );
     let mut out = crate::mode::Output::new();
     let at = |ms: u64| Timestamp::from_nanos(ms * 1_000_000);
-    assert_eq!(n.poll_held_timeout(), Some(t(7)));
+    assert_eq!(n.poll_due_timeout(), Some(t(7)));
     assert_eq!(n.poll(at(6_999), &mut out), 0, "not before 6 s");
     assert_eq!(n.poll(at(7_000), &mut out), 1);
     let e = out.packets().next().unwrap().to_vec();

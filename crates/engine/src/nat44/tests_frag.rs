@@ -109,23 +109,139 @@ fn udp_in_three_fragments_out_and_the_reply_back_in_three() {
     assert_eq!(n.session_count(), 1);
 }
 
+/// Sends `frags` in the order `order` at `now`; returns what left: each fragment
+/// forwarded, then what the worker sends after it (`poll`), in that order.
+fn in_order(
+    n: &mut Nat44,
+    now: Timestamp,
+    dir: Direction,
+    frags: &[Vec<u8>],
+    order: &[usize],
+) -> Vec<Vec<u8>> {
+    let mut out = crate::mode::Output::new();
+    let mut sent = Vec::new();
+    for &i in order {
+        match run(n, now, dir, &frags[i]) {
+            Ok(p) => sent.push(p),
+            Err(r) => assert_eq!(r, DropReason::FragmentHeld, "fragment {i} of {order:?}"),
+        }
+        n.poll(now, &mut out);
+        sent.extend(out.packets().map(<[u8]>::to_vec));
+    }
+    sent
+}
+
 #[test]
-fn a_later_fragment_before_the_first_is_dropped_and_counted() {
+fn later_fragments_before_their_first_are_held_and_follow_it_out_in_any_order() {
     let mut n = Nat44::new(config()).unwrap();
+    let d = udp_datagram(IN_A, 5000, SRV, 53, 3000);
+    let frags = fragment_v4(&d, 9, &[800, 800, 800]);
+    let outs = in_order(&mut n, t(0), Outbound, &frags, &[3, 1, 2, 0]);
+    assert_eq!(outs.len(), 4);
+    assert_eq!(outs[0].len(), frags[0].len(), "the first goes first");
+    // The rest, as they arrived, each still a fragment of its own.
+    for (o, i) in outs[1..].iter().zip([3, 1, 2]) {
+        same_fragment(o, &frags[i]);
+    }
+    let whole = reassemble_v4(&outs);
+    assert_eq!(v4_addrs(&whole), (PUB, SRV));
+    assert_checksums(&whole);
+    let c = n.counters();
+    assert_eq!((c.forwarded, c.fragments_translated), (4, 4));
+    assert_eq!(c.dropped(DropReason::FragmentHeld), 3);
+    assert_eq!(n.shared().fragment_count(), 0, "complete: the record went");
+    assert_eq!(n.poll_due_timeout(), None);
+
+    // The answer, shuffled, back in.
+    let r = udp_datagram(SRV, 53, PUB, ports(&whole).0, 2500);
+    let rf = fragment_v4(&r, 10, &[600, 600, 600]);
+    let back = in_order(&mut n, t(1), Inbound, &rf, &[2, 3, 0, 1]);
+    assert_eq!(back.len(), 4);
+    let whole = reassemble_v4(&back);
+    assert_eq!(v4_addrs(&whole), (SRV, IN_A));
+    assert_eq!(ports(&whole), (53, 5000));
+    assert_checksums(&whole);
+}
+
+#[test]
+fn held_fragments_whose_first_never_comes_expire_counted_and_nothing_is_sent() {
+    let mut cfg = config();
+    cfg.fragment_timeout = Duration::from_secs(2);
+    let mut n = Nat44::new(cfg).unwrap();
+    let frags = fragment_v4(&udp_datagram(IN_A, 5000, SRV, 53, 2000), 9, &[1000]);
+    assert_eq!(
+        run(&mut n, t(0), Outbound, &frags[1]),
+        Err(DropReason::FragmentHeld)
+    );
+    assert_eq!(
+        n.session_count(),
+        0,
+        "a later fragment never makes a session"
+    );
+    assert!(n.shared().fragments_held_bytes() > 0);
+    n.handle_timeout(t(1000));
+    n.handle_timeout(t(2500));
+    assert_eq!(n.shared().fragment_count(), 0);
+    assert_eq!(n.shared().fragments_held_bytes(), 0);
+    let expired = n.counters().dropped(DropReason::FragmentExpired);
+    assert_eq!(expired, 1);
+    // The first fragment after that passes alone; the resent rest follows it.
+    let outs = in_order(&mut n, t(3000), Outbound, &frags, &[0, 1]);
+    assert_checksums(&reassemble_v4(&outs));
+}
+
+#[test]
+fn with_no_hold_a_later_fragment_before_its_first_is_dropped() {
+    let mut cfg = config();
+    cfg.fragment_hold_bytes = 0;
+    let mut n = Nat44::new(cfg).unwrap();
     let frags = fragment_v4(&udp_datagram(IN_A, 5000, SRV, 53, 2000), 9, &[1000]);
     assert_eq!(
         run(&mut n, t(0), Outbound, &frags[1]),
         Err(DropReason::FragmentOutOfOrder)
     );
     assert_eq!(n.counters().dropped(DropReason::FragmentOutOfOrder), 1);
+}
+
+#[test]
+fn overlapping_fragments_refuse_the_datagram_counted() {
+    let mut n = Nat44::new(config()).unwrap();
+    let d = udp_datagram(IN_A, 5000, SRV, 53, 2000);
+    let frags = fragment_v4(&d, 9, &[1000]);
+    let other = fragment_v4(&d, 9, &[504]);
     assert_eq!(
-        n.session_count(),
-        0,
-        "a later fragment never makes a session"
+        run(&mut n, t(0), Outbound, &frags[1]),
+        Err(DropReason::FragmentHeld)
     );
-    // The first fragment still passes, and so does the retransmitted rest.
-    let outs = all(&mut n, t(1), Outbound, &frags);
-    assert_checksums(&reassemble_v4(&outs));
+    // Offset 504 overlaps the held fragment at 1000.
+    assert_eq!(
+        run(&mut n, t(0), Outbound, &other[1]),
+        Err(DropReason::FragmentOverlap)
+    );
+    assert_eq!(
+        run(&mut n, t(0), Outbound, &frags[0]),
+        Err(DropReason::FragmentOverlap)
+    );
+    let c = n.counters();
+    assert_eq!(
+        c.dropped(DropReason::FragmentOverlap),
+        3,
+        "two arrived, one held"
+    );
+    assert_eq!(n.shared().fragments_held_bytes(), 0);
+}
+
+#[test]
+fn a_hairpinned_datagram_in_reverse_order_reaches_the_other_inside_host() {
+    let mut n = Nat44::new(config()).unwrap();
+    let d = udp_datagram(IN_A, 5000, PUB_B, 7000, 2000);
+    let frags = fragment_v4(&d, 9, &[800, 800]);
+    let outs = in_order(&mut n, t(0), Outbound, &frags, &[2, 1, 0]);
+    assert_eq!(outs.len(), 3);
+    let whole = reassemble_v4(&outs);
+    assert_eq!(v4_addrs(&whole), (PUB, IN_B));
+    assert_eq!(ports(&whole).1, 7000);
+    assert_checksums(&whole);
 }
 
 #[test]
@@ -141,16 +257,16 @@ fn records_expire_and_the_reaper_sweeps_them() {
     run(&mut n, t(1999), Outbound, &a[1]).unwrap();
     assert_eq!(
         run(&mut n, t(2000), Outbound, &b[1]),
-        Err(DropReason::FragmentOutOfOrder),
-        "expired"
+        Err(DropReason::FragmentHeld),
+        "expired: held for a first fragment again"
     );
     let c = fragment_v4(&udp_datagram(IN_A, 5000, SRV, 53, 2000), 3, &[1000]);
     run(&mut n, t(2500), Outbound, &c[0]).unwrap();
     n.handle_timeout(t(3000));
     assert_eq!(
         n.shared().fragment_count(),
-        1,
-        "only the young record is left"
+        2,
+        "only the young records are left"
     );
     n.handle_timeout(t(4500));
     assert_eq!(n.shared().fragment_count(), 0);
@@ -350,6 +466,48 @@ proptest! {
                 prop_assert_eq!(v4_addrs(&p), want);
                 prop_assert_eq!(checksum_of(&p[..20]), 0);
             }
+            // Held fragments released by a first: the same addresses as their datagram.
+            let mut out = crate::mode::Output::new();
+            n.poll(t(ms), &mut out);
+            for p in out.packets() {
+                let theirs: Vec<_> = sets
+                    .iter()
+                    .filter(|s| s.0.iter().any(|f| f[2..8] == p[2..8] && f[20..] == p[20..]))
+                    .map(|s| s.2)
+                    .collect();
+                prop_assert!(theirs.contains(&v4_addrs(p)), "{:?} not one of {:?}", v4_addrs(p), theirs);
+                prop_assert_eq!(checksum_of(&p[..20]), 0);
+            }
+            if ms > 10_000 {
+                n.handle_timeout(t(ms));
+            }
         }
+    }
+
+    /// RFC 4787 REQ-14: the fragments of a datagram in any order all leave, translated,
+    /// and the receiver reassembles the translated datagram.
+    #[test]
+    fn fragments_in_any_order_all_leave(
+        len in 1000usize..6000,
+        cuts in 1usize..6,
+        order in Just(()).prop_perturb(|_, mut rng| {
+            let mut v: Vec<usize> = (0..8).collect();
+            for i in (1..v.len()).rev() {
+                v.swap(i, (rng.next_u32() as usize) % (i + 1));
+            }
+            v
+        }),
+    ) {
+        let mut n = Nat44::new(config()).unwrap();
+        let size = (len / (cuts + 1)).next_multiple_of(8);
+        let frags = fragment_v4(&udp_datagram(IN_A, 5000, SRV, 53, len), 3, &vec![size; cuts]);
+        let order: Vec<usize> = order.into_iter().filter(|&i| i < frags.len()).collect();
+        let outs = in_order(&mut n, t(0), Outbound, &frags, &order);
+        prop_assert_eq!(outs.len(), frags.len());
+        let whole = reassemble_v4(&outs);
+        prop_assert_eq!(v4_addrs(&whole), (PUB, SRV));
+        assert_checksums(&whole);
+        prop_assert_eq!(n.shared().fragment_count(), 0);
+        prop_assert_eq!(n.shared().fragments_held_bytes(), 0);
     }
 }

@@ -1,5 +1,6 @@
 //! The per-thread face of NAT44: `process(now, dir, packet)`, lock-free.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use conntrack::session::{FROM_INSIDE, HAIRPIN, INBOUND_SEEN};
@@ -10,7 +11,7 @@ use conntrack::{
 use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
 
-use super::frag::{rewrite_fragment, FragKey, FragRewrite};
+use super::frag::{rewrite_fragment, FragKey, FragRewrite, Held, Later, Piece};
 use super::held::Hold;
 use super::natlog::Origin;
 use super::parse::{parse_fast, parse_full, parse_with, Flow, Fragment, IcmpError, Parsed};
@@ -18,7 +19,7 @@ use super::stage::Stage;
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
 use crate::mode::reply::{fits, owed, Responder};
-use crate::mode::{Egress, Emit, Frame, ModeWorker, Output};
+use crate::mode::{Egress, Emit, Frame, ModeWorker, Output, HEADROOM};
 use crate::stats::Counters;
 use crate::verdict::Offload;
 use crate::verdict::{Direction, DropReason};
@@ -38,6 +39,19 @@ pub struct Nat44Worker {
     generation: u64,
     /// The receive batch in stages (see `stage`): buckets and session lines prefetched.
     stage: Stage,
+    /// Later fragments held for their first, released by it through this worker: sent,
+    /// translated, right after it (`poll`).
+    released: VecDeque<Released>,
+}
+
+/// A held fragment whose first fragment passed here.
+#[derive(Debug)]
+struct Released {
+    held: Held,
+    to: FragRewrite,
+    dir: Direction,
+    /// When its first fragment passed: it is due then.
+    at: Timestamp,
 }
 
 /// The direction packets matching `side` of a session with `flags` legitimately travel.
@@ -92,6 +106,7 @@ impl Nat44Worker {
             cell,
             generation: 0,
             stage: Stage::default(),
+            released: VecDeque::new(),
         };
         w.refresh();
         w
@@ -355,14 +370,26 @@ impl Nat44Worker {
             src: std::net::Ipv4Addr::new(h[0], h[1], h[2], h[3]),
             dst: std::net::Ipv4Addr::new(h[4], h[5], h[6], h[7]),
         };
-        let len = f.total_len.saturating_sub(f.l4_off) as u32;
-        self.shared.frags.insert(now, key, to, dir, len)?;
+        let piece = Piece {
+            offset: 0,
+            len: f.total_len.saturating_sub(f.l4_off) as u32,
+            more: true,
+        };
+        let held = (self.shared.frags).first(now, key, to, dir, piece, &mut self.counters)?;
+        self.released.extend(held.into_iter().map(|held| Released {
+            held,
+            to,
+            dir,
+            at: now,
+        }));
         self.counters.fragments_translated += 1;
         Ok(hairpin)
     }
 
     /// A fragment after the first: its datagram's record gives the addresses; there is
-    /// no transport header to touch. No record: the first fragment has not passed.
+    /// no transport header to touch. No record: the first fragment has not passed, and
+    /// this one is held for it (`frag`); never on a hairpin's return pass, whose first
+    /// fragment made its pass just before.
     fn later_fragment(
         &mut self,
         now: Timestamp,
@@ -376,7 +403,16 @@ impl Nat44Worker {
         if leg == Leg::Wire && dir == Direction::Inbound && sh.is_public(g.key.src) {
             return Err(DropReason::WrongDirection);
         }
-        let to = sh.frags.lookup(now, &g.key, dir, g.piece)?;
+        let whole = (&pkt[..], g.ihl);
+        let may_hold = leg == Leg::Wire;
+        let c = &mut self.counters;
+        let to = match sh
+            .frags
+            .later(now, &g.key, dir, g.piece, whole, may_hold, c)?
+        {
+            Later::Rewrite(to) => to,
+            Later::Held => return Err(DropReason::FragmentHeld),
+        };
         if !rewrite_fragment(pkt, g.ihl, to, leg.decrement_ttl(sh.cfg.decrement_ttl)) {
             return Err(DropReason::Truncated);
         }
@@ -467,13 +503,60 @@ impl Nat44Worker {
     /// (Type 3, Code 3) for the original SYN": the held SYNs whose 6 s have passed at
     /// `now` are answered into `out` (cleared first), from the address each was sent to,
     /// rate limited with this worker's other ICMP errors. Returns `out`'s packet count.
-    pub fn poll_held(&mut self, now: Timestamp, out: &mut Output) -> usize {
+    ///
+    /// Then the later fragments their first fragment released here, translated as their
+    /// first was (and hairpinned like it), in the order they arrived, as many as `out`
+    /// holds: the rest stay due.
+    pub fn poll_due(&mut self, now: Timestamp, out: &mut Output) -> usize {
         out.clear();
         let shared = Arc::clone(&self.shared);
         shared
             .held
             .expire(now, |syn| self.answer_held(now, syn, out));
+        while let Some(r) = self.released.front() {
+            let bytes = &r.held.bytes;
+            let Some(slot) = out.slot(bytes.len()) else {
+                break;
+            };
+            slot[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
+            if !out.commit(bytes.len(), HEADROOM, bytes.len()) {
+                break;
+            }
+            let r = self.released.pop_front().expect("looked at above");
+            self.send_released(now, r, out);
+        }
         out.len()
+    }
+
+    /// Translates the released fragment `r`, copied as `out`'s last packet, to its first
+    /// fragment's addresses (its hairpin's return pass too, when the first made one);
+    /// one that cannot be is dropped from `out`, counted.
+    fn send_released(&mut self, now: Timestamp, r: Released, out: &mut Output) {
+        let last = out.len() - 1;
+        let decrement = self.shared.cfg.decrement_ttl;
+        let hairpin = r.dir == Direction::Outbound && self.shared.is_public(r.to.dst);
+        let sent = match out.framed_mut(last, 0) {
+            Some(p) => {
+                if !rewrite_fragment(p, r.held.ihl, r.to, decrement) {
+                    Err(DropReason::Truncated)
+                } else if hairpin {
+                    self.hairpin_return(now, Offload::None, p)
+                } else {
+                    Ok(())
+                }
+            }
+            None => Err(DropReason::Truncated),
+        };
+        match sent {
+            Ok(()) => {
+                self.counters.forwarded += 1;
+                self.counters.fragments_translated += 1;
+            }
+            Err(why) => {
+                out.discard_last();
+                self.counters.drop(why);
+            }
+        }
     }
 
     /// Adds the Port Unreachable for the held SYN `syn` to `out`, from the address it was
@@ -504,9 +587,14 @@ impl Nat44Worker {
         }
     }
 
-    /// When [`poll_held`](Self::poll_held) next has a SYN to answer.
-    pub fn held_timeout(&self) -> Option<Timestamp> {
-        self.shared.held.next_expiry()
+    /// When [`poll_due`](Self::poll_due) next has something to send: a SYN to answer,
+    /// or a released fragment (due when its first fragment passed).
+    pub fn due_timeout(&self) -> Option<Timestamp> {
+        let fragment = self.released.front().map(|r| r.at);
+        match (self.shared.held.next_expiry(), fragment) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn icmp_error(
@@ -1069,11 +1157,11 @@ impl ModeWorker for Nat44Worker {
     }
 
     fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
-        self.poll_held(now, out)
+        self.poll_due(now, out)
     }
 
     fn poll_timeout(&self) -> Option<Timestamp> {
-        self.held_timeout()
+        self.due_timeout()
     }
 
     fn counters(&self) -> &Counters {

@@ -53,6 +53,8 @@ pub struct Nat64Config {
     pub fragment_timeout: Duration,
     /// Fragmented datagrams in flight at most.
     pub max_fragment_records: usize,
+    /// Bytes of later fragments held at most while they wait for their first.
+    pub fragment_hold_bytes: usize,
     /// Unsolicited inbound TCP SYNs held at once for a simultaneous open (RFC 6146
     /// §3.5.2.2); more are dropped (`syn_hold_full`).
     pub max_simultaneous_opens: usize,
@@ -103,6 +105,7 @@ impl Default for Nat64Config {
             options: SiitOptions::default(),
             fragment_timeout: n.fragment_timeout,
             max_fragment_records: n.max_fragment_records,
+            fragment_hold_bytes: n.fragment_hold_bytes,
             max_simultaneous_opens: n.max_simultaneous_opens,
             drop_externally_initiated_tcp: n.drop_externally_initiated_tcp,
             drop_icmpv6_info: false,
@@ -152,6 +155,7 @@ impl Nat64Config {
             decrement_ttl: false,
             fragment_timeout: self.fragment_timeout,
             max_fragment_records: self.max_fragment_records,
+            fragment_hold_bytes: self.fragment_hold_bytes,
             max_simultaneous_opens: self.max_simultaneous_opens,
             drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
             icmp_rate: self.icmp_rate,

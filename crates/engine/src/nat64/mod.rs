@@ -34,8 +34,9 @@
 //! (`nat44::frag`) give the later fragments of a datagram the addresses its first got:
 //! the public address outbound, the host id (hence the IPv6 host) inbound. The IPv4
 //! identification is the low 16 bits of the IPv6 one. A later fragment that arrives
-//! before its first is dropped (`fragment_out_of_order`); fragmented ICMP is not
-//! translated (RFC 7915 §1.2). The fast paths never take fragments.
+//! before its first is held there (as IPv4) and sent right after it (`poll_due`: to IPv6
+//! when it goes inside); fragmented ICMP is not translated (RFC 7915 §1.2). The fast
+//! paths never take fragments.
 //!
 //! Never reads a clock, never does I/O, never panics on packet bytes.
 
@@ -279,14 +280,17 @@ impl Nat64Shared {
         ok.then_some(v4)
     }
 
-    /// A hairpin's second translation: the IPv4 packet at `buf[start..start + len]`,
-    /// which NAT44's return pass addressed to a host id, back to IPv6 for that host.
-    /// Returns where the IPv6 packet is.
-    fn hairpin_to_ipv6(
+    /// The IPv4 packet at `buf[start..start + len]`, which NAT44 addressed to a host id,
+    /// to IPv6 for that host: from outside, or on a hairpin's return pass (`hairpin`: a
+    /// second translation, no second hop-limit decrement, back out of the IPv6 link the
+    /// packet came in on, which it fitted). The packet is rewritten already, so no ICMP
+    /// error quoting it is possible any more. Returns where the IPv6 packet is.
+    fn to_ipv6(
         &self,
         buf: &mut [u8],
         start: usize,
         len: usize,
+        hairpin: bool,
     ) -> Result<(usize, usize), Refusal> {
         let h = buf
             .get(start..start.saturating_add(20))
@@ -296,7 +300,12 @@ impl Nat64Shared {
         let src6 = self.v4_to_inside(src).ok_or(DropReason::NoAddressMapping)?;
         let dst6 = self.hosts.0.addr(dst).ok_or(DropReason::NoMapping)?;
         let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((self.v4_to_inside(a)?, self.v4_to_inside(b)?));
-        match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &self.options_again) {
+        let opts = if hairpin {
+            &self.options_again
+        } else {
+            &self.options
+        };
+        match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, opts) {
             SiitVerdict::Forward { start, len } => Ok((start, len)),
             SiitVerdict::Drop(d) => Err(Refusal::from(d).unanswered()),
         }
@@ -527,20 +536,25 @@ impl Nat64Worker {
     /// The held SYNs whose 6 s passed at `now`, answered into `out` (cleared first; RFC
     /// 6146 §3.5.2.2): a SYN from outside with ICMPv4 Port Unreachable, which leaves by
     /// the IPv4 side; a hairpinned one with that error after its own hairpin return pass
-    /// (RFC 6146 §3.8), translated to ICMPv6 for the IPv6 host that sent the SYN. Returns
-    /// `out`'s packet count.
-    pub fn poll_held(&mut self, now: Timestamp, out: &mut Output) -> usize {
-        self.nat.poll_held(now, out);
+    /// (RFC 6146 §3.8), translated to ICMPv6 for the IPv6 host that sent the SYN. Then
+    /// the later fragments their first fragment released (`nat44::frag`): from outside,
+    /// translated to IPv6 as their first was; hairpinned, back to IPv6 like it; the
+    /// others leave by the IPv4 side as they are. Returns `out`'s packet count.
+    pub fn poll_due(&mut self, now: Timestamp, out: &mut Output) -> usize {
+        self.nat.poll_due(now, out);
         let sh = &*self.shared;
         let mut i = 0;
         while i < out.len() {
             let mut refused = DropReason::Truncated;
             let kept = out.rewrite(i, |slot, start, len| {
-                let d = slot.get(start + 16..start + 20)?;
-                if !HostTable::is_host_id(Ipv4Addr::new(d[0], d[1], d[2], d[3])) {
+                let a = slot.get(start + 12..start + 20)?;
+                if !HostTable::is_host_id(Ipv4Addr::new(a[4], a[5], a[6], a[7])) {
                     return Some((start, len));
                 }
-                let moved = sh.hairpin_to_ipv6(slot, start, len);
+                // From one of the pool's own endpoints: the hairpin's return pass.
+                let from = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+                let hairpin = sh.nat.is_public(from);
+                let moved = sh.to_ipv6(slot, start, len, hairpin);
                 moved.map_err(|r| refused = r.reason).ok()
             });
             if kept {
@@ -750,7 +764,7 @@ impl Nat64Worker {
             return Ok(Emit::Forward { start: s4, len: l4 });
         }
         // Hairpin: NAT44 addressed it to another IPv6 host; back to IPv6.
-        match sh.hairpin_to_ipv6(buf, s4, l4) {
+        match sh.to_ipv6(buf, s4, l4, true) {
             Ok((start, len)) => Ok(Emit::Hairpin { start, len }),
             Err(r) => Err((r, true)),
         }
@@ -790,18 +804,9 @@ impl Nat64Worker {
         if let Emit::Drop(r) = self.nat.process_packet(now, Direction::Inbound, pkt) {
             return Ok(Emit::Drop(r)); // counted by NAT44
         }
-        let after = |r: DropReason| (Refusal::from(r), true);
-        let src = Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]);
-        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
-        let dst6 = sh.hosts.0.addr(dst).ok_or(after(DropReason::NoMapping))?;
-        let src6 = sh
-            .v4_to_inside(src)
-            .ok_or(after(DropReason::NoAddressMapping))?;
-        let inner = |a: Ipv4Addr, b: Ipv4Addr| Some((sh.v4_to_inside(a)?, sh.v4_to_inside(b)?));
-        match ipv4_to_ipv6(buf, start, len, src6, dst6, &inner, &sh.options) {
-            SiitVerdict::Forward { start, len } => Ok(Emit::Forward { start, len }),
-            // The packet is rewritten already: no quote of it is possible any more.
-            SiitVerdict::Drop(d) => Err((Refusal::from(d).unanswered(), true)),
+        match sh.to_ipv6(buf, start, len, false) {
+            Ok((start, len)) => Ok(Emit::Forward { start, len }),
+            Err(r) => Err((r, true)),
         }
     }
 }
@@ -833,13 +838,13 @@ impl ModeWorker for Nat64Worker {
         }
     }
 
-    /// Held SYNs whose 6 s passed, answered (see [`Nat64Worker::poll_held`]).
+    /// Held SYNs whose 6 s passed, answered (see [`Nat64Worker::poll_due`]).
     fn poll(&mut self, now: Timestamp, _egress: &Egress, out: &mut Output) -> usize {
-        self.poll_held(now, out)
+        self.poll_due(now, out)
     }
 
     fn poll_timeout(&self) -> Option<Timestamp> {
-        self.nat.held_timeout()
+        self.nat.due_timeout()
     }
 
     fn counters(&self) -> &Counters {
@@ -1073,12 +1078,12 @@ impl Nat64 {
     /// What the engine sends at `now` with no packet arriving (held SYNs answered, see
     /// [`ModeWorker::poll`]), written into `out` (cleared first); how many.
     pub fn poll(&mut self, now: Timestamp, out: &mut Output) -> usize {
-        self.worker.poll_held(now, out)
+        self.worker.poll_due(now, out)
     }
 
     /// When [`poll`](Self::poll) next has something to send.
-    pub fn poll_held_timeout(&self) -> Option<Timestamp> {
-        self.worker.nat.held_timeout()
+    pub fn poll_due_timeout(&self) -> Option<Timestamp> {
+        self.worker.nat.due_timeout()
     }
 
     /// Runs the reaper now.

@@ -515,9 +515,59 @@ fn ipv6_fragments_out_and_ipv4_fragments_back() {
     assert_eq!(n.shared().nat.fragment_count(), 0);
 }
 
+/// Sends `frags` travelling `dir` in the order `order`; returns what left, each
+/// fragment's own translation followed by what the worker sends after it (`poll`).
+fn in_order(n: &mut Nat64, dir: Direction, frags: &[Vec<u8>], order: &[usize]) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
+    for &i in order {
+        match run(n, 2, dir, &frags[i]) {
+            Ok((p, _)) => sent.push(p),
+            Err(r) => assert_eq!(r, DropReason::FragmentHeld, "fragment {i} of {order:?}"),
+        }
+        sent.extend(poll(n, 2));
+    }
+    sent
+}
+
+/// RFC 6146 §3.4/§3.5: fragments in any order, both ways. The later ones wait for the
+/// first (held by NAT44, which sees them as IPv4), then follow it translated, the IPv6
+/// ones with their hop limit taken once like the first's.
 #[test]
-fn ipv6_later_fragment_before_the_first_is_dropped_and_counted() {
+fn fragments_before_their_first_are_held_and_follow_it_both_ways() {
     let mut n = Nat64::new(config()).unwrap();
+    let d = big_udp6(HOST_A, 5000, srv6(), 53, 2400);
+    let frags = fragment_v6(&d, 7, &[800, 800]);
+    let outs = in_order(&mut n, Direction::Outbound, &frags, &[2, 1, 0]);
+    assert_eq!(outs.len(), 3);
+    let whole = reassemble_v4(&outs);
+    assert_eq!(v4_addrs(&whole), (POOL, SRV4));
+    assert_checksums(&whole);
+    assert_eq!(whole[28..], d[48..], "payload");
+
+    let r = big_udp4(SRV4, 53, POOL, ports(&whole).0, 2400);
+    let rf = fragment_v4(&r, 8, &[800, 800]);
+    let back = in_order(&mut n, Direction::Inbound, &rf, &[1, 2, 0]);
+    assert_eq!(back.len(), 3);
+    for b in &back {
+        assert_eq!(b[0] >> 4, 6);
+        assert_eq!(v6_addrs(b), (srv6(), HOST_A));
+        assert_eq!(b[7], r[8] - 1, "hop limit one less than the TTL");
+    }
+    let whole = reassemble_v6(&back);
+    assert_checksums(&whole);
+    assert_eq!(ports(&whole), (53, 5000));
+    assert_eq!(n.counters().dropped(DropReason::FragmentHeld), 4);
+    assert_eq!(n.counters().forwarded, 6);
+    assert_eq!(n.shared().nat.fragment_count(), 0);
+}
+
+#[test]
+fn ipv6_later_fragment_before_the_first_is_dropped_when_nothing_may_be_held() {
+    let mut n = Nat64::new(Nat64Config {
+        fragment_hold_bytes: 0,
+        ..config()
+    })
+    .unwrap();
     let frags = fragment_v6(&big_udp6(HOST_A, 5000, srv6(), 53, 2000), 7, &[1000]);
     assert_eq!(
         out(&mut n, 1, &frags[1]),
@@ -535,23 +585,26 @@ fn ipv6_later_fragment_before_the_first_is_dropped_and_counted() {
     }
 }
 
-/// Hairpinned fragments: host A to host B's public endpoint, back out as IPv6 fragments.
+/// Hairpinned fragments: host A to host B's public endpoint, back out as IPv6 fragments,
+/// in order and in reverse (the later ones held, then hairpinned after the first with
+/// the hop limit taken once).
 #[test]
 fn hairpinned_fragments() {
     let mut n = Nat64::new(config()).unwrap();
     // B opens 5001 first so A can reach it at POOL:5001.
     out(&mut n, 1, &udp6(HOST_B, 5001, srv6(), 53)).unwrap();
-    let d = big_udp6(HOST_A, 5000, embed(POOL), 5001, 2000);
-    let frags = fragment_v6(&d, 99, &[1000]);
-    let mut back = Vec::new();
-    for f in &frags {
-        let (p, hairpin) = run(&mut n, 2, Direction::Outbound, f).unwrap();
-        assert!(hairpin);
-        back.push(p);
+    for (ident, order) in [(99, [0, 1]), (100, [1, 0])] {
+        let d = big_udp6(HOST_A, 5000, embed(POOL), 5001, 2000);
+        let frags = fragment_v6(&d, ident, &[1000]);
+        let back = in_order(&mut n, Direction::Outbound, &frags, &order);
+        assert_eq!(back.len(), 2);
+        for b in &back {
+            assert_eq!(b[7], d[7] - 1, "hop limit taken once");
+        }
+        let whole = reassemble_v6(&back);
+        assert_eq!(v6_addrs(&whole), (embed(POOL), HOST_B));
+        assert_checksums(&whole);
     }
-    let whole = reassemble_v6(&back);
-    assert_eq!(v6_addrs(&whole), (embed(POOL), HOST_B));
-    assert_checksums(&whole);
 }
 
 /// A hairpin never crosses the IPv4 link nor leaves by another IPv6 link than the one it
@@ -819,11 +872,7 @@ fn unsolicited_syn_is_answered_with_port_unreachable_after_six_seconds() {
     let mut n = Nat64::new(config()).unwrap();
     let syn = syn4(SRV4, 33000, 5000);
     assert_eq!(inb(&mut n, 1, &syn), Err(DropReason::SynHeld));
-    assert_eq!(
-        n.poll_held_timeout(),
-        Some(t(7)),
-        "due 6 s after it arrived"
-    );
+    assert_eq!(n.poll_due_timeout(), Some(t(7)), "due 6 s after it arrived");
     assert!(poll(&mut n, 6_999).is_empty(), "not before 6 s");
     let got = poll(&mut n, 7_000);
     assert_eq!(got.len(), 1);
@@ -878,7 +927,7 @@ fn simultaneous_open_succeeds_and_the_held_syn_goes_silently() {
             poll(&mut n, 20_000).is_empty(),
             "the held SYN went silently"
         );
-        assert_eq!(n.poll_held_timeout(), None);
+        assert_eq!(n.poll_due_timeout(), None);
         // The peer, in SYN-SENT, answers the host's SYN with a SYN-ACK: it passes.
         let mut synack = ipv4(TCP, peer, POOL, 60, &tcp(4000, 5000, 0x12));
         fill_l4_csum(&mut synack);

@@ -39,7 +39,7 @@ fn unsolicited_hairpinned_syn_is_held_then_answered_in_icmpv6() {
     let mut n = Nat64::new(config()).unwrap();
     let syn = hairpin_syn(5000, 5001);
     assert_eq!(out6(&mut n, 1, &syn), Err(DropReason::SynHeld));
-    assert_eq!(n.poll_held_timeout(), Some(t(7)), "due 6 s after it came");
+    assert_eq!(n.poll_due_timeout(), Some(t(7)), "due 6 s after it came");
     assert!(poll(&mut n, 6_999).is_empty(), "not before 6 s");
     let got = poll(&mut n, 7_000);
     assert_eq!(got.len(), 1);
@@ -92,7 +92,7 @@ fn hairpinned_simultaneous_open_drops_the_held_syn_silently() {
             (v6_addrs(&b), ports(&b)),
             ((embed(POOL), HOST_A), (5001, 5000))
         );
-        assert_eq!(n.poll_held_timeout(), None, "released");
+        assert_eq!(n.poll_due_timeout(), None, "released");
         assert!(
             poll(&mut n, 20_000).is_empty(),
             "the held SYN went silently"
@@ -121,7 +121,7 @@ fn drop_externally_initiated_tcp_drops_a_hairpinned_syn_at_once() {
         out6(&mut n, 1, &hairpin_syn(5000, 5001)),
         Err(DropReason::NoMapping)
     );
-    assert_eq!(n.poll_held_timeout(), None);
+    assert_eq!(n.poll_due_timeout(), None);
     assert!(poll(&mut n, 10_000).is_empty());
     let c = n.counters();
     assert_eq!(c.dropped(DropReason::NoMapping), 1);

@@ -652,7 +652,7 @@ fn icmp_rate(
 
 /// `max_simultaneous_opens` as written (saturated: the engine refuses what is too large,
 /// naming the field), else `default`.
-fn held_syns(v: &Option<Spanned<u64>>, default: usize) -> usize {
+fn count_or(v: &Option<Spanned<u64>>, default: usize) -> usize {
     v.as_ref().map_or(default, |m| {
         usize::try_from(*m.get_ref()).unwrap_or(usize::MAX)
     })
@@ -727,7 +727,8 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     // Unsolicited inbound SYNs (RFC 5382 REQ-4).
     // Its bound is the engine's (`Nat44Config::validate`), located like any engine error.
-    c.max_simultaneous_opens = held_syns(&raw.max_simultaneous_opens, c.max_simultaneous_opens);
+    c.max_simultaneous_opens = count_or(&raw.max_simultaneous_opens, c.max_simultaneous_opens);
+    c.fragment_hold_bytes = count_or(&raw.fragment_hold_bytes, c.fragment_hold_bytes);
     c.drop_externally_initiated_tcp = raw
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);

@@ -340,6 +340,8 @@ pub(super) struct RawNat64 {
     pub fragment_timeout: Option<Spanned<u64>>,
     /// Fragmented datagrams in flight at most.
     pub max_fragment_records: Option<Spanned<u64>>,
+    /// Bytes of fragments held at most while they wait for their first.
+    pub fragment_hold_bytes: Option<Spanned<u64>>,
     /// Unsolicited inbound TCP SYNs held at once (RFC 6146 §3.5.2.2).
     pub max_simultaneous_opens: Option<Spanned<u64>>,
     /// Drop unsolicited inbound TCP SYNs instead of holding them (RFC 6146 §3.5.2.2).
@@ -470,8 +472,8 @@ pub(super) fn convert_nat64(
     c.fragment_timeout = t.unwrap_or(c.fragment_timeout);
     c.max_fragment_records = m.unwrap_or(c.max_fragment_records);
     // Unsolicited inbound SYNs (RFC 6146 §3.5.2.2) and ICMPv6 informational (§3.5.3).
-    c.max_simultaneous_opens =
-        super::held_syns(&r.max_simultaneous_opens, c.max_simultaneous_opens);
+    c.max_simultaneous_opens = super::count_or(&r.max_simultaneous_opens, c.max_simultaneous_opens);
+    c.fragment_hold_bytes = super::count_or(&r.fragment_hold_bytes, c.fragment_hold_bytes);
     c.drop_externally_initiated_tcp = r
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);

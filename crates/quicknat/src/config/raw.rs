@@ -105,6 +105,8 @@ pub(super) struct RawNat44 {
     pub fragment_timeout: Option<Spanned<u64>>,
     /// Fragmented datagrams in flight at most.
     pub max_fragment_records: Option<Spanned<u64>>,
+    /// Bytes of fragments held at most while they wait for their first.
+    pub fragment_hold_bytes: Option<Spanned<u64>>,
     /// The `[nat44.timeouts]` table.
     pub timeouts: Option<Spanned<RawTimeouts>>,
     /// `[[nat44.rule]]` tables.

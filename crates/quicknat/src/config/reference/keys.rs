@@ -43,6 +43,19 @@ impl Key {
 
 const SECS: &str = "integer (seconds)";
 
+/// `fragment_hold_bytes`, the same in `[nat44]` and `[nat64]`.
+const FRAGMENT_HOLD_BYTES: Key = k(
+    "fragment_hold_bytes",
+    "integer",
+    Value("4194304"),
+    "0-1073741824",
+    "Bytes of later fragments held at most while they wait for their datagram's first \
+     fragment (a sixteenth per source); 0 drops a fragment that arrives before its first.",
+    "1048576",
+)
+.rfc("RFC 4787 REQ-14")
+.reload(Restart);
+
 /// The sections in the order the reference shows them.
 #[rustfmt::skip]
 pub const SECTIONS: &[Section] = &[
@@ -363,6 +376,7 @@ const NAT44: &[Key] = &[
     k("max_fragment_records", "integer", Value("16384"), "1-16777216",
       "Fragmented datagrams in flight at most.", "1024")
         .reload(Restart),
+    FRAGMENT_HOLD_BYTES,
     k("max_simultaneous_opens", "integer", Value("10"), "0-4096",
       "Unsolicited inbound TCP SYNs held at once, waiting for a simultaneous open.", "20")
         .rfc("RFC 5382 REQ-4")
@@ -487,6 +501,7 @@ const NAT64: &[Key] = &[
     k("max_fragment_records", "integer", Value("16384"), "1-16777216",
       "Fragmented datagrams in flight at most.", "1024")
         .reload(Restart),
+    FRAGMENT_HOLD_BYTES,
     k("max_simultaneous_opens", "integer", Value("10"), "0-4096",
       "Unsolicited inbound TCP SYNs held at once.", "20")
         .rfc("RFC 6146 §3.5.2.2")

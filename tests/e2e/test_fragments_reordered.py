@@ -1,0 +1,160 @@
+"""Fragments in any order through a live NAT44 gateway (RFC 4787 REQ-14): the receiving
+kernel is the oracle.
+
+The NAT44 topology of test_nat44.py (cli 10.0.0.2 == gw == srv 198.51.100.2, public
+203.0.113.1, the gateway's kernel not forwarding). scapy builds UDP datagrams of 3,000
+bytes, cuts them into fragments and sends them in reverse and in shuffled order, from
+the client to the server and from the server back to the client's public endpoint; the
+receiving kernel reassembles them and its UDP socket gets the datagram only if every
+fragment arrived with the addresses of its first and the whole datagram's checksum
+holds after translation. The later fragments that arrived before their first were held
+by quicknat (`fragment_held`) and sent right after it.
+
+Overlapping fragments (RFC 5722 / RFC 1858) are refused: the receiver gets nothing and
+quicknat counts `fragment_overlap`.
+
+Runs once per backend (af_packet, af_xdp); needs root.
+    sudo python3 -m pytest tests/e2e/test_fragments_reordered.py [--quicknat PATH]
+"""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from netns import wait_for
+from test_nat44 import PUBLIC, SERVER, Gateway
+
+pytestmark = pytest.mark.needs_root
+
+CLIENT = "10.0.0.2"
+
+# Receives UDP datagrams on HOST:PORT and prints "<length> <sha256> <peer> <port>" for
+# each, until COUNT came or TIMEOUT seconds passed. With a fifth argument PEER:PORT, first
+# sends a small datagram there, to open the NAT binding.
+RECEIVER = r"""
+import hashlib, socket, sys
+host, port, count, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((host, port)); s.settimeout(timeout)
+if len(sys.argv) > 5:
+    peer, pport = sys.argv[5].rsplit(":", 1)
+    s.sendto(b"hello", (peer, int(pport)))
+print("ready", flush=True)
+for _ in range(count):
+    try:
+        b, peer = s.recvfrom(65535)
+    except socket.timeout:
+        break
+    print(len(b), hashlib.sha256(b).hexdigest(), peer[0], peer[1], flush=True)
+"""
+
+# Sends one UDP datagram SRC:SPORT -> DST:DPORT of N bytes (seeded), cut into fragments
+# of FRAG bytes, in ORDER (indices, comma separated); OVERLAP=1 adds a fragment that
+# overlaps the second. Prints the datagram's sha256.
+SENDER = r"""
+import hashlib, random, sys
+from scapy.all import IP, UDP, Raw, fragment, send, conf
+conf.verb = 0
+src, sport, dst, dport, n, fsize, order, ident, overlap = sys.argv[1:10]
+data = random.Random(int(ident)).randbytes(int(n))
+d = IP(src=src, dst=dst, id=int(ident), flags=0) / UDP(sport=int(sport), dport=int(dport)) / Raw(data)
+frags = fragment(IP(bytes(d)), fragsize=int(fsize))
+pkts = [frags[int(i)] for i in order.split(",")]
+if overlap == "1":
+    bad = IP(bytes(frags[1]))
+    bad.frag = bad.frag - 1  # starts 8 bytes earlier: overlaps the fragment before it
+    del bad.chksum
+    pkts.insert(0, bad)
+for p in pkts:
+    send(p)
+print(hashlib.sha256(data).hexdigest())
+"""
+
+
+@pytest.fixture(scope="module")
+def gw(quicknat, backend):
+    g = Gateway()
+    try:
+        g.setup(quicknat, backend)
+        yield g
+    finally:
+        g.close()
+
+
+def receive(gw, ns, host, port, count, hello=None):
+    """A receiver in `ns`, ready (its binding opened when `hello` names the peer)."""
+    args = [sys.executable, "-c", RECEIVER, host, str(port), str(count), "8"]
+    if hello:
+        args.append(hello)
+    p = gw.popen(ns, *args, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def send(gw, ns, src, sport, dst, dport, order, ident, overlap=False):
+    r = gw.nsx(ns, sys.executable, "-c", SENDER, src, str(sport), dst, str(dport), "3000",
+               "1000", ",".join(map(str, order)), str(ident), "1" if overlap else "0",
+               check=False, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.strip()
+
+
+def drops(gw, reason):
+    """The count of drop `reason` on quicknat's last stats line."""
+    seen = re.findall(rf"{reason}=(\d+)", gw.qn.stats())
+    return int(seen[-1]) if seen else 0
+
+
+def test_quicknat_started(gw):
+    assert gw.qn.wait_started(), gw.qn.text()[-2000:]
+
+
+@pytest.mark.parametrize("order", [[3, 2, 1, 0], [2, 0, 3, 1]], ids=["reverse", "shuffled"])
+def test_outbound_fragments_in_any_order_reach_the_server_whole(gw, order):
+    ident = 100 + order[0]
+    rx = receive(gw, "srv", SERVER, 7100, 1)
+    sha = send(gw, "cli", CLIENT, 7200 + order[0], SERVER, 7100, order, ident)
+    out, _ = rx.communicate(timeout=15)
+    assert out.split()[:3] == ["3000", sha, PUBLIC], f"{out!r} | {gw.qn.stats()}"
+
+
+@pytest.mark.parametrize("order", [[3, 2, 1, 0], [1, 3, 0, 2]], ids=["reverse", "shuffled"])
+def test_inbound_fragments_in_any_order_reach_the_client_whole(gw, order):
+    port = 7300 + order[0]
+    # The client opens its binding with a small datagram; the server answers with a
+    # fragmented one to the public endpoint the NAT gave it.
+    probe = receive(gw, "srv", SERVER, 7101, 1)
+    rx = receive(gw, "cli", CLIENT, port, 1, hello=f"{SERVER}:7101")
+    seen, _ = probe.communicate(timeout=15)
+    assert seen.split()[2:3] == [PUBLIC], f"{seen!r} | {gw.qn.stats()}"
+    public_port = int(seen.split()[3])
+    sha = send(gw, "srv", SERVER, 7101, PUBLIC, public_port, order, 200 + order[0])
+    out, _ = rx.communicate(timeout=15)
+    assert out.split()[:3] == ["3000", sha, SERVER], f"{out!r} | {gw.qn.stats()}"
+
+
+def test_held_fragments_are_counted(gw):
+    # The later fragments sent before their first: 3 + 1 out, 3 + 2 back (a stats line a
+    # second).
+    assert wait_for(lambda: drops(gw, "fragment_held") >= 9, 5), gw.qn.stats()
+
+
+def test_an_overlapping_fragment_refuses_the_datagram(gw):
+    before = drops(gw, "fragment_overlap")
+    rx = receive(gw, "srv", SERVER, 7102, 1)
+    send(gw, "cli", CLIENT, 7202, SERVER, 7102, [3, 2, 1, 0], 300, overlap=True)
+    out, _ = rx.communicate(timeout=15)
+    assert out.strip() == "", f"the server got {out!r}"
+    assert wait_for(lambda: drops(gw, "fragment_overlap") > before, 5), gw.qn.stats()
+
+
+def test_quicknat_stops_cleanly_on_sigterm(gw):
+    rc, text = gw.stop()
+    assert rc == 0 and "stopped." in text, text[-2000:]
+
+
+def test_namespaces_removed(gw):
+    left = gw.close()
+    assert not left, str(left)
