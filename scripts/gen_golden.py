@@ -148,14 +148,17 @@ outside_addresses = ["2001:db8:1::1"]
 """
 
 # --- SIIT: errors for refused packets, their RFC 6791 source, EAM hairpinning
-SIIT_ERR_SOURCE = "203.0.113.7"  # [siit] icmp_error_source (RFC 6791)
+# The translator's own ICMPv4 errors are a router's (RFC 7915 §1.4, RFC 1812 §4.3.2.4):
+# from its address on the IPv4 link ([gateway] inside_addresses), even with an RFC 6791
+# pool ([siit] icmp_error_source 203.0.113.7) configured.
+SIIT_ERR_SOURCE = "198.51.100.1"
 SIIT_EAM_A = ("192.0.2.1", "2001:db8:aaaa::1")  # IPv6 nodes with EAM addresses
 SIIT_EAM_B = ("192.0.2.2", "2001:db8:aaaa::2")
 
 CONFIG_SIIT_ERRORS = """\
 # Golden-test configuration: SIIT answering the packets it refuses (RFC 7915 §4.1, §4.4,
-# §5.1, §5.4) from its RFC 6791 source on the IPv4 side and its outside address on the
-# IPv6 side, and hairpinning between two EAM-mapped IPv6 nodes (RFC 7757 §4, intrinsic).
+# §5.1, §5.4) from its own address on each side (the RFC 6791 pool is for translated
+# errors of unmapped IPv6 routers), and hairpinning between two EAM-mapped IPv6 nodes (RFC 7757 §4, intrinsic).
 [siit]
 pref64 = "2001:db8:64::/96"
 eam = [ { ipv4 = "192.0.2.0/24", ipv6 = "2001:db8:aaaa::/120" } ]
@@ -875,8 +878,8 @@ def scenario_siit_gateway():
 
 def scenario_siit_errors():
     """SIIT (siit_errors.toml): the ICMP errors RFC 7915 owes the sender of a packet the
-    translator refuses, the translator's ICMPv4 errors sourced from the RFC 6791 address
-    (not the inside interface's), and EAM hairpinning. The IPv4 host is 198.51.100.20;
+    translator refuses, the translator's ICMPv4 errors sourced from its IPv4 link's
+    address (not the RFC 6791 pool's), and EAM hairpinning. The IPv4 host is 198.51.100.20;
     A (2001:db8:aaaa::1) and B (::2) are IPv6 nodes whose IPv4 addresses 192.0.2.1 and
     .2 come from the EAM entry 192.0.2.0/24 <-> 2001:db8:aaaa::/120."""
     h4, h4_6 = SIIT_V4_HOST, v6_addr(SIIT_V4_HOST)
@@ -895,8 +898,8 @@ def scenario_siit_errors():
 
     # 1. An unexpired loose source route (pointer 4 <= length 7): "the packet MUST instead
     # be discarded, and an ICMPv4 "Destination Unreachable, Source Route Failed" (Type 3,
-    # Code 5) error message SHOULD be returned to the sender" (§4.1), from the RFC 6791
-    # source.
+    # Code 5) error message SHOULD be returned to the sender" (§4.1), from the gateway's
+    # IPv4 address.
     pin = lsrr(0xC001, 4, b"source routed")
     pairs.append((pin, icmp4_error(pin, SIIT_ERR_SOURCE, ICMP(type=3, code=5))))
 
@@ -904,7 +907,7 @@ def scenario_siit_errors():
     pin = lsrr(0xC002, 8, b"route done")
     pairs.append((pin, udp6(True, h4_6, a6, 5000, 6000, TTL_INSIDE - 1, b"route done")))
 
-    # 3. TTL 1: Time Exceeded, from the RFC 6791 source too.
+    # 3. TTL 1: Time Exceeded, from the gateway's IPv4 address too.
     pin = udp4(True, h4, a4, 5000, 6000, 1, 0xC003, b"ttl one")
     pairs.append((pin, icmp4_error(pin, SIIT_ERR_SOURCE, ICMP(type=11, code=0))))
 

@@ -478,8 +478,10 @@ SIIT_B4_IN_PREF64 = "2001:db8:64::c000:202"
 
 class SiitErrorsParity(ParityGateway):
     """v4 (198.51.100.2) == gw [siit] (s-in 198.51.100.1 | s-out 2001:db8:2::2) == v6 (A and
-    B, 2001:db8:aaaa::1 and ::2, EAM 192.0.2.1 and .2). The translator's ICMPv4 errors
-    come from the RFC 6791 source 203.0.113.7; A reaches B through the Pref64 (hairpin)."""
+    B, 2001:db8:aaaa::1 and ::2, EAM 192.0.2.1 and .2). The translator's own ICMPv4
+    errors come from its IPv4 link's address, not the RFC 6791 source 203.0.113.7 (that
+    is for translated errors of unmapped IPv6 routers); A reaches B through the Pref64
+    (hairpin)."""
 
     def __init__(self, quicknat, backend):
         super().__init__("qpse", ("v4", "gw", "v6"), quicknat, backend)
@@ -530,8 +532,9 @@ class TestSiitErrorsParity:
     def test_udp_echo_from_the_ipv4_host_to_an_eam_node(self, psiit_err):
         assert psiit_err.cases()["warm"] == "100", psiit_err.detail()
 
-    def test_ttl_1_live_answers_time_exceeded_from_the_rfc6791_source(self, psiit_err):
-        assert psiit_err.cases()["ttl"] == "type=11 code=0 from=203.0.113.7 info=0", psiit_err.detail()
+    def test_ttl_1_live_answers_time_exceeded_from_the_links_address_not_the_rfc6791_pool(self, psiit_err):
+        # RFC 7915 §1.4, RFC 1812 §4.3.2.4: a router's own error, from the link it leaves by.
+        assert psiit_err.cases()["ttl"] == "type=11 code=0 from=198.51.100.1 info=0", psiit_err.detail()
 
     def test_unmapped_ipv6_destination_live_answers_administratively_prohibited(self, psiit_err):
         # RFC 7915 §5.4: Destination Unreachable, code 1, from the gateway's IPv6 address.

@@ -267,11 +267,17 @@ impl Siit {
         }
     }
 
-    /// The links as the responder sees them: with an RFC 6791 pool configured, ICMPv4
-    /// errors come from one of its addresses, picked by the refused packet's addresses.
+    /// The links as the responder sees them. The ICMPv4 errors the translator originates
+    /// are a router's (RFC 7915 §1.4, RFC 1812 §4.3.2.4): they come from the address of
+    /// the link they leave by. Only a link without an IPv4 address borrows one of the RFC
+    /// 6791 pool's, picked by the refused packet's addresses (the pool is for translated
+    /// errors of IPv6 routers without an IPv4 form).
     fn error_egress(&self, frame: &Frame<'_>, egress: &Egress) -> Egress {
         let mut e = *egress;
         let pkt = frame.packet();
+        if e.links[Side::Inside as usize].addr4.is_some() {
+            return e;
+        }
         if let (Some(pool), Some(Family::V4), Some(h)) = (
             &self.cfg.icmp_error_source,
             Family::of(pkt),

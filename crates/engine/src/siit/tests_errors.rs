@@ -71,11 +71,16 @@ pub(super) fn egress() -> Egress {
 /// Runs `pkt` through a worker of `cfg`: the verdict, the packet sent on (forwarded or
 /// hairpinned) and the gateway's own packets.
 pub(super) fn go(w: &mut Siit, pkt: &[u8]) -> (Emit, Vec<u8>, Vec<Vec<u8>>) {
+    go_by(w, pkt, &egress())
+}
+
+/// [`go`] with the links `links`.
+fn go_by(w: &mut Siit, pkt: &[u8], links: &Egress) -> (Emit, Vec<u8>, Vec<Vec<u8>>) {
     let mut buf = with_room(pkt, HEADROOM);
     let mut out = Output::new();
     let mut f = Frame::new(&mut buf, HEADROOM, pkt.len(), &mut out);
     let dir = w.classify(pkt);
-    let e = w.process(Timestamp::from_secs(1), dir, &mut f, &egress());
+    let e = w.process(Timestamp::from_secs(1), dir, &mut f, links);
     let sent = match e {
         Emit::Forward { start, len } | Emit::Hairpin { start, len } => {
             buf[start..start + len].to_vec()
@@ -341,8 +346,25 @@ fn errors_are_rate_limited() {
     );
 }
 
+/// RFC 7915 §1.4, RFC 1812 §4.3.2.4: the errors the translator originates are a
+/// router's, from the address of the link they leave by, even with an RFC 6791 pool
+/// configured; the pool still sources translated errors of unmapped IPv6 routers.
 #[test]
-fn rfc6791_pool_sources_the_translators_icmpv4_errors() {
+fn the_translators_own_icmpv4_errors_come_from_the_link_address_not_the_pool() {
+    let pool = Rfc6791Pool::new(vec!["203.0.113.64/30".parse().unwrap()]).unwrap();
+    let mut cfg = config();
+    cfg.icmp_error_source = Some(pool.clone());
+    let mut w = worker(cfg);
+    let sender = Ipv4Addr::new(198, 51, 100, 7);
+    let (e, _, own) = go(&mut w, &udp4(sender, A4, 1));
+    assert_eq!(e, Emit::Reply(DropReason::TtlExpired));
+    assert_eq!(v4_addrs(&own[0]), (GW4_IN, sender));
+}
+
+/// A link without an IPv4 address borrows the pool's for the errors the translator
+/// originates there.
+#[test]
+fn rfc6791_pool_sources_the_translators_icmpv4_errors_on_a_link_without_an_address() {
     let pool: Rfc6791Pool = Rfc6791Pool::new(vec![
         "203.0.113.64/30".parse().unwrap(),
         "203.0.113.200".parse().unwrap(),
@@ -351,17 +373,19 @@ fn rfc6791_pool_sources_the_translators_icmpv4_errors() {
     let mut cfg = config();
     cfg.icmp_error_source = Some(pool.clone());
     let mut w = worker(cfg);
+    let mut links = egress();
+    links.links[0].addr4 = None;
     let in_pool = |a: Ipv4Addr| pool.prefixes().iter().any(|p| p.contains(a));
     let mut seen = std::collections::BTreeSet::new();
     for i in 1..=40u8 {
         let sender = Ipv4Addr::new(198, 51, 100, i);
-        let (e, _, own) = go(&mut w, &udp4(sender, A4, 1));
+        let (e, _, own) = go_by(&mut w, &udp4(sender, A4, 1), &links);
         assert_eq!(e, Emit::Reply(DropReason::TtlExpired));
         let (src, dst) = v4_addrs(&own[0]);
         assert!(in_pool(src), "{src} from the pool");
         assert_eq!(dst, sender);
         // The same flow always gets the same address (a replay answers as live did).
-        let (_, _, again) = go(&mut w, &udp4(sender, A4, 1));
+        let (_, _, again) = go_by(&mut w, &udp4(sender, A4, 1), &links);
         assert_eq!(v4_addrs(&again[0]).0, src);
         seen.insert(src);
     }

@@ -591,7 +591,8 @@ const SIIT: &[Key] = &[
     k("icmp_error_source", "string or array of strings",
       Absent("none: such errors are dropped"), "IPv4 addresses or prefixes",
       "IPv4 sources for translated ICMPv6 errors from IPv6 routers that have no IPv4 \
-       mapping (RFC 7600 reserves 192.0.0.8).", "\"192.0.0.8\"")
+       mapping (RFC 7600 reserves 192.0.0.8); the translator's own ICMPv4 errors use it \
+       only on a link without an IPv4 address.", "\"192.0.0.8\"")
         .rfc("RFC 6791"),
     k("eam_hairpin", "string", Value("\"intrinsic\""),
       "`\"off\"`, `\"simple\"`, `\"intrinsic\"`",
