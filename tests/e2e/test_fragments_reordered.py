@@ -13,6 +13,15 @@ by quicknat (`fragment_held`) and sent right after it.
 Overlapping fragments (RFC 5722 / RFC 1858) are refused: the receiver gets nothing and
 quicknat counts `fragment_overlap`.
 
+TestNat64 does the same through a NAT64 (RFC 6146 §3.4/§3.5), the small topology of
+test_nat64.py's TestNat64Fragments (cli 2001:db8:1::2, IPv6 only == gw == srv
+198.51.100.2, pool4 203.0.113.1, pref64 2001:db8:64::/96): the IPv6 client sends the
+3,000-byte datagram as IPv6 fragments (a Fragment header each) to the server's pref64
+address, in reverse and shuffled order, and the IPv4 server's socket must get it whole;
+the server sends one back as IPv4 fragments in reverse and shuffled order to the public
+endpoint the client's first datagram opened, and the IPv6 client's socket must get it
+whole, from the server's pref64 address.
+
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_fragments_reordered.py [--quicknat PATH]
 """
@@ -25,18 +34,20 @@ import pytest
 
 from netns import wait_for
 from test_nat44 import PUBLIC, SERVER, Gateway
+from test_nat64 import POOL4, SERVER6, Nat64Fragments, make
 
 pytestmark = pytest.mark.needs_root
 
 CLIENT = "10.0.0.2"
+CLIENT6 = "2001:db8:1::2"  # the NAT64's IPv6 client
 
-# Receives UDP datagrams on HOST:PORT and prints "<length> <sha256> <peer> <port>" for
-# each, until COUNT came or TIMEOUT seconds passed. With a fifth argument PEER:PORT, first
-# sends a small datagram there, to open the NAT binding.
+# Receives UDP datagrams on HOST:PORT (IPv4 or IPv6, by HOST) and prints "<length>
+# <sha256> <peer> <port>" for each, until COUNT came or TIMEOUT seconds passed. With a
+# fifth argument PEER:PORT, first sends a small datagram there, to open the NAT binding.
 RECEIVER = r"""
 import hashlib, socket, sys
 host, port, count, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((host, port)); s.settimeout(timeout)
 if len(sys.argv) > 5:
     peer, pport = sys.argv[5].rsplit(":", 1)
@@ -72,6 +83,23 @@ for p in pkts:
 print(hashlib.sha256(data).hexdigest())
 """
 
+# SENDER for IPv6: the datagram carries a Fragment header (identification IDENT) and is
+# cut by scapy's fragment6 into fragments of FRAG bytes of payload.
+SENDER6 = r"""
+import hashlib, random, sys
+from scapy.all import IPv6, IPv6ExtHdrFragment, UDP, Raw, fragment6, send, conf
+conf.verb = 0
+src, sport, dst, dport, n, fsize, order, ident = sys.argv[1:9]
+data = random.Random(int(ident)).randbytes(int(n))
+d = (IPv6(src=src, dst=dst) / IPv6ExtHdrFragment(id=int(ident)) / UDP(sport=int(sport), dport=int(dport))
+     / Raw(data))
+frags = fragment6(IPv6(bytes(d)), 40 + 8 + int(fsize))
+pkts = [frags[int(i)] for i in order.split(",")]
+for p in pkts:
+    send(p)
+print(hashlib.sha256(data).hexdigest())
+"""
+
 
 @pytest.fixture(scope="module")
 def gw(quicknat, backend):
@@ -94,9 +122,16 @@ def receive(gw, ns, host, port, count, hello=None):
 
 
 def send(gw, ns, src, sport, dst, dport, order, ident, overlap=False):
-    r = gw.nsx(ns, sys.executable, "-c", SENDER, src, str(sport), dst, str(dport), "3000",
-               "1000", ",".join(map(str, order)), str(ident), "1" if overlap else "0",
-               check=False, timeout=30)
+    """Sends the 3,000-byte datagram as fragments of 1,000 bytes (four: the last has the
+    UDP header's 8 bytes) in `order`, as IPv4 or, when `dst` is IPv6, IPv6 fragments;
+    returns its sha256."""
+    if ":" in dst:
+        assert not overlap
+        args = (SENDER6, src, str(sport), dst, str(dport), "3000", "1000", ",".join(map(str, order)), str(ident))
+    else:
+        args = (SENDER, src, str(sport), dst, str(dport), "3000", "1000", ",".join(map(str, order)), str(ident),
+                "1" if overlap else "0")
+    r = gw.nsx(ns, sys.executable, "-c", *args, check=False, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout.strip()
 
@@ -105,6 +140,11 @@ def drops(gw, reason):
     """The count of drop `reason` on quicknat's last stats line."""
     seen = re.findall(rf"{reason}=(\d+)", gw.qn.stats())
     return int(seen[-1]) if seen else 0
+
+
+def held_before_first(order):
+    """The later fragments `order` sends before its first: the ones quicknat holds."""
+    return order.index(0)
 
 
 def test_quicknat_started(gw):
@@ -158,3 +198,54 @@ def test_quicknat_stops_cleanly_on_sigterm(gw):
 def test_namespaces_removed(gw):
     left = gw.close()
     assert not left, str(left)
+
+
+# ------------------------------------------------------------------------------- NAT64
+
+
+@pytest.fixture(scope="class")
+def gw64(quicknat, backend):
+    yield from make(Nat64Fragments, quicknat, backend)
+
+
+NAT64_OUT = [[3, 2, 1, 0], [2, 0, 3, 1]]
+NAT64_IN = [[3, 2, 1, 0], [1, 3, 0, 2]]
+
+
+class TestNat64:
+    def test_quicknat_started(self, gw64):
+        assert gw64.qn.wait_started() and gw64.qn.proc.poll() is None, gw64.qn.text()[-2000:]
+
+    @pytest.mark.parametrize("order", NAT64_OUT, ids=["reverse", "shuffled"])
+    def test_ipv6_fragments_in_any_order_reach_the_ipv4_server_whole(self, gw64, order):
+        rx = receive(gw64, "srv", SERVER, 7110, 1)
+        sha = send(gw64, "cli", CLIENT6, 7210 + order[0], SERVER6, 7110, order, 400 + order[0])
+        out, _ = rx.communicate(timeout=15)
+        assert out.split()[:3] == ["3000", sha, POOL4], f"{out!r} | {gw64.qn.stats()}"
+
+    @pytest.mark.parametrize("order", NAT64_IN, ids=["reverse", "shuffled"])
+    def test_ipv4_fragments_in_any_order_reach_the_ipv6_client_whole(self, gw64, order):
+        port = 7310 + order[0]
+        # The client opens its binding with a small datagram to the server's pref64
+        # address; the server answers with a fragmented one to the pool4 endpoint it saw.
+        probe = receive(gw64, "srv", SERVER, 7111, 1)
+        rx = receive(gw64, "cli", CLIENT6, port, 1, hello=f"{SERVER6}:7111")
+        seen, _ = probe.communicate(timeout=15)
+        assert seen.split()[2:3] == [POOL4], f"{seen!r} | {gw64.qn.stats()}"
+        public_port = int(seen.split()[3])
+        sha = send(gw64, "srv", SERVER, 7111, POOL4, public_port, order, 500 + order[0])
+        out, _ = rx.communicate(timeout=15)
+        assert out.split()[:3] == ["3000", sha, SERVER6], f"{out!r} | {gw64.qn.stats()}"
+
+    def test_held_fragments_are_counted(self, gw64):
+        want = sum(map(held_before_first, NAT64_OUT + NAT64_IN))
+        assert want == 9
+        assert wait_for(lambda: drops(gw64, "fragment_held") >= want, 5), gw64.qn.stats()
+
+    def test_quicknat_stops_cleanly_on_sigterm(self, gw64):
+        rc, text = gw64.qn.stop()
+        assert rc == 0 and "stopped." in text, text[-2000:]
+
+    def test_namespaces_removed(self, gw64):
+        left = gw64.close()
+        assert not left, str(left)

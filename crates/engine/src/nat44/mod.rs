@@ -172,14 +172,6 @@ pub trait InsideHosts: Send + Sync + std::fmt::Debug {
     fn subscriber(&self, inside: Ipv4Addr) -> u64 {
         u64::from(u32::from(inside))
     }
-    /// Whether an unsolicited TCP SYN on a hairpin's return pass is held for a
-    /// simultaneous open like one from outside (NAT64: RFC 6146 §3.8 processes a
-    /// hairpinned packet "as an incoming IPv4 packet"), its Port Unreachable then making
-    /// the return pass back to the sender. Default: dropped at once (`no_mapping`,
-    /// `filtered`).
-    fn hold_hairpinned_syns(&self) -> bool {
-        false
-    }
 }
 
 /// The pool of dynamic rule `r`: its ranges, never expanded (a /8 costs what its used
@@ -367,15 +359,6 @@ impl Nat44Shared {
             .get(i)
             .is_some_and(|&(first, _)| first <= a)
             || self.public_hosts.contains(&addr)
-    }
-
-    /// Whether an unsolicited SYN on a hairpin's return pass is held (see
-    /// [`InsideHosts::hold_hairpinned_syns`]).
-    #[inline]
-    pub(crate) fn holds_hairpinned_syns(&self) -> bool {
-        self.inside_hosts
-            .as_ref()
-            .is_some_and(|h| h.hold_hairpinned_syns())
     }
 
     /// The QSBR domain the workers announce quiescent states to (for tables that live

@@ -12,7 +12,9 @@ use proptest::prelude::*;
 use super::tests::{config, IN_A, IN_B, PUB, SRV};
 use super::Nat44;
 use crate::config::Filtering;
-use crate::testpkt::{assert_checksums, fill_l4_csum, ipv4, ports, udp, v4_addrs, UDP};
+use crate::testpkt::{
+    assert_checksums, fill_l4_csum, ipv4, ports, tcp, udp, v4_addrs, ICMP, TCP, UDP,
+};
 use crate::verdict::{Direction::*, DropReason};
 use crate::{Direction, Emit};
 
@@ -241,4 +243,78 @@ proptest! {
             }
         }
     }
+}
+
+/// A TCP segment with `flags`.
+fn segment(from: Ep, to: Ep, flags: u8) -> Vec<u8> {
+    let mut p = ipv4(TCP, from.0, to.0, 64, &tcp(from.1, to.1, flags));
+    fill_l4_csum(&mut p);
+    p
+}
+
+/// What the NAT sends with no packet arriving at `s` seconds.
+fn polled(n: &mut Nat44, s: u64) -> Vec<Vec<u8>> {
+    let mut out = crate::mode::Output::new();
+    n.poll(t(s), &mut out);
+    out.packets().map(<[u8]>::to_vec).collect()
+}
+
+/// RFC 5382 REQ-4 through the hairpin (RFC 4787 REQ-9: the return pass is an inbound
+/// packet): an unsolicited SYN from A to a public endpoint no binding holds is held 6 s,
+/// then answered with Port Unreachable, which makes the hairpin back to A from the
+/// endpoint A sent to; nothing leaves before, nothing twice.
+#[test]
+fn an_unsolicited_hairpinned_syn_is_held_then_answered_through_the_hairpin() {
+    let mut n = Nat44::new(config()).unwrap();
+    let syn = segment((IN_A, 4000), (PUB, 6000), 0x02);
+    let mut p = syn.clone();
+    assert_eq!(
+        n.process(t(1), Outbound, &mut p),
+        Emit::Drop(DropReason::SynHeld)
+    );
+    assert_eq!(n.poll_due_timeout(), Some(t(7)));
+    assert!(polled(&mut n, 6).is_empty(), "not before 6 s");
+    let got = polled(&mut n, 7);
+    assert_eq!(got.len(), 1);
+    let e = &got[0];
+    assert_eq!((e[9], e[20], e[21]), (ICMP, 3, 3), "Port Unreachable");
+    assert_eq!(
+        v4_addrs(e),
+        (PUB, IN_A),
+        "from the endpoint A sent to, to A"
+    );
+    assert_checksums(e);
+    let quote = &e[28..];
+    assert_eq!(ports(quote), (4000, 6000), "the SYN as A sent it");
+    assert_eq!(v4_addrs(quote), (IN_A, PUB));
+    assert!(polled(&mut n, 8).is_empty(), "exactly once");
+}
+
+/// A simultaneous open through the hairpin: under port-dependent filtering A's SYN to
+/// B's public endpoint is unsolicited there and held; B's SYN to A's public endpoint
+/// then releases it silently and itself reaches A.
+#[test]
+fn a_hairpinned_simultaneous_open_drops_the_held_syn_silently() {
+    let mut cfg = config();
+    cfg.filtering = Filtering::AddressAndPortDependent;
+    let mut n = Nat44::new(cfg).unwrap();
+    // B's public endpoint, as a rendezvous server would have told A.
+    let mut p = segment((IN_B, 5000), (SRV, 80), 0x02);
+    assert!(n.process(t(1), Outbound, &mut p).is_forward());
+    let b_pub = endpoints(&p).0;
+    let mut s = segment((IN_A, 4000), b_pub, 0x02);
+    assert_eq!(
+        n.process(t(2), Outbound, &mut s),
+        Emit::Drop(DropReason::SynHeld)
+    );
+    // A's public endpoint: its port kept (port preservation).
+    let a_pub = (PUB, 4000);
+    let mut s = segment((IN_B, 5000), a_pub, 0x02);
+    let e = n.process(t(3), Outbound, &mut s);
+    let Emit::Forward { start, len } = e else {
+        panic!("B's SYN reaches A: {e:?}");
+    };
+    assert_eq!(endpoints(&s[start..start + len]), (b_pub, (IN_A, 4000)));
+    assert!(polled(&mut n, 9).is_empty(), "the held SYN went silently");
+    assert_eq!(n.poll_due_timeout(), None);
 }

@@ -456,14 +456,12 @@ impl Nat44Worker {
     ) -> Result<bool, DropReason> {
         let r = match dir {
             Direction::Outbound => self.new_outbound(now, &f.tuple)?,
+            // A hairpin's return pass is an inbound packet in every respect (RFC 4787
+            // REQ-9, RFC 6146 §3.8): an unsolicited SYN on it is held like one from
+            // outside, its Port Unreachable making the hairpin back to the sender.
             Direction::Inbound => match self.new_inbound(now, leg, &f.tuple) {
                 Ok(r) => r,
-                // A hairpin's return pass is held only where the mode processes it as
-                // an inbound packet in every respect (NAT64, RFC 6146 §3.8).
-                Err(e) if leg == Leg::Wire || self.shared.holds_hairpinned_syns() => {
-                    return Err(self.unsolicited(now, &f, pkt, e))
-                }
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.unsolicited(now, &f, pkt, e)),
             },
         };
         let sh = &*self.shared;

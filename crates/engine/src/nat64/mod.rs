@@ -108,9 +108,6 @@ impl InsideHosts for Hosts {
             _ => u64::from(u32::from(inside)),
         }
     }
-    fn hold_hairpinned_syns(&self) -> bool {
-        true
-    }
 }
 
 /// Everything the threads of one NAT64 instance share.
