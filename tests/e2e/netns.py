@@ -269,6 +269,11 @@ class Quicknat:
         lines = [l for l in self.text().splitlines() if "stats:" in l]
         return lines[-1] if lines else "(no stats line yet)"
 
+    def dropped(self, reason):
+        """The count of drop `reason` on the last stats line (0 before any)."""
+        seen = re.findall(rf"[\[ ]{reason}=(\d+)", self.stats())
+        return int(seen[-1]) if seen else 0
+
     def wait_counter(self, name, at_least=1, timeout=5.0):
         """Waits (bounded) for a stats line whose counter `name` is at least `at_least`
         (the counters reach the log once per stats_interval); returns whether it came."""

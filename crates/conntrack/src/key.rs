@@ -88,11 +88,7 @@ impl Key {
     /// Unpacks into a tuple.
     #[inline]
     pub fn tuple(self) -> Tuple {
-        let proto = match self.1 & 0xff {
-            0 => Proto::Tcp,
-            1 => Proto::Udp,
-            _ => Proto::Icmp,
-        };
+        let proto = Proto::from_index(self.1 & 0xff);
         Tuple::new(
             proto,
             Endpoint::new(Ipv4Addr::from((self.0 >> 32) as u32), (self.1 >> 48) as u16),
@@ -191,7 +187,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn tuple(p: u8, a: u32, sp: u16, b: u32, dp: u16) -> Tuple {
-        let proto = [Proto::Tcp, Proto::Udp, Proto::Icmp][p as usize % 3];
+        let proto = Proto::from_index(u64::from(p) % Proto::COUNT as u64);
         Tuple::new(
             proto,
             Endpoint::new(a.into(), sp),

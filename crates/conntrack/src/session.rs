@@ -239,11 +239,7 @@ impl Hit<'_> {
             .load(Ordering::Relaxed)
             .max(s.seen[1].load(Ordering::Relaxed));
         let st = s.state.load(Ordering::Acquire);
-        let proto = match s.keys[0][1].load(Ordering::Relaxed) & 0xff {
-            0 => crate::tuple::Proto::Tcp,
-            1 => crate::tuple::Proto::Udp,
-            _ => crate::tuple::Proto::Icmp,
-        };
+        let proto = crate::tuple::Proto::from_index(s.keys[0][1].load(Ordering::Relaxed) & 0xff);
         (
             Timestamp::from_nanos(seen),
             TcpState::from_bits(st >> TCP_SHIFT),

@@ -81,7 +81,7 @@ impl Subscribers {
         Self {
             key,
             mask: slots - 1,
-            tables: [table(), table(), table(), table()],
+            tables: std::array::from_fn(|_| table()),
         }
     }
 

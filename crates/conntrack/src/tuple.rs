@@ -13,11 +13,28 @@ pub enum Proto {
     Udp = 1,
     /// ICMP query (echo); ports are the identifier.
     Icmp = 2,
+    /// Any other IP protocol (GRE, ESP, SCTP, ...), translated by address only: both
+    /// "ports" of its tuple are its IP protocol number.
+    Other = 3,
 }
 
 impl Proto {
     /// Number of tracked protocols (port spaces).
-    pub const COUNT: usize = 3;
+    pub const COUNT: usize = 4;
+
+    /// Every tracked protocol, in index order.
+    pub const ALL: [Proto; Proto::COUNT] = [Proto::Tcp, Proto::Udp, Proto::Icmp, Proto::Other];
+
+    /// The protocol of index `i` ([`index`](Self::index)); past the last, [`Proto::Other`].
+    #[inline]
+    pub fn from_index(i: u64) -> Proto {
+        match i {
+            0 => Proto::Tcp,
+            1 => Proto::Udp,
+            2 => Proto::Icmp,
+            _ => Proto::Other,
+        }
+    }
 
     /// Index of the protocol's port space.
     #[inline]
@@ -31,6 +48,7 @@ impl Proto {
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
             Proto::Icmp => "icmp",
+            Proto::Other => "other",
         }
     }
 }

@@ -143,6 +143,9 @@ pub struct Timeouts {
     pub tcp_syn_recv: Duration,
     /// ICMP query (echo) timeout (RFC 5508: at least 60 s).
     pub icmp: Duration,
+    /// Every other protocol, translated by address only (GRE, ESP, SCTP, ...): Linux
+    /// conntrack's generic timeout, 600 s.
+    pub other: Duration,
 }
 
 impl Default for Timeouts {
@@ -155,6 +158,7 @@ impl Default for Timeouts {
             tcp_syn_sent: Duration::from_secs(120),
             tcp_syn_recv: Duration::from_secs(60),
             icmp: Duration::from_secs(60),
+            other: Duration::from_secs(600),
         }
     }
 }

@@ -455,13 +455,15 @@ impl EventLog {
 /// The producer id of the reaper (its ring is the last).
 pub const REAPER: usize = usize::MAX;
 
-/// The protocol number of a tracked protocol.
+/// The IP protocol number of a tracked protocol; `port`, a port of its tuple, gives it for
+/// [`Proto::Other`] (whose tuples carry it as both ports).
 #[inline]
-pub fn proto_number(p: Proto) -> u8 {
+pub fn proto_number(p: Proto, port: u16) -> u8 {
     match p {
         Proto::Tcp => 6,
         Proto::Udp => 17,
         Proto::Icmp => 1,
+        Proto::Other => port as u8,
     }
 }
 

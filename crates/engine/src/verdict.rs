@@ -82,6 +82,9 @@ drop_reasons! {
     FragmentTableFull => "fragment_table_full",
     /// A transport protocol the NAT cannot translate (no ports or identifiers).
     UnsupportedProtocol => "unsupported_protocol",
+    /// A protocol translated by address only (GRE, ESP, SCTP, ...) whose (public
+    /// address, remote, protocol) another inside host holds: one host at a time.
+    AddressOnlyInUse => "address_only_in_use",
     /// An ICMP type that is neither a query the NAT tracks nor an error it translates.
     UnsupportedIcmp => "unsupported_icmp",
     /// TTL would reach zero at this hop.
@@ -203,6 +206,7 @@ impl DropReason {
             D::FragmentTooMany => "datagram of more than 64 fragments",
             D::FragmentTableFull => "fragment table full: a new fragmented datagram refused",
             D::UnsupportedProtocol => "transport protocol without ports or identifiers",
+            D::AddressOnlyInUse => "another inside host holds this protocol to that remote on the public address",
             D::UnsupportedIcmp => "ICMP type neither a tracked query nor a translated error",
             D::TtlExpired => "TTL / hop limit would reach zero at this hop",
             D::NoRule => "outbound from an address no rule covers",

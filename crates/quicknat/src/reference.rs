@@ -227,9 +227,15 @@ fn remedy(r: DropReason) -> &'static str {
              look for a fragment flood from one source."
         }
         D::UnsupportedProtocol => {
-            "NAT44 and NAT64 translate TCP, UDP and ICMP (ICMPv6) only; GRE, ESP, SCTP and \
-             others are dropped. Use NAT-T (UDP) for IPsec, or a static NAT or SIIT for hosts \
-             that need other protocols."
+            "SIIT, CLAT and NAT64 refuse ICMPv6 carried in IPv4 and ICMPv4 carried in IPv6 \
+             (RFC 7915 §4.4, §5.4: answered Protocol Unreachable or dropped). NAT44 and NAT64 \
+             translate every other IP protocol, those without ports by address only."
+        }
+        D::AddressOnlyInUse => {
+            "Two inside hosts on one public address used the same port-less protocol (ESP, \
+             GRE, ...) to the same remote: the second waits until the first's session \
+             expires (`[timeouts] other`). Use NAT-T (IPsec over UDP), give such hosts \
+             static NAT, or a larger pool."
         }
         D::UnsupportedIcmp => {
             "An ICMP type that is neither a query the NAT tracks (echo) nor an error it \

@@ -28,6 +28,11 @@ pub enum L4Kind {
     /// ICMP query: identifier at 4, checksum at 2 (no pseudo-header). The identifier is
     /// the source "port" of a request and the destination "port" of a reply.
     IcmpQuery,
+    /// Any other protocol (GRE, ESP, SCTP, ...), translated by address only: its header
+    /// is never touched (none of these checksums covers the IP addresses: GRE's and
+    /// SCTP's CRC32c cover their own header and data, ESP is integrity-protected end to
+    /// end without the outer addresses).
+    AddressOnly,
 }
 
 /// Addresses and ports a packet must carry after translation.
@@ -87,6 +92,7 @@ fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: D
                 set16(l4, 2, c, &mut changed);
             }
         }
+        L4Kind::AddressOnly => {}
     }
     changed
 }
@@ -99,7 +105,7 @@ fn rewrite_fast(pkt: &mut [u8], kind: L4Kind, to: &Rewrite, decrement_ttl: bool)
     let need = match kind {
         L4Kind::Tcp => 40,
         L4Kind::Udp => 28,
-        L4Kind::IcmpQuery => return false,
+        L4Kind::IcmpQuery | L4Kind::AddressOnly => return false,
     };
     if pkt.len() < need {
         return false;
@@ -240,7 +246,7 @@ pub fn rewrite_partial(
     to: &Rewrite,
     decrement_ttl: bool,
 ) -> bool {
-    if kind == L4Kind::IcmpQuery {
+    if matches!(kind, L4Kind::IcmpQuery | L4Kind::AddressOnly) {
         return rewrite(pkt, l4_off, kind, to, decrement_ttl);
     }
     if l4_off < 20 || pkt.len() < l4_off + if kind == L4Kind::Tcp { 18 } else { 8 } {

@@ -444,7 +444,7 @@ impl PortPool {
     }
 
     /// A port's number in the ring: address index, port and protocol in under 50 bits
-    /// (2^32 addresses × 2^16 ports × 3).
+    /// (2^32 addresses × 2^16 ports × 4).
     fn hold_id(&self, ai: u64, proto: Proto, port: u16) -> u64 {
         let slot = ai * u64::from(self.ports_per_addr()) + u64::from(port - self.first);
         let id = slot * Proto::COUNT as u64 + proto.index() as u64;
@@ -456,11 +456,7 @@ impl PortPool {
     /// `released` with the block it emptied (PBA).
     fn freeing<'a>(&'a self, mut released: impl FnMut(Block) + 'a) -> impl FnMut(u64) + 'a {
         move |id| {
-            let proto = match id % Proto::COUNT as u64 {
-                0 => Proto::Tcp,
-                1 => Proto::Udp,
-                _ => Proto::Icmp,
-            };
+            let proto = Proto::from_index(id % Proto::COUNT as u64);
             let slot = id / Proto::COUNT as u64;
             let ppa = u64::from(self.ports_per_addr());
             let (ai, port) = (slot / ppa, self.first + (slot % ppa) as u16);

@@ -161,7 +161,7 @@ impl Nat44Shared {
                 PoolAddrUsage {
                     addr: a,
                     ports_per_proto: pool.ports_per_addr(),
-                    taken: [Proto::Tcp, Proto::Udp, Proto::Icmp].map(|p| pool.taken(a, p)),
+                    taken: Proto::ALL.map(|p| pool.taken(a, p)),
                     bindings,
                     subscribers: hosts,
                     blocks_held: pool.held_blocks(a).len() as u32,

@@ -451,11 +451,12 @@ pub const MAX_SESSIONS: usize = conntrack::session::SessionTable::MAX_CAPACITY;
 pub const MAX_FRAGMENT_RECORDS_LIMIT: usize = 1 << 24;
 
 /// What one public address in use can cost in the port pool: a bitmap of 65,536 ports for
-/// each of TCP, UDP and ICMP (8 KiB each, reserved on first use) and its bookkeeping.
+/// each of TCP, UDP, ICMP and the address-only protocols (8 KiB each, reserved on first
+/// use) and its bookkeeping.
 /// Counted per address *in use* (at most one per inside host, by paired pooling, and
 /// one per session), not per address of the pool: the pool's cost proportional to its
 /// size is the port pool's own matter (`conntrack::pool`).
-pub const POOL_BYTES_PER_ADDRESS_IN_USE: usize = 3 * 8192 + 128;
+pub const POOL_BYTES_PER_ADDRESS_IN_USE: usize = 4 * 8192 + 128;
 
 impl Nat44Config {
     /// Refuses sizes the tables cannot index (the session and binding tables' 32-bit ids,
@@ -668,7 +669,7 @@ mod size_tests {
         assert_eq!(pool.bytes, 256 * POOL_BYTES_PER_ADDRESS_IN_USE as u64);
         assert_eq!(pool.item, ConfigItem::Entry("rule", 0, "pool"));
         // The reuse hold: 8 bytes a port, max_sessions of them, or every port of a small
-        // pool (one address: 64,512 ports × 3 protocols), named after what bounds it.
+        // pool (one address: 64,512 ports × 4 protocols), named after what bounds it.
         let hold = |c: &Nat44Config| {
             c.memory()
                 .parts
@@ -679,7 +680,7 @@ mod size_tests {
         assert_eq!(hold(&c), Some((ConfigItem::Field("max_sessions"), 8 << 20)));
         assert_eq!(
             hold(&one_rule(1 << 20)),
-            Some((ConfigItem::Entry("rule", 0, "pool"), 64_512 * 3 * 8))
+            Some((ConfigItem::Entry("rule", 0, "pool"), 64_512 * 4 * 8))
         );
     }
 

@@ -51,6 +51,8 @@ mod tests_mt;
 #[cfg(test)]
 mod tests_natlog;
 #[cfg(test)]
+mod tests_other;
+#[cfg(test)]
 mod tests_pba;
 #[cfg(test)]
 mod tests_reload;
@@ -415,6 +417,7 @@ fn timeout_of(t: &Timeouts, proto: Proto, tcp: TcpState) -> Duration {
     match proto {
         Proto::Udp => t.udp,
         Proto::Icmp => t.icmp,
+        Proto::Other => t.other,
         Proto::Tcp => match tcp.phase() {
             TcpPhase::SynSent => t.tcp_syn_sent,
             TcpPhase::SynRecv => t.tcp_syn_recv,

@@ -73,7 +73,7 @@ impl Nat44Shared {
             (EventKind::Nat44BibDelete, EventKind::Nat64BibDelete)
         };
         let mut e = self.event(k44, k64, at, inside);
-        e.proto = proto_number(proto);
+        e.proto = proto_number(proto, inside.port);
         e.public = (public.addr, public.port);
         log.record(at.ring, &e);
     }
@@ -145,7 +145,7 @@ impl Nat44Shared {
             (EventKind::Nat44SessionDelete, EventKind::Nat64SessionDelete)
         };
         let mut e = self.event(k44, k64, at, inside);
-        e.proto = proto_number(initial.proto);
+        e.proto = proto_number(initial.proto, initial.src.port);
         e.public = (public.addr, public.port);
         e.remote = (remote.addr, remote.port);
         log.record(at.ring, &e);
@@ -210,7 +210,7 @@ impl Nat44Shared {
         };
         e.inside = (inside.addr, inside.port);
         e.inside6 = self.inside_hosts.as_ref().and_then(|h| h.ipv6(inside.addr));
-        e.proto = proto_number(proto);
+        e.proto = proto_number(proto, inside.port);
         log.record(at.ring, &e);
     }
 }

@@ -109,8 +109,18 @@ fn ports(proto: IpProtocol, l4: &[u8]) -> Option<(Proto, L4Kind, u16, u16)> {
             let (sp, dp) = icmp_ports(t, p16(4)?);
             Some((Proto::Icmp, L4Kind::IcmpQuery, sp, dp))
         }
-        _ => None,
+        p => Some(address_only(p)),
     }
+}
+
+/// Any other protocol is translated by address only: its tuple carries the protocol
+/// number as both "ports", so that one tuple names one (inside host, remote host,
+/// protocol) and its reply the reverse, as netfilter's generic tracker and VPP's
+/// unknown-protocol sessions key them.
+#[inline]
+fn address_only(p: IpProtocol) -> (Proto, L4Kind, u16, u16) {
+    let n = u16::from(u8::from(p));
+    (Proto::Other, L4Kind::AddressOnly, n, n)
 }
 
 /// The common case read straight from the bytes: a 20-byte IPv4 header (checksum right,
@@ -283,22 +293,30 @@ pub fn parse_full(pkt: &[u8], verify_ip: bool) -> Result<Parsed, DropReason> {
                 _ => Err(DropReason::UnsupportedIcmp),
             }
         }
-        _ => Err(DropReason::UnsupportedProtocol),
+        p => {
+            let (proto, kind, sp, dp) = address_only(p);
+            Ok(Parsed::Flow(Flow {
+                tuple: tuple(proto, sp, dp),
+                l4_off,
+                kind,
+                tcp_flags: 0,
+                total_len,
+                ttl,
+                offload: crate::verdict::Offload::None,
+            }))
+        }
     }
 }
 
-/// A fragment (the header is valid, its checksum checked). Only fragments of what the
-/// NAT translates are tracked; the first must hold the whole transport header (RFC 1858:
-/// a TCP header split across fragments is an attack, not a packet).
+/// A fragment (the header is valid, its checksum checked). The first must hold the whole
+/// transport header of a protocol with ports (RFC 1858: a TCP header split across
+/// fragments is an attack, not a packet); ICMP errors in fragments are not tracked.
 fn parse_fragment(ip: &Ipv4Packet<&[u8]>) -> Result<Parsed, DropReason> {
     let proto = ip.protocol();
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
     let l4_off = ip.header_len();
     let total_len = usize::from(ip.total_len());
     let ttl = ip.ttl();
-    if !matches!(proto, IpProtocol::Tcp | IpProtocol::Udp | IpProtocol::Icmp) {
-        return Err(DropReason::Fragment);
-    }
     if ip.frag_offset() != 0 {
         return Ok(Parsed::Fragment(Fragment {
             key: FragKey {

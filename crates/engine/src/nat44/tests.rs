@@ -570,11 +570,6 @@ fn malformed_and_unsupported_packets_are_dropped_with_a_reason() {
         dropped(&mut n, t(0), Outbound, frag),
         DropReason::FragmentHeld
     );
-    let gre = ipv4(47, IN_A, SRV, 64, &[0; 8]);
-    assert_eq!(
-        dropped(&mut n, t(0), Outbound, gre),
-        DropReason::UnsupportedProtocol
-    );
     let mut v6 = vec![0x60u8; 48];
     v6[4] = 0;
     v6[5] = 8;

@@ -52,6 +52,8 @@ fn packet(proto: Proto, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) ->
         // An ACK: mid-stream as far as the NAT knows (picked up like a SYN's flow).
         Proto::Tcp => ipv4(TCP, src, dst, 64, &tcp(sport, dport, 0x10)),
         Proto::Icmp => ipv4(1, src, dst, 64, &echo(8, sport, 1)),
+        // GRE: address only.
+        Proto::Other => ipv4(47, src, dst, 64, &[0, 0, 0x08, 0]),
     };
     fill_l4_csum(&mut p);
     p

@@ -361,7 +361,7 @@ impl Nat44Worker {
         let key = FragKey {
             src: f.tuple.src.addr,
             dst: f.tuple.dst.addr,
-            proto: proto_number(f.tuple.proto),
+            proto: crate::events::proto_number(f.tuple.proto, f.tuple.src.port),
             ident,
         };
         let hairpin = self.flow(now, dir, leg, f, pkt)?;
@@ -679,12 +679,17 @@ impl Nat44Worker {
         hairpin: bool,
     ) -> Result<RecordRef, DropReason> {
         let bid = self.outbound_binding(now, t.proto, t.src)?;
-        let public = self
+        let mut public = self
             .shared
             .bindings
             .get(bid)
             .map(|b| key_ep(b.key_b))
             .ok_or(DropReason::NoMapping)?;
+        if t.proto == Proto::Other {
+            // Address only: the binding's port just keeps its key unique; the tuple
+            // carries the protocol number (see `parse::address_only`).
+            public.port = t.src.port;
+        }
         let revised = Tuple::new(t.proto, public, t.dst);
         let flags = FROM_INSIDE | if hairpin { HAIRPIN } else { 0 };
         self.install(now, *t, revised, bid, flags)
@@ -945,9 +950,17 @@ impl Nat44Worker {
                 })
             }
             Err(InsertError::Exists(r)) => {
-                // Another worker created this session a moment ago: use the winner's.
                 undo(&sh);
-                Ok(r)
+                // Another worker created this session a moment ago: use the winner's.
+                // Unless the record it found is another inside host's: address-only
+                // protocols have no port to tell two hosts apart, so one host at a time
+                // holds a (public address, remote, protocol).
+                match sh.sessions.initial(r) {
+                    Some(t) if t != initial && initial.proto == Proto::Other => {
+                        Err(DropReason::AddressOnlyInUse)
+                    }
+                    _ => Ok(r),
+                }
             }
             Err(InsertError::Full) => {
                 undo(&sh);
@@ -1112,16 +1125,6 @@ fn is_syn(flags: u8) -> bool {
     flags & 0x16 == 0x02
 }
 
-/// The IP protocol number of a tracked protocol.
-#[inline]
-fn proto_number(p: Proto) -> u8 {
-    match p {
-        Proto::Tcp => 6,
-        Proto::Udp => 17,
-        Proto::Icmp => 1,
-    }
-}
-
 #[inline]
 fn permit_key(binding: u32, remote: std::net::Ipv4Addr) -> u64 {
     u64::from(binding) << 32 | u64::from(u32::from(remote))
@@ -1238,6 +1241,11 @@ impl Nat44Shared {
     /// if one exists (a static 1:1 address may not have one yet).
     #[inline]
     fn inbound_target(&self, proto: Proto, dst: Endpoint) -> Option<(Endpoint, Option<u32>)> {
+        // An address-only protocol's dynamic bindings are keyed by a pool port no packet
+        // carries: from outside it reaches only a static 1:1 host.
+        if proto == Proto::Other && !self.static_by_public.contains_key(&dst.addr) {
+            return None;
+        }
         if let Some(b) = self.bindings.find_b(ep_key(proto, dst)) {
             return self.bindings.get(b).map(|x| (key_ep(x.key_a), Some(b)));
         }

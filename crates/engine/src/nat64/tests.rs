@@ -998,3 +998,22 @@ fn drop_icmpv6_info_drops_echo_but_not_errors() {
     fill_l4_csum(&mut err);
     assert!(out(&mut n, 3, &err).is_ok());
 }
+
+/// Every IP protocol through NAT64: ESP and GRE (no ports) by address only, the pool4
+/// address out, the IPv6 host back, their bytes untouched (RFC 6146 §3.5 translates
+/// TCP, UDP and ICMP; like netfilter and VPP, the rest go through address-only sessions).
+#[test]
+fn esp_and_gre_out_and_back_by_address_only() {
+    let mut n = Nat64::new(config()).unwrap();
+    for proto in [50u8, 47] {
+        let body: Vec<u8> = (0..48u8).collect();
+        let out = out(&mut n, 1, &ipv6(proto, HOST_A, srv6(), 64, &body)).unwrap();
+        assert_eq!((out[0] >> 4, out[9]), (4, proto));
+        assert_eq!(v4_addrs(&out), (POOL, SRV4));
+        assert_eq!(out[20..], body[..], "untouched");
+        let back = inb(&mut n, 2, &ipv4(proto, SRV4, POOL, 64, &body)).unwrap();
+        assert_eq!((back[0] >> 4, back[6]), (6, proto));
+        assert_eq!(v6_addrs(&back), (srv6(), HOST_A));
+        assert_eq!(back[40..], body[..]);
+    }
+}

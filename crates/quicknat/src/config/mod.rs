@@ -672,6 +672,7 @@ fn timeouts(t: &raw::RawTimeouts, defaults: Timeouts) -> Timeouts {
         tcp_syn_sent: secs(&t.tcp_syn_sent, defaults.tcp_syn_sent),
         tcp_syn_recv: secs(&t.tcp_syn_recv, defaults.tcp_syn_recv),
         icmp: secs(&t.icmp, defaults.icmp),
+        other: secs(&t.other, defaults.other),
     }
 }
 

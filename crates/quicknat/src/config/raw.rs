@@ -162,6 +162,8 @@ pub(super) struct RawTimeouts {
     pub tcp_syn_recv: Option<Spanned<u64>>,
     /// ICMP query timeout.
     pub icmp: Option<Spanned<u64>>,
+    /// Timeout of every other protocol (address only).
+    pub other: Option<Spanned<u64>>,
 }
 
 /// One `[[nat44.rule]]` table.

@@ -241,7 +241,10 @@ pub fn parse_proto(s: &str) -> Result<Proto, String> {
         "tcp" => Ok(Proto::Tcp),
         "udp" => Ok(Proto::Udp),
         "icmp" | "icmpv6" => Ok(Proto::Icmp),
-        _ => Err(format!("unknown proto \"{s}\"; expected tcp, udp or icmp")),
+        "other" => Ok(Proto::Other),
+        _ => Err(format!(
+            "unknown proto \"{s}\"; expected tcp, udp, icmp or other"
+        )),
     }
 }
 
@@ -445,6 +448,7 @@ pub fn census_json(c: &engine::introspect::Census) -> Value {
             "tcp": c.by_proto[Proto::Tcp.index()],
             "udp": c.by_proto[Proto::Udp.index()],
             "icmp": c.by_proto[Proto::Icmp.index()],
+            "other": c.by_proto[Proto::Other.index()],
         },
         "tcp": tcp,
         "bindings": c.bindings,
@@ -554,6 +558,7 @@ impl ApiState {
                             "tcp": u.taken[Proto::Tcp.index()],
                             "udp": u.taken[Proto::Udp.index()],
                             "icmp": u.taken[Proto::Icmp.index()],
+                            "other": u.taken[Proto::Other.index()],
                         },
                         "bindings": u.bindings,
                         "subscribers": u.subscribers,

@@ -394,8 +394,7 @@ fn census(reg: &mut Registry, s: &Sample) {
             reg,
             "sessions_by_protocol",
             "Live sessions per protocol (counted by a walk of the table)",
-            [Proto::Tcp, Proto::Udp, Proto::Icmp]
-                .map(|p| (label("protocol", p.as_str()), c.by_proto[p.index()])),
+            Proto::ALL.map(|p| (label("protocol", p.as_str()), c.by_proto[p.index()])),
         );
         gauges(
             reg,
@@ -447,7 +446,7 @@ fn census(reg: &mut Registry, s: &Sample) {
         .pool
         .iter()
         .flat_map(|u| {
-            [Proto::Tcp, Proto::Udp, Proto::Icmp].map(|p| {
+            Proto::ALL.map(|p| {
                 (
                     vec![
                         ("address", u.addr.to_string()),

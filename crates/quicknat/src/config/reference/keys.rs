@@ -424,6 +424,8 @@ const TIMEOUTS: &[Key] = &[
     k("tcp_syn_recv", SECS, Value("60"), "",
       "TCP timeout with the SYN-ACK seen, handshake not complete.", "30"),
     k("icmp", SECS, Value("60"), "", "ICMP query (echo) timeout.", "30").rfc("RFC 5508 REQ-2"),
+    k("other", SECS, Value("600"), "",
+      "Timeout of every protocol translated by address only (GRE, ESP, SCTP, ...).", "300"),
 ];
 
 #[rustfmt::skip]
