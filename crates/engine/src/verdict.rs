@@ -69,8 +69,8 @@ drop_reasons! {
     /// A held fragment whose datagram's first fragment did not come within
     /// `fragment_timeout`.
     FragmentExpired => "fragment_expired",
-    /// A later fragment not held: `fragment_hold_bytes` (or its source's share of it) is
-    /// spent, or half of the fragment table already waits for first fragments.
+    /// A later fragment not held (its source's share of `fragment_hold_bytes` is spent),
+    /// or held ones pushed out, oldest first, to make room for newer ones.
     FragmentHoldFull => "fragment_hold_full",
     /// A fragment overlapping another of its datagram, or a TCP fragment inside the TCP
     /// header (RFC 5722, RFC 1858, RFC 3128): the datagram is refused, what it held too.
@@ -201,7 +201,7 @@ impl DropReason {
             D::FragmentOutOfOrder => "later fragment arrived before its first fragment, not held",
             D::FragmentHeld => "later fragment held until its datagram's first fragment arrives",
             D::FragmentExpired => "held fragment whose first fragment never came",
-            D::FragmentHoldFull => "later fragment not held: the fragment hold is full",
+            D::FragmentHoldFull => "later fragment not held, or pushed out of the full fragment hold",
             D::FragmentOverlap => "overlapping fragment: its datagram refused",
             D::FragmentTooMany => "datagram of more than 64 fragments",
             D::FragmentTableFull => "fragment table full: a new fragmented datagram refused",

@@ -208,9 +208,9 @@ fn remedy(r: DropReason) -> &'static str {
              orphan fragments. Raise `fragment_timeout` only if first fragments arrive late."
         }
         D::FragmentHoldFull => {
-            "Reordered fragments beyond `fragment_hold_bytes` (a sixteenth per source), or \
-             half the fragment table already waiting: usually a flood of orphan fragments \
-             from few sources. Raise `fragment_hold_bytes` if legitimate traffic reorders \
+            "A source past its sixteenth of `fragment_hold_bytes`, or held fragments pushed \
+             out, oldest first, by newer ones when the hold is full: usually a flood of \
+             orphan fragments. Raise `fragment_hold_bytes` if legitimate traffic reorders \
              much; in-order fragments are never affected."
         }
         D::FragmentOverlap => {

@@ -132,26 +132,20 @@ fn unsolicited_inbound_reaches_only_a_static_host() {
         Err(DropReason::NoMapping),
         "another remote to A's public address"
     );
-    let sctp = ipv4(
-        SCTP,
-        SRV2,
-        public_c,
-        64,
-        &[0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0],
-    );
-    let c = go(&mut n, 1, Inbound, &sctp).unwrap();
+    // An SCTP common header (ports 5000, verification tag and checksum 0).
+    let sctp = |src, dst| {
+        ipv4(
+            SCTP,
+            src,
+            dst,
+            64,
+            &[0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0],
+        )
+    };
+    let c = go(&mut n, 1, Inbound, &sctp(SRV2, public_c)).unwrap();
     assert_eq!(v4_addrs(&c), (SRV2, in_c));
-    let back = ipv4(
-        SCTP,
-        in_c,
-        SRV2,
-        64,
-        &[0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0],
-    );
-    assert_eq!(
-        v4_addrs(&go(&mut n, 2, Outbound, &back).unwrap()),
-        (public_c, SRV2)
-    );
+    let back = go(&mut n, 2, Outbound, &sctp(in_c, SRV2)).unwrap();
+    assert_eq!(v4_addrs(&back), (public_c, SRV2));
 }
 
 /// RFC 5508 §7 for an address-only flow: an ICMP error about A's ESP packet, from a

@@ -29,6 +29,15 @@ fn per_source(total: usize) -> usize {
     (total / 16).max(total.min(64 * 1024 + 64 * OVERHEAD))
 }
 
+/// Why [`Budget::take`] took nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spent {
+    /// The source's share is spent.
+    Source,
+    /// The whole budget is spent.
+    Total,
+}
+
 /// Bytes held, in total and per source.
 #[derive(Debug)]
 pub struct Budget {
@@ -58,17 +67,20 @@ impl Budget {
         self.total > 0
     }
 
-    /// Takes `bytes` for a fragment from `src`; false when the total or the source's
-    /// share would be exceeded (nothing taken).
-    pub fn take(&self, src: Ipv4Addr, bytes: usize) -> bool {
+    /// Takes `bytes` for a fragment from `src`; nothing is taken when the source's share
+    /// or the total would be exceeded.
+    pub fn take(&self, src: Ipv4Addr, bytes: usize) -> Result<(), Spent> {
         let mut u = self.used.lock().unwrap_or_else(PoisonError::into_inner);
         let mine = u.by_source.get(&src).copied().unwrap_or(0);
-        if u.all + bytes > self.total || mine + bytes > self.per_source {
-            return false;
+        if mine + bytes > self.per_source {
+            return Err(Spent::Source);
+        }
+        if u.all + bytes > self.total {
+            return Err(Spent::Total);
         }
         u.all += bytes;
         *u.by_source.entry(src).or_insert(0) += bytes;
-        true
+        Ok(())
     }
 
     /// Gives back `bytes` taken for `src`.
@@ -107,22 +119,22 @@ mod tests {
     fn one_source_gets_its_share_the_rest_stays_for_the_others() {
         let b = Budget::new(16 << 20);
         assert_eq!(b.per_source, 1 << 20);
-        assert!(b.take(A, 1 << 20));
-        assert!(!b.take(A, 1), "A's share is spent");
-        assert!(b.take(B, 1000));
+        assert_eq!(b.take(A, 1 << 20), Ok(()));
+        assert_eq!(b.take(A, 1), Err(Spent::Source), "A's share is spent");
+        assert_eq!(b.take(B, 1000), Ok(()));
         b.give(A, 1 << 20);
-        assert!(b.take(A, 1));
+        assert_eq!(b.take(A, 1), Ok(()));
         assert_eq!(b.used(), 1001);
     }
 
     #[test]
     fn a_small_budget_lets_one_source_hold_a_whole_datagram_and_never_more_than_all() {
         let b = Budget::new(256 * 1024);
-        assert!(b.take(A, 65_535 + 64 * OVERHEAD));
+        assert_eq!(b.take(A, 65_535 + 64 * OVERHEAD), Ok(()));
         let b = Budget::new(10_000);
-        assert!(!b.take(A, 10_001));
-        assert!(b.take(A, 10_000));
-        assert!(!b.take(B, 1), "the total is spent");
+        assert_eq!(b.take(A, 10_001), Err(Spent::Source));
+        assert_eq!(b.take(A, 10_000), Ok(()));
+        assert_eq!(b.take(B, 1), Err(Spent::Total), "the total is spent");
         assert!(!Budget::new(0).holds());
     }
 }

@@ -39,8 +39,13 @@
 //! flight are never evicted to make room for a flood. Records of datagrams whose first
 //! has not come may fill at most half of a shard, so a flood of orphan fragments never
 //! blocks datagrams that arrive in order. Held bytes are bounded by
-//! `fragment_hold_bytes` (4 MiB) in total and a sixteenth of it per source ([`hold`]);
-//! beyond that a fragment is dropped (`fragment_hold_full`). Records go when their
+//! `fragment_hold_bytes` (4 MiB) in total and a sixteenth of it per source ([`hold`]):
+//! a source past its share is refused (`fragment_hold_full`); when the whole hold (or a
+//! shard's half) is spent, the datagrams that have waited longest make room, their held
+//! fragments counted `fragment_hold_full`. A datagram's fragments arrive within moments
+//! of each other, so the oldest waiting is the least likely to be completed: a flood of
+//! orphan fragments pushes out its own, and a reordered datagram in the middle of it
+//! still waits as long as the flood takes to fill the hold again. Records go when their
 //! datagram is complete or `fragment_timeout` after their first fragment (after their
 //! first held one, while waiting).
 //!
@@ -63,16 +68,18 @@ mod pieces;
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::net::Ipv4Addr;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
 use conntrack::Timestamp;
 
 use crate::stats::Counters;
 use crate::verdict::{Direction, DropReason};
-use hold::Budget;
+use hold::{Budget, Spent};
 pub use hold::{FRAGMENT_HOLD_BYTES, FRAGMENT_HOLD_BYTES_LIMIT};
 use pieces::{Fit, Pieces};
 pub use pieces::{Piece, MAX_PIECES};
@@ -163,6 +170,9 @@ struct Shard {
     map: KeyedMap<FragKey, Record>,
     /// Records in [`State::Waiting`].
     waiting: usize,
+    /// The keys of the records that started waiting, oldest first (some may have stopped
+    /// waiting since: skipped when met, dropped when the queue is compacted).
+    order: VecDeque<FragKey>,
     /// No record in this shard expires before this (a lower bound: a full shard is
     /// swept only when something may have expired).
     earliest: Option<Timestamp>,
@@ -177,6 +187,8 @@ pub struct FragTable {
     per_shard: usize,
     timeout: Duration,
     budget: Budget,
+    /// Where the next search of the other shards for a datagram to push out starts.
+    evict_from: AtomicUsize,
 }
 
 impl FragTable {
@@ -196,6 +208,7 @@ impl FragTable {
             per_shard: capacity.div_ceil(shards),
             timeout,
             budget: Budget::new(hold_bytes),
+            evict_from: AtomicUsize::new(0),
         }
     }
 
@@ -300,7 +313,7 @@ impl FragTable {
             self.remove(&mut s, key, DropReason::FragmentExpired, drops);
         }
         let Some(r) = s.map.get_mut(key) else {
-            return self.hold_new(&mut s, now, *key, dir, piece, (pkt, ihl), may_hold);
+            return self.hold_new(&mut s, now, *key, dir, piece, (pkt, ihl), may_hold, drops);
         };
         if r.dir != dir {
             return Err(DropReason::WrongDirection);
@@ -331,16 +344,24 @@ impl FragTable {
             // A copy of a fragment held already: that one will be sent.
             State::Waiting(_) if fit == Fit::Copy => Ok(Later::Held),
             State::Waiting(_) if !may_hold => Err(DropReason::FragmentOutOfOrder),
-            State::Waiting(held) => {
+            State::Waiting(_) => {
                 let h = Held {
                     bytes: pkt.into(),
                     ihl,
                 };
-                if !self.budget.take(key.src, h.cost()) {
+                self.take_room(&mut s, key.src, h.cost(), Some(key), drops)?;
+                let Some(Record {
+                    state: State::Waiting(held),
+                    pieces,
+                    ..
+                }) = s.map.get_mut(key)
+                else {
+                    // Not reached: `take_room` keeps this datagram.
+                    self.budget.give(key.src, h.cost());
                     return Err(DropReason::FragmentHoldFull);
-                }
+                };
                 held.push(h);
-                r.pieces.push(piece);
+                pieces.push(piece);
                 Ok(Later::Held)
             }
             State::Refused => Err(DropReason::FragmentOverlap),
@@ -358,6 +379,7 @@ impl FragTable {
         piece: Piece,
         (pkt, ihl): (&[u8], usize),
         may_hold: bool,
+        drops: &mut Counters,
     ) -> Result<Later, DropReason> {
         if !may_hold || !self.budget.holds() {
             return Err(DropReason::FragmentOutOfOrder);
@@ -365,22 +387,102 @@ impl FragTable {
         if piece.in_transport_header(key.proto) {
             return Err(DropReason::FragmentOverlap);
         }
-        let room = (self.per_shard / 2).max(1);
-        if s.waiting >= room || s.map.len() >= self.per_shard {
-            return Err(DropReason::FragmentHoldFull);
+        let room = self.waiting_room();
+        while s.waiting >= room || s.map.len() >= self.per_shard {
+            if !self.evict_oldest(s, None, drops) {
+                return Err(DropReason::FragmentHoldFull);
+            }
         }
         let h = Held {
             bytes: pkt.into(),
             ihl,
         };
-        if !self.budget.take(key.src, h.cost()) {
-            return Err(DropReason::FragmentHoldFull);
-        }
+        self.take_room(s, key.src, h.cost(), None, drops)?;
         let mut pieces = Pieces::default();
         let _ = pieces.add(piece); // the first piece of an empty list always fits
         s.waiting += 1;
+        if s.order.len() >= 2 * room + 16 {
+            let map = &s.map;
+            s.order.retain(|k| {
+                map.get(k)
+                    .is_some_and(|r| matches!(r.state, State::Waiting(_)))
+            });
+        }
+        s.order.push_back(key);
         self.file(s, now, key, dir, State::Waiting(vec![h]), pieces);
         Ok(Later::Held)
+    }
+
+    /// Datagrams waiting for their first fragment in one shard at most: half of it, so
+    /// that orphan fragments never take the room of datagrams that arrive in order.
+    fn waiting_room(&self) -> usize {
+        (self.per_shard / 2).max(1)
+    }
+
+    /// Takes `cost` bytes of the hold for a fragment from `src`. When the whole hold is
+    /// spent, the datagrams that have waited longest in this shard (other than `keep`)
+    /// make room: a datagram's fragments arrive within moments of each other, so the
+    /// oldest waiting is the least likely to see its first fragment, and a flood of
+    /// orphan fragments pushes out its own before a reordered datagram's. A source
+    /// past its own share is refused.
+    fn take_room(
+        &self,
+        s: &mut Shard,
+        src: Ipv4Addr,
+        cost: usize,
+        keep: Option<&FragKey>,
+        drops: &mut Counters,
+    ) -> Result<(), DropReason> {
+        loop {
+            match self.budget.take(src, cost) {
+                Ok(()) => return Ok(()),
+                Err(Spent::Total)
+                    if self.evict_oldest(s, keep, drops) || self.evict_elsewhere(drops) => {}
+                Err(_) => return Err(DropReason::FragmentHoldFull),
+            }
+        }
+    }
+
+    /// [`evict_oldest`](Self::evict_oldest) in the first other shard, from a rotating
+    /// start, that has a datagram waiting and is not locked this instant (the caller's
+    /// own is: it is skipped, and no two threads ever wait for each other's shard).
+    fn evict_elsewhere(&self, drops: &mut Counters) -> bool {
+        let n = self.shards.len();
+        let start = self.evict_from.fetch_add(1, Ordering::Relaxed);
+        (0..n).any(|i| {
+            let other = match self.shards[(start + i) % n].try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => return false,
+            };
+            let mut other = other;
+            self.evict_oldest(&mut other, None, drops)
+        })
+    }
+
+    /// Drops the datagram that has waited longest in this shard (never `keep`), its held
+    /// fragments counted `fragment_hold_full`; false when none waits.
+    fn evict_oldest(&self, s: &mut Shard, keep: Option<&FragKey>, drops: &mut Counters) -> bool {
+        let mut kept = None;
+        let mut evicted = false;
+        while let Some(k) = s.order.pop_front() {
+            if Some(&k) == keep {
+                kept = Some(k);
+                continue;
+            }
+            if s.map
+                .get(&k)
+                .is_some_and(|r| matches!(r.state, State::Waiting(_)))
+            {
+                self.remove(s, &k, DropReason::FragmentHoldFull, drops);
+                evicted = true;
+                break;
+            }
+        }
+        if let Some(k) = kept {
+            s.order.push_front(k);
+        }
+        evicted
     }
 
     fn file(

@@ -239,13 +239,68 @@ fn waiting_records_fill_at_most_half_a_shard() {
     let now = Timestamp::ZERO;
     later(&t, now, 1, piece(8, 8, true), c).unwrap();
     later(&t, now, 2, piece(8, 8, true), c).unwrap();
-    assert_eq!(
-        later(&t, now, 3, piece(8, 8, true), c),
-        Err(DropReason::FragmentHoldFull)
-    );
+    // A third pushes the oldest waiting one out.
+    assert_eq!(later(&t, now, 3, piece(8, 8, true), c), Ok(Later::Held));
+    assert_eq!(c.dropped(DropReason::FragmentHoldFull), 1);
+    assert!(t
+        .first(now, key(1), TO, OUT, piece(0, 8, true), c)
+        .unwrap()
+        .is_empty());
     t.first(now, key(4), TO, OUT, piece(0, 8, true), c).unwrap();
-    t.first(now, key(5), TO, OUT, piece(0, 8, true), c).unwrap();
     assert_eq!(t.len(), 4, "datagrams in order still had room");
+    assert_eq!(
+        t.first(now, key(3), TO, OUT, piece(0, 8, true), c)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// A flood of orphan fragments from many sources fills the whole hold, and then keeps
+/// pushing its own oldest out: a reordered datagram arriving in the middle of it still
+/// waits long enough for its first fragment, which releases it.
+#[test]
+fn a_reordered_datagram_survives_a_flood_of_orphans() {
+    let t = FragTable::new(MAX_FRAGMENT_RECORDS, FRAGMENT_TIMEOUT, 256 * 1024);
+    let c = &mut Counters::default();
+    let now = Timestamp::from_secs(1);
+    let orphan = |i: u32, c: &mut Counters| {
+        let k = FragKey {
+            src: Ipv4Addr::from(0x0a00_0000 | (i % 4096)),
+            ident: (i / 4096) as u16,
+            ..key(0)
+        };
+        t.later(
+            now,
+            &k,
+            OUT,
+            piece(1480, 1480, true),
+            (&bytes(1480), 20),
+            true,
+            c,
+        )
+    };
+    for i in 0..2_000 {
+        assert_eq!(orphan(i, c), Ok(Later::Held), "{i}");
+    }
+    assert!(t.held_bytes() <= 256 * 1024);
+    assert!(
+        c.dropped(DropReason::FragmentHoldFull) > 1_000,
+        "the flood pushed itself out"
+    );
+    // A legitimate datagram's later fragment, then a few more orphans, then its first.
+    assert_eq!(
+        later(&t, now, 7, piece(1480, 100, false), c),
+        Ok(Later::Held)
+    );
+    for i in 2_000..2_040 {
+        orphan(i, c).unwrap();
+    }
+    let held = t
+        .first(now, key(7), TO, OUT, piece(0, 1480, true), c)
+        .unwrap();
+    assert_eq!(held.len(), 1, "still held when its first came");
+    assert!(t.held_bytes() <= 256 * 1024);
 }
 
 #[test]
