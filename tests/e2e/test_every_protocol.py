@@ -16,6 +16,11 @@ protocol (the receiving kernel hands every such packet to them, header included)
     server is refused while the first holds that (public address, remote, protocol):
     `address_only_in_use`, and nothing reaches the server from it.
 
+And through NAT64 (test_nat64.py's topology: cli 2001:db8:1::2, IPv6 only == gw ==
+srv 198.51.100.2, pool4 203.0.113.1): ESP from the IPv6 client to the server's pref64
+address reaches the IPv4 server from the pool4 address, and the answer comes back to
+the client from the server's pref64 address, the ESP bytes untouched both ways.
+
 Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_every_protocol.py [--quicknat PATH]
 """
@@ -28,6 +33,7 @@ import pytest
 
 from netns import wait_for
 from test_nat44 import PUBLIC, SERVER, Gateway
+from test_nat64 import POOL4, SERVER6, Nat64Fragments, make
 
 pytestmark = pytest.mark.needs_root
 
@@ -60,19 +66,23 @@ for _ in range(count):
         s.sendto(reply, (src, 0))
 """
 
-# Sends BODY (hex) as protocol PROTO from BIND to DST on a raw socket; with WAIT, prints
-# "<source> <sha256>" of the first packet of that protocol that comes back within WAIT s.
+# Sends BODY (hex) as protocol PROTO from BIND to DST on a raw socket (IPv4 or IPv6 by
+# DST); with WAIT, prints "<source> <sha256>" of the payload of the first packet of that
+# protocol that comes back within WAIT s (an IPv4 raw socket gets the header too, an
+# IPv6 one the payload alone).
 RAW_SENDER = r"""
 import hashlib, socket, sys
 proto, bind, dst, body = int(sys.argv[1]), sys.argv[2], sys.argv[3], bytes.fromhex(sys.argv[4])
 wait = float(sys.argv[5]) if len(sys.argv) > 5 else 0
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, proto)
+v6 = ":" in dst
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_RAW, proto)
 s.bind((bind, 0)); s.settimeout(wait or 1)
 s.sendto(body, (dst, 0))
 if wait:
     try:
-        pkt, (src, _) = s.recvfrom(65535)
-        print(src, hashlib.sha256(pkt[(pkt[0] & 0xf) * 4:]).hexdigest(), flush=True)
+        pkt, peer = s.recvfrom(65535)
+        payload = pkt if v6 else pkt[(pkt[0] & 0xf) * 4:]
+        print(peer[0], hashlib.sha256(payload).hexdigest(), flush=True)
     except socket.timeout:
         print("timeout", flush=True)
 """
@@ -112,8 +122,8 @@ def receiver(gw, proto, count, reply=None):
     return p
 
 
-def send(gw, proto, body, src="10.0.0.2", wait=0):
-    args = [sys.executable, "-c", RAW_SENDER, str(proto), src, SERVER, body.hex()]
+def send(gw, proto, body, src="10.0.0.2", wait=0, dst=SERVER):
+    args = [sys.executable, "-c", RAW_SENDER, str(proto), src, dst, body.hex()]
     if wait:
         args.append(str(wait))
     r = gw.nsx("cli", *args, check=False, timeout=30)
@@ -164,4 +174,31 @@ def test_quicknat_stops_cleanly_on_sigterm(gw):
 
 def test_namespaces_removed(gw):
     left = gw.close()
+    assert not left, str(left)
+
+
+# ---------------------------------------------------------------------- through NAT64
+
+
+@pytest.fixture(scope="module")
+def gw64(quicknat, backend):
+    yield from make(Nat64Fragments, quicknat, backend)
+
+
+def test_nat64_quicknat_started(gw64):
+    assert gw64.qn.wait_started(), gw64.qn.text()[-2000:]
+
+
+def test_esp_from_an_ipv6_client_reaches_the_ipv4_server_from_pool4_and_back(gw64):
+    body = bytes([0, 0, 0x64, 0x01]) + bytes(range(60))
+    answer = bytes([0, 0, 0x46, 0x01]) + bytes(range(100, 160))
+    rx = receiver(gw64, ESP, 1, reply=answer)
+    got = send(gw64, ESP, body, src="2001:db8:1::2", wait=5, dst=SERVER6)
+    seen, _ = rx.communicate(timeout=15)
+    assert seen.split()[:2] == [POOL4, sha(body)], f"{seen!r} | {gw64.qn.stats()}"
+    assert got.split() == [SERVER6, sha(answer)], f"{got!r} | {gw64.qn.stats()}"
+
+
+def test_nat64_namespaces_removed(gw64):
+    left = gw64.close()
     assert not left, str(left)
