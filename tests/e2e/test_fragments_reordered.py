@@ -26,7 +26,6 @@ Runs once per backend (af_packet, af_xdp); needs root.
     sudo python3 -m pytest tests/e2e/test_fragments_reordered.py [--quicknat PATH]
 """
 
-import re
 import subprocess
 import sys
 
@@ -136,12 +135,6 @@ def send(gw, ns, src, sport, dst, dport, order, ident, overlap=False):
     return r.stdout.strip()
 
 
-def drops(gw, reason):
-    """The count of drop `reason` on quicknat's last stats line."""
-    seen = re.findall(rf"{reason}=(\d+)", gw.qn.stats())
-    return int(seen[-1]) if seen else 0
-
-
 def held_before_first(order):
     """The later fragments `order` sends before its first: the ones quicknat holds."""
     return order.index(0)
@@ -178,16 +171,16 @@ def test_inbound_fragments_in_any_order_reach_the_client_whole(gw, order):
 def test_held_fragments_are_counted(gw):
     # The later fragments sent before their first: 3 + 1 out, 3 + 2 back (a stats line a
     # second).
-    assert wait_for(lambda: drops(gw, "fragment_held") >= 9, 5), gw.qn.stats()
+    assert wait_for(lambda: gw.qn.dropped("fragment_held") >= 9, 5), gw.qn.stats()
 
 
 def test_an_overlapping_fragment_refuses_the_datagram(gw):
-    before = drops(gw, "fragment_overlap")
+    before = gw.qn.dropped("fragment_overlap")
     rx = receive(gw, "srv", SERVER, 7102, 1)
     send(gw, "cli", CLIENT, 7202, SERVER, 7102, [3, 2, 1, 0], 300, overlap=True)
     out, _ = rx.communicate(timeout=15)
     assert out.strip() == "", f"the server got {out!r}"
-    assert wait_for(lambda: drops(gw, "fragment_overlap") > before, 5), gw.qn.stats()
+    assert wait_for(lambda: gw.qn.dropped("fragment_overlap") > before, 5), gw.qn.stats()
 
 
 def test_quicknat_stops_cleanly_on_sigterm(gw):
@@ -240,7 +233,7 @@ class TestNat64:
     def test_held_fragments_are_counted(self, gw64):
         want = sum(map(held_before_first, NAT64_OUT + NAT64_IN))
         assert want == 9
-        assert wait_for(lambda: drops(gw64, "fragment_held") >= want, 5), gw64.qn.stats()
+        assert wait_for(lambda: gw64.qn.dropped("fragment_held") >= want, 5), gw64.qn.stats()
 
     def test_quicknat_stops_cleanly_on_sigterm(self, gw64):
         rc, text = gw64.qn.stop()

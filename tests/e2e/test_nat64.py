@@ -35,7 +35,6 @@ Runs once per backend (af_packet, af_xdp); needs root.
 """
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -215,15 +214,9 @@ def make(cls, quicknat, backend):
         t.close()
 
 
-def nat64_drops(qn, reason):
-    """The last logged count of drop `reason` (0 when not logged yet)."""
-    seen = re.findall(rf"[\[ ]{reason}=(\d+)", qn.stats())
-    return int(seen[-1]) if seen else 0
-
-
 def wait_drops(qn, reason, at_least, timeout):
     """Waits (bounded) until drop `reason` is logged at least `at_least` times."""
-    return wait_for(lambda: nat64_drops(qn, reason) >= at_least, timeout, step=0.2)
+    return wait_for(lambda: qn.dropped(reason) >= at_least, timeout, step=0.2)
 
 
 def assert_started(qn):
@@ -406,7 +399,7 @@ class TestNat64:
         # The server's SYN to 203.0.113.1:5000 comes first and is held; the client's SYN
         # from port 5000 (kept as the public port) to the server's port opens the session;
         # both kernels complete the simultaneous open and exchange a byte.
-        held = nat64_drops(nat64.qn, "syn_held")
+        held = nat64.qn.dropped("syn_held")
         srv = nat64.popen("srv", sys.executable, "-c", TCP_OPEN, POOL4, "5000", SERVER, "4000",
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert wait_drops(nat64.qn, "syn_held", held + 1, 5.0), nat64.qn.stats()
