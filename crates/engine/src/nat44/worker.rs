@@ -11,7 +11,7 @@ use conntrack::{
 use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
 
-use super::frag::{rewrite_fragment, FragKey, FragRewrite, Held, Later, Piece};
+use super::frag::{rewrite_fragment, Arrival, FragKey, FragRewrite, Held, Later, Piece};
 use super::held::Hold;
 use super::natlog::Origin;
 use super::parse::{parse_fast, parse_full, parse_with, Flow, Fragment, IcmpError, Parsed};
@@ -403,13 +403,15 @@ impl Nat44Worker {
         if leg == Leg::Wire && dir == Direction::Inbound && sh.is_public(g.key.src) {
             return Err(DropReason::WrongDirection);
         }
-        let whole = (&pkt[..], g.ihl);
-        let may_hold = leg == Leg::Wire;
-        let c = &mut self.counters;
-        let to = match sh
-            .frags
-            .later(now, &g.key, dir, g.piece, whole, may_hold, c)?
-        {
+        let arrival = Arrival {
+            key: g.key,
+            dir,
+            piece: g.piece,
+            packet: pkt,
+            ihl: g.ihl,
+            may_hold: leg == Leg::Wire,
+        };
+        let to = match sh.frags.later(now, &arrival, &mut self.counters)? {
             Later::Rewrite(to) => to,
             Later::Held => return Err(DropReason::FragmentHeld),
         };

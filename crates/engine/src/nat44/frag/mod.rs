@@ -137,6 +137,33 @@ impl Held {
     }
 }
 
+/// A later fragment (offset > 0) as it arrived.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival<'a> {
+    /// Its datagram.
+    pub key: FragKey,
+    /// The side it came from.
+    pub dir: Direction,
+    /// Its place in the datagram.
+    pub piece: Piece,
+    /// The IPv4 packet.
+    pub packet: &'a [u8],
+    /// Its header length.
+    pub ihl: usize,
+    /// Whether it may be held for its first fragment (not on a hairpin's return pass,
+    /// whose first fragment made its pass just before).
+    pub may_hold: bool,
+}
+
+impl Arrival<'_> {
+    fn held(&self) -> Held {
+        Held {
+            bytes: self.packet.into(),
+            ihl: self.ihl,
+        }
+    }
+}
+
 /// What a later fragment gets ([`FragTable::later`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Later {
@@ -250,7 +277,13 @@ impl FragTable {
         }
         // No record, an expired one, the identification reused, or a datagram of that
         // key from the other side: the new datagram starts a new record.
-        self.remove(&mut s, &key, DropReason::WrongDirection, drops);
+        let expired = s.map.get(&key).is_some_and(|r| r.expires <= now);
+        let why = if expired {
+            DropReason::FragmentExpired
+        } else {
+            DropReason::WrongDirection
+        };
+        self.remove(&mut s, &key, why, drops);
         if s.map.len() >= self.per_shard {
             self.sweep_shard(&mut s, now, drops);
             if s.map.len() >= self.per_shard {
@@ -292,36 +325,31 @@ impl FragTable {
         Ok(held)
     }
 
-    /// What a later fragment (`piece`, the packet `pkt` with header length `ihl`) of
-    /// datagram `key` arriving from `dir` gets. Counts its bytes; the record goes once
-    /// the whole datagram has passed. With no record or one still waiting for its first
-    /// fragment, the fragment is held when `may_hold` (and the bounds allow), else
-    /// dropped (`fragment_out_of_order`).
-    #[allow(clippy::too_many_arguments)] // one fragment's facts, all used here
+    /// What later fragment `f` gets. Counts its bytes; the record goes once the whole
+    /// datagram has passed. With no record or one still waiting for its first fragment,
+    /// the fragment is held when it may be (and the bounds allow), else dropped
+    /// (`fragment_out_of_order`).
     pub fn later(
         &self,
         now: Timestamp,
-        key: &FragKey,
-        dir: Direction,
-        piece: Piece,
-        (pkt, ihl): (&[u8], usize),
-        may_hold: bool,
+        f: &Arrival<'_>,
         drops: &mut Counters,
     ) -> Result<Later, DropReason> {
+        let key = &f.key;
         let mut s = self.shard(key);
         if s.map.get(key).is_some_and(|r| r.expires <= now) {
             self.remove(&mut s, key, DropReason::FragmentExpired, drops);
         }
         let Some(r) = s.map.get_mut(key) else {
-            return self.hold_new(&mut s, now, *key, dir, piece, (pkt, ihl), may_hold, drops);
+            return self.hold_new(&mut s, now, f, drops);
         };
-        if r.dir != dir {
+        if r.dir != f.dir {
             return Err(DropReason::WrongDirection);
         }
         let fit = match r.state {
             State::Refused => return Err(DropReason::FragmentOverlap),
-            _ if piece.in_transport_header(key.proto) => Err(DropReason::FragmentOverlap),
-            _ => r.pieces.fit(piece),
+            _ if f.piece.in_transport_header(key.proto) => Err(DropReason::FragmentOverlap),
+            _ => r.pieces.fit(f.piece),
         };
         let fit = match fit {
             Ok(fit) => fit,
@@ -334,7 +362,7 @@ impl FragTable {
             State::Translated(to) => {
                 let to = *to;
                 if fit == Fit::New {
-                    r.pieces.push(piece);
+                    r.pieces.push(f.piece);
                 }
                 if r.pieces.complete() {
                     s.map.remove(key);
@@ -343,12 +371,9 @@ impl FragTable {
             }
             // A copy of a fragment held already: that one will be sent.
             State::Waiting(_) if fit == Fit::Copy => Ok(Later::Held),
-            State::Waiting(_) if !may_hold => Err(DropReason::FragmentOutOfOrder),
+            State::Waiting(_) if !f.may_hold => Err(DropReason::FragmentOutOfOrder),
             State::Waiting(_) => {
-                let h = Held {
-                    bytes: pkt.into(),
-                    ihl,
-                };
+                let h = f.held();
                 self.take_room(&mut s, key.src, h.cost(), Some(key), drops)?;
                 let Some(Record {
                     state: State::Waiting(held),
@@ -361,7 +386,7 @@ impl FragTable {
                     return Err(DropReason::FragmentHoldFull);
                 };
                 held.push(h);
-                pieces.push(piece);
+                pieces.push(f.piece);
                 Ok(Later::Held)
             }
             State::Refused => Err(DropReason::FragmentOverlap),
@@ -369,22 +394,17 @@ impl FragTable {
     }
 
     /// A later fragment of a datagram not seen before: held in a new waiting record.
-    #[allow(clippy::too_many_arguments)] // `later`'s facts, passed on
     fn hold_new(
         &self,
         s: &mut Shard,
         now: Timestamp,
-        key: FragKey,
-        dir: Direction,
-        piece: Piece,
-        (pkt, ihl): (&[u8], usize),
-        may_hold: bool,
+        f: &Arrival<'_>,
         drops: &mut Counters,
     ) -> Result<Later, DropReason> {
-        if !may_hold || !self.budget.holds() {
+        if !f.may_hold || !self.budget.holds() {
             return Err(DropReason::FragmentOutOfOrder);
         }
-        if piece.in_transport_header(key.proto) {
+        if f.piece.in_transport_header(f.key.proto) {
             return Err(DropReason::FragmentOverlap);
         }
         let room = self.waiting_room();
@@ -393,13 +413,10 @@ impl FragTable {
                 return Err(DropReason::FragmentHoldFull);
             }
         }
-        let h = Held {
-            bytes: pkt.into(),
-            ihl,
-        };
-        self.take_room(s, key.src, h.cost(), None, drops)?;
+        let h = f.held();
+        self.take_room(s, f.key.src, h.cost(), None, drops)?;
         let mut pieces = Pieces::default();
-        let _ = pieces.add(piece); // the first piece of an empty list always fits
+        let _ = pieces.add(f.piece); // the first piece of an empty list always fits
         s.waiting += 1;
         if s.order.len() >= 2 * room + 16 {
             let map = &s.map;
@@ -408,8 +425,8 @@ impl FragTable {
                     .is_some_and(|r| matches!(r.state, State::Waiting(_)))
             });
         }
-        s.order.push_back(key);
-        self.file(s, now, key, dir, State::Waiting(vec![h]), pieces);
+        s.order.push_back(f.key);
+        self.file(s, now, f.key, f.dir, State::Waiting(vec![h]), pieces);
         Ok(Later::Held)
     }
 

@@ -25,7 +25,30 @@ fn bytes(len: u32) -> Vec<u8> {
     vec![0x45; 20 + len as usize]
 }
 
-/// `t.later` for a fragment of `len` payload bytes that may be held.
+/// `t.later` for fragment `p` of datagram `k` arriving from `dir` (a header and
+/// `p.len` bytes).
+fn arrive(
+    t: &FragTable,
+    now: Timestamp,
+    k: FragKey,
+    dir: Direction,
+    p: Piece,
+    may_hold: bool,
+    c: &mut Counters,
+) -> Result<Later, DropReason> {
+    let packet = bytes(p.len);
+    let f = Arrival {
+        key: k,
+        dir,
+        piece: p,
+        packet: &packet,
+        ihl: 20,
+        may_hold,
+    };
+    t.later(now, &f, c)
+}
+
+/// `t.later` for an outbound fragment of datagram `k` that may be held.
 fn later(
     t: &FragTable,
     now: Timestamp,
@@ -33,7 +56,7 @@ fn later(
     p: Piece,
     c: &mut Counters,
 ) -> Result<Later, DropReason> {
-    t.later(now, &key(k), OUT, p, (&bytes(p.len), 20), true, c)
+    arrive(t, now, key(k), OUT, p, true, c)
 }
 
 fn table(capacity: usize, timeout: Duration) -> FragTable {
@@ -117,27 +140,11 @@ fn wrong_direction_and_expiry() {
         .unwrap();
     let p = piece(8, 8, true);
     assert_eq!(
-        t.later(
-            Timestamp::ZERO,
-            &key(1),
-            Direction::Inbound,
-            p,
-            (&bytes(8), 20),
-            true,
-            c
-        ),
+        arrive(&t, Timestamp::ZERO, key(1), Direction::Inbound, p, true, c),
         Err(DropReason::WrongDirection)
     );
     assert_eq!(
-        t.later(
-            Timestamp::from_secs(2),
-            &key(1),
-            OUT,
-            p,
-            (&bytes(8), 20),
-            false,
-            c
-        ),
+        arrive(&t, Timestamp::from_secs(2), key(1), OUT, p, false, c),
         Err(DropReason::FragmentOutOfOrder),
         "expired, and not to be held"
     );
@@ -196,11 +203,11 @@ fn a_tcp_fragment_inside_the_tcp_header_is_refused() {
     let c = &mut Counters::default();
     let tcp = FragKey { proto: 6, ..key(1) };
     let p = piece(8, 64, true);
-    let got = t.later(Timestamp::ZERO, &tcp, OUT, p, (&bytes(64), 20), true, c);
+    let got = arrive(&t, Timestamp::ZERO, tcp, OUT, p, true, c);
     assert_eq!(got, Err(DropReason::FragmentOverlap));
     t.first(Timestamp::ZERO, tcp, TO, OUT, piece(0, 8, true), c)
         .unwrap();
-    let got = t.later(Timestamp::ZERO, &tcp, OUT, p, (&bytes(64), 20), true, c);
+    let got = arrive(&t, Timestamp::ZERO, tcp, OUT, p, true, c);
     assert_eq!(got, Err(DropReason::FragmentOverlap));
 }
 
@@ -270,15 +277,7 @@ fn a_reordered_datagram_survives_a_flood_of_orphans() {
             ident: (i / 4096) as u16,
             ..key(0)
         };
-        t.later(
-            now,
-            &k,
-            OUT,
-            piece(1480, 1480, true),
-            (&bytes(1480), 20),
-            true,
-            c,
-        )
+        arrive(&t, now, k, OUT, piece(1480, 1480, true), true, c)
     };
     for i in 0..2_000 {
         assert_eq!(orphan(i, c), Ok(Later::Held), "{i}");
