@@ -174,6 +174,28 @@ def estimate_bytes(quicknat, config_path):
     return float(m.group(1)) * UNITS[m.group(2)], out.strip().splitlines()[-1]
 
 
+def wire_flood_topology(t, client="10.0.0.2"):
+    """The flood suites' NAT44 topology in scenario `t` (namespaces cli, gw, srv): the
+    client `client` in 10.0.0.0/24, the server 198.51.100.2, the pool routed to the
+    gateway, and every neighbour fixed, so a flood never starves address resolution.
+    Sets `t.gin_mac` and `t.c0_mac`."""
+    t.make_namespaces()
+    t.link("cli", "c0", "gw", "g-in")
+    t.link("srv", "s0", "gw", "g-out")
+    t.nsx("cli", "ip", "addr", "add", f"{client}/24", "dev", "c0")
+    t.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
+    t.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
+    t.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
+    t.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
+    t.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
+    c0, gin, gout, s0 = (mac(t, "cli", "c0"), mac(t, "gw", "g-in"),
+                         mac(t, "gw", "g-out"), mac(t, "srv", "s0"))
+    t.gin_mac, t.c0_mac = gin, c0
+    for name, addr, lladdr, dev in (("gw", client, c0, "g-in"), ("gw", SERVER, s0, "g-out"),
+                                    ("cli", "10.0.0.1", gin, "c0"), ("srv", "198.51.100.1", gout, "s0")):
+        t.nsx(name, "ip", "neigh", "replace", addr, "lladdr", lladdr, "dev", dev, "nud", "permanent")
+
+
 class Flood(Scenario):
     def __init__(self, quicknat):
         super().__init__("qfl", ("cli", "gw", "srv"))
@@ -184,22 +206,7 @@ class Flood(Scenario):
         self.defer(lambda: subprocess.run(["rm", "-rf", self.dir]))
 
     def setup(self):
-        self.make_namespaces()
-        self.link("cli", "c0", "gw", "g-in")
-        self.link("srv", "s0", "gw", "g-out")
-        self.nsx("cli", "ip", "addr", "add", "10.0.0.2/24", "dev", "c0")
-        self.nsx("cli", "ip", "route", "add", "default", "via", "10.0.0.1")
-        self.nsx("gw", "ip", "addr", "add", "10.0.0.1/24", "dev", "g-in")
-        self.nsx("gw", "ip", "addr", "add", "198.51.100.1/24", "dev", "g-out")
-        self.nsx("srv", "ip", "addr", "add", f"{SERVER}/24", "dev", "s0")
-        self.nsx("srv", "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1")
-        # Neighbours fixed, so the flood never starves address resolution.
-        c0, gin, gout, s0 = (mac(self, "cli", "c0"), mac(self, "gw", "g-in"),
-                             mac(self, "gw", "g-out"), mac(self, "srv", "s0"))
-        self.gin_mac, self.c0_mac = gin, c0
-        for name, addr, lladdr, dev in (("gw", "10.0.0.2", c0, "g-in"), ("gw", SERVER, s0, "g-out"),
-                                        ("cli", "10.0.0.1", gin, "c0"), ("srv", "198.51.100.1", gout, "s0")):
-            self.nsx(name, "ip", "neigh", "replace", addr, "lladdr", lladdr, "dev", dev, "nud", "permanent")
+        wire_flood_topology(self)
         # The unanswered phase's sink: SYNs to port 9 dropped before the server's stack.
         sink = ('table netdev qnsink {\n chain in {\n  type filter hook ingress device "s0" priority 0;\n'
                 f'  tcp dport {SINK_PORT} drop\n }}\n}}\n')

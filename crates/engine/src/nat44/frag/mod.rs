@@ -44,8 +44,11 @@
 //! shard's half) is spent, the datagrams that have waited longest make room, their held
 //! fragments counted `fragment_hold_full`. A datagram's fragments arrive within moments
 //! of each other, so the oldest waiting is the least likely to be completed: a flood of
-//! orphan fragments pushes out its own, and a reordered datagram in the middle of it
-//! still waits as long as the flood takes to fill the hold again. Records go when their
+//! orphan fragments pushes out its own. The order is kept per shard, so a reordered
+//! datagram in the middle of a flood waits until the flood has put as many fragments into
+//! its shard as older datagrams wait there (some 40 with the default hold full; measured
+//! in the fragment-hold report): fragments that arrive back to back get through any
+//! flood, ones spread over milliseconds may not under a fast one. Records go when their
 //! datagram is complete or `fragment_timeout` after their first fragment (after their
 //! first held one, while waiting).
 //!
