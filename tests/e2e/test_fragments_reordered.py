@@ -153,19 +153,23 @@ def test_outbound_fragments_in_any_order_reach_the_server_whole(gw, order):
     assert out.split()[:3] == ["3000", sha, PUBLIC], f"{out!r} | {gw.qn.stats()}"
 
 
+def inbound_whole(gw, client, server, public, seen_as, order, ident):
+    """The client (address, port) opens its binding with a small datagram to the server's
+    port (as `seen_as`, its address from inside); the server, which sees it come from
+    `public`, answers with a fragmented datagram sent in `order` to that public endpoint,
+    which must reach the client whole, from `seen_as`."""
+    probe = receive(gw, "srv", server[0], server[1], 1)
+    rx = receive(gw, "cli", client[0], client[1], 1, hello=f"{seen_as}:{server[1]}")
+    seen, _ = probe.communicate(timeout=15)
+    assert seen.split()[2:3] == [public], f"{seen!r} | {gw.qn.stats()}"
+    sha = send(gw, "srv", server[0], server[1], public, int(seen.split()[3]), order, ident)
+    out, _ = rx.communicate(timeout=15)
+    assert out.split()[:3] == ["3000", sha, seen_as], f"{out!r} | {gw.qn.stats()}"
+
+
 @pytest.mark.parametrize("order", [[3, 2, 1, 0], [1, 3, 0, 2]], ids=["reverse", "shuffled"])
 def test_inbound_fragments_in_any_order_reach_the_client_whole(gw, order):
-    port = 7300 + order[0]
-    # The client opens its binding with a small datagram; the server answers with a
-    # fragmented one to the public endpoint the NAT gave it.
-    probe = receive(gw, "srv", SERVER, 7101, 1)
-    rx = receive(gw, "cli", CLIENT, port, 1, hello=f"{SERVER}:7101")
-    seen, _ = probe.communicate(timeout=15)
-    assert seen.split()[2:3] == [PUBLIC], f"{seen!r} | {gw.qn.stats()}"
-    public_port = int(seen.split()[3])
-    sha = send(gw, "srv", SERVER, 7101, PUBLIC, public_port, order, 200 + order[0])
-    out, _ = rx.communicate(timeout=15)
-    assert out.split()[:3] == ["3000", sha, SERVER], f"{out!r} | {gw.qn.stats()}"
+    inbound_whole(gw, (CLIENT, 7300 + order[0]), (SERVER, 7101), PUBLIC, SERVER, order, 200 + order[0])
 
 
 def test_held_fragments_are_counted(gw):
@@ -218,17 +222,8 @@ class TestNat64:
 
     @pytest.mark.parametrize("order", NAT64_IN, ids=["reverse", "shuffled"])
     def test_ipv4_fragments_in_any_order_reach_the_ipv6_client_whole(self, gw64, order):
-        port = 7310 + order[0]
-        # The client opens its binding with a small datagram to the server's pref64
-        # address; the server answers with a fragmented one to the pool4 endpoint it saw.
-        probe = receive(gw64, "srv", SERVER, 7111, 1)
-        rx = receive(gw64, "cli", CLIENT6, port, 1, hello=f"{SERVER6}:7111")
-        seen, _ = probe.communicate(timeout=15)
-        assert seen.split()[2:3] == [POOL4], f"{seen!r} | {gw64.qn.stats()}"
-        public_port = int(seen.split()[3])
-        sha = send(gw64, "srv", SERVER, 7111, POOL4, public_port, order, 500 + order[0])
-        out, _ = rx.communicate(timeout=15)
-        assert out.split()[:3] == ["3000", sha, SERVER6], f"{out!r} | {gw64.qn.stats()}"
+        inbound_whole(gw64, (CLIENT6, 7310 + order[0]), (SERVER, 7111), POOL4, SERVER6, order,
+                      500 + order[0])
 
     def test_held_fragments_are_counted(self, gw64):
         want = sum(map(held_before_first, NAT64_OUT + NAT64_IN))
