@@ -28,6 +28,8 @@ pub enum IpProtocol {
     Ipv6NoNxt,
     /// IPv6 Destination Options (60).
     Ipv6Opts,
+    /// SCTP (132).
+    Sctp,
     /// Any other protocol number.
     Unknown(u8),
 }
@@ -47,6 +49,7 @@ impl From<u8> for IpProtocol {
             58 => IpProtocol::Icmpv6,
             59 => IpProtocol::Ipv6NoNxt,
             60 => IpProtocol::Ipv6Opts,
+            132 => IpProtocol::Sctp,
             other => IpProtocol::Unknown(other),
         }
     }
@@ -67,6 +70,7 @@ impl From<IpProtocol> for u8 {
             IpProtocol::Icmpv6 => 58,
             IpProtocol::Ipv6NoNxt => 59,
             IpProtocol::Ipv6Opts => 60,
+            IpProtocol::Sctp => 132,
             IpProtocol::Unknown(other) => other,
         }
     }

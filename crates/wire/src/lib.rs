@@ -26,6 +26,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod sctp;
 pub mod tcp;
 pub mod udp;
 
