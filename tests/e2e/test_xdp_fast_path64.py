@@ -15,8 +15,8 @@ the XDP maps). Then the same crafted packets (scapy, at layer 2) go on those flo
 both directions:
 
   * IPv6 -> IPv4 from the client: UDP and TCP data segments (ACK/PSH/URG/ECE/CWR, never
-    SYN/FIN/RST), small (translated <= 1260 bytes: DF clear, a content-derived
-    Identification) and large (DF set, Identification 0), at the 1260/1261 boundary and
+    SYN/FIN/RST), small (translated <= 1260 bytes: DF clear, an Identification from the
+    flow's counter) and large (DF set, Identification 0), at the 1260/1261 boundary and
     the 1500-byte MTU, with hop limits 64/2/255, traffic classes 0/0xb8/0x03 and flow
     labels; plus packets the program must leave to the engine: a UDP zero checksum and
     hop limit 1 (nothing comes out), a Destination Options header and a fragmented
@@ -104,7 +104,7 @@ MODES = {
 
 # The translator settings the fast path copies at install (README "Translator settings"):
 # RFC 7915's defaults (TOS <-> traffic class copied, DF above 1260 bytes), fixed values
-# with DF always set, and zeros with DF always clear (a content-derived ID on every packet).
+# with DF always set, and zeros with DF always clear (a counted ID on every packet).
 SETTINGS = {
     "rfc": "",
     "fixed": 'tos = 32\ntraffic_class = 72\ndf = "set"\n',
@@ -276,7 +276,7 @@ HL, TC, FL = (64, 2, 255), (0, 0xb8, 0x03), (0, 0x12345, 0xfffff)
 # The engine's: a UDP zero checksum (illegal in IPv6: dropped), hop limit 1 (Time Exceeded).
 drop.append((v6() / UDP(sport=40000, dport=7000, chksum=0) / pay(tag(), 20), 0))
 drop.append((v6(hlim=1) / UDP(sport=40000, dport=7000) / pay(tag(), 20), 0))
-# The program's: small UDP (translated <= 1260: DF clear, ID from content).
+# The program's: small UDP (translated <= 1260: DF clear, ID from the flow's counter).
 for i in range(9):
     fast.append((udp(12 + i * 37, hlim=HL[i %% 3], tc=TC[(i // 3) %% 3], fl=FL[i %% 3]), 1))
 # At the boundary: translated 1260 (DF clear), 1261 and 1480 (DF set, ID 0).
@@ -364,6 +364,9 @@ def mac(g, ns, dev):
 class Run(FastRun):
     """One NAT64 gateway (fast path on or off), the echo server, the client, and captures
     of what the gateway sends to the server (IPv4) and to the client (IPv6)."""
+
+    # Where windows() sends its frame for another host (wirecmp.fresh_rx).
+    poke_port = ("cli", "c0")
 
     def __init__(self, quicknat, fast, settings="rfc", backend="af_xdp", mode="nat64", gateway=""):
         self.fast, self.quicknat, self.mode = fast, quicknat, mode
@@ -522,12 +525,21 @@ def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off,
         for f in (f for fs in got["off"][1].values() for f in fs):
             assert int.from_bytes(f[14:16], "big") >> 4 & 0xFF == tc, (settings, describe(f))
     # Frame by frame, from the IP header on (a whole DF-clear IPv4 datagram's Identification
-    # aside: the engine numbers it from a keyed counter, the program from a hash; RFC 6864
+    # aside: the engine numbers it from a keyed per-tuple counter, the program from the
+    # flow's; RFC 6864
     # asks only that it be unique among its source, destination and protocol's datagrams).
     differ = differences(got, ("IPv4 at the server", "IPv6 at the client"), translated=("IPv4 at the server",))
     assert not differ, (f"{len(differ)} frame(s) differ:\n" + "\n\n".join(differ)
                         + "".join(f"\nalso: {p}" for p in problems))
     assert not problems, "\n".join(problems)
+    # RFC 6864 on the fast path: the UDP flow's whole DF-clear datagrams (the nine small
+    # ones the program takes, in a row) carry successive Identifications of its counter.
+    if settings != "fixed":
+        udp = [f for fs in got["on"][0].values() for f in fs
+               if f[12:14] == b"\x08\x00" and f[23] == 17 and int.from_bytes(f[20:22], "big") & 0x7FFF == 0]
+        ids = [int.from_bytes(f[18:20], "big") for f in udp]
+        steps = sum((b - a) % 65536 == 1 for a, b in zip(ids, ids[1:]))
+        assert steps >= 8, f"IDs in capture order: {ids}"
 
 
 def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, settings):
@@ -536,8 +548,8 @@ def test_gso_super_packets_go_through_the_tc_fast_path_translated_whole(on, sett
     IPv4, its GSO type switched by bpf_skb_change_proto) and the IPv4 server's kernel
     accepts what arrives (iperf3 completes: the partial checksums it left were right).
     The same from the server (iperf3 -R: IPv4 -> IPv6, gso_size cut by 20). With df =
-    "clear" (the "zero" settings) an IPv4 segment's Identification would come from its own
-    bytes: the program leaves the client's super-packets to the engine's GSO path."""
+    "clear" (the "zero" settings) each IPv4 segment would need an Identification of the
+    flow's counter: the program leaves the client's super-packets to the engine's GSO path."""
     if on.qn.text().find("at the tc ingress hook") < 0:
         pytest.skip("an XDP program turns its veth peer's TSO off: no super-packets reach it")
     assert on.established(), on.qn.text()[-3000:]

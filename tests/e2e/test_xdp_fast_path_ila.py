@@ -229,6 +229,9 @@ class Run(FastRun):
     """One ILA router (fast path on or off) with captures of what it sends to p
     (outbound) and to a (inbound)."""
 
+    # Where windows() sends its frame for another host (wirecmp.fresh_rx).
+    poke_port = ("a", "a0")
+
     def __init__(self, quicknat, fast, mode, backend="af_xdp"):
         self.fast, self.quicknat, self.csum = fast, quicknat, MODES[mode][0]
         self.g = g = Scenario("qilf", ("a", "r1", "p"))

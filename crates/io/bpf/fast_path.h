@@ -382,7 +382,7 @@ struct fast_val64 {
 	__u8 df;  /* FAST_DF_* */
 	__u16 mtu; /* the IPv4 next hop's (host order): longer packets go to user space */
 	__u16 pad0;
-	__u32 pad1;
+	__u32 ident; /* the flow's next IPv4 Identification (RFC 6864), advanced here */
 	__u64 last_seen;
 };
 
@@ -458,24 +458,16 @@ static __attribute__((always_inline)) __u32 sum_v6(const __u8 *a)
 	return s;
 }
 
-/* xlat::siit's derived_ident (FNV-1a over the first 32 bytes of the transport data, as
- * it is after SIIT's checksum update: `c` at `coff`), for IPv4 packets with DF clear. */
-static __attribute__((always_inline)) __u16 derived_ident(__u8 *l4, __u8 *end, int coff, __u16 c)
+/* The IPv4 Identification of a translated DF-clear packet of the flow `v` (RFC 6864:
+ * unique per source, destination and protocol within a datagram's lifetime). Each flow
+ * counts from a keyed random start the loader sets (kept when the entry is replaced), so
+ * its IDs cannot be guessed from outside. A flow is on one CPU (RSS), so a plain increment
+ * serves; two CPUs racing at worst repeat one ID. */
+static __attribute__((always_inline)) __u16 next_ident(struct fast_val64 *v)
 {
-	__u32 h = 0x811C9DC5u;
-	__u8 cb[2];
-
-	/* The checksum as it lies on the wire (c holds the wire bytes). */
-	__builtin_memcpy(cb, &c, 2);
-#pragma unroll
-	for (int i = 0; i < 32; i++) {
-		if (l4 + i + 1 > end)
-			break;
-		__u8 b = i == coff ? cb[0] : i == coff + 1 ? cb[1] : l4[i];
-		h ^= b;
-		h *= 0x01000193u;
-	}
-	return (__u16)((h >> 16) ^ h);
+	__u32 id = v->ident;
+	v->ident = id + 1;
+	return (__u16)id;
 }
 
 /* The IPv6 pseudo-header sum of the header at `l3` for `proto` and `plen` bytes (words as
@@ -558,6 +550,7 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
 
 	fast_touch(&v->last_seen);
+	__u16 ident = df ? 0 : next_ident(v);
 	__u32 egress = v->egress;
 	__u8 mac[12];
 	__builtin_memcpy(mac, v->dmac, 12);
@@ -578,9 +571,9 @@ static __attribute__((always_inline)) int fast_path_64(struct xdp_md *ctx, __u8 
 	if ((__u8 *)(csum + 1) > end)
 		return XDP_ABORTED; /* cannot be: the same bytes were checked above */
 
-	/* SIIT's pseudo-header change, the ID from the segment as it is then, the port. */
+	/* SIIT's pseudo-header change, the port. */
 	c = csum_siit(c, delta, udp);
-	__u16 id = df ? 0 : be16(derived_ident(l4, end, coff, c));
+	__u16 id = be16(ident);
 	*csum = csum_port(c, key.sport, sport, udp);
 	*(__u16 *)l4 = sport;
 

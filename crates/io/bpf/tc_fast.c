@@ -45,12 +45,12 @@
 // checksum gets) and the port patch (which a partial one does not), a UDP zero left and a
 // computed zero sent as ones at each step, as fast_path.h's XDP twins do. A TCP GSO
 // super-packet (offloads on at the ends) is translated whole when each of its segments
-// fits and, IPv6 -> IPv4, gets DF (a DF-clear segment's Identification comes from its own
-// bytes): bpf_skb_change_proto switches its GSO type and, IPv4 -> IPv6, cuts gso_size by
-// 20, as the engine's GSO path does; its partial checksum gets SIIT's pseudo-header delta,
-// which turns the IPv6 pseudo-header sum into the IPv4 one. A DF-clear IPv6 -> IPv4
-// packet whose checksum is only the pseudo-header sum (a local sender's tx offload) is
-// the engine's: its Identification is derived from the completed checksum.
+// fits and, IPv6 -> IPv4, gets DF (DF-clear segments would each need an Identification of
+// the flow's counter): bpf_skb_change_proto switches its GSO type and, IPv4 -> IPv6, cuts
+// gso_size by 20, as the engine's GSO path does; its partial checksum gets SIIT's
+// pseudo-header delta, which turns the IPv6 pseudo-header sum into the IPv4 one. A
+// DF-clear IPv6 -> IPv4 packet takes the next Identification of its flow's counter
+// (`next_ident`).
 //
 // SIIT and CLAT use the NAT64 path as it is (their flows' entries, ports unchanged). ILA:
 // the program looks an IPv6 TCP/UDP/ICMPv6 destination up in `fast_ila` (fast_path_ila.h's
@@ -300,7 +300,8 @@ static __attribute__((always_inline)) int tc_64(struct __sk_buff *skb, __u8 *dat
 		return NOT_OURS;
 	/* A super-packet (TCP only: bpf_skb_change_proto takes no other GSO) is judged by its
 	 * segments, as the engine's GSO path judges it: each must fit the IPv4 MTU and get
-	 * DF, since a DF-clear segment's Identification comes from its own bytes. */
+	 * DF, since DF-clear segments would each need an Identification of the flow's counter
+	 * and the program takes one per packet. */
 	if (gso && key.proto != 6)
 		return NOT_OURS;
 	__u32 total = gso ? gso + tcp_hdr_len(l4, end) + 20 : (__u32)plen + 20;
@@ -315,8 +316,6 @@ static __attribute__((always_inline)) int tc_64(struct __sk_buff *skb, __u8 *dat
 		return NOT_OURS;
 	int df = v->df == FAST_DF_SET || (v->df == FAST_DF_RFC && total > 1260);
 	if (gso && !df)
-		return NOT_OURS;
-	if (!df && looks_partial(c16, pseudo_v6(l3, key.proto, plen)))
 		return NOT_OURS;
 	__u32 ifindex = egress_ifindex(&v->egress);
 	if (!ifindex)
@@ -337,24 +336,10 @@ static __attribute__((always_inline)) int tc_64(struct __sk_buff *skb, __u8 *dat
 	__u8 mac[12];
 	__builtin_memcpy(mac, v->dmac, 12);
 
-	/* SIIT's pseudo-header change (all a partial checksum gets), the ID from the segment
-	 * as it is then, the port. */
+	/* SIIT's pseudo-header change (all a partial checksum gets), the port. */
 	if (bpf_l4_csum_replace(skb, off, 0, v->siit_delta, BPF_F_PSEUDO_HDR | mm) < 0)
 		return LOST;
-	__u16 id = 0;
-	if (!df) {
-		__u8 seg[40] = {};
-		__u32 l4len = (__u32)plen;
-		if (l4len < 8)
-			return LOST;
-		/* min(l4len, 32), written so the verifier sees a length in 8..39. */
-		__u32 m = l4len >= 32 ? 32 : 8 + ((l4len - 8) & 0x1f);
-		if (bpf_skb_load_bytes(skb, 14 + 40, seg, m) < 0)
-			return LOST;
-		__u16 now;
-		__builtin_memcpy(&now, seg + coff32, 2);
-		id = be16(derived_ident(seg, seg + m, coff32, now));
-	}
+	__u16 id = df ? 0 : be16(next_ident(v));
 	if (old_sport != sport &&
 	    bpf_l4_csum_replace(skb, off, old_sport, sport, mm | 2) < 0)
 		return LOST;

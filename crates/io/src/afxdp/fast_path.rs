@@ -254,7 +254,8 @@ struct Val64 {
     df: u8,
     mtu: u16,
     pad0: u16,
-    pad1: u32,
+    /// The flow's next IPv4 Identification (RFC 6864), advanced by the program.
+    ident: u32,
     last_seen: u64,
 }
 
@@ -446,6 +447,11 @@ pub struct FastPath {
     ports: Mutex<DevMap<MapData>>,
     stats: PerCpuArray<MapData, u64>,
     capacity: u32,
+    /// The secret key that starts each NAT64 flow's Identification counter, and the
+    /// number of counters started (part of each start: a flow removed and installed
+    /// again does not count from where it started before).
+    ident_key: std::hash::RandomState,
+    ident_starts: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for FastPath {
@@ -484,6 +490,8 @@ impl FastPath {
             ports: Mutex::new(ports),
             stats,
             capacity,
+            ident_key: std::hash::RandomState::new(),
+            ident_starts: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -565,6 +573,18 @@ impl FastPath {
             ..Val64::default()
         };
         let mut flows = self.flows64.lock().unwrap_or_else(|e| e.into_inner());
+        // The Identification counter goes on where a replaced entry left it (a repeat
+        // within the datagrams' lifetime is what RFC 6864 forbids); a new flow's starts at
+        // a keyed random value: from outside, where its IDs stand cannot be guessed (to
+        // inject fragments into its datagrams).
+        let ident = match flows.get(&Key6::of(from), 0) {
+            Ok(old) => old.ident,
+            Err(_) => {
+                let n = (self.ident_starts).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::hash::BuildHasher::hash_one(&self.ident_key, (from, n)) as u32
+            }
+        };
+        let v = Val64 { ident, ..v };
         flows
             .insert(Key6::of(from), v, 0)
             .map_err(|e| map_err("fast_64 insert", e))
