@@ -30,7 +30,9 @@ fi
 #   valgrind's callgrind counts instructions per packet (scripts/icount_check.sh);
 #   bird, birdc (bird2): a real BIRD on both ends of the routing tests (test_routing.py);
 #   unbound and dig (bind9-dnsutils): the DNS64 resolver of the getting-started page and its
-#   query (test_book_getting_started.py).
+#   query (test_book_getting_started.py);
+#   usrsctp's example client and daytime server (libusrsctp-examples): a userland SCTP on
+#   both ends of the SCTP tests, these kernels having no SCTP module (test_sctp.py).
 need=()
 for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:clang tayga:tayga \
     tcpdump:tcpdump turnserver:coturn curl:curl ss:iproute2 prometheus:prometheus \
@@ -38,6 +40,7 @@ for tool in ping:iputils-ping iperf3:iperf3 ethtool:ethtool nft:nftables clang:c
     nfacctd:pmacct valgrind:valgrind bird:bird2 birdc:bird2 unbound:unbound dig:bind9-dnsutils; do
     PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+[ -x /usr/lib/usrsctp/client ] || need+=(libusrsctp-examples)
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
     echo "==> installing ${need[*]}"
     apt-get update -qq >/dev/null 2>&1 || true

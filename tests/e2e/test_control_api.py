@@ -247,7 +247,7 @@ def test_the_api_lists_exactly_the_traffic_sent(gw, backend):
         _, census = gw.json("census")
         c = census["census"]
         assert (c["live"], c["by_proto"], c["tcp"]["established"], c["bindings"]) == (
-            4, {"tcp": 1, "udp": 3, "icmp": 0, "other": 0}, 1, 4), c
+            4, {"tcp": 1, "udp": 3, "icmp": 0, "sctp": 0, "other": 0}, 1, 4), c
 
         # Counters: every packet of the exchange (3 UDP each way at least, TCP both ways).
         def stats():

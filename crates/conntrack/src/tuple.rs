@@ -13,17 +13,25 @@ pub enum Proto {
     Udp = 1,
     /// ICMP query (echo); ports are the identifier.
     Icmp = 2,
-    /// Any other IP protocol (GRE, ESP, SCTP, ...), translated by address only: both
-    /// "ports" of its tuple are its IP protocol number.
-    Other = 3,
+    /// SCTP (RFC 9260): ports like TCP's and UDP's, in a port space of its own.
+    Sctp = 3,
+    /// Any other IP protocol (GRE, ESP, ...), translated by address only: both "ports"
+    /// of its tuple are its IP protocol number.
+    Other = 4,
 }
 
 impl Proto {
     /// Number of tracked protocols (port spaces).
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
 
     /// Every tracked protocol, in index order.
-    pub const ALL: [Proto; Proto::COUNT] = [Proto::Tcp, Proto::Udp, Proto::Icmp, Proto::Other];
+    pub const ALL: [Proto; Proto::COUNT] = [
+        Proto::Tcp,
+        Proto::Udp,
+        Proto::Icmp,
+        Proto::Sctp,
+        Proto::Other,
+    ];
 
     /// The protocol of index `i` ([`index`](Self::index)); past the last, [`Proto::Other`].
     #[inline]
@@ -32,6 +40,7 @@ impl Proto {
             0 => Proto::Tcp,
             1 => Proto::Udp,
             2 => Proto::Icmp,
+            3 => Proto::Sctp,
             _ => Proto::Other,
         }
     }
@@ -48,6 +57,7 @@ impl Proto {
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
             Proto::Icmp => "icmp",
+            Proto::Sctp => "sctp",
             Proto::Other => "other",
         }
     }

@@ -92,22 +92,47 @@ pub enum PortRangeError {
     BadPort(String),
 }
 
-/// Transport protocols a port forward can name.
+/// Transport protocols a port forward (or a static NAT64 binding) can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum L4Proto {
     /// TCP (6).
     Tcp,
     /// UDP (17).
     Udp,
+    /// SCTP (132).
+    Sctp,
 }
 
 impl L4Proto {
+    /// Every one, in the order the configuration reference lists them.
+    pub const ALL: [L4Proto; 3] = [L4Proto::Tcp, L4Proto::Udp, L4Proto::Sctp];
+
     /// The IP protocol number.
     pub fn number(self) -> u8 {
         match self {
             L4Proto::Tcp => 6,
             L4Proto::Udp => 17,
+            L4Proto::Sctp => 132,
         }
+    }
+
+    /// The tracked protocol (port space) its sessions belong to.
+    pub fn proto(self) -> conntrack::Proto {
+        match self {
+            L4Proto::Tcp => conntrack::Proto::Tcp,
+            L4Proto::Udp => conntrack::Proto::Udp,
+            L4Proto::Sctp => conntrack::Proto::Sctp,
+        }
+    }
+
+    /// Its name in the configuration: `tcp`, `udp` or `sctp`.
+    pub fn name(self) -> &'static str {
+        self.proto().as_str()
+    }
+
+    /// The protocol a configuration names.
+    pub fn from_name(s: &str) -> Option<L4Proto> {
+        L4Proto::ALL.into_iter().find(|p| p.name() == s)
     }
 }
 
@@ -143,7 +168,10 @@ pub struct Timeouts {
     pub tcp_syn_recv: Duration,
     /// ICMP query (echo) timeout (RFC 5508: at least 60 s).
     pub icmp: Duration,
-    /// Every other protocol, translated by address only (GRE, ESP, SCTP, ...): Linux
+    /// SCTP association idle timeout: Linux conntrack's ESTABLISHED, 210 s (seven of
+    /// an idle association's heartbeats, sent every 30 s by default, RFC 9260 §8.3).
+    pub sctp: Duration,
+    /// Every other protocol, translated by address only (GRE, ESP, ...): Linux
     /// conntrack's generic timeout, 600 s.
     pub other: Duration,
 }
@@ -158,6 +186,7 @@ impl Default for Timeouts {
             tcp_syn_sent: Duration::from_secs(120),
             tcp_syn_recv: Duration::from_secs(60),
             icmp: Duration::from_secs(60),
+            sctp: Duration::from_secs(210),
             other: Duration::from_secs(600),
         }
     }

@@ -463,6 +463,7 @@ pub fn proto_number(p: Proto, port: u16) -> u8 {
         Proto::Tcp => 6,
         Proto::Udp => 17,
         Proto::Icmp => 1,
+        Proto::Sctp => 132,
         Proto::Other => port as u8,
     }
 }

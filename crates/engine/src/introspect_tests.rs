@@ -258,7 +258,7 @@ fn nat44_sessions_bindings_pool_and_census_match_the_traffic() {
     // Census.
     let c = m.census();
     assert_eq!((c.live, c.dead_pending, c.bindings), (4, 0, 4));
-    assert_eq!(c.by_proto, [1, 3, 0, 0]);
+    assert_eq!(c.by_proto, [1, 3, 0, 0, 0]);
     assert_eq!(c.tcp[ConnState::Established as usize], 1);
     assert_eq!(c.tcp.iter().sum::<u64>(), 1);
     assert_eq!(c.capacity as usize, nat.config().max_sessions);
@@ -347,7 +347,7 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
         ]
     );
     let c = m.census();
-    assert_eq!((c.live, c.by_proto), (2, [0, 1, 1, 0]));
+    assert_eq!((c.live, c.by_proto), (2, [0, 1, 1, 0, 0]));
     let pool = m.pool_usage();
     assert_eq!(pool.len(), 1);
     assert_eq!(

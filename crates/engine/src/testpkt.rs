@@ -101,6 +101,21 @@ pub fn echo(ty: u8, id: u16, seq: u16) -> Vec<u8> {
     e
 }
 
+/// An SCTP packet: the common header (ports, verification tag) and `chunks`, its CRC32c
+/// filled (RFC 9260 Appendix A: over the whole packet, stored least significant byte
+/// first).
+pub fn sctp(sport: u16, dport: u16, vtag: u32, chunks: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(12 + chunks.len());
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&vtag.to_be_bytes());
+    p.extend_from_slice(&[0; 4]);
+    p.extend_from_slice(chunks);
+    let c = wire::sctp::crc32c(&p);
+    p[8..12].copy_from_slice(&c.to_le_bytes());
+    p
+}
+
 /// Fills the transport checksum of the IPv4 or IPv6 packet `p` (no extension headers).
 pub fn fill_l4_csum(p: &mut [u8]) {
     let (l4, proto) = l4_of(p);

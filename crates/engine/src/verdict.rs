@@ -82,7 +82,7 @@ drop_reasons! {
     FragmentTableFull => "fragment_table_full",
     /// A transport protocol the NAT cannot translate (no ports or identifiers).
     UnsupportedProtocol => "unsupported_protocol",
-    /// A protocol translated by address only (GRE, ESP, SCTP, ...) whose (public
+    /// A protocol translated by address only (GRE, ESP, ...) whose (public
     /// address, remote, protocol) another inside host holds: one host at a time.
     AddressOnlyInUse => "address_only_in_use",
     /// An ICMP type that is neither a query the NAT tracks nor an error it translates.
@@ -197,7 +197,7 @@ impl DropReason {
             D::Malformed => "invalid header field (IP version, IHL, length fields)",
             D::BadIpChecksum => "wrong IPv4 header checksum",
             D::NotIpv4 => "not IPv4 where IPv4 is expected",
-            D::Fragment => "IPv4 fragment that cannot be tracked (protocol, ICMP error, or tiny first fragment)",
+            D::Fragment => "IPv4 fragment that cannot be tracked (protocol, SCTP, ICMP error, or tiny first fragment)",
             D::FragmentOutOfOrder => "later fragment arrived before its first fragment, not held",
             D::FragmentHeld => "later fragment held until its datagram's first fragment arrives",
             D::FragmentExpired => "held fragment whose first fragment never came",

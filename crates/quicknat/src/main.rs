@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use engine::config::{Filtering, L4Proto};
+use engine::config::Filtering;
 use engine::nat44::Nat44Config;
 
 use quicknat::config::{self, Config};
@@ -407,10 +407,7 @@ fn summary(c: &Nat44Config) -> String {
         let _ = writeln!(s, "static {}: {} <-> {}", i + 1, m.inside, m.public);
     }
     for (i, f) in c.port_forwards.iter().enumerate() {
-        let proto = match f.protocol {
-            L4Proto::Tcp => "tcp",
-            L4Proto::Udp => "udp",
-        };
+        let proto = f.protocol.name();
         let _ = writeln!(s, "forward {}: {proto} {} -> {}", i + 1, f.public, f.inside);
     }
     let t = &c.timeouts;

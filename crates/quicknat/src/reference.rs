@@ -189,8 +189,10 @@ fn remedy(r: DropReason) -> &'static str {
         }
         D::Fragment => {
             "Fragments the NAT cannot follow: of an untranslated protocol, of an ICMP error, \
-             or a first fragment too short to hold the ports (RFC 1858). Usually an attack; \
-             otherwise fix the sender's MTU so it does not fragment."
+             of SCTP (its CRC32c covers the whole packet, which a new port changes), or a \
+             first fragment too short to hold the ports (RFC 1858). Usually an attack; \
+             otherwise fix the sender's MTU so it does not fragment (SCTP endpoints fragment \
+             at their own layer when their path MTU discovery works)."
         }
         D::FragmentOutOfOrder => {
             "A later fragment came before its first and could not be held: \

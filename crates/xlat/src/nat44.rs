@@ -28,10 +28,13 @@ pub enum L4Kind {
     /// ICMP query: identifier at 4, checksum at 2 (no pseudo-header). The identifier is
     /// the source "port" of a request and the destination "port" of a reply.
     IcmpQuery,
-    /// Any other protocol (GRE, ESP, SCTP, ...), translated by address only: its header
-    /// is never touched (none of these checksums covers the IP addresses: GRE's and
-    /// SCTP's CRC32c cover their own header and data, ESP is integrity-protected end to
-    /// end without the outer addresses).
+    /// SCTP: ports at 0 and 2, a CRC32c at 8 over the whole packet and no pseudo-header
+    /// (`wire::sctp`): a new port moves it, a new address does not.
+    Sctp,
+    /// Any other protocol (GRE, ESP, ...), translated by address only: its header is
+    /// never touched (none of these checksums covers the IP addresses: GRE's covers its
+    /// own header and data, ESP is integrity-protected end to end without the outer
+    /// addresses).
     AddressOnly,
 }
 
@@ -92,6 +95,13 @@ fn rewrite_l4(l4: &mut [u8], kind: L4Kind, sport: u16, dport: u16, addr_delta: D
                 set16(l4, 2, c, &mut changed);
             }
         }
+        // The ports only: a quote is cut short, so its CRC32c cannot be recomputed (a
+        // stack reading an ICMP error checks the quoted verification tag, not the CRC).
+        // A whole packet's is moved by `rewrite_other`.
+        L4Kind::Sctp => {
+            set16(l4, 0, sport, &mut changed);
+            set16(l4, 2, dport, &mut changed);
+        }
         L4Kind::AddressOnly => {}
     }
     changed
@@ -105,7 +115,7 @@ fn rewrite_fast(pkt: &mut [u8], kind: L4Kind, to: &Rewrite, decrement_ttl: bool)
     let need = match kind {
         L4Kind::Tcp => 40,
         L4Kind::Udp => 28,
-        L4Kind::IcmpQuery | L4Kind::AddressOnly => return false,
+        L4Kind::IcmpQuery | L4Kind::Sctp | L4Kind::AddressOnly => return false,
     };
     if pkt.len() < need {
         return false;
@@ -224,6 +234,11 @@ fn rewrite_other(
         crate::csum::put16(pkt, ip::CHECKSUM, ip_delta.apply(c));
     }
     let (_, l4) = pkt.split_at_mut(l4_off);
+    if kind == L4Kind::Sctp {
+        // `pkt` is the whole packet (callers cut link padding off and never pass a first
+        // fragment as SCTP): the CRC32c moves with the ports.
+        return wire::sctp::set_ports(l4, to.sport, to.dport);
+    }
     let addr_delta = if kind == L4Kind::IcmpQuery {
         Delta::ZERO
     } else {
@@ -246,7 +261,7 @@ pub fn rewrite_partial(
     to: &Rewrite,
     decrement_ttl: bool,
 ) -> bool {
-    if matches!(kind, L4Kind::IcmpQuery | L4Kind::AddressOnly) {
+    if matches!(kind, L4Kind::IcmpQuery | L4Kind::Sctp | L4Kind::AddressOnly) {
         return rewrite(pkt, l4_off, kind, to, decrement_ttl);
     }
     if l4_off < 20 || pkt.len() < l4_off + if kind == L4Kind::Tcp { 18 } else { 8 } {

@@ -126,16 +126,16 @@ fn a_full_hold_gives_back_its_oldest_port_early() {
 /// protocols, and the estimate's figure is what the ring takes once allocated.
 #[test]
 fn the_hold_capacity_is_the_bound_or_the_pool_whichever_is_smaller() {
-    assert_eq!(PortPool::hold_capacity_for(1, 64, 20_000), 256);
+    assert_eq!(PortPool::hold_capacity_for(1, 64, 20_000), 64 * 5);
     assert_eq!(PortPool::hold_capacity_for(256, 64_512, 20_000), 20_000);
-    let whole = (1u64 << 32) * 65_535 * 4;
+    let whole = (1u64 << 32) * 65_535 * 5;
     assert_eq!(
         PortPool::hold_capacity_for(1 << 32, 65_535, usize::MAX) as u64,
         whole,
         "every port of the largest pool, under 2^50"
     );
     let p = pool(1, 1024, 1087).with_hold_capacity(1 << 20);
-    assert_eq!(p.hold_capacity(), 256);
+    assert_eq!(p.hold_capacity(), 64 * 5);
     let before = p.bytes();
     let e = p.allocate(Proto::Udp, ep(1, 1), false, 0).unwrap();
     let after_alloc = p.bytes();
@@ -145,7 +145,7 @@ fn the_hold_capacity_is_the_bound_or_the_pool_whichever_is_smaller() {
         PortPool::hold_bytes_for(1, 64, 1 << 20),
         "the ring, allocated at the first release"
     );
-    assert_eq!(PortPool::hold_bytes_for(1, 64, 1 << 20), 256 * 8);
+    assert_eq!(PortPool::hold_bytes_for(1, 64, 1 << 20), 64 * 5 * 8);
     assert!(after_alloc >= before);
 }
 

@@ -371,6 +371,8 @@ impl Nat44Config {
             ("tcp_syn_sent", t.tcp_syn_sent),
             ("tcp_syn_recv", t.tcp_syn_recv),
             ("icmp", t.icmp),
+            ("sctp", t.sctp),
+            ("other", t.other),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::new(
@@ -669,7 +671,7 @@ mod size_tests {
         assert_eq!(pool.bytes, 256 * POOL_BYTES_PER_ADDRESS_IN_USE as u64);
         assert_eq!(pool.item, ConfigItem::Entry("rule", 0, "pool"));
         // The reuse hold: 8 bytes a port, max_sessions of them, or every port of a small
-        // pool (one address: 64,512 ports × 4 protocols), named after what bounds it.
+        // pool (one address: 64,512 ports × 5 protocols), named after what bounds it.
         let hold = |c: &Nat44Config| {
             c.memory()
                 .parts
@@ -680,7 +682,7 @@ mod size_tests {
         assert_eq!(hold(&c), Some((ConfigItem::Field("max_sessions"), 8 << 20)));
         assert_eq!(
             hold(&one_rule(1 << 20)),
-            Some((ConfigItem::Entry("rule", 0, "pool"), 64_512 * 4 * 8))
+            Some((ConfigItem::Entry("rule", 0, "pool"), 64_512 * 5 * 8))
         );
     }
 

@@ -57,6 +57,8 @@ mod tests_pba;
 #[cfg(test)]
 mod tests_reload;
 #[cfg(test)]
+mod tests_sctp;
+#[cfg(test)]
 mod tests_stage;
 #[cfg(test)]
 mod tests_tcp;
@@ -77,7 +79,7 @@ use conntrack::{
 use hashbrown::{HashMap, HashSet};
 use rustc_hash::FxHasher;
 
-use crate::config::{ConfigError, L4Proto, Timeouts};
+use crate::config::{ConfigError, Timeouts};
 use crate::mode::{Emit, Family, Mode};
 use crate::stats::Counters;
 use crate::verdict::Direction;
@@ -300,10 +302,7 @@ impl Nat44Shared {
             .public_hosts
             .extend(shared.static_by_public.keys().copied());
         for f in &shared.cfg.port_forwards {
-            let proto = match f.protocol {
-                L4Proto::Tcp => Proto::Tcp,
-                L4Proto::Udp => Proto::Udp,
-            };
+            let proto = f.protocol.proto();
             let public = Endpoint::new(*f.public.ip(), f.public.port());
             for pool in &shared.pools {
                 pool.reserve(proto, public);
@@ -417,6 +416,7 @@ fn timeout_of(t: &Timeouts, proto: Proto, tcp: TcpState) -> Duration {
     match proto {
         Proto::Udp => t.udp,
         Proto::Icmp => t.icmp,
+        Proto::Sctp => t.sctp,
         Proto::Other => t.other,
         Proto::Tcp => match tcp.phase() {
             TcpPhase::SynSent => t.tcp_syn_sent,

@@ -101,6 +101,7 @@ fn ports(proto: IpProtocol, l4: &[u8]) -> Option<(Proto, L4Kind, u16, u16)> {
     match proto {
         IpProtocol::Tcp => Some((Proto::Tcp, L4Kind::Tcp, p16(0)?, p16(2)?)),
         IpProtocol::Udp => Some((Proto::Udp, L4Kind::Udp, p16(0)?, p16(2)?)),
+        IpProtocol::Sctp => Some((Proto::Sctp, L4Kind::Sctp, p16(0)?, p16(2)?)),
         IpProtocol::Icmp => {
             let t = Icmpv4Type::from(*l4.first()?);
             if !matches!(t, Icmpv4Type::EchoRequest | Icmpv4Type::EchoReply) {
@@ -111,6 +112,17 @@ fn ports(proto: IpProtocol, l4: &[u8]) -> Option<(Proto, L4Kind, u16, u16)> {
         }
         p => Some(address_only(p)),
     }
+}
+
+/// An SCTP packet's ports: its common header must be whole.
+fn sctp_ports(payload: &[u8]) -> Result<(u16, u16), DropReason> {
+    let h = payload
+        .get(..wire::sctp::field::HEADER_LEN)
+        .ok_or(DropReason::Malformed)?;
+    Ok((
+        u16::from_be_bytes([h[0], h[1]]),
+        u16::from_be_bytes([h[2], h[3]]),
+    ))
 }
 
 /// Any other protocol is translated by address only: its tuple carries the protocol
@@ -237,6 +249,18 @@ pub fn parse_full(pkt: &[u8], verify_ip: bool) -> Result<Parsed, DropReason> {
                 offload: crate::verdict::Offload::None,
             }))
         }
+        IpProtocol::Sctp => {
+            let (sp, dp) = sctp_ports(payload)?;
+            Ok(Parsed::Flow(Flow {
+                tuple: tuple(Proto::Sctp, sp, dp),
+                l4_off,
+                kind: L4Kind::Sctp,
+                tcp_flags: 0,
+                total_len,
+                ttl,
+                offload: crate::verdict::Offload::None,
+            }))
+        }
         IpProtocol::Icmp => {
             let icmp = Icmpv4Packet::new_checked(payload).map_err(wire_reason)?;
             match icmp.msg_type() {
@@ -336,7 +360,12 @@ fn parse_fragment(ip: &Ipv4Packet<&[u8]>) -> Result<Parsed, DropReason> {
     }
     let payload = ip.payload();
     // An ICMP error in fragments is not translated either (its quote would need the
-    // whole message for the checksum).
+    // whole message for the checksum), nor SCTP: its CRC32c covers the whole packet,
+    // which a first fragment's new ports would change and the NAT never holds (SCTP
+    // endpoints fragment at their own layer, RFC 9260 §7.3, rather than IP's).
+    if proto == IpProtocol::Sctp {
+        return Err(DropReason::Fragment);
+    }
     let (proto, kind, sp, dp) = ports(proto, payload).ok_or(DropReason::Fragment)?;
     let tcp_flags = match kind {
         L4Kind::Tcp => TcpPacket::new_checked(payload)

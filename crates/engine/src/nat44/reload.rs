@@ -24,7 +24,7 @@ use xlat::prefix::Ipv4Prefix;
 
 use super::rules::RuleTable;
 use super::{ep_key, key_ep, key_proto, Nat44Config, Nat44Shared};
-use crate::config::{ConfigError, ConfigItem, Filtering, L4Proto, ReloadDrain, Timeouts};
+use crate::config::{ConfigError, ConfigItem, Filtering, ReloadDrain, Timeouts};
 use crate::reload::{refuse_restart_only, ReloadReport};
 
 impl Nat44Shared {
@@ -322,10 +322,7 @@ fn covers(outer: &Ipv4Prefix, inner: &Ipv4Prefix) -> bool {
 }
 
 fn forward_keys(f: &super::PortForward) -> (Proto, Endpoint, Endpoint) {
-    let proto = match f.protocol {
-        L4Proto::Tcp => Proto::Tcp,
-        L4Proto::Udp => Proto::Udp,
-    };
+    let proto = f.protocol.proto();
     (
         proto,
         Endpoint::new(*f.public.ip(), f.public.port()),
@@ -401,6 +398,8 @@ fn timeouts(o: &Timeouts, n: &Timeouts, r: &mut ReloadReport) {
         ("tcp_syn_recv", o.tcp_syn_recv, n.tcp_syn_recv),
         ("tcp_closed", o.tcp_closed, n.tcp_closed),
         ("icmp", o.icmp, n.icmp),
+        ("sctp", o.sctp, n.sctp),
+        ("other", o.other, n.other),
     ] {
         if a != b {
             r.push(format!("{name} {} s → {} s", a.as_secs(), b.as_secs()));

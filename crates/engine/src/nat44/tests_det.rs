@@ -16,7 +16,7 @@ use super::deterministic::{DetMap, DetRange, Deterministic};
 use super::Nat44;
 use crate::config::{ConfigItem, PortRange};
 use crate::events::{EventClass, EventKind, EventLog, EventMask};
-use crate::testpkt::{echo, fill_l4_csum, ipv4, ports, tcp, udp, v4_addrs, TCP, UDP};
+use crate::testpkt::{echo, fill_l4_csum, ipv4, ports, sctp, tcp, udp, v4_addrs, TCP, UDP};
 use crate::verdict::{Direction::*, DropReason};
 use crate::Emit;
 
@@ -54,6 +54,8 @@ fn packet(proto: Proto, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) ->
         Proto::Icmp => ipv4(1, src, dst, 64, &echo(8, sport, 1)),
         // GRE: address only.
         Proto::Other => ipv4(47, src, dst, 64, &[0, 0, 0x08, 0]),
+        // Its CRC32c filled already.
+        Proto::Sctp => return ipv4(132, src, dst, 64, &sctp(sport, dport, 1, &[])),
     };
     fill_l4_csum(&mut p);
     p

@@ -1,5 +1,5 @@
-//! Every IP protocol through NAT44: the ones without ports (GRE, ESP, SCTP as far as the
-//! NAT is concerned, and any other) are translated by address only, in sessions of
+//! Every IP protocol through NAT44: the ones without ports (GRE, ESP and any other but
+//! TCP, UDP, ICMP and SCTP) are translated by address only, in sessions of
 //! (inside host, remote host, protocol), as netfilter's generic tracker and VPP's
 //! unknown-protocol sessions do: one inside host at a time holds a (public address,
 //! remote, protocol); replies find it; nothing comes in unasked but to a static 1:1 host.
@@ -19,7 +19,6 @@ use crate::{Direction, Emit};
 const SRV2: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 3);
 const GRE: u8 = 47;
 const ESP: u8 = 50;
-const SCTP: u8 = 132;
 
 fn t(s: u64) -> Timestamp {
     Timestamp::from_secs(s)
@@ -132,19 +131,11 @@ fn unsolicited_inbound_reaches_only_a_static_host() {
         Err(DropReason::NoMapping),
         "another remote to A's public address"
     );
-    // An SCTP common header (ports 5000, verification tag and checksum 0).
-    let sctp = |src, dst| {
-        ipv4(
-            SCTP,
-            src,
-            dst,
-            64,
-            &[0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0],
-        )
-    };
-    let c = go(&mut n, 1, Inbound, &sctp(SRV2, public_c)).unwrap();
+    // A GRE header (no key), protocol type IPv4.
+    let gre = |src, dst| ipv4(GRE, src, dst, 64, &[0, 0, 0x08, 0, 0x45, 0, 0, 20]);
+    let c = go(&mut n, 1, Inbound, &gre(SRV2, public_c)).unwrap();
     assert_eq!(v4_addrs(&c), (SRV2, in_c));
-    let back = go(&mut n, 2, Outbound, &sctp(in_c, SRV2)).unwrap();
+    let back = go(&mut n, 2, Outbound, &gre(in_c, SRV2)).unwrap();
     assert_eq!(v4_addrs(&back), (public_c, SRV2));
 }
 

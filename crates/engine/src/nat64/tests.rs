@@ -1017,3 +1017,35 @@ fn esp_and_gre_out_and_back_by_address_only() {
         assert_eq!(back[40..], body[..]);
     }
 }
+
+/// SCTP through NAT64 with its ports: SIIT leaves the CRC32c alone (it covers no
+/// addresses), NAT44 moves it with a changed port; two IPv6 hosts on one source port
+/// share the pool4 address, each answered on its own port with a right CRC.
+#[test]
+fn sctp_out_and_back_with_ports_and_crc() {
+    let mut n = Nat64::new(config()).unwrap();
+    let crc_ok = |l4: &[u8]| wire::sctp::checksum(l4) == wire::sctp::stored_checksum(l4);
+    let init = [
+        1, 0, 0, 20, 0, 0, 0, 9, 0, 1, 0, 0, 0, 10, 0, 10, 0, 0, 0, 1,
+    ];
+    let host_b: Ipv6Addr = "2001:db8:1::3".parse().unwrap();
+    let mut public = Vec::new();
+    for host in [HOST_A, host_b] {
+        let p = ipv6(132, host, srv6(), 64, &sctp(5000, 3868, 7, &init));
+        let o = out(&mut n, 1, &p).unwrap();
+        assert_eq!((o[0] >> 4, o[9]), (4, 132));
+        assert_eq!(v4_addrs(&o), (POOL, SRV4));
+        assert_eq!(ports(&o).1, 3868);
+        assert!(crc_ok(&o[20..]), "{o:02x?}");
+        public.push(ports(&o).0);
+    }
+    assert_ne!(public[0], public[1]);
+    for (host, port) in [HOST_A, host_b].into_iter().zip(public) {
+        let r = ipv4(132, SRV4, POOL, 64, &sctp(3868, port, 9, &init));
+        let b = inb(&mut n, 2, &r).unwrap();
+        assert_eq!((b[0] >> 4, b[6]), (6, 132));
+        assert_eq!(v6_addrs(&b), (srv6(), host));
+        assert_eq!(ports(&b), (3868, 5000));
+        assert!(crc_ok(&b[40..]));
+    }
+}

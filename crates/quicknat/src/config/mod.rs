@@ -672,6 +672,7 @@ fn timeouts(t: &raw::RawTimeouts, defaults: Timeouts) -> Timeouts {
         tcp_syn_sent: secs(&t.tcp_syn_sent, defaults.tcp_syn_sent),
         tcp_syn_recv: secs(&t.tcp_syn_recv, defaults.tcp_syn_recv),
         icmp: secs(&t.icmp, defaults.icmp),
+        sctp: secs(&t.sctp, defaults.sctp),
         other: secs(&t.other, defaults.other),
     }
 }
@@ -816,17 +817,13 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     for (i, f) in raw.forward.iter().enumerate() {
         let f = f.get_ref();
         let field = |name: &str| format!("nat44.forward[{}].{name}", i + 1);
-        let protocol = match f.protocol.get_ref().as_str() {
-            "tcp" => L4Proto::Tcp,
-            "udp" => L4Proto::Udp,
-            _ => {
-                return Err(src.bad_value(
-                    &f.protocol,
-                    field("protocol"),
-                    "must be \"tcp\" or \"udp\"".into(),
-                ))
-            }
-        };
+        let protocol = L4Proto::from_name(f.protocol.get_ref()).ok_or_else(|| {
+            src.bad_value(
+                &f.protocol,
+                field("protocol"),
+                "must be \"tcp\", \"udp\" or \"sctp\"".into(),
+            )
+        })?;
         let sock = |v: &Spanned<String>, name: &str| {
             v.get_ref().trim().parse::<SocketAddrV4>().map_err(|_| {
                 src.bad_value(

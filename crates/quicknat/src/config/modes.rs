@@ -433,17 +433,13 @@ pub(super) fn convert_nat64(
     for (i, s) in r.static_bindings.iter().enumerate() {
         let s = s.get_ref();
         let field = |f: &str| format!("nat64.static[{}].{f}", i + 1);
-        let protocol = match s.protocol.get_ref().as_str() {
-            "tcp" => L4Proto::Tcp,
-            "udp" => L4Proto::Udp,
-            _ => {
-                return Err(src.bad_value(
-                    &s.protocol,
-                    field("protocol"),
-                    "must be \"tcp\" or \"udp\"".into(),
-                ))
-            }
-        };
+        let protocol = L4Proto::from_name(s.protocol.get_ref()).ok_or_else(|| {
+            src.bad_value(
+                &s.protocol,
+                field("protocol"),
+                "must be \"tcp\", \"udp\" or \"sctp\"".into(),
+            )
+        })?;
         let public = s.public.get_ref().trim().parse().map_err(|_| {
             src.bad_value(
                 &s.public,

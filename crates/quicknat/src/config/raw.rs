@@ -162,6 +162,8 @@ pub(super) struct RawTimeouts {
     pub tcp_syn_recv: Option<Spanned<u64>>,
     /// ICMP query timeout.
     pub icmp: Option<Spanned<u64>>,
+    /// SCTP association idle timeout.
+    pub sctp: Option<Spanned<u64>>,
     /// Timeout of every other protocol (address only).
     pub other: Option<Spanned<u64>>,
 }
@@ -192,7 +194,7 @@ pub(super) struct RawStatic {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawForward {
-    /// `"tcp"` or `"udp"`.
+    /// `"tcp"`, `"udp"` or `"sctp"`.
     pub protocol: Spanned<String>,
     /// Public `address:port`.
     pub public: Spanned<String>,

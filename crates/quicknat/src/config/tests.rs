@@ -258,12 +258,12 @@ fn duplicate_forward() {
 
 #[test]
 fn bad_forward_values() {
-    let text = format!("{BASE}\n[[nat44.forward]]\nprotocol = \"sctp\"\npublic = \"203.0.113.1:8080\"\ninside = \"10.0.0.20:80\"\n");
+    let text = format!("{BASE}\n[[nat44.forward]]\nprotocol = \"dccp\"\npublic = \"203.0.113.1:8080\"\ninside = \"10.0.0.20:80\"\n");
     expect_err(
         &text,
-        "sctp",
+        "dccp",
         "nat44.forward[1].protocol",
-        "must be \"tcp\" or \"udp\"",
+        "must be \"tcp\", \"udp\" or \"sctp\"",
     );
     let text = format!("{BASE}\n[[nat44.forward]]\nprotocol = \"tcp\"\npublic = \"203.0.113.1\"\ninside = \"10.0.0.20:80\"\n");
     expect_err(

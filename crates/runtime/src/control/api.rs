@@ -235,17 +235,24 @@ struct RawFilter {
     remote_port: Option<u16>,
 }
 
-/// A protocol name (`tcp`, `udp`, `icmp`).
+/// A protocol name (`tcp`, `udp`, `icmp`, `sctp`, `other`; `icmpv6` for `icmp`).
 pub fn parse_proto(s: &str) -> Result<Proto, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "tcp" => Ok(Proto::Tcp),
-        "udp" => Ok(Proto::Udp),
-        "icmp" | "icmpv6" => Ok(Proto::Icmp),
-        "other" => Ok(Proto::Other),
-        _ => Err(format!(
-            "unknown proto \"{s}\"; expected tcp, udp, icmp or other"
-        )),
-    }
+    let s = s.to_ascii_lowercase();
+    let name = if s == "icmpv6" { "icmp" } else { s.as_str() };
+    Proto::ALL
+        .into_iter()
+        .find(|p| p.as_str() == name)
+        .ok_or_else(|| format!("unknown proto \"{s}\"; expected tcp, udp, icmp, sctp or other"))
+}
+
+/// `{"tcp": .., "udp": .., ...}`: one count per tracked protocol.
+fn per_proto<T: Copy + Into<Value>>(counts: &[T; Proto::COUNT]) -> Value {
+    Value::Object(
+        Proto::ALL
+            .iter()
+            .map(|p| (p.as_str().to_owned(), counts[p.index()].into()))
+            .collect(),
+    )
 }
 
 /// Parses one JSON request line.
@@ -444,12 +451,7 @@ pub fn census_json(c: &engine::introspect::Census) -> Value {
         "capacity": c.capacity,
         "live": c.live,
         "dead_pending": c.dead_pending,
-        "by_proto": {
-            "tcp": c.by_proto[Proto::Tcp.index()],
-            "udp": c.by_proto[Proto::Udp.index()],
-            "icmp": c.by_proto[Proto::Icmp.index()],
-            "other": c.by_proto[Proto::Other.index()],
-        },
+        "by_proto": per_proto(&c.by_proto),
         "tcp": tcp,
         "bindings": c.bindings,
         "port_blocks": {
@@ -554,12 +556,7 @@ impl ApiState {
                     let line = json!({
                         "addr": u.addr.to_string(),
                         "ports_per_proto": u.ports_per_proto,
-                        "taken": {
-                            "tcp": u.taken[Proto::Tcp.index()],
-                            "udp": u.taken[Proto::Udp.index()],
-                            "icmp": u.taken[Proto::Icmp.index()],
-                            "other": u.taken[Proto::Other.index()],
-                        },
+                        "taken": per_proto(&u.taken),
                         "bindings": u.bindings,
                         "subscribers": u.subscribers,
                         "blocks_held": u.blocks_held,

@@ -61,8 +61,8 @@ fn requests_parse_and_bad_ones_say_why() {
         .starts_with("unknown cmd \"nope\"; expected one of: sessions"));
     assert!(err(r#"{"v":1,"cmd":"status","extra":1}"#).contains("unknown field `extra`"));
     assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"port":1}}"#).contains("unknown field `port`"));
-    assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"proto":"sctp"}}"#)
-        .contains("unknown proto \"sctp\""));
+    assert!(err(r#"{"v":1,"cmd":"sessions","filter":{"proto":"dccp"}}"#)
+        .contains("unknown proto \"dccp\""));
     assert!(
         err(r#"{"v":1,"cmd":"sessions","filter":{"inside":"10.0.0.300"}}"#).contains("invalid")
     );

@@ -116,7 +116,7 @@ fn sample(scale: u64) -> Sample {
             capacity: 65536,
             live: 42,
             dead_pending: 3,
-            by_proto: [5, 30, 7, 2],
+            by_proto: [5, 30, 7, 3, 2],
             tcp: [0, 1, 0, 4, 0, 0, 0, 0],
             bindings: 33,
             blocks: conntrack::BlockStats {
@@ -129,7 +129,7 @@ fn sample(scale: u64) -> Sample {
         pool: vec![engine::introspect::PoolAddrUsage {
             addr: "203.0.113.1".parse().unwrap(),
             ports_per_proto: 64512,
-            taken: [5, 30, 7, 2],
+            taken: [5, 30, 7, 3, 2],
             bindings: 33,
             subscribers: 4,
             blocks_held: 5,

@@ -424,8 +424,11 @@ const TIMEOUTS: &[Key] = &[
     k("tcp_syn_recv", SECS, Value("60"), "",
       "TCP timeout with the SYN-ACK seen, handshake not complete.", "30"),
     k("icmp", SECS, Value("60"), "", "ICMP query (echo) timeout.", "30").rfc("RFC 5508 REQ-2"),
+    k("sctp", SECS, Value("210"), "",
+      "SCTP association idle timeout (its heartbeats, every 30 s, keep it open).", "120")
+        .rfc("RFC 9260 §8.3"),
     k("other", SECS, Value("600"), "",
-      "Timeout of every protocol translated by address only (GRE, ESP, SCTP, ...).", "300"),
+      "Timeout of every protocol translated by address only (GRE, ESP, ...).", "300"),
 ];
 
 #[rustfmt::skip]
