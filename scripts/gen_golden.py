@@ -37,6 +37,7 @@ from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6PacketTooBig, ICMPv6Tim
                                 IPv6, IPv6ExtHdrFragment, ICMPv6ParamProblem,
                                 IPv6ExtHdrRouting)
 from scapy.layers.l2 import Ether
+from scapy.layers.sctp import SCTP, SCTPChunkInit, SCTPChunkInitAck
 from scapy.packet import Raw
 
 # --- Topology ---------------------------------------------------------------
@@ -75,6 +76,11 @@ ports = "1024-65535"
 protocol = "tcp"
 public = "203.0.113.1:8080"
 inside = "10.0.0.20:80"
+
+[[nat44.forward]]
+protocol = "sctp"
+public = "203.0.113.1:3868"
+inside = "10.0.0.20:13868"
 """
 
 # The gateway's own addresses and link MTUs (translate's only source of them is the
@@ -1044,6 +1050,19 @@ def scenario_nat64_gateway():
     # 9. TTL 2 is forwarded with Hop Limit 1: the TTL is decremented once, not once by
     # the translation and again by the NAT.
     pairs.append((in4(0xC009, b"ttl two", ttl=2), as6(b"ttl two", 1)))
+
+    # 10-11. SCTP with its ports (RFC 6146 §3.5 beyond TCP/UDP/ICMP, as netfilter):
+    # [2001:db8:1::10]:5000 -> 203.0.113.1:5000 (port kept), and back; SIIT leaves the
+    # CRC32c alone (it covers no addresses). Out 1300 bytes as IPv4: DF set, ID free;
+    # back 200 bytes with DF: within the lowest IPv6 MTU.
+    out_sctp = SCTP(sport=5000, dport=2905, tag=0x0BADCAFE) / Raw(filler(1300 - 20 - 12, 26))
+    back_sctp = SCTP(sport=2905, dport=5000, tag=0x0BADCAFE) / Raw(filler(200 - 20 - 12, 27))
+    pairs.append((eth(True) / IPv6(src=h6, dst=srv6, hlim=TTL_INSIDE, tc=0, fl=0) / out_sctp,
+                  eth(True) / IP(src=PUBLIC, dst=SERVER, ttl=TTL_INSIDE - 1, id=XLAT_ATOMIC_ID,
+                                 tos=0, flags="DF") / out_sctp))
+    pairs.append((eth(False) / IP(src=SERVER, dst=PUBLIC, ttl=TTL_REMOTE, id=0xC00B, tos=0,
+                                  flags="DF") / back_sctp,
+                  eth(False) / IPv6(src=srv6, dst=h6, hlim=TTL_REMOTE - 1, tc=0, fl=0) / back_sctp))
     return pairs
 
 
@@ -1196,6 +1215,51 @@ def scenario_nat64_mtu():
     return pairs
 
 
+def sctp_pkt(outbound, src, dst, sport, dport, ttl, ip_id, tag, chunk):
+    """An Ethernet/IPv4/SCTP frame; scapy computes the CRC32c (RFC 9260 Appendix A)."""
+    return eth(outbound) / ip(src, dst, ttl, ip_id) / SCTP(sport=sport, dport=dport, tag=tag) / chunk
+
+
+def scenario_other_protocols():
+    """SCTP with its ports, ESP and GRE by address only, SCTP in IP fragments refused
+    (nat44.toml, which forwards SCTP 203.0.113.1:3868 to 10.0.0.20:13868).
+
+    1-2. An SCTP INIT from 10.0.0.2:5000 leaves from 203.0.113.1:5000 (port kept, so
+         the CRC32c too); the INIT ACK comes back to 10.0.0.2:5000.
+    3-4. An INIT to the forwarded 203.0.113.1:3868 reaches 10.0.0.20:13868 and its INIT
+         ACK leaves from 3868: the ports change, and scapy's CRC32c of each expected
+         packet is what the NAT must write.
+    5-8. ESP and GRE out and back by address only, their bytes untouched.
+    9.   The first fragment of an SCTP packet cut by IP: refused (`fragment`); its
+         second fragment, whose first never passes, is held, then lost."""
+    srv_in = "10.0.0.20"
+    init = SCTPChunkInit(init_tag=0x1234ABCD, a_rwnd=106496, n_out_streams=10,
+                         n_in_streams=10, init_tsn=0x01020304)
+    ack = SCTPChunkInitAck(init_tag=0x5678EF01, a_rwnd=106496, n_out_streams=10,
+                           n_in_streams=10, init_tsn=0x0A0B0C0D)
+    pairs = [
+        (sctp_pkt(True, HOST_A, SERVER, 5000, 2905, TTL_INSIDE, 0x7001, 0, init),
+         sctp_pkt(True, PUBLIC, SERVER, 5000, 2905, TTL_INSIDE - 1, 0x7001, 0, init)),
+        (sctp_pkt(False, SERVER, PUBLIC, 2905, 5000, TTL_REMOTE, 0x7002, 0x1234ABCD, ack),
+         sctp_pkt(False, SERVER, HOST_A, 2905, 5000, TTL_REMOTE - 1, 0x7002, 0x1234ABCD, ack)),
+        (sctp_pkt(False, SERVER, PUBLIC, 40000, 3868, TTL_REMOTE, 0x7003, 0, init),
+         sctp_pkt(False, SERVER, srv_in, 40000, 13868, TTL_REMOTE - 1, 0x7003, 0, init)),
+        (sctp_pkt(True, srv_in, SERVER, 13868, 40000, TTL_INSIDE, 0x7004, 0x1234ABCD, ack),
+         sctp_pkt(True, PUBLIC, SERVER, 3868, 40000, TTL_INSIDE - 1, 0x7004, 0x1234ABCD, ack)),
+    ]
+    esp = bytes.fromhex("00001000" "00000001") + filler(48, 61)
+    gre = bytes.fromhex("00000800") + filler(40, 62)
+    for proto, body, ip_id in ((50, esp, 0x7010), (47, gre, 0x7020)):
+        pairs.append((eth(True) / ip(HOST_A, SERVER, TTL_INSIDE, ip_id, proto=proto) / Raw(body),
+                      eth(True) / ip(PUBLIC, SERVER, TTL_INSIDE - 1, ip_id, proto=proto) / Raw(body)))
+        pairs.append((eth(False) / ip(SERVER, PUBLIC, TTL_REMOTE, ip_id + 1, proto=proto) / Raw(body),
+                      eth(False) / ip(SERVER, HOST_A, TTL_REMOTE - 1, ip_id + 1, proto=proto) / Raw(body)))
+    data = transport4(HOST_A, SERVER, SCTP(sport=5001, dport=2905, tag=7) / Raw(filler(300, 63)))
+    for f in v4_fragments(True, HOST_A, SERVER, TTL_INSIDE, 0, 0x7030, 132, data, [(0, 160), (160, len(data))]):
+        pairs.append((f, None))
+    return pairs
+
+
 SCENARIOS = [
     ("tcp", scenario_tcp),
     ("udp", scenario_udp),
@@ -1203,6 +1267,7 @@ SCENARIOS = [
     ("icmp_error", scenario_icmp_error),
     ("hairpin", scenario_hairpin),
     ("fragments", scenario_fragments),
+    ("other_protocols", scenario_other_protocols),
     ("drops", scenario_drops),
     ("nat44_gateway", scenario_nat44_gateway),
     ("siit_gateway", scenario_siit_gateway),

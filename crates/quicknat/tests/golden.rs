@@ -139,6 +139,22 @@ macro_rules! golden {
 // NAT44 without a [gateway] table: the gateway sends nothing of its own.
 golden!(tcp, udp, icmp_echo, icmp_error, hairpin, fragments);
 
+/// SCTP with its ports (its CRC32c as scapy computes it), ESP and GRE by address only,
+/// SCTP in IP fragments refused (`scenario_other_protocols`).
+#[test]
+fn other_protocols() {
+    check(
+        "other_protocols",
+        "nat44.toml",
+        &[
+            ("forwarded", 8),
+            ("fragment", 1),
+            // The second fragment, whose first was refused: held until the capture ends.
+            ("fragment_held", 1),
+        ],
+    );
+}
+
 #[test]
 fn drops() {
     check(
@@ -210,9 +226,10 @@ fn nat64_gateway() {
         "nat64_gateway",
         "nat64_gateway.toml",
         &[
-            ("sessions created", 1),
-            // 4 whole packets and 3 cut pieces.
-            ("forwarded", 7),
+            // The UDP flow's and the SCTP association's.
+            ("sessions created", 2),
+            // 6 whole packets and 3 cut pieces.
+            ("forwarded", 9),
             ("fragmented", 1),
             ("fragments xlat", 3),
             ("dropped", 4),
