@@ -27,7 +27,7 @@ pub struct CtlOpts {
 /// Filters of `quicknat sessions`.
 #[derive(Debug, Args, Default)]
 pub struct SessionArgs {
-    /// Only this protocol (tcp, udp, icmp).
+    /// Only this protocol (tcp, udp, icmp, sctp, other).
     #[arg(long)]
     pub proto: Option<String>,
     /// Only sessions of this inside host (NAT64: its IPv6 address).
