@@ -297,6 +297,75 @@ def test_an_unauthorised_peer_is_refused(gw, backend):
     assert gw.json("status")[1]["status"]["mode"] == gw.mode
 
 
+def test_sessions_clear_ends_one_hosts_sessions_and_leaves_the_others(gw, backend):
+    """`sessions clear --inside A`: the count first, then A's sessions and bindings end as
+    at expiry, while host B's TCP connection and UDP flow keep their sessions (not
+    re-created: same public endpoint, age not reset); A's next packet opens a new one."""
+    a = gw.client
+    b = "10.0.0.3" if gw.mode == "nat44" else "2001:db8:1::3"
+    plen = "24" if gw.mode == "nat44" else "64"
+    gw.nsx("cli", "ip", "addr", "add", f"{b}/{plen}", "dev", "c0",
+           *(["nodad"] if gw.mode == "nat64" else []))
+
+    def udp(host, *ports):
+        r = gw.nsx("cli", "python3", "-c", UDP_FLOWS, host, gw.target, "5353",
+                   *map(str, ports), timeout=30)
+        answers = r.stdout.split()
+        assert len(answers) == len(ports), r.stdout
+        assert all(x.startswith("peer=203.0.113.1:") for x in answers), r.stdout
+        return [x.removeprefix("peer=") for x in answers]
+
+    udp(a, 43001, 43002)
+    b_udp = udp(b, 43001)[0]
+    tcp = gw.popen("cli", "python3", "-c", TCP_CLIENT, b, "42001", gw.target, "8080",
+                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = tcp.stdout.readline().strip()
+    assert line.startswith("peer=203.0.113.1:"), line + gw.qn.text()[-1500:]
+    try:
+        def sessions_of(host):
+            return {(s["proto"], s["inside"]): s for s in gw.json("sessions", "--inside", host)[0]}
+        b_before = wait_for(lambda: (lambda s: s if len(s) == 2 and all(
+            x["state"] in (None, "established") for x in s.values()) else None)(sessions_of(b)), 5)
+        assert b_before, gw.json("sessions")
+        assert len(sessions_of(a)) == 2
+
+        # No filter and no --all: refused, nothing ended.
+        r = gw.ctl("sessions", "clear", check=False)
+        assert r.returncode != 0 and "--all" in r.stderr, r.stdout + r.stderr
+        # A dry run counts and ends nothing.
+        r = gw.ctl("sessions", "clear", "--inside", a, "--dry-run")
+        assert r.stdout == "2 sessions would be cleared\n", r.stdout
+        assert len(sessions_of(a)) == 2
+        # The real one says how many match, then how many ended.
+        cleared_at = time.monotonic()
+        r = gw.ctl("sessions", "clear", "--inside", a)
+        assert r.stdout == "2 sessions match\n2 sessions cleared\n", r.stdout + r.stderr
+        assert sessions_of(a) == {}
+        insides = [x["inside"] for x in gw.json("bindings")[0]]
+        assert not any(i.startswith((a + ":", f"[{a}]:")) for i in insides), insides
+
+        # B untouched: the same sessions, same public endpoints, not re-created.
+        b_after = sessions_of(b)
+        assert b_after.keys() == b_before.keys()
+        for k, s in b_after.items():
+            assert s["public"] == b_before[k]["public"], (s, b_before[k])
+            assert s["age_ms"] >= b_before[k]["age_ms"], (s, b_before[k])
+        assert udp(b, 43001) == [b_udp], "B's UDP flow keeps its public endpoint"
+
+        # A's next packet creates a new session, younger than the clear.
+        udp(a, 43001)
+        new = sessions_of(a)
+        assert list(new) == [("udp", ep(a, 43001))], new
+        since_clear_ms = (time.monotonic() - cleared_at) * 1000
+        assert new[("udp", ep(a, 43001))]["age_ms"] <= since_clear_ms + 1000, new
+        # The reaper ended them, as it ends expired sessions: in its counters.
+        st = gw.json("stats")[1]["stats"]
+        assert st["reaper"]["sessions_expired"] >= 2, st["reaper"]
+    finally:
+        tcp.stdin.close()
+        tcp.wait(timeout=10)
+
+
 @pytest.mark.only(backend="af_packet")
 def test_ila_lists_its_mappings_and_reloads_through_the_api(quicknat, backend):
     from test_hostops import IlaGateway  # an ILA gateway on one veth pair, its own socket

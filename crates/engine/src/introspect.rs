@@ -186,6 +186,14 @@ pub(crate) trait Introspect {
         filter: &SessionFilter,
         visit: &mut dyn FnMut(&SessionInfo) -> bool,
     ) -> usize;
+    /// Ends the live sessions passing `filter` as the reaper ends expired ones (see
+    /// `nat44::clear`); with `dry_run`, only counts them.
+    fn clear_sessions(
+        &self,
+        now: conntrack::Timestamp,
+        filter: &SessionFilter,
+        dry_run: bool,
+    ) -> Result<usize, crate::nat44::clear::ClearError>;
     /// Live bindings to `visit` until it returns `false`.
     fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize;
     /// Use of the pools' addresses that have anything taken or bound.

@@ -24,9 +24,9 @@ pub struct CtlOpts {
     pub json: bool,
 }
 
-/// Filters of `quicknat sessions`.
+/// Filters of `quicknat sessions` and `quicknat sessions clear`.
 #[derive(Debug, Args, Default)]
-pub struct SessionArgs {
+pub struct FilterArgs {
     /// Only this protocol (tcp, udp, icmp, sctp, other).
     #[arg(long)]
     pub proto: Option<String>,
@@ -48,9 +48,49 @@ pub struct SessionArgs {
     /// Only this remote port.
     #[arg(long, value_name = "PORT")]
     pub remote_port: Option<u16>,
+}
+
+impl FilterArgs {
+    /// The request's `filter` object (`None`: no filter given).
+    fn json(&self) -> Option<Value> {
+        let mut filter = serde_json::Map::new();
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                filter.insert(k.to_owned(), v);
+            }
+        };
+        put("proto", self.proto.clone().map(Value::from));
+        put("inside", self.inside.map(|x| x.to_string().into()));
+        put("inside_port", self.inside_port.map(Value::from));
+        put("public", self.public.map(|x| x.to_string().into()));
+        put("public_port", self.public_port.map(Value::from));
+        put("remote", self.remote.map(|x| x.to_string().into()));
+        put("remote_port", self.remote_port.map(Value::from));
+        (!filter.is_empty()).then_some(Value::Object(filter))
+    }
+}
+
+/// `quicknat sessions`: the filters and a bound.
+#[derive(Debug, Args, Default)]
+pub struct SessionArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// At most this many sessions.
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
+}
+
+/// `quicknat sessions clear`: which sessions to end.
+#[derive(Debug, Args, Default)]
+pub struct ClearArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Every session (needed when no filter is given).
+    #[arg(long)]
+    pub all: bool,
+    /// Only count the sessions that would end.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Which verb.
@@ -58,6 +98,8 @@ pub struct SessionArgs {
 pub enum Verb {
     /// `sessions`
     Sessions(SessionArgs),
+    /// `sessions clear` (`dry_run` set: the count it asks first)
+    ClearSessions(ClearArgs),
     /// `bindings`
     Bindings,
     /// `pool`
@@ -76,25 +118,19 @@ pub enum Verb {
 pub fn request_of(verb: &Verb) -> Value {
     match verb {
         Verb::Sessions(a) => {
-            let mut filter = serde_json::Map::new();
-            let mut put = |k: &str, v: Option<Value>| {
-                if let Some(v) = v {
-                    filter.insert(k.to_owned(), v);
-                }
-            };
-            put("proto", a.proto.clone().map(Value::from));
-            put("inside", a.inside.map(|x| x.to_string().into()));
-            put("inside_port", a.inside_port.map(Value::from));
-            put("public", a.public.map(|x| x.to_string().into()));
-            put("public_port", a.public_port.map(Value::from));
-            put("remote", a.remote.map(|x| x.to_string().into()));
-            put("remote_port", a.remote_port.map(Value::from));
             let mut r = json!({"v": 1, "cmd": "sessions"});
-            if !filter.is_empty() {
-                r["filter"] = Value::Object(filter);
+            if let Some(f) = a.filter.json() {
+                r["filter"] = f;
             }
             if let Some(l) = a.limit {
                 r["limit"] = l.into();
+            }
+            r
+        }
+        Verb::ClearSessions(a) => {
+            let mut r = json!({"v": 1, "cmd": "clear_sessions", "dry_run": a.dry_run});
+            if let Some(f) = a.filter.json() {
+                r["filter"] = f;
             }
             r
         }
@@ -144,8 +180,26 @@ pub fn request(path: &Path, req: &Value) -> anyhow::Result<(Vec<String>, Value)>
     }
 }
 
-/// Runs `verb`: asks, prints.
+/// Runs `verb`: asks, prints. `sessions clear` asks twice: how many match (printed),
+/// then to end them.
 pub fn run(verb: &Verb, opts: &CtlOpts) -> anyhow::Result<()> {
+    if let Verb::ClearSessions(a) = verb {
+        if a.filter.json().is_none() && !a.all {
+            bail!(
+                "name the sessions to clear with a filter (--inside, --public, --remote, \
+                 --proto, ports), or --all for every session"
+            );
+        }
+        if !a.dry_run {
+            let mut ask = request_of(verb);
+            ask["dry_run"] = true.into();
+            let (_, count) = request(&opts.socket, &ask)?;
+            let n = &count["clear_sessions"]["sessions"];
+            if !opts.json {
+                println!("{n} sessions match");
+            }
+        }
+    }
     let (items, last) = request(&opts.socket, &request_of(verb))?;
     let out = if opts.json {
         let mut s = String::new();
@@ -204,6 +258,14 @@ fn columns(rows: &[Vec<String>]) -> String {
 pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
     let count = last["count"].as_u64().unwrap_or(items.len() as u64);
     match verb {
+        Verb::ClearSessions(a) => {
+            let n = s(&last["clear_sessions"]["sessions"]);
+            if a.dry_run {
+                format!("{n} sessions would be cleared\n")
+            } else {
+                format!("{n} sessions cleared\n")
+            }
+        }
         Verb::Sessions(_) => {
             let mut rows = vec![[
                 "PROTO", "INSIDE", "PUBLIC", "REMOTE", "ORIGIN", "STATE", "AGE", "IDLE", "EXPIRES",

@@ -5,16 +5,28 @@ use super::*;
 
 #[test]
 fn requests_carry_the_version_and_only_the_filters_given() {
-    let a = SessionArgs {
+    let filter = || FilterArgs {
         proto: Some("tcp".into()),
         inside: Some("10.0.0.2".parse().unwrap()),
         remote_port: Some(80),
+        ..FilterArgs::default()
+    };
+    let a = SessionArgs {
+        filter: filter(),
         limit: Some(5),
-        ..SessionArgs::default()
     };
     assert_eq!(
         request_of(&Verb::Sessions(a)),
         json!({"v":1,"cmd":"sessions","filter":{"proto":"tcp","inside":"10.0.0.2","remote_port":80},"limit":5})
+    );
+    let c = ClearArgs {
+        filter: filter(),
+        dry_run: true,
+        ..ClearArgs::default()
+    };
+    assert_eq!(
+        request_of(&Verb::ClearSessions(c)),
+        json!({"v":1,"cmd":"clear_sessions","dry_run":true,"filter":{"proto":"tcp","inside":"10.0.0.2","remote_port":80}})
     );
     assert_eq!(
         request_of(&Verb::Sessions(SessionArgs::default())),
@@ -46,6 +58,9 @@ fn tables_line_up_and_count() {
         "{t}"
     );
     assert_eq!(lines[2], "1 sessions");
+    let done = json!({"v":1,"ok":true,"clear_sessions":{"dry_run":false,"sessions":3}});
+    let clear = Verb::ClearSessions(ClearArgs::default());
+    assert_eq!(table(&clear, &[], &done), "3 sessions cleared\n");
     // The columns line up: the public endpoint starts where its header does.
     assert_eq!(lines[0].find("PUBLIC"), lines[1].find("203.0.113.1"));
 }

@@ -33,6 +33,20 @@ struct Cli {
     command: Command,
 }
 
+/// What `quicknat sessions` does besides listing.
+#[derive(Debug, Subcommand)]
+enum SessionsAction {
+    /// End the sessions the filters name (every one with --all) as the reaper ends
+    /// expired ones: their bindings and ports are released, NAT events logged. Prints how
+    /// many match first.
+    Clear {
+        #[command(flatten)]
+        which: ctl::ClearArgs,
+        #[command(flatten)]
+        opts: ctl::CtlOpts,
+    },
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -84,8 +98,12 @@ enum Command {
         section: u8,
     },
     // -- the control API's verbs (ctl.rs) --
-    /// List the live sessions of a running gateway (filters narrow the list).
+    /// List the live sessions of a running gateway (filters narrow the list); `clear`
+    /// ends them.
+    #[command(args_conflicts_with_subcommands = true)]
     Sessions {
+        #[command(subcommand)]
+        action: Option<SessionsAction>,
         #[command(flatten)]
         filter: ctl::SessionArgs,
         #[command(flatten)]
@@ -146,7 +164,15 @@ fn main() -> ExitCode {
         } => run_translate(config.as_deref(), &input, &output),
         Command::CheckConfig { config } => run_check_config(config.as_deref()),
         Command::Ila(args) => ilactl::run(&args),
-        Command::Sessions { filter, opts } => ctl::run(&ctl::Verb::Sessions(filter), &opts),
+        Command::Sessions {
+            action: Some(SessionsAction::Clear { which, opts }),
+            ..
+        } => ctl::run(&ctl::Verb::ClearSessions(which), &opts),
+        Command::Sessions {
+            action: None,
+            filter,
+            opts,
+        } => ctl::run(&ctl::Verb::Sessions(filter), &opts),
         Command::Bindings { opts } => ctl::run(&ctl::Verb::Bindings, &opts),
         Command::Pool { opts } => ctl::run(&ctl::Verb::Pool, &opts),
         Command::Census { opts } => ctl::run(&ctl::Verb::Census, &opts),

@@ -264,6 +264,21 @@ impl AnyMode {
         }
     }
 
+    /// Ends the live sessions passing `filter` as the reaper ends expired ones, waiting
+    /// for its next pass; with `dry_run`, only counts them. SIIT/CLAT and ILA have none.
+    pub fn clear_sessions(
+        &self,
+        now: conntrack::Timestamp,
+        filter: &SessionFilter,
+        dry_run: bool,
+    ) -> Result<usize, crate::nat44::clear::ClearError> {
+        match self {
+            AnyMode::Nat44(m) => m.clear_sessions(now, filter, dry_run),
+            AnyMode::Nat64(m) => m.clear_sessions(now, filter, dry_run),
+            AnyMode::Siit(_) | AnyMode::Ila(_) => Ok(0),
+        }
+    }
+
     /// Live bindings, each handed to `visit` until it returns `false`. SIIT/CLAT and ILA
     /// have none (ILA: [`ila_mappings`](Self::ila_mappings)).
     pub fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize {

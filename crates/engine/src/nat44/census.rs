@@ -88,6 +88,18 @@ impl Nat44Shared {
         addr: &dyn Addressing,
         visit: &mut dyn FnMut(&SessionInfo) -> bool,
     ) -> usize {
+        self.matching_sessions(now, filter, addr, &mut |_, s| visit(s))
+    }
+
+    /// The live sessions passing `filter`, each with its view, to `visit` until it
+    /// returns `false`; how many were handed over. Reads without writing or locking.
+    pub(crate) fn matching_sessions(
+        &self,
+        now: Timestamp,
+        filter: &SessionFilter,
+        addr: &dyn Addressing,
+        visit: &mut dyn FnMut(&SessionView, &SessionInfo) -> bool,
+    ) -> usize {
         let mut n = 0;
         self.sessions.walk_live_aged(now, |_, v, age| {
             // Cheap test first: the protocol needs no address translation.
@@ -97,7 +109,7 @@ impl Nat44Shared {
             match self.session_info(v, age, now, addr) {
                 Some(s) if filter.matches(&s) => {
                     n += 1;
-                    visit(&s)
+                    visit(v, &s)
                 }
                 _ => true,
             }
@@ -200,6 +212,15 @@ impl Introspect for std::sync::Arc<Nat44Shared> {
         visit: &mut dyn FnMut(&SessionInfo) -> bool,
     ) -> usize {
         self.list_sessions(now, filter, &Plain, visit)
+    }
+    fn clear_sessions(
+        &self,
+        now: Timestamp,
+        filter: &SessionFilter,
+        dry_run: bool,
+    ) -> Result<usize, super::clear::ClearError> {
+        let wait = super::clear::CLEAR_WAIT;
+        self.end_sessions(now, filter, &Plain, dry_run, wait)
     }
     fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize {
         self.list_bindings(&Plain, visit)

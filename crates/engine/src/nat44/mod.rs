@@ -18,6 +18,7 @@
 //! Never reads a clock, never does I/O: time comes in as a [`Timestamp`].
 
 pub(crate) mod census;
+pub mod clear;
 pub mod config;
 pub mod deterministic;
 pub mod frag;
@@ -32,6 +33,8 @@ pub mod rules;
 mod stage;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_clear;
 #[cfg(test)]
 mod tests_det;
 #[cfg(test)]
@@ -147,6 +150,8 @@ pub struct Nat44Shared {
     offload: Arc<std::sync::OnceLock<Arc<dyn SessionOffload>>>,
     /// Sessions the workers hinted to the offload (`offload`), shared likewise.
     hints: Arc<offload::Hints>,
+    /// Operators' requests to end sessions, for the reaper (`clear`).
+    clears: Arc<clear::Clears>,
     /// Where the generations of this instance's policy are published (`reload`).
     cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
     /// Public address ranges a reload removed, whose sessions the reaper ends at once
@@ -292,6 +297,7 @@ impl Nat44Shared {
             events: Arc::default(),
             offload: Arc::default(),
             hints: Arc::default(),
+            clears: Arc::default(),
             cell: Arc::default(),
             drained: Vec::new(),
             det,

@@ -155,10 +155,13 @@ impl Nat44Reaper {
             early_drop(&sh, &mut self.counters, at, usize::MAX, target);
         }
         let mut unlinked = Vec::new();
+        // Sessions an operator asked to end (`quicknat sessions clear`) end as expired ones.
+        let clears = sh.clears.take();
         sh.sessions.reap(
             |v| {
                 sh.last_seen_offloaded(v, now) + sh.timeout(v.initial.proto, v.tcp) <= now
                     || sh.drained(v)
+                    || clears.as_ref().is_some_and(|c| c.wants(v))
             },
             |id, v, marked_here| {
                 if !marked_here {
@@ -179,6 +182,9 @@ impl Nat44Reaper {
                         },
                     );
                     self.counters.sessions_expired += 1;
+                    if let Some(c) = &clears {
+                        c.ended(&v);
+                    }
                 }
                 unlinked.push(Slot::Session(id.0));
             },
@@ -206,6 +212,10 @@ impl Nat44Reaper {
             unlinked.push(Slot::Binding(id));
         });
         sh.permits.reap(|id, _| unlinked.push(Slot::Permit(id)));
+        // Their bindings and permits are unlinked above, in the same pass.
+        if let Some(c) = clears {
+            c.finish();
+        }
         if !unlinked.is_empty() {
             let stamp = sh.qsbr.advance();
             self.drained += unlinked

@@ -127,6 +127,7 @@ impl Nat44Shared {
             events: Arc::clone(&self.events),
             offload: Arc::clone(&self.offload),
             hints: Arc::clone(&self.hints),
+            clears: Arc::clone(&self.clears),
             // Only the first generation's cell is polled: no cycle through the latest.
             cell: Arc::default(),
             drained: Vec::new(),

@@ -38,6 +38,15 @@ impl Introspect for Arc<Nat64Shared> {
     ) -> usize {
         self.nat.list_sessions(now, filter, &**self, visit)
     }
+    fn clear_sessions(
+        &self,
+        now: Timestamp,
+        filter: &SessionFilter,
+        dry_run: bool,
+    ) -> Result<usize, crate::nat44::clear::ClearError> {
+        let wait = crate::nat44::clear::CLEAR_WAIT;
+        self.nat.end_sessions(now, filter, &**self, dry_run, wait)
+    }
     fn bindings(&self, visit: &mut dyn FnMut(&BindingInfo) -> bool) -> usize {
         self.nat.list_bindings(&**self, visit)
     }

@@ -178,6 +178,14 @@ pub enum ApiRequest {
         /// At most this many.
         limit: Option<u64>,
     },
+    /// End the live sessions passing `filter` as the reaper ends expired ones (their
+    /// bindings and ports released); with `dry_run`, only count them.
+    ClearSessions {
+        /// Which.
+        filter: SessionFilter,
+        /// Count only.
+        dry_run: bool,
+    },
     /// Bindings (ILA: mappings).
     Bindings {
         /// At most this many.
@@ -200,6 +208,7 @@ impl ApiRequest {
     pub fn cmd(&self) -> &'static str {
         match self {
             ApiRequest::Sessions { .. } => "sessions",
+            ApiRequest::ClearSessions { .. } => "clear_sessions",
             ApiRequest::Bindings { .. } => "bindings",
             ApiRequest::Pool => "pool",
             ApiRequest::Census => "census",
@@ -210,7 +219,7 @@ impl ApiRequest {
     }
 }
 
-const COMMANDS: &str = "sessions, bindings, pool, census, stats, status, reload";
+const COMMANDS: &str = "sessions, clear_sessions, bindings, pool, census, stats, status, reload";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -221,6 +230,22 @@ struct RawRequest {
     filter: Option<RawFilter>,
     #[serde(default)]
     limit: Option<u64>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+impl RawFilter {
+    fn parse(self) -> Result<SessionFilter, String> {
+        Ok(SessionFilter {
+            proto: self.proto.as_deref().map(parse_proto).transpose()?,
+            inside: self.inside,
+            inside_port: self.inside_port,
+            public: self.public,
+            public_port: self.public_port,
+            remote: self.remote,
+            remote_port: self.remote_port,
+        })
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -267,24 +292,32 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
     }
     let no_filter = |what: &str| -> Result<(), String> {
         if raw.filter.is_some() {
-            return Err(format!("\"filter\" applies to sessions, not {what}"));
+            return Err(format!(
+                "\"filter\" applies to sessions and clear_sessions, not {what}"
+            ));
         }
         Ok(())
     };
+    if raw.dry_run.is_some() && raw.cmd != "clear_sessions" {
+        return Err(format!(
+            "\"dry_run\" applies to clear_sessions, not {}",
+            raw.cmd
+        ));
+    }
     let req = match raw.cmd.as_str() {
-        "sessions" => {
-            let f = raw.filter.unwrap_or_default();
-            ApiRequest::Sessions {
-                filter: SessionFilter {
-                    proto: f.proto.as_deref().map(parse_proto).transpose()?,
-                    inside: f.inside,
-                    inside_port: f.inside_port,
-                    public: f.public,
-                    public_port: f.public_port,
-                    remote: f.remote,
-                    remote_port: f.remote_port,
-                },
-                limit: raw.limit,
+        "sessions" => ApiRequest::Sessions {
+            filter: raw.filter.unwrap_or_default().parse()?,
+            limit: raw.limit,
+        },
+        "clear_sessions" => {
+            if raw.limit.is_some() {
+                return Err(
+                    "\"limit\" applies to sessions and bindings, not clear_sessions".into(),
+                );
+            }
+            ApiRequest::ClearSessions {
+                filter: raw.filter.unwrap_or_default().parse()?,
+                dry_run: raw.dry_run.unwrap_or(false),
             }
         }
         "bindings" => {
@@ -511,6 +544,14 @@ impl ApiState {
                     return Err(e);
                 }
                 out.write_all(end_line("sessions", n).as_bytes())
+            }
+            ApiRequest::ClearSessions { filter, dry_run } => {
+                let now = (self.clock)();
+                let line = match self.mode.clear_sessions(now, filter, *dry_run) {
+                    Ok(n) => ok_line("clear_sessions", json!({"dry_run": dry_run, "sessions": n})),
+                    Err(e) => error_line(&format!("clear_sessions: {e}")),
+                };
+                out.write_all(line.as_bytes())
             }
             ApiRequest::Bindings { limit } => {
                 let limit = limit.unwrap_or(u64::MAX);

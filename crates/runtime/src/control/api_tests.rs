@@ -50,6 +50,23 @@ fn requests_parse_and_bad_ones_say_why() {
             limit: Some(10),
         })
     );
+    assert_eq!(
+        parse(r#"{"v":1,"cmd":"clear_sessions","filter":{"inside":"10.0.0.2"},"dry_run":true}"#),
+        Ok(ApiRequest::ClearSessions {
+            filter: SessionFilter {
+                inside: Some("10.0.0.2".parse().unwrap()),
+                ..SessionFilter::default()
+            },
+            dry_run: true,
+        })
+    );
+    assert_eq!(
+        parse(r#"{"v":1,"cmd":"clear_sessions"}"#),
+        Ok(ApiRequest::ClearSessions {
+            filter: SessionFilter::default(),
+            dry_run: false,
+        })
+    );
     let err = |l: &str| parse(l).unwrap_err();
     assert!(
         err(r#"{"v":2,"cmd":"status"}"#).contains("unsupported version 2; this gateway speaks v1")
@@ -72,6 +89,14 @@ fn requests_parse_and_bad_ones_say_why() {
     assert!(err(r#"{"v":1,"cmd":"pool","limit":1}"#)
         .contains("\"limit\" applies to sessions and bindings"));
     assert!(err(r#"{"v":1,"cmd":"stats","filter":{}}"#).contains("\"filter\" applies to sessions"));
+    assert!(err(r#"{"v":1,"cmd":"sessions","dry_run":true}"#)
+        .contains("\"dry_run\" applies to clear_sessions, not sessions"));
+    assert!(err(r#"{"v":1,"cmd":"clear_sessions","limit":1}"#)
+        .contains("\"limit\" applies to sessions and bindings, not clear_sessions"));
+    assert!(
+        err(r#"{"v":1,"cmd":"clear_sessions","filter":{"proto":"gre"}}"#)
+            .contains("unknown proto \"gre\"")
+    );
     assert!(err("{not json").starts_with("bad request"));
     let e: Value = serde_json::from_str(&error_line("x \"y\"")).unwrap();
     assert_eq!(e, serde_json::json!({"v":1,"ok":false,"error":"x \"y\""}));
@@ -279,6 +304,42 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     );
     let e = ask(&st, r#"{"v":9,"cmd":"reload"}"#);
     assert_eq!(e[0]["ok"], false);
+}
+
+/// `clear_sessions`: a dry run counts; the real one is answered once the reaper's pass
+/// has ended the sessions, which are then gone from `sessions`, the others left.
+#[test]
+fn clear_sessions_counts_then_ends_through_the_reaper() {
+    let mode = nat44_with(3);
+    let st = state(Arc::clone(&mode), None);
+    let one = r#"{"inside_port":40001}"#;
+    let dry = ask(
+        &st,
+        &format!(r#"{{"v":1,"cmd":"clear_sessions","filter":{one},"dry_run":true}}"#),
+    );
+    assert_eq!(
+        dry[0],
+        serde_json::json!({"v":1,"ok":true,"clear_sessions":{"dry_run":true,"sessions":1}})
+    );
+    assert_eq!(ask(&st, r#"{"v":1,"cmd":"sessions"}"#).len(), 4);
+    let mut reaper = mode.reaper().unwrap();
+    let asker = std::thread::spawn(move || {
+        ask(
+            &st,
+            &format!(r#"{{"v":1,"cmd":"clear_sessions","filter":{one}}}"#),
+        )
+    });
+    while !asker.is_finished() {
+        reaper.handle_timeout(Timestamp::from_secs(12));
+        std::thread::yield_now();
+    }
+    let done = asker.join().unwrap();
+    assert_eq!(done[0]["clear_sessions"]["sessions"], 1);
+    assert_eq!(done[0]["clear_sessions"]["dry_run"], false);
+    let st = state(mode, None);
+    let left = ask(&st, r#"{"v":1,"cmd":"sessions"}"#);
+    assert_eq!(left.last().unwrap()["count"], 2);
+    assert!(left[..2].iter().all(|x| x["inside"] != "10.0.0.2:40001"));
 }
 
 #[test]
