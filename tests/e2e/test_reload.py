@@ -52,6 +52,7 @@ inside = "g-in"
 outside = "g-out"
 backend = "{backend}"
 stats_interval = 1
+control_socket = "{sock}"
 
 [nat44]
 port_preservation = false
@@ -80,8 +81,13 @@ def moved(stats):
     return sum(int(v) for v in re.findall(r"\b(?:forwarded|xdp_fast)=(\d+)", lines[-1]))
 
 
+def nat44_sock(backend):
+    return os.path.join(tempfile.gettempdir(), f"qn-reload-nat44-{backend}.sock")
+
+
 def config(backend, tcp_established=7440, new_pool=None, max_sessions=65536):
-    text = BASE.format(backend=backend, tcp_established=tcp_established)
+    text = BASE.format(backend=backend, tcp_established=tcp_established,
+                       sock=nat44_sock(backend))
     text = text.replace("max_sessions = 65536", f"max_sessions = {max_sessions}")
     if new_pool:
         text += NEW_RULE.format(pool=new_pool)
@@ -150,6 +156,46 @@ def running(cls, quicknat, backend):
 @pytest.fixture(scope="module")
 def gw(quicknat, backend):
     yield from running(Reload, quicknat, backend)
+
+
+def test_a_dry_run_says_what_a_reload_would_do_and_changes_nothing(gw, quicknat):
+    """`quicknat reload --dry-run` answers what the reload would change, or its refusal,
+    and leaves the gateway as it is; `quicknat reload` (the systemd unit's ExecReload)
+    exits non-zero on a refused file."""
+    def reload(*flags):
+        return sh(quicknat, "reload", *flags, "--socket", nat44_sock(gw.backend), check=False)
+
+    def status_hash():
+        r = sh(quicknat, "status", "--json", "--socket", nat44_sock(gw.backend))
+        return json.loads(r.stdout)["status"]["config"]["sha256"]
+
+    start = config(gw.backend)
+    in_force = status_hash()
+    assert in_force == hashlib.sha256(start.encode()).hexdigest()
+    good = config(gw.backend, tcp_established=3600, new_pool="203.0.113.8/30")
+    gw.rewrite(good)
+    r = reload("--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("dry run, nothing applied: would reload nat44: "), r.stdout
+    assert "pool + 203.0.113.8/30" in r.stdout and "tcp_established 7440 s → 3600 s" in r.stdout
+    # Nothing applied: the new rule's host is still refused, the hash is the old file's.
+    assert gw.get("10.0.1.2") == ""
+    assert status_hash() == in_force
+    # A broken file: the dry run shows the error (file, line, field) and fails.
+    gw.rewrite(good.replace("203.0.113.8/30", "203.0.113.300/30"))
+    r = reload("--dry-run")
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert re.search(re.escape(gw.qn.cfg.name) + r":\d+: nat44\.rule\[2\]\.pool: ", r.stderr), r.stderr
+    # The unit's reload command fails on it too; the configuration in force keeps serving.
+    r = reload()
+    assert r.returncode != 0 and "nat44.rule[2].pool" in r.stderr, r.stdout + r.stderr
+    assert gw.get("10.0.0.2") == "peer=203.0.113.1"
+    assert status_hash() == in_force
+    assert gw.qn.proc.poll() is None
+    # Back to the file in force for the tests below.
+    gw.rewrite(start)
+    r = reload("--dry-run")
+    assert r.returncode == 0 and r.stdout.strip().endswith("nat44: no change"), r.stdout
 
 
 def test_a_download_survives_a_reload_that_adds_a_pool_and_changes_timeouts(gw):

@@ -16,6 +16,17 @@ use std::sync::{Arc, Mutex};
 use crate::config::{ConfigError, ConfigItem};
 use crate::mode::any::{AnyMode, ModeConfig};
 
+/// Whether a reload changes the gateway or only says what it would change and whether it
+/// would be refused (`quicknat reload --dry-run`): the same checks, the same report,
+/// nothing published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadAction {
+    /// Apply the new configuration.
+    Apply,
+    /// Check and report only.
+    Preview,
+}
+
 /// The generations of one instance's policy: a counter the workers poll and the latest
 /// generation (`None` until the first reload: the instance's own first one is in force).
 pub struct PolicyCell<T> {
@@ -168,11 +179,36 @@ impl AnyMode {
     /// configuration ([`crate::siit::Siit::reload`]); ILA's settings other than its
     /// mappings (which the runtime's control state reloads) need a restart.
     pub fn reload(&self, old: &ModeConfig, new: &ModeConfig) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(old, new, ReloadAction::Apply)
+    }
+
+    /// What [`reload`](Self::reload) would change, or why it would refuse, with nothing
+    /// changed.
+    pub fn preview_reload(
+        &self,
+        old: &ModeConfig,
+        new: &ModeConfig,
+    ) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(old, new, ReloadAction::Preview)
+    }
+
+    fn reload_as(
+        &self,
+        old: &ModeConfig,
+        new: &ModeConfig,
+        action: ReloadAction,
+    ) -> Result<ReloadReport, ConfigError> {
         match (self, old, new) {
-            (AnyMode::Nat44(s), ModeConfig::Nat44(_), ModeConfig::Nat44(n)) => s.reload(n.clone()),
-            (AnyMode::Nat64(s), ModeConfig::Nat64(o), ModeConfig::Nat64(n)) => s.reload(o, n),
+            (AnyMode::Nat44(s), ModeConfig::Nat44(_), ModeConfig::Nat44(n)) => {
+                s.reload_as(n.clone(), action)
+            }
+            (AnyMode::Nat64(s), ModeConfig::Nat64(o), ModeConfig::Nat64(n)) => {
+                s.reload_as(o, n, action)
+            }
             (AnyMode::Siit(s), ModeConfig::Siit(o), ModeConfig::Siit(n))
-            | (AnyMode::Siit(s), ModeConfig::Clat(o), ModeConfig::Clat(n)) => s.reload(o, n),
+            | (AnyMode::Siit(s), ModeConfig::Clat(o), ModeConfig::Clat(n)) => {
+                s.reload_as(o, n, action)
+            }
             (_, o, n) if o.name() != n.name() => Err(ConfigError::new(
                 ConfigItem::Field("mode"),
                 format!(

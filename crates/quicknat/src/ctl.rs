@@ -108,8 +108,8 @@ pub enum Verb {
     Stats,
     /// `status`
     Status,
-    /// `reload`
-    Reload,
+    /// `reload` (`true`: `--dry-run`)
+    Reload(bool),
     /// `census`
     Census,
 }
@@ -138,7 +138,8 @@ pub fn request_of(verb: &Verb) -> Value {
         Verb::Pool => json!({"v": 1, "cmd": "pool"}),
         Verb::Stats => json!({"v": 1, "cmd": "stats"}),
         Verb::Status => json!({"v": 1, "cmd": "status"}),
-        Verb::Reload => json!({"v": 1, "cmd": "reload"}),
+        Verb::Reload(false) => json!({"v": 1, "cmd": "reload"}),
+        Verb::Reload(true) => json!({"v": 1, "cmd": "reload", "dry_run": true}),
         Verb::Census => json!({"v": 1, "cmd": "census"}),
     }
 }
@@ -455,7 +456,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
             }
             columns(&rows)
         }
-        Verb::Reload => format!("{}\n", s(&last["reload"])),
+        Verb::Reload(_) => format!("{}\n", s(&last["reload"])),
     }
 }
 

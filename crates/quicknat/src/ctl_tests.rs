@@ -32,7 +32,14 @@ fn requests_carry_the_version_and_only_the_filters_given() {
         request_of(&Verb::Sessions(SessionArgs::default())),
         json!({"v":1,"cmd":"sessions"})
     );
-    assert_eq!(request_of(&Verb::Reload), json!({"v":1,"cmd":"reload"}));
+    assert_eq!(
+        request_of(&Verb::Reload(false)),
+        json!({"v":1,"cmd":"reload"})
+    );
+    assert_eq!(
+        request_of(&Verb::Reload(true)),
+        json!({"v":1,"cmd":"reload","dry_run":true})
+    );
 }
 
 #[test]

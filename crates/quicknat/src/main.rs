@@ -134,8 +134,13 @@ enum Command {
         #[command(flatten)]
         opts: ctl::CtlOpts,
     },
-    /// Ask a running gateway to reload its configuration; prints its answer.
+    /// Ask a running gateway to reload its configuration; prints its answer. Exits
+    /// non-zero when the gateway refuses the file (the configuration in force is kept).
     Reload {
+        /// Only say what the reload would change, or why it would be refused; the
+        /// gateway is left as it is.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         opts: ctl::CtlOpts,
     },
@@ -178,7 +183,7 @@ fn main() -> ExitCode {
         Command::Census { opts } => ctl::run(&ctl::Verb::Census, &opts),
         Command::Stats { opts } => ctl::run(&ctl::Verb::Stats, &opts),
         Command::Status { opts } => ctl::run(&ctl::Verb::Status, &opts),
-        Command::Reload { opts } => ctl::run(&ctl::Verb::Reload, &opts),
+        Command::Reload { dry_run, opts } => ctl::run(&ctl::Verb::Reload(dry_run), &opts),
         Command::Run {
             config,
             inside,

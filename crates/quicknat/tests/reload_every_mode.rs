@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex};
 
 use engine::mode::any::AnyMode;
+use engine::reload::ReloadAction;
 use runtime::live::GatewayConfig;
 use runtime::reload::{hook, Loaded, Loader, ReloadHook, Running};
 
@@ -51,20 +52,32 @@ fn gateway(start: &str) -> (ReloadHook, Next) {
 /// Reloads `text`; the hook's answer.
 fn reload(h: &ReloadHook, next: &Next, text: &str) -> Result<String, String> {
     *next.lock().unwrap() = text.to_string();
-    h()
+    h(ReloadAction::Apply)
+}
+
+/// Previews reloading `text` (`quicknat reload --dry-run`); the hook's answer.
+fn preview(h: &ReloadHook, next: &Next, text: &str) -> Result<String, String> {
+    *next.lock().unwrap() = text.to_string();
+    h(ReloadAction::Preview)
 }
 
 /// The checks every mode shares: `live` applies and is reported with `changed`; each of
 /// `refused` (text, what the refusal must name) is refused and leaves `live` in force.
 fn every_mode(start: &str, live: &str, changed: &[&str], refused: &[(&str, &str)]) {
     let (h, next) = gateway(start);
+    // A dry run says what the reload will say, twice (it applied nothing).
+    let dry = preview(&h, &next, live).unwrap();
+    assert_eq!(preview(&h, &next, live).unwrap(), dry);
     let ok = reload(&h, &next, live).unwrap();
+    assert_eq!(dry, format!("dry run, nothing applied: would reload {ok}"));
     for c in changed {
         assert!(ok.contains(c), "{ok:?} should name {c:?}");
     }
     for (text, why) in refused {
+        let dry = preview(&h, &next, text).unwrap_err();
         let e = reload(&h, &next, text).unwrap_err();
         assert!(e.contains(why), "{e:?} should name {why:?}");
+        assert_eq!(dry, e, "a dry run refuses as the reload does");
     }
     // A file that does not parse: refused with its line.
     let e = reload(&h, &next, &format!("{live}\nbogus = ")).unwrap_err();

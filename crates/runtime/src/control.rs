@@ -246,6 +246,28 @@ fn apply_mappings_with(
     s
 }
 
+/// What [`apply_mappings_with`] would report for `desired`, changing nothing.
+fn preview_mappings(router: &IlaRouter, desired: &[(u64, u64)]) -> ApplySummary {
+    let want: HashMap<u64, u64> = desired.iter().copied().collect();
+    let have: HashMap<u64, u64> = router
+        .table()
+        .iter()
+        .map(|e| (e.identifier, e.locator))
+        .collect();
+    let mut s = ApplySummary {
+        removed: have.keys().filter(|id| !want.contains_key(id)).count(),
+        ..ApplySummary::default()
+    };
+    for (id, loc) in &want {
+        match have.get(id) {
+            Some(old) if old == loc => s.unchanged += 1,
+            Some(_) => s.changed += 1,
+            None => s.added += 1,
+        }
+    }
+    s
+}
+
 /// Re-reads the configuration: the new ILA settings, or why they cannot be had.
 pub type ReloadFn =
     Box<dyn Fn() -> Result<IlaSettings, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
@@ -358,6 +380,19 @@ impl ControlState {
     pub fn reload(&self) -> Result<ApplySummary, ReloadError> {
         let _ops = self.lock();
         self.reload_locked()
+    }
+
+    /// What [`reload`](Self::reload) would do, with nothing changed: the same refusal,
+    /// or the counts it would report (a mapping a full table would refuse counts as
+    /// added).
+    pub fn preview_reload(&self) -> Result<ApplySummary, ReloadError> {
+        let _ops = self.lock();
+        let reload = self.reload.as_ref().ok_or(ReloadError::NoFile)?;
+        let settings = reload().map_err(ReloadError::Config)?;
+        if settings.config != *self.router.config() {
+            return Err(ReloadError::SettingsChanged);
+        }
+        Ok(preview_mappings(&self.router, &settings.mappings))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -909,9 +944,15 @@ fn serve_json(
         .trim_end()
         .to_owned();
     out.flush()?;
-    if matches!(handled, Ok(api::ApiRequest::Reload)) {
+    // What changes the gateway is logged with who asked.
+    let acted = match handled {
+        Ok(api::ApiRequest::Reload { dry_run: false }) => Some("reload"),
+        Ok(api::ApiRequest::ClearSessions { dry_run: false, .. }) => Some("clear_sessions"),
+        _ => None,
+    };
+    if let Some(cmd) = acted {
         let _ = log.send(format!(
-            "control: uid {} pid {}: reload -> {first}",
+            "control: uid {} pid {}: {cmd} -> {first}",
             peer.uid, peer.pid
         ));
     }

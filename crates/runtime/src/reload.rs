@@ -10,14 +10,17 @@
 use std::sync::{Arc, Mutex};
 
 use engine::mode::any::{AnyMode, ModeConfig};
+use engine::reload::ReloadAction;
 
 use crate::control::api::ConfigSource;
 use crate::control::ControlState;
 use crate::live::GatewayConfig;
 
 /// What `quicknat reload` and SIGHUP call: `Ok` is the report of what changed, `Err` why
-/// the reload was refused (the configuration in force is kept).
-pub type ReloadHook = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+/// the reload was refused (the configuration in force is kept). With
+/// [`ReloadAction::Preview`] (`quicknat reload --dry-run`) the same checks and report,
+/// nothing applied.
+pub type ReloadHook = Arc<dyn Fn(ReloadAction) -> Result<String, String> + Send + Sync>;
 
 /// Re-reads and fully validates the configuration file the gateway was started with.
 pub type Loader = Arc<dyn Fn() -> Result<Loaded, String> + Send + Sync>;
@@ -56,14 +59,14 @@ pub struct Running {
 /// Builds the reload hook of a running gateway.
 pub fn hook(running: Running, load: Loader) -> ReloadHook {
     let state = Mutex::new(running);
-    Arc::new(move || {
+    Arc::new(move |action| {
         // One reload at a time; the data path never takes this lock.
         let mut r = state.lock().unwrap_or_else(|e| e.into_inner());
-        reload(&mut r, &load)
+        reload(&mut r, &load, action)
     })
 }
 
-fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
+fn reload(r: &mut Running, load: &Loader, action: ReloadAction) -> Result<String, String> {
     let loaded = load()?;
     let changed = gateway_changes(&r.gateway, &loaded.gateway);
     if !changed.is_empty() {
@@ -74,14 +77,24 @@ fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
     }
     let mut mode = loaded.mode;
     crate::live::clamp_translator_mtus(&mut mode, r.mtus.map(Some));
-    let report = r
-        .mode
-        .reload(&r.config, &mode)
-        .map_err(|e| format!("{e}"))?;
-    r.config = mode;
-    let mut line = format!("{}: {report}", r.config.name());
+    let preview = action == ReloadAction::Preview;
+    let report = if preview {
+        r.mode.preview_reload(&r.config, &mode)
+    } else {
+        r.mode.reload(&r.config, &mode)
+    }
+    .map_err(|e| format!("{e}"))?;
+    let mut line = format!("{}: {report}", mode.name());
+    if !preview {
+        r.config = mode;
+    }
     if let Some(ila) = &r.ila {
-        let mappings = ila.reload().map_err(|e| format!("ILA mappings: {e}"))?;
+        let mappings = if preview {
+            ila.preview_reload()
+        } else {
+            ila.reload()
+        }
+        .map_err(|e| format!("ILA mappings: {e}"))?;
         // ILA's settings rarely change; its mappings do (the line `ila reload` gives).
         line = if report.is_empty() {
             format!("ILA mappings {mappings}")
@@ -89,12 +102,15 @@ fn reload(r: &mut Running, load: &Loader) -> Result<String, String> {
             format!("{line}; ILA mappings {mappings}")
         };
     }
+    for w in loaded.warnings {
+        line.push_str(&format!("; warning: {w}"));
+    }
+    if preview {
+        return Ok(format!("dry run, nothing applied: would reload {line}"));
+    }
     // Applied: the file in force is the one just read (its hash, for `quicknat status`).
     if let (Some(source), Some(sha256)) = (&r.source, loaded.sha256) {
         source.lock().unwrap_or_else(|e| e.into_inner()).sha256 = sha256;
-    }
-    for w in loaded.warnings {
-        line.push_str(&format!("; warning: {w}"));
     }
     Ok(line)
 }
@@ -184,7 +200,7 @@ mod tests {
             sha256: None,
         })));
         let h = hook(r, loader(Arc::clone(&next)));
-        let ok = h().unwrap();
+        let ok = h(ReloadAction::Apply).unwrap();
         assert!(ok.contains("pool + 198.51.100.0/30"), "{ok}");
         assert!(ok.contains("tcp_established 7440 s → 3600 s"), "{ok}");
         // A gateway change is refused, naming the field.
@@ -197,21 +213,24 @@ mod tests {
             warnings: vec![],
             sha256: None,
         });
-        let e = h().unwrap_err();
+        let e = h(ReloadAction::Apply).unwrap_err();
         assert!(
             e.contains("outside, workers") && e.contains("restart"),
             "{e}"
         );
         // The loader's error is the answer; then the same file again: no change.
         *next.lock().unwrap() = Err("q.toml: line 3: field pool: bad".into());
-        assert_eq!(h().unwrap_err(), "q.toml: line 3: field pool: bad");
+        assert_eq!(
+            h(ReloadAction::Apply).unwrap_err(),
+            "q.toml: line 3: field pool: bad"
+        );
         *next.lock().unwrap() = Ok(Loaded {
             mode: nat44("198.51.100.0/30", 3600),
             gateway: gw,
             warnings: vec![],
             sha256: None,
         });
-        assert_eq!(h().unwrap(), "nat44: no change");
+        assert_eq!(h(ReloadAction::Apply).unwrap(), "nat44: no change");
     }
 
     // `quicknat status` shows the hash of the file in force, after a reload too.
@@ -233,12 +252,12 @@ mod tests {
         };
         let next = Arc::new(Mutex::new(Ok(loaded("198.51.100.0/30", "bb"))));
         let h = hook(r, loader(Arc::clone(&next)));
-        h().unwrap();
+        h(ReloadAction::Apply).unwrap();
         assert_eq!(source.lock().unwrap().sha256, "bb");
         let mut moved = loaded("192.0.2.0/30", "cc");
         moved.gateway.workers = 3;
         *next.lock().unwrap() = Ok(moved);
-        assert!(h().is_err());
+        assert!(h(ReloadAction::Apply).is_err());
         assert_eq!(
             source.lock().unwrap().sha256,
             "bb",

@@ -25,7 +25,7 @@ use xlat::prefix::Ipv4Prefix;
 use super::rules::RuleTable;
 use super::{ep_key, key_ep, key_proto, Nat44Config, Nat44Shared};
 use crate::config::{ConfigError, ConfigItem, Filtering, ReloadDrain, Timeouts};
-use crate::reload::{refuse_restart_only, ReloadReport};
+use crate::reload::{refuse_restart_only, ReloadAction, ReloadReport};
 
 impl Nat44Shared {
     /// The policy generation in force (this one if it is the latest).
@@ -68,6 +68,17 @@ impl Nat44Shared {
     /// generation in force stays), builds and publishes the next generation, and says
     /// what changed. Call on the instance the workers were made from.
     pub fn reload(self: &Arc<Self>, cfg: Nat44Config) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(cfg, ReloadAction::Apply)
+    }
+
+    /// [`reload`](Self::reload), or with `ReloadAction::Preview` the same checks and
+    /// report with nothing changed (no port reserved, no binding made, nothing
+    /// published).
+    pub fn reload_as(
+        self: &Arc<Self>,
+        cfg: Nat44Config,
+        action: ReloadAction,
+    ) -> Result<ReloadReport, ConfigError> {
         let _one_at_a_time = self.cell.serialise();
         let old = self.current();
         cfg.validate()?;
@@ -191,6 +202,23 @@ impl Nat44Shared {
                 ));
             }
         }
+        let affected = self
+            .sessions
+            .live()
+            .filter(|v| {
+                let a = public_addr(v);
+                removed.iter().any(|&(f, l)| (f..=l).contains(&a)) && !next.is_public(a)
+            })
+            .count();
+        report.drain = (!removed.is_empty()).then(|| match next.cfg.reload_drain {
+            ReloadDrain::Expire => {
+                format!("{affected} sessions on removed addresses left to expire")
+            }
+            ReloadDrain::Immediate => format!("{affected} sessions drained"),
+        });
+        if action == ReloadAction::Preview {
+            return Ok(report);
+        }
         // Removed ones become ordinary bindings that live while their sessions do (their
         // ports stay taken: returned nowhere); added ones static bindings.
         for f in &removed_forwards {
@@ -231,20 +259,6 @@ impl Nat44Shared {
                 p.reserve(proto, public);
             }
         }
-        let affected = self
-            .sessions
-            .live()
-            .filter(|v| {
-                let a = public_addr(v);
-                removed.iter().any(|&(f, l)| (f..=l).contains(&a)) && !next.is_public(a)
-            })
-            .count();
-        report.drain = (!removed.is_empty()).then(|| match next.cfg.reload_drain {
-            ReloadDrain::Expire => {
-                format!("{affected} sessions on removed addresses left to expire")
-            }
-            ReloadDrain::Immediate => format!("{affected} sessions drained"),
-        });
         if next.cfg.reload_drain == ReloadDrain::Immediate {
             next.drained = old.drained.clone();
             next.drained.extend(removed);

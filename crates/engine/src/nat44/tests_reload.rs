@@ -401,3 +401,47 @@ fn port_forwards_come_and_go_live() {
         Err(DropReason::PoolExhausted)
     );
 }
+
+/// A preview reports what a reload would change, or refuses as it would, and changes
+/// nothing: the policy in force, the sessions, the pool and a forward's endpoint stay.
+#[test]
+fn a_preview_reports_and_refuses_as_a_reload_would_and_changes_nothing() {
+    use super::config::PortForward;
+    use crate::config::L4Proto;
+    use crate::reload::ReloadAction::Preview;
+    let mut cfg = config(&[POOL_A]);
+    cfg.reload_drain = ReloadDrain::Immediate;
+    let mut n = Nat44::new(cfg.clone()).unwrap();
+    let public = out(&mut n, 1, IN_A, 4000).unwrap();
+    let mut next = config(&[POOL_B]);
+    next.reload_drain = ReloadDrain::Immediate;
+    next.port_forwards.push(PortForward {
+        protocol: L4Proto::Udp,
+        public: "198.51.100.1:53".parse().unwrap(),
+        inside: "10.0.0.20:53".parse().unwrap(),
+    });
+    let preview = n
+        .shared()
+        .reload_as(next.clone(), Preview)
+        .unwrap()
+        .to_string();
+    assert!(preview.contains("pool - 203.0.113.1/32"), "{preview}");
+    assert!(preview.contains("pool + 198.51.100.0/30"), "{preview}");
+    assert!(preview.contains("1 sessions drained"), "{preview}");
+    // Nothing changed: same policy, the session still answered, nothing drained.
+    assert_eq!(*n.shared().current().config(), cfg);
+    n.handle_timeout(t(2));
+    assert_eq!(n.session_count(), 1);
+    assert_eq!(reply(&mut n, 2, public), Ok((IN_A, 4000)));
+    // The forward's endpoint was not bound: the real reload then says the same.
+    let applied = n.shared().reload(next).unwrap().to_string();
+    assert_eq!(applied, preview);
+    // A refusal is the same refusal.
+    let mut bad = config(&[POOL_B]);
+    bad.max_sessions = 1000;
+    let e = n.shared().reload_as(bad.clone(), Preview).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        n.shared().reload(bad).unwrap_err().to_string()
+    );
+}

@@ -8,7 +8,7 @@ use std::net::SocketAddrV4;
 
 use super::{Nat64Config, Nat64Shared};
 use crate::config::ConfigError;
-use crate::reload::{refuse_restart_only, ReloadReport};
+use crate::reload::{refuse_restart_only, ReloadAction, ReloadReport};
 
 impl Nat64Shared {
     /// Applies `new` live over `old` (the configuration in force), or refuses, keeping it.
@@ -16,6 +16,17 @@ impl Nat64Shared {
         &self,
         old: &Nat64Config,
         new: &Nat64Config,
+    ) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(old, new, ReloadAction::Apply)
+    }
+
+    /// [`reload`](Self::reload), or with `ReloadAction::Preview` its checks and report
+    /// only.
+    pub fn reload_as(
+        &self,
+        old: &Nat64Config,
+        new: &Nat64Config,
+        action: ReloadAction,
     ) -> Result<ReloadReport, ConfigError> {
         new.validate()?;
         refuse_restart_only(&[
@@ -44,7 +55,7 @@ impl Nat64Shared {
             .collect();
         let mut report = self
             .nat
-            .reload(new.nat44(|i| *ids[i].ip()))
+            .reload_as(new.nat44(|i| *ids[i].ip()), action)
             .map_err(super::config::from_nat44)?;
         // NAT64 has one rule: say "pool4" rather than "nat44 rules".
         report.changes.retain(|c| !c.starts_with("nat44 rules"));

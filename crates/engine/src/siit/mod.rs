@@ -147,6 +147,17 @@ impl Siit {
     /// batch); reports what changed. `old` is the configuration in force. A worker
     /// translating meanwhile uses one generation or the next for a packet, never a mix.
     pub fn reload(&self, old: &SiitConfig, new: &SiitConfig) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(old, new, crate::reload::ReloadAction::Apply)
+    }
+
+    /// [`reload`](Self::reload), or with `ReloadAction::Preview` its checks and report
+    /// only.
+    pub fn reload_as(
+        &self,
+        old: &SiitConfig,
+        new: &SiitConfig,
+        action: crate::reload::ReloadAction,
+    ) -> Result<ReloadReport, ConfigError> {
         new.validate()?;
         let mut report = ReloadReport::default();
         report.compare_shown("pref64", &old.pref64, &new.pref64);
@@ -166,7 +177,7 @@ impl Siit {
         report.compare("icmp_errors", &old.icmp_errors, &new.icmp_errors);
         report.compare("eam_hairpin", &old.eam_hairpin, &new.eam_hairpin);
         report.compare("icmp_rate", &old.icmp_rate, &new.icmp_rate);
-        if old != new {
+        if old != new && action == crate::reload::ReloadAction::Apply {
             let _serial = self.cell.serialise();
             self.cell.publish(Arc::new(Self::prepared(new.clone())));
         }

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use conntrack::{Proto, Timestamp};
 use engine::introspect::{tcp_state_name, SessionFilter, SessionInfo, TCP_STATES};
 use engine::mode::any::AnyMode;
+use engine::reload::ReloadAction;
 use engine::{Counters, DropReason};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -61,10 +62,9 @@ use crate::live::IoCounters;
 /// The protocol version this gateway speaks.
 pub const VERSION: u64 = 1;
 
-/// The reload the `reload` command triggers: `Ok(message)` or `Err(why)`. Provided by
-/// whoever owns reloading (the binary); `None` in [`ApiState`] answers "reload not
-/// supported".
-pub type ReloadHook = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+/// The reload the `reload` command triggers (see [`crate::reload::ReloadHook`]); `None`
+/// in [`ApiState`] answers "reload not supported".
+pub use crate::reload::ReloadHook;
 
 /// Every worker's counters now: (engine, I/O) per worker.
 pub type CountersFn = Box<dyn Fn() -> Vec<(Counters, IoCounters)> + Send + Sync>;
@@ -199,8 +199,12 @@ pub enum ApiRequest {
     Stats,
     /// Start-up facts and uptime.
     Status,
-    /// Run the reload hook.
-    Reload,
+    /// Run the reload hook; with `dry_run`, only say what it would change or why it
+    /// would refuse.
+    Reload {
+        /// Check and report only.
+        dry_run: bool,
+    },
 }
 
 impl ApiRequest {
@@ -214,7 +218,7 @@ impl ApiRequest {
             ApiRequest::Census => "census",
             ApiRequest::Stats => "stats",
             ApiRequest::Status => "status",
-            ApiRequest::Reload => "reload",
+            ApiRequest::Reload { .. } => "reload",
         }
     }
 }
@@ -298,9 +302,9 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
         }
         Ok(())
     };
-    if raw.dry_run.is_some() && raw.cmd != "clear_sessions" {
+    if raw.dry_run.is_some() && !matches!(raw.cmd.as_str(), "clear_sessions" | "reload") {
         return Err(format!(
-            "\"dry_run\" applies to clear_sessions, not {}",
+            "\"dry_run\" applies to clear_sessions and reload, not {}",
             raw.cmd
         ));
     }
@@ -336,7 +340,9 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
                 "census" => ApiRequest::Census,
                 "stats" => ApiRequest::Stats,
                 "status" => ApiRequest::Status,
-                "reload" => ApiRequest::Reload,
+                "reload" => ApiRequest::Reload {
+                    dry_run: raw.dry_run.unwrap_or(false),
+                },
                 _ => {
                     return Err(format!(
                         "unknown cmd \"{other}\"; expected one of: {COMMANDS}"
@@ -622,10 +628,15 @@ impl ApiState {
                 out.write_all(ok_line("stats", v).as_bytes())
             }
             ApiRequest::Status => out.write_all(ok_line("status", self.status_json()).as_bytes()),
-            ApiRequest::Reload => {
+            ApiRequest::Reload { dry_run } => {
+                let action = if *dry_run {
+                    ReloadAction::Preview
+                } else {
+                    ReloadAction::Apply
+                };
                 let line = match &self.reload {
                     None => error_line("reload not supported"),
-                    Some(hook) => match hook() {
+                    Some(hook) => match hook(action) {
                         Ok(msg) => ok_line("reload", msg.into()),
                         Err(e) => error_line(&format!("reload: {e}")),
                     },

@@ -28,7 +28,14 @@ fn requests_parse_and_bad_ones_say_why() {
     );
     assert_eq!(parse(r#"{"cmd":"pool","v":1}"#), Ok(ApiRequest::Pool));
     assert_eq!(parse(r#"{"v":1,"cmd":"census"}"#), Ok(ApiRequest::Census));
-    assert_eq!(parse(r#"{"v":1,"cmd":"reload"}"#), Ok(ApiRequest::Reload));
+    assert_eq!(
+        parse(r#"{"v":1,"cmd":"reload"}"#),
+        Ok(ApiRequest::Reload { dry_run: false })
+    );
+    assert_eq!(
+        parse(r#"{"v":1,"cmd":"reload","dry_run":true}"#),
+        Ok(ApiRequest::Reload { dry_run: true })
+    );
     assert_eq!(
         parse(r#"{"v":1,"cmd":"bindings","limit":3}"#),
         Ok(ApiRequest::Bindings { limit: Some(3) })
@@ -90,7 +97,7 @@ fn requests_parse_and_bad_ones_say_why() {
         .contains("\"limit\" applies to sessions and bindings"));
     assert!(err(r#"{"v":1,"cmd":"stats","filter":{}}"#).contains("\"filter\" applies to sessions"));
     assert!(err(r#"{"v":1,"cmd":"sessions","dry_run":true}"#)
-        .contains("\"dry_run\" applies to clear_sessions, not sessions"));
+        .contains("\"dry_run\" applies to clear_sessions and reload, not sessions"));
     assert!(err(r#"{"v":1,"cmd":"clear_sessions","limit":1}"#)
         .contains("\"limit\" applies to sessions and bindings, not clear_sessions"));
     assert!(
@@ -290,13 +297,17 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
         r[0],
         serde_json::json!({"v":1,"ok":false,"error":"reload not supported"})
     );
-    let hook: ReloadHook = Arc::new(|| Ok("reloaded 2 things".into()));
+    let hook: ReloadHook = Arc::new(|a| Ok(format!("{a:?}: reloaded 2 things")));
     let st = state(nat44_with(0), Some(hook));
     assert_eq!(
         ask(&st, r#"{"v":1,"cmd":"reload"}"#)[0]["reload"],
-        "reloaded 2 things"
+        "Apply: reloaded 2 things"
     );
-    let hook: ReloadHook = Arc::new(|| Err("bad file".into()));
+    assert_eq!(
+        ask(&st, r#"{"v":1,"cmd":"reload","dry_run":true}"#)[0]["reload"],
+        "Preview: reloaded 2 things"
+    );
+    let hook: ReloadHook = Arc::new(|_| Err("bad file".into()));
     let st = state(nat44_with(0), Some(hook));
     assert_eq!(
         ask(&st, r#"{"v":1,"cmd":"reload"}"#)[0]["error"],

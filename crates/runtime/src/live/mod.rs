@@ -683,7 +683,7 @@ fn supervise(
         if let (Some(hook), Some(hup)) = (reload_hook, reload_signal) {
             if hup.swap(false, Ordering::Relaxed) {
                 crate::sdnotify::reloading();
-                match hook() {
+                match hook(engine::reload::ReloadAction::Apply) {
                     Ok(report) => log(format!("reload (SIGHUP): {report}")),
                     Err(e) => log(format!(
                         "warning: reload (SIGHUP) refused, the configuration in force is kept: {e}"
@@ -804,10 +804,15 @@ fn control_api(
     use crate::control::api::{ApiState, GatewayFacts, LinkFacts, ReloadHook};
     let reload = opts.reload.or_else(|| {
         let ila = Arc::clone(ila.as_ref()?);
-        let hook: ReloadHook = Arc::new(move || {
-            ila.reload()
+        let hook: ReloadHook = Arc::new(move |action| match action {
+            engine::reload::ReloadAction::Apply => ila
+                .reload()
                 .map(|s| format!("ILA mappings {s}"))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string()),
+            engine::reload::ReloadAction::Preview => ila
+                .preview_reload()
+                .map(|s| format!("dry run, nothing applied: would reload ILA mappings {s}"))
+                .map_err(|e| e.to_string()),
         });
         Some(hook)
     });
