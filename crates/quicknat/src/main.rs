@@ -67,6 +67,11 @@ enum Command {
         /// Configuration file (default: the built-in examples/nat44.toml).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Print the effective configuration instead of the summary: every key with the
+        /// value in force, defaults filled in, as TOML in the reference's order (diff two
+        /// hosts' outputs).
+        #[arg(long)]
+        effective: bool,
     },
     /// Run the live gateway on the interfaces named in the configuration's [gateway]
     /// table until SIGINT or SIGTERM.
@@ -167,7 +172,9 @@ fn main() -> ExitCode {
             input,
             output,
         } => run_translate(config.as_deref(), &input, &output),
-        Command::CheckConfig { config } => run_check_config(config.as_deref()),
+        Command::CheckConfig { config, effective } => {
+            run_check_config(config.as_deref(), effective)
+        }
         Command::Ila(args) => ilactl::run(&args),
         Command::Sessions {
             action: Some(SessionsAction::Clear { which, opts }),
@@ -278,12 +285,21 @@ fn run_translate(config: Option<&Path>, input: &Path, output: &Path) -> anyhow::
 }
 
 /// `quicknat check-config`: validates and summarises a configuration.
-fn run_check_config(path: Option<&Path>) -> anyhow::Result<()> {
+fn run_check_config(path: Option<&Path>, effective: bool) -> anyhow::Result<()> {
     let config = load_config(path)?;
     let origin = path.map_or_else(
         || config::DEFAULT_CONFIG_ORIGIN.to_owned(),
         |p| p.display().to_string(),
     );
+    if effective {
+        // The loader read and checked it; read again for its keys as written.
+        let text = match path {
+            Some(p) => String::from_utf8(config::read_file(p)?)?,
+            None => config::DEFAULT_CONFIG.to_owned(),
+        };
+        print!("{}", config::effective::effective(&text, &origin)?);
+        return Ok(());
+    }
     println!("{origin}: valid");
     print!("{}", mode_summary(&config.mode));
     // What the tables can grow to, against the machine.

@@ -10,6 +10,7 @@ pub mod ila;
 mod limits;
 // -- port-block allocation --
 mod blocks;
+pub mod effective;
 mod fastpath;
 mod locate;
 mod logcfg;

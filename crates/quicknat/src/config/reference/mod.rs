@@ -126,7 +126,9 @@ interface pair.
 
 Unknown keys are errors, and every error names the file, the line and the field \
 (`gw.toml:14: nat44.rule[2].pool: ...`). `quicknat check-config --config FILE` loads a file as \
-`quicknat run` would and prints what it sets up and the most memory its tables can take.
+`quicknat run` would and prints what it sets up and the most memory its tables can take; \
+with `--effective` it prints instead every key with the value in force, the defaults below \
+filled in, as TOML in this page's order, so two hosts' configurations can be diffed.
 
 The *reload* column says what `quicknat reload` (or SIGHUP) does when the key changes: \
 **live**: applied at once, sessions kept; **restart**: the reload is refused, naming the \
