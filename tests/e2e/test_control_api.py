@@ -20,6 +20,7 @@ Needs root.
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,7 +114,7 @@ class Gateway(Scenario):
         os.chmod(self.dir, 0o755)  # like /run: others may reach the socket file
         self.sock = os.path.join(self.dir, "ctl.sock")
 
-    def setup(self, quicknat, backend):
+    def setup(self, quicknat, backend, extra=""):
         self.quicknat_bin = quicknat
         self.make_namespaces()
         self.link("cli", "c0", "gw", "g-in")
@@ -139,7 +140,10 @@ class Gateway(Scenario):
         self.popen("srv", "python3", "-c", TCP_SERVER, SERVER, "8080")
         assert self.wait_udp_bound("srv", SERVER, 5353)
         assert self.wait_listening("srv", SERVER, 8080)
-        self.config = GATEWAY.format(backend=backend, sock=self.sock) + body
+        gateway = GATEWAY.format(backend=backend, sock=self.sock)
+        if "workers =" in extra:
+            gateway = gateway.replace("workers = 1\n", "")
+        self.config = gateway + extra + body
         self.qn = self.quicknat(quicknat, "gw", self.config, f"api-{self.mode}-{backend}")
         assert self.qn.wait_started(), self.qn.text()[-2000:]
         assert wait_for(lambda: os.path.exists(self.sock), 5), self.qn.text()[-2000:]
@@ -368,6 +372,57 @@ def test_sessions_clear_ends_one_hosts_sessions_and_leaves_the_others(gw, backen
     finally:
         tcp.stdin.close()
         tcp.wait(timeout=10)
+
+
+def thread_cpus(pid, prefix):
+    """The CPUs each of process `pid`'s threads named `prefix...` may run on."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", f.read()).group(1)
+        except FileNotFoundError:
+            continue
+        if name.startswith(prefix):
+            out[name] = allowed
+    return out
+
+
+def test_workers_and_the_reaper_run_on_the_configured_cpus(quicknat, backend):
+    """`[gateway] cpus` and `reaper_cpu`: the threads' affinity is what was asked for, and
+    `status` says so; a CPU the machine does not offer is refused before anything starts."""
+    ncpu = len(os.sched_getaffinity(0))
+    last = max(os.sched_getaffinity(0))
+    g = Gateway("nat44")
+    try:
+        g.setup(quicknat, backend, extra=f'workers = 2\ncpus = "{last}"\nreaper_cpu = {last}\n')
+        pid = g.qn.proc.pid
+        workers = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(thread_cpus(pid, "qn-worker")), 5)
+        assert workers and set(workers.values()) == {str(last)}, thread_cpus(pid, "qn")
+        assert thread_cpus(pid, "qn-reaper") == {"qn-reaper": str(last)}
+        # Threads not named in the configuration keep the process's whole mask.
+        assert len(os.sched_getaffinity(pid)) == ncpu
+        s = g.json("status")[1]["status"]["cpus"]
+        assert (s["workers"], s["reaper"], s["configured"]) == ([last, last], last, True), s
+        assert f"workers on CPUs {last},{last} (gateway.cpus); reaper on CPU {last}" in g.qn.text()
+        table = g.ctl("status").stdout
+        assert re.search(rf"cpus\s+workers {last},{last} \(gateway.cpus\), reaper {last}", table), table
+    finally:
+        left = g.close()
+        shutil.rmtree(g.dir, ignore_errors=True)
+        assert not left
+    # A CPU this machine does not have: refused with the file's line and the CPUs it has.
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(GATEWAY.format(backend=backend, sock="/tmp/qn-none.sock")
+                + f'cpus = "{last + 1}"\n' + NAT44)
+    try:
+        r = sh(quicknat, "check-config", "--config", f.name, check=False)
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert f"gateway.cpus: CPU {last + 1} is not one quicknat may run on" in r.stderr, r.stderr
+    finally:
+        os.unlink(f.name)
 
 
 @pytest.mark.only(backend="af_packet")

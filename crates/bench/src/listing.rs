@@ -192,6 +192,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
             workers: 1,
             started: Instant::now(),
             config: None,
+            cpus: None,
         },
         reload: None,
         routing: None,

@@ -370,6 +370,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     format!("{} ({})", s(&st["backend"]), s(&st["backend_why"])),
                 ],
                 vec!["workers".into(), s(&st["workers"])],
+                vec!["cpus".into(), cpus_row(&st["cpus"])],
                 vec!["uptime".into(), format!("{} s", st["uptime_s"])],
                 vec!["sessions".into(), s(&st["sessions"])],
                 vec!["config".into(), config],
@@ -458,6 +459,35 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
         }
         Verb::Reload(_) => format!("{}\n", s(&last["reload"])),
     }
+}
+
+/// `status`'s CPUs: `workers 0,1 (gateway.cpus), reaper 0`, then any interrupt warning.
+fn cpus_row(c: &Value) -> String {
+    if !c.is_object() {
+        return "-".into();
+    }
+    let list = |v: &Value| {
+        v.as_array().map_or_else(String::new, |a| {
+            a.iter().map(s).collect::<Vec<_>>().join(",")
+        })
+    };
+    let mut out = format!(
+        "workers {} ({}), reaper {}",
+        list(&c["workers"]),
+        if c["configured"].as_bool() == Some(true) {
+            "gateway.cpus"
+        } else {
+            "the first CPUs allowed"
+        },
+        c["reaper"]
+            .as_u64()
+            .map_or("not pinned".into(), |r| r.to_string())
+    );
+    for w in c["irq_warnings"].as_array().into_iter().flatten() {
+        out.push_str("; warning: ");
+        out.push_str(&s(w));
+    }
+    out
 }
 
 fn secs(ms: &Value) -> String {

@@ -237,9 +237,12 @@ fn one_line(e: &anyhow::Error) -> String {
 /// The machine the configuration must fit: its available memory, read here at the edge
 /// (`/proc/meminfo`), not checked when it cannot be read.
 fn machine() -> config::Machine {
-    std::fs::read_to_string("/proc/meminfo")
+    let mut m: config::Machine = std::fs::read_to_string("/proc/meminfo")
         .map(|t| config::Machine::from_meminfo(&t))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let cpus = runtime::live::cpus::allowed();
+    m.cpus = (!cpus.is_empty()).then(|| config::CpuMask::of(&cpus));
+    m
 }
 
 /// Loads `path`, or the built-in example when it is `None` (saying so on stderr), held

@@ -143,6 +143,8 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
             o.xdp_fast_path_idle != n.xdp_fast_path_idle,
         ),
         ("[routing]", o.routing != n.routing),
+        ("cpus", o.cpus != n.cpus),
+        ("reaper_cpu", o.reaper_cpu != n.reaper_cpu),
     ]
     .into_iter()
     .filter(|c| c.1)

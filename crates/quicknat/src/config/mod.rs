@@ -10,6 +10,8 @@ pub mod ila;
 mod limits;
 // -- port-block allocation --
 mod blocks;
+mod cpus;
+pub use cpus::CpuMask;
 pub mod effective;
 mod fastpath;
 mod locate;
@@ -77,6 +79,8 @@ pub struct Config {
 pub struct Machine {
     /// Bytes of memory available (`/proc/meminfo` MemAvailable); `None`: not checked.
     pub mem_available: Option<u64>,
+    /// The CPUs the process may run on; `None`: not checked.
+    pub cpus: Option<cpus::CpuMask>,
 }
 
 impl Machine {
@@ -87,7 +91,10 @@ impl Machine {
             let kb = rest.strip_suffix("kB").unwrap_or(rest).trim();
             kb.parse::<u64>().ok().map(|kb| kb.saturating_mul(1024))
         });
-        Machine { mem_available }
+        Machine {
+            mem_available,
+            cpus: None,
+        }
     }
 }
 
@@ -227,6 +234,9 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
             (engine::mode::any::ModeConfig::Nat44(nat44), warnings)
         }
     };
+    if let (Some(raw), Some(gw)) = (&file.gateway, &gateway) {
+        cpus::check(&src, raw.get_ref(), gw, machine.cpus, &mut warnings)?;
+    }
     let memory = mode.memory();
     if let Some(available) = machine.mem_available {
         let section = mode_section(&mode);
@@ -427,6 +437,9 @@ fn convert_gateway(
         xdp_fast_path_idle: fastpath::idle(src, &g.xdp_fast_path_idle)?,
         // Set from `[routing]` by `load_str_on`.
         routing: runtime::routing::RoutingConfig::default(),
+        // -- CPUs --
+        cpus: cpus::list(src, &g.cpus)?,
+        reaper_cpu: g.reaper_cpu.as_ref().map(|c| *c.get_ref() as usize),
     })
 }
 
@@ -545,6 +558,12 @@ impl Source<'_> {
     fn item_error(&self, section: &str, e: ConfigError) -> ConfigFileError {
         let (path, span) = self.locate_item(section, e.item);
         self.error(span, path, e.message)
+    }
+
+    /// A warning about `field`, written at `span`, as `file:line: field message`.
+    fn warning_at(&self, span: Range<usize>, field: &str, message: String) -> String {
+        let line = locate::line_of(self.text, span.start);
+        format!("{}:{line}: {field} {message}", self.origin)
     }
 
     /// An engine warning about `w.item` of `[section]`, as `file:line: path message`.

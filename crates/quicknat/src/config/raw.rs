@@ -83,6 +83,11 @@ pub(super) struct RawGateway {
     pub xdp_fast_path_entries: Option<Spanned<u64>>,
     /// Seconds an idle SIIT/CLAT flow direction stays in the fast path's map.
     pub xdp_fast_path_idle: Option<Spanned<u64>>,
+    // -- CPUs --
+    /// The workers' CPUs, a Linux CPU list.
+    pub cpus: Option<Spanned<String>>,
+    /// The reaper's CPU.
+    pub reaper_cpu: Option<Spanned<u64>>,
 }
 
 /// The `[nat44]` table.

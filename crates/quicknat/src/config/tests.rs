@@ -1008,6 +1008,7 @@ fn tables_that_cannot_fit_the_machine_are_refused() {
     let gib = 1u64 << 30;
     let machine = |g: u64| Machine {
         mem_available: Some(g * gib),
+        ..Machine::default()
     };
     // 100M sessions: about 11 GiB.
     let text = BASE.replace("hairpinning = true", "max_sessions = 100000000");
@@ -1047,6 +1048,7 @@ fn tables_that_cannot_fit_the_machine_are_refused() {
         "t.toml",
         &Machine {
             mem_available: Some(ila - 1),
+            ..Machine::default()
         },
     )
     .unwrap_err();
@@ -1713,4 +1715,49 @@ fn a_file_larger_than_the_limit_is_refused_without_being_read() {
         e.contains("/dev/zero") && e.contains("larger than 128 MiB"),
         "{e}"
     );
+}
+
+/// `[gateway] cpus` and `reaper_cpu`: a Linux CPU list, held against the CPUs the
+/// machine lets quicknat run on (refused at the line, naming the CPU and what is allowed);
+/// fewer CPUs than workers is a warning.
+#[test]
+fn cpus_are_held_against_the_machine() {
+    let gw = |keys: &str| {
+        format!(
+            "[gateway]\ninside = \"in0\"\noutside = \"out0\"\nworkers = 3\n{keys}\n\n\
+             [[nat44.rule]]\ninside = \"10.0.0.0/24\"\npool = \"203.0.113.0/28\"\n"
+        )
+    };
+    let two = Machine {
+        cpus: Some(super::CpuMask::of(&[0, 1])),
+        ..Machine::default()
+    };
+    let c = load_str_on(&gw("cpus = \"1,0-1\"\nreaper_cpu = 0"), "t.toml", &two).unwrap();
+    let g = c.gateway.unwrap();
+    assert_eq!((g.cpus, g.reaper_cpu), (Some(vec![1, 0]), Some(0)));
+    assert_eq!(
+        c.warnings,
+        ["t.toml:5: gateway.cpus 3 workers on 2 CPUs: workers share cores"]
+    );
+    let e = load_str_on(&gw("cpus = \"0-3\""), "t.toml", &two).unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(5), Some("gateway.cpus")),
+        "{e}"
+    );
+    assert!(
+        e.message
+            .contains("CPU 2 is not one quicknat may run on (this machine allows 0-1)"),
+        "{e}"
+    );
+    let e = load_str_on(&gw("reaper_cpu = 7"), "t.toml", &two).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("gateway.reaper_cpu"), "{e}");
+    let e = load_str(&gw("cpus = \"2-1\""), "t.toml").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("gateway.cpus: \"2-1\": \"2-1\": a range goes upwards"),
+        "{e}"
+    );
+    // Unknown machine: only the list's own form is checked.
+    assert!(load_str(&gw("cpus = \"0-63\""), "t.toml").is_ok());
 }

@@ -103,6 +103,9 @@ pub struct GatewayFacts {
     pub started: Instant,
     /// The configuration file, if any; a reload that applies updates its hash.
     pub config: Option<Arc<std::sync::Mutex<ConfigSource>>>,
+    /// Where the threads run, and the warnings about workers on CPUs that take the
+    /// interfaces' interrupts.
+    pub cpus: Option<(crate::live::cpus::CpuPlan, Vec<String>)>,
 }
 
 /// The configuration file a gateway was started with.
@@ -656,6 +659,12 @@ impl ApiState {
             "backend": f.backend,
             "backend_why": f.backend_why,
             "workers": f.workers,
+            "cpus": f.cpus.as_ref().map(|(p, warnings)| json!({
+                "workers": p.workers,
+                "reaper": p.reaper,
+                "configured": p.configured,
+                "irq_warnings": warnings,
+            })),
             "uptime_s": f.started.elapsed().as_secs(),
             "config": f.config.as_ref().map(|c| {
                 let c = c.lock().unwrap_or_else(|e| e.into_inner());

@@ -195,6 +195,14 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
                 path: "/etc/q.toml".into(),
                 sha256: "ab".repeat(32),
             }))),
+            cpus: Some((
+                crate::live::cpus::CpuPlan {
+                    workers: vec![Some(0), Some(1)],
+                    reaper: None,
+                    configured: false,
+                },
+                vec![],
+            )),
         },
         reload,
         routing: None,
@@ -288,6 +296,10 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     assert_eq!(status["mode"], "nat44");
     assert_eq!(status["inside"]["name"], "in0");
     assert_eq!(status["workers"], 2);
+    assert_eq!(
+        status["cpus"],
+        serde_json::json!({"workers":[0,1],"reaper":null,"configured":false,"irq_warnings":[]})
+    );
     assert_eq!(status["config"]["sha256"], "ab".repeat(32));
     assert_eq!(status["sessions"], 3);
     assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));

@@ -69,6 +69,11 @@ pub struct GatewayConfig {
     /// `[routing]`: the prefixes announced to the routing daemon while healthy; off by
     /// default.
     pub routing: crate::routing::RoutingConfig,
+    /// The workers' CPUs, worker `i` on the `i`-th (wrapping); `None`: the first CPUs the
+    /// process may use (`live::cpus`).
+    pub cpus: Option<Vec<usize>>,
+    /// The reaper's CPU; `None`: not pinned.
+    pub reaper_cpu: Option<usize>,
 }
 
 /// `[gateway] xdp_fast_path`.
@@ -119,6 +124,8 @@ impl GatewayConfig {
             xdp_fast_path_entries: XDP_FAST_PATH_ENTRIES,
             xdp_fast_path_idle: XDP_FAST_PATH_IDLE,
             routing: crate::routing::RoutingConfig::default(),
+            cpus: None,
+            reaper_cpu: None,
         }
     }
 

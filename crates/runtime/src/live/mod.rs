@@ -19,6 +19,7 @@
 //! reaper, the control thread, and this one, which logs counters and handles SIGHUP.
 
 mod config;
+pub mod cpus;
 mod fastpath;
 mod fastpath_ila;
 mod fastpath_siit;
@@ -33,6 +34,7 @@ mod stats;
 pub(crate) mod threads;
 mod worker;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -289,6 +291,17 @@ pub fn run(
         },
         mode.name(),
     );
+    // Where the threads run, and any worker on a CPU that takes the interfaces' interrupts.
+    let cpu_plan = cpus::CpuPlan::new(gw, &cpus::allowed());
+    log(cpu_plan.describe());
+    let irqs = [&gw.inside, &gw.outside].map(|i| {
+        let irqs = cpus::interface_irqs(Path::new("/sys"), Path::new("/proc"), i);
+        (i.as_str(), irqs)
+    });
+    let irq_warnings = cpus::irq_sharing(&cpu_plan, &irqs);
+    for w in &irq_warnings {
+        log(format!("warning: {w}"));
+    }
     let reaper_lag = crate::metrics::ReaperLag::default();
     let reaper_counters = Arc::new(std::sync::Mutex::new(engine::Counters::new()));
     // Routing integration: the announcement device is created while CAP_NET_ADMIN is surely held; nothing is
@@ -374,6 +387,7 @@ pub fn run(
             if config_source.is_some() {
                 api.facts.config = config_source.clone();
             }
+            api.facts.cpus = Some((cpu_plan.clone(), irq_warnings.clone()));
             // XDP fast path.
             let api = crate::control::api::ApiState {
                 fast_path: Some(Arc::clone(&fast_status)),
@@ -435,7 +449,11 @@ pub fn run(
         if let Some(mut r) = shared.reaper() {
             let stop = &stop;
             let (lag, published) = (&reaper_lag, &*reaper_counters);
+            let reaper_cpu = cpu_plan.reaper;
             s.spawn(threads::REAPER, move || {
+                if let Some(id) = reaper_cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
                 // A full pass every 200 ms; between passes, the drain of what the workers
                 // evicted at a full table, every millisecond while any waits (so a SYN
                 // flood's victims are reclaimed before they fill the room kept for them),
@@ -523,8 +541,12 @@ pub fn run(
         }
         // Workers: the one place the backend is chosen; generic from here on.
         match opened {
-            Opened::Xdp(ports) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
-            Opened::Packet(ports, _) => spawn_workers(&s, &shared, ports, &setup, &stop, clock),
+            Opened::Xdp(ports) => {
+                spawn_workers(&s, &shared, ports, &setup, &stop, clock, &cpu_plan)
+            }
+            Opened::Packet(ports, _) => {
+                spawn_workers(&s, &shared, ports, &setup, &stop, clock, &cpu_plan)
+            }
         }
         // Routing integration: announces while the links are up and the workers beat; withdraws otherwise and
         // at stop.
@@ -599,6 +621,7 @@ fn spawn_workers<'scope, P, C>(
     setup: &dyn Fn(usize) -> WorkerSetup,
     stop: &'scope AtomicBool,
     clock: C,
+    cpus: &cpus::CpuPlan,
 ) where
     P: Port + 'scope,
     C: Fn() -> Timestamp + Copy + Send + 'scope,
@@ -609,6 +632,7 @@ fn spawn_workers<'scope, P, C>(
         setup: &'a dyn Fn(usize) -> WorkerSetup,
         stop: &'scope AtomicBool,
         clock: C,
+        cpus: &'a cpus::CpuPlan,
     }
     impl<'scope, P, C> ModeVisitor for Spawn<'_, 'scope, '_, P, C>
     where
@@ -617,14 +641,13 @@ fn spawn_workers<'scope, P, C>(
     {
         type Output = ();
         fn visit<M: Mode>(self, mode: &M) {
-            let cores = core_affinity::get_core_ids().unwrap_or_default();
             for (id, ports) in self.ports.into_iter().enumerate() {
                 let w = Worker::new(mode.worker(id), ports, (self.setup)(id));
                 let (stop, clock) = (self.stop, self.clock);
-                let core = cores.get(id % cores.len().max(1)).copied();
+                let core = self.cpus.workers.get(id).copied().flatten();
                 self.scope.spawn(threads::worker(id), move || {
-                    if let Some(c) = core {
-                        core_affinity::set_for_current(c);
+                    if let Some(id) = core {
+                        core_affinity::set_for_current(core_affinity::CoreId { id });
                     }
                     w.run(stop, &clock);
                 });
@@ -637,6 +660,7 @@ fn spawn_workers<'scope, P, C>(
         setup,
         stop,
         clock,
+        cpus,
     });
 }
 
@@ -842,6 +866,7 @@ fn control_api(
             workers,
             started: Instant::now(),
             config: opts.config.map(|c| Arc::new(std::sync::Mutex::new(c))),
+            cpus: None,
         },
         reload,
         routing: None,

@@ -342,6 +342,13 @@ const GATEWAY: &[Key] = &[
       "Flow directions the fast path's map holds per interface (two per session).", "1024"),
     k("xdp_fast_path_idle", SECS, Value("30"), "1-86400",
       "SIIT and CLAT: seconds an idle flow direction stays in the fast path's map.", "60"),
+    k("cpus", "string (CPU list)", Absent("the first CPUs quicknat may run on, in order"),
+      "a Linux CPU list (`\"2-5,8\"`) of CPUs quicknat may run on",
+      "The workers' CPUs: worker i on the i-th CPU listed (wrapping when there are more \
+       workers). Keep them apart from the CPUs that take the NIC's interrupts (quicknat \
+       warns at start when a worker shares one).", "\"0\""),
+    k("reaper_cpu", "integer", Absent("not pinned"), "a CPU quicknat may run on",
+      "The CPU of the reaper thread (session expiry, port release).", "0"),
 ];
 
 #[rustfmt::skip]
