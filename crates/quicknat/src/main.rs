@@ -14,6 +14,8 @@ mod reference;
 mod docs;
 // deterministic NAT: `quicknat det forward|reverse`.
 mod det;
+// `quicknat import jool`: Jool's atomic configuration into a quicknat file.
+mod import_jool;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -153,6 +155,10 @@ enum Command {
     /// Deterministic NAT (RFC 7422) offline from the configuration: `det forward INSIDE`
     /// gives the public address and port range, `det reverse PUBLIC PORT` the subscriber.
     Det(det::DetArgs),
+    // -- migration --
+    /// Convert another translator's configuration into a quicknat file: `import jool FILE`
+    /// reads Jool's atomic configuration (JSON) and lists every setting it cannot carry over.
+    Import(import_jool::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -207,6 +213,7 @@ fn main() -> ExitCode {
             "no quicknat page in manual section {section}: 1 (the command) or 5 (the configuration file)"
         )),
         Command::Det(args) => det::run(&args),
+        Command::Import(args) => import_jool::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
