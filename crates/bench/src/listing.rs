@@ -197,6 +197,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
         reload: None,
         routing: None,
         fast_path: None,
+        tracer: None,
     };
     let done = AtomicBool::new(false);
     let listing = AtomicBool::new(false);

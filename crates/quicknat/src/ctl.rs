@@ -148,17 +148,32 @@ pub fn request_of(verb: &Verb) -> Value {
 /// streaming answer, then the final line (the one with `"v"`). A refusal or error is an
 /// `Err` with the gateway's message.
 pub fn request(path: &Path, req: &Value) -> anyhow::Result<(Vec<String>, Value)> {
+    let mut items = Vec::new();
+    let last = request_each(path, req, Duration::from_secs(60), &mut |l| {
+        items.push(l.to_owned());
+        Ok(())
+    })?;
+    Ok((items, last))
+}
+
+/// [`request`], handing each item line to `item` as it arrives (a trace streams them),
+/// waiting at most `wait` for any one line; returns the final line.
+pub fn request_each(
+    path: &Path,
+    req: &Value,
+    wait: Duration,
+    item: &mut dyn FnMut(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<Value> {
     let stream = UnixStream::connect(path).with_context(|| {
         format!(
             "cannot reach the control socket {} (is quicknat running? --socket PATH)",
             path.display()
         )
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.set_read_timeout(Some(wait))?;
     let mut writer = stream.try_clone()?;
     writer.write_all(format!("{req}\n").as_bytes())?;
     let mut reader = BufReader::new(stream);
-    let mut items = Vec::new();
     loop {
         let mut l = String::new();
         if reader.read_line(&mut l)? == 0 {
@@ -175,9 +190,9 @@ pub fn request(path: &Path, req: &Value) -> anyhow::Result<(Vec<String>, Value)>
             if v["ok"] != Value::Bool(true) {
                 bail!("{}", v["error"].as_str().unwrap_or("error"));
             }
-            return Ok((items, v));
+            return Ok(v);
         }
-        items.push(line.to_owned());
+        item(line)?;
     }
 }
 

@@ -7,6 +7,8 @@
 
 mod ctl;
 mod ilactl;
+// `quicknat trace`: packets through a running gateway, each with its fate.
+mod tracectl;
 // The book's generated reference pages, compared with the committed ones by its tests.
 #[cfg(test)]
 mod reference;
@@ -63,6 +65,15 @@ enum Command {
         /// Capture to write (pcap).
         #[arg(value_name = "OUT.pcap")]
         output: PathBuf,
+        /// Print what became of each packet the filters take (as `quicknat trace` does on
+        /// a running gateway) before the summary.
+        #[arg(long)]
+        trace: bool,
+        /// With --trace: the records as JSON lines.
+        #[arg(long, requires = "trace")]
+        json: bool,
+        #[command(flatten)]
+        trace_filter: tracectl::TraceFilterArgs,
     },
     /// Load and validate a configuration file, then print what it sets up.
     CheckConfig {
@@ -131,6 +142,10 @@ enum Command {
         #[command(flatten)]
         opts: ctl::CtlOpts,
     },
+    /// Trace the next packets matching a filter through a running gateway: where each
+    /// arrived, the mode's decision (session created or found, translated to what, dropped
+    /// and why, ICMP error sent) and where it went, printed as they pass.
+    Trace(tracectl::TraceArgs),
     /// Show every counter and drop reason (with its meaning), total and per worker.
     Stats {
         #[command(flatten)]
@@ -177,7 +192,13 @@ fn main() -> ExitCode {
             config,
             input,
             output,
-        } => run_translate(config.as_deref(), &input, &output),
+            trace,
+            json,
+            trace_filter,
+        } => {
+            let trace = trace.then_some((&trace_filter, json));
+            run_translate(config.as_deref(), &input, &output, trace)
+        }
         Command::CheckConfig { config, effective } => {
             run_check_config(config.as_deref(), effective)
         }
@@ -194,6 +215,7 @@ fn main() -> ExitCode {
         Command::Bindings { opts } => ctl::run(&ctl::Verb::Bindings, &opts),
         Command::Pool { opts } => ctl::run(&ctl::Verb::Pool, &opts),
         Command::Census { opts } => ctl::run(&ctl::Verb::Census, &opts),
+        Command::Trace(args) => tracectl::run(&args),
         Command::Stats { opts } => ctl::run(&ctl::Verb::Stats, &opts),
         Command::Status { opts } => ctl::run(&ctl::Verb::Status, &opts),
         Command::Reload { dry_run, opts } => ctl::run(&ctl::Verb::Reload(dry_run), &opts),
@@ -275,22 +297,51 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 }
 
 /// `quicknat translate`: replays `input` through the engine into `output`.
-fn run_translate(config: Option<&Path>, input: &Path, output: &Path) -> anyhow::Result<()> {
+/// With `trace` (its filter, and whether as JSON lines), each packet's record is printed
+/// as the replay reaches it.
+fn run_translate(
+    config: Option<&Path>,
+    input: &Path,
+    output: &Path,
+    trace: Option<(&tracectl::TraceFilterArgs, bool)>,
+) -> anyhow::Result<()> {
     let config = load_config(config)?;
     let egress = config
         .gateway
         .as_ref()
         .map(runtime::live::GatewayConfig::egress)
         .unwrap_or_default();
-    let report = runtime::offline::translate_pcap(&config.mode, &egress, input, output)
-        .with_context(|| {
-            format!(
-                "cannot translate {} into {}",
-                input.display(),
-                output.display()
-            )
-        })?;
-    println!("{report}");
+    let mut print = |r: serde_json::Value| match trace.is_some_and(|t| t.1) {
+        true => println!("{r}"),
+        false => print!("{}", runtime::trace::text(&r)),
+    };
+    let offline_trace = match trace {
+        Some((f, _)) => Some(runtime::offline::OfflineTrace {
+            filter: f.filter()?,
+            sink: &mut print,
+        }),
+        None => None,
+    };
+    let report = runtime::offline::translate_pcap_traced(
+        &config.mode,
+        &egress,
+        input,
+        output,
+        offline_trace,
+    )
+    .with_context(|| {
+        format!(
+            "cannot translate {} into {}",
+            input.display(),
+            output.display()
+        )
+    })?;
+    // JSON trace records own stdout; the summary goes beside them.
+    if trace.is_some_and(|t| t.1) {
+        eprintln!("{report}");
+    } else {
+        println!("{report}");
+    }
     Ok(())
 }
 

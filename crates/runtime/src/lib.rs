@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod natlog;
 pub mod offline;
 pub mod reload;
+pub mod trace;
 
 pub use link::l3_offset;
 // Running as a service: start-up checks and systemd's readiness protocol.

@@ -257,24 +257,49 @@ pub fn translate_pcap(
     input: &Path,
     output: &Path,
 ) -> Result<TranslateReport, OfflineError> {
+    translate_pcap_traced(mode, egress, input, output, None)
+}
+
+/// A trace of a replay (`quicknat translate --trace`): the packets `filter` takes, each
+/// record handed to `sink` in the capture's order (see [`crate::trace`]).
+pub struct OfflineTrace<'a> {
+    /// Which packets.
+    pub filter: crate::trace::TraceFilter,
+    /// Where each record goes.
+    pub sink: &'a mut dyn FnMut(serde_json::Value),
+}
+
+/// [`translate_pcap`], tracing the packets `trace` takes.
+pub fn translate_pcap_traced(
+    mode: &ModeConfig,
+    egress: &Egress,
+    input: &Path,
+    output: &Path,
+    trace: Option<OfflineTrace<'_>>,
+) -> Result<TranslateReport, OfflineError> {
     let mut mode = mode.clone();
     clamp_translator_mtus(&mut mode, egress.links.map(|l| l.mtu));
+    let stateful = matches!(mode, ModeConfig::Nat44(_) | ModeConfig::Nat64(_));
     let mode = AnyMode::new(&mode, 1)?;
     mode.visit(Replay {
         egress,
         input,
         output,
+        trace,
+        stateful,
     })
 }
 
 /// The replay, generic over the mode.
-struct Replay<'a> {
+struct Replay<'a, 't> {
     egress: &'a Egress,
     input: &'a Path,
     output: &'a Path,
+    trace: Option<OfflineTrace<'t>>,
+    stateful: bool,
 }
 
-impl ModeVisitor for Replay<'_> {
+impl ModeVisitor for Replay<'_, '_> {
     type Output = Result<TranslateReport, OfflineError>;
 
     fn visit<M: Mode>(self, mode: &M) -> Self::Output {
@@ -282,6 +307,8 @@ impl ModeVisitor for Replay<'_> {
             egress,
             input,
             output,
+            mut trace,
+            stateful,
         } = self;
         let mut worker = mode.worker(0);
         let mut reaper = mode.reaper();
@@ -354,10 +381,27 @@ impl ModeVisitor for Replay<'_> {
                     outside_link = link;
                 }
             }
+            let traced = trace.as_ref().and_then(|_| {
+                let io = crate::live::IoCounters::default();
+                let before = crate::trace::Packet::parse(&pkt[..len])?;
+                Some((before, crate::trace::Snapshot::of(worker.counters(), &io)))
+            });
             let mut f = Frame::new(&mut buf, HEADROOM, len, &mut out);
             f.link_group = crate::link::link_group(link, rec.data);
             let e = worker.process(now, dir, &mut f, egress);
             worker.quiescent();
+            if let (Some(t), Some((before, a))) = (trace.as_mut(), traced) {
+                trace_one(
+                    t,
+                    &before,
+                    &a,
+                    (dir, &e),
+                    &buf,
+                    &out,
+                    worker.counters(),
+                    stateful,
+                );
+            }
             match dir {
                 Direction::Outbound => report.from_inside.count(&e),
                 Direction::Inbound => report.from_outside.count(&e),
@@ -414,6 +458,49 @@ impl ModeVisitor for Replay<'_> {
             report.counters.merge(r.counters());
         }
         Ok(report)
+    }
+}
+
+/// Offers the record of one replayed packet to `t`: `before` and the counters `a` from
+/// before the mode had it, `e` what the mode decided (the packet in `buf`, or its output in
+/// `out`), `c` the counters after.
+#[allow(clippy::too_many_arguments)]
+fn trace_one(
+    t: &mut OfflineTrace<'_>,
+    before: &crate::trace::Packet,
+    a: &crate::trace::Snapshot,
+    (dir, e): (Direction, &Emit),
+    buf: &[u8],
+    out: &Output,
+    c: &engine::Counters,
+    stateful: bool,
+) {
+    use crate::trace::{Packet, Seen, Snapshot};
+    let side = usize::from(dir == Direction::Inbound);
+    let (after, sent) = match *e {
+        Emit::Forward { start, len } => (
+            buf.get(start..start + len).and_then(Packet::parse),
+            vec![1 - side],
+        ),
+        Emit::Hairpin { start, len } => (
+            buf.get(start..start + len).and_then(Packet::parse),
+            vec![side],
+        ),
+        Emit::Reply(_) => (out.packets().next().and_then(Packet::parse), vec![side]),
+        Emit::Fragments => (out.packets().next().and_then(Packet::parse), vec![1 - side]),
+        Emit::Drop(_) => (None, vec![]),
+    };
+    let b = Snapshot::of(c, &crate::live::IoCounters::default());
+    let seen = Seen {
+        worker: None,
+        side,
+        links: ["", ""],
+        sent: &sent,
+        stateful,
+    };
+    let r = crate::trace::record(&seen, before, after.as_ref(), a, &b);
+    if t.filter.matches(side, before, after.as_ref(), r.dropped) {
+        (t.sink)(r.json);
     }
 }
 

@@ -46,7 +46,7 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use conntrack::{Proto, Timestamp};
@@ -159,6 +159,8 @@ pub struct ApiState {
     /// The XDP fast path's state and counters (`None`: a gateway that never has one, e.g.
     /// offline).
     pub fast_path: Option<Arc<crate::live::FastPathStatus>>,
+    /// The packet trace the workers fill (`None`: no workers to trace, e.g. offline).
+    pub tracer: Option<Arc<crate::trace::Tracer>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -189,6 +191,16 @@ pub enum ApiRequest {
         /// Count only.
         dry_run: bool,
     },
+    /// Trace the next packets matching `filter` (see [`crate::trace`]): at most `count`,
+    /// for at most `timeout`.
+    Trace {
+        /// Which packets.
+        filter: crate::trace::TraceFilter,
+        /// At most this many.
+        count: usize,
+        /// For at most this long.
+        timeout: Duration,
+    },
     /// Bindings (ILA: mappings).
     Bindings {
         /// At most this many.
@@ -216,6 +228,7 @@ impl ApiRequest {
         match self {
             ApiRequest::Sessions { .. } => "sessions",
             ApiRequest::ClearSessions { .. } => "clear_sessions",
+            ApiRequest::Trace { .. } => "trace",
             ApiRequest::Bindings { .. } => "bindings",
             ApiRequest::Pool => "pool",
             ApiRequest::Census => "census",
@@ -239,6 +252,74 @@ struct RawRequest {
     limit: Option<u64>,
     #[serde(default)]
     dry_run: Option<bool>,
+    #[serde(default, rename = "match")]
+    trace_match: Option<RawTraceMatch>,
+    #[serde(default)]
+    count: Option<u64>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// A trace's `match` object.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTraceMatch {
+    proto: Option<String>,
+    host: Option<IpAddr>,
+    port: Option<u16>,
+    direction: Option<String>,
+    drop_reason: Option<String>,
+}
+
+impl crate::trace::TraceFilter {
+    /// A trace's `match` object, checked as the control API checks it.
+    pub fn from_json(v: &Value) -> Result<Self, String> {
+        RawTraceMatch::deserialize(v)
+            .map_err(|e| format!("bad trace filter: {e}"))?
+            .parse()
+    }
+}
+
+/// The most packets one trace takes, and the longest it runs.
+pub const TRACE_MAX_COUNT: u64 = 10_000;
+/// The longest a trace runs.
+pub const TRACE_MAX_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl RawTraceMatch {
+    fn parse(self) -> Result<crate::trace::TraceFilter, String> {
+        let proto = self.proto.map(|p| p.to_ascii_lowercase());
+        if let Some(p) = &proto {
+            if !matches!(p.as_str(), "tcp" | "udp" | "icmp" | "icmpv6" | "sctp")
+                && p.parse::<u8>().is_err()
+            {
+                return Err(format!(
+                    "unknown proto \"{p}\" (tcp, udp, icmp, sctp or a protocol number)"
+                ));
+            }
+        }
+        if let Some(d) = &self.direction {
+            if d != "in" && d != "out" {
+                return Err(format!("direction \"{d}\": expected \"in\" or \"out\""));
+            }
+        }
+        let drop_reason = self
+            .drop_reason
+            .map(|r| {
+                DropReason::ALL
+                    .iter()
+                    .copied()
+                    .find(|x| x.as_str() == r)
+                    .ok_or_else(|| format!("unknown drop reason \"{r}\""))
+            })
+            .transpose()?;
+        Ok(crate::trace::TraceFilter {
+            proto,
+            host: self.host,
+            port: self.port,
+            direction: self.direction,
+            drop_reason,
+        })
+    }
 }
 
 impl RawFilter {
@@ -311,6 +392,14 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
             raw.cmd
         ));
     }
+    if (raw.trace_match.is_some() || raw.count.is_some() || raw.timeout_ms.is_some())
+        && raw.cmd != "trace"
+    {
+        return Err(format!(
+            "\"match\", \"count\" and \"timeout_ms\" apply to trace, not {}",
+            raw.cmd
+        ));
+    }
     let req = match raw.cmd.as_str() {
         "sessions" => ApiRequest::Sessions {
             filter: raw.filter.unwrap_or_default().parse()?,
@@ -325,6 +414,26 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
             ApiRequest::ClearSessions {
                 filter: raw.filter.unwrap_or_default().parse()?,
                 dry_run: raw.dry_run.unwrap_or(false),
+            }
+        }
+        "trace" => {
+            no_filter("trace")?;
+            let count = raw.count.unwrap_or(10);
+            if !(1..=TRACE_MAX_COUNT).contains(&count) {
+                return Err(format!("count {count}: between 1 and {TRACE_MAX_COUNT}"));
+            }
+            let timeout = Duration::from_millis(raw.timeout_ms.unwrap_or(10_000));
+            if timeout.is_zero() || timeout > TRACE_MAX_TIMEOUT {
+                return Err(format!(
+                    "timeout_ms {}: between 1 and {}",
+                    timeout.as_millis(),
+                    TRACE_MAX_TIMEOUT.as_millis()
+                ));
+            }
+            ApiRequest::Trace {
+                filter: raw.trace_match.unwrap_or_default().parse()?,
+                count: count as usize,
+                timeout,
             }
         }
         "bindings" => {
@@ -562,6 +671,11 @@ impl ApiState {
                 };
                 out.write_all(line.as_bytes())
             }
+            ApiRequest::Trace {
+                filter,
+                count,
+                timeout,
+            } => self.trace(filter, *count, *timeout, out, stop),
             ApiRequest::Bindings { limit } => {
                 let limit = limit.unwrap_or(u64::MAX);
                 let mut n = 0u64;
@@ -647,6 +761,67 @@ impl ApiState {
                 out.write_all(line.as_bytes())
             }
         }
+    }
+
+    /// Streams the records of the next `count` packets matching `filter`, each as it comes,
+    /// until `count`, `timeout`, the client leaving or `stop`; then the end line with how
+    /// many packets the fast path forwarded meanwhile (which no worker saw).
+    fn trace(
+        &self,
+        filter: &crate::trace::TraceFilter,
+        count: usize,
+        timeout: Duration,
+        out: &mut dyn Write,
+        stop: &AtomicBool,
+    ) -> io::Result<()> {
+        let Some(tracer) = &self.tracer else {
+            return out
+                .write_all(error_line("trace: this gateway has no workers to trace").as_bytes());
+        };
+        let fast = || {
+            self.fast_path
+                .as_ref()
+                .and_then(|f| f.counters())
+                .map(|c| c.packets)
+        };
+        let rx = match tracer.arm(filter.clone(), count) {
+            Ok(rx) => rx,
+            Err(e) => return out.write_all(error_line(&format!("trace: {e}")).as_bytes()),
+        };
+        let fast_before = fast();
+        let deadline = Instant::now() + timeout;
+        let (mut n, mut result) = (0usize, Ok(()));
+        while n < count && !stop.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match rx.recv_timeout(left.min(Duration::from_millis(200))) {
+                Ok(r) => {
+                    n += 1;
+                    result = out
+                        .write_all(format!("{r}\n").as_bytes())
+                        .and_then(|()| out.flush());
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        tracer.disarm();
+        result?;
+        let fast_path = match (fast_before, fast()) {
+            (Some(a), Some(b)) => json!(b.saturating_sub(a)),
+            _ => Value::Null,
+        };
+        let end = json!({
+            "v": VERSION, "ok": true, "end": "trace", "count": n,
+            "complete": n == count,
+            "fast_path_packets": fast_path,
+        });
+        out.write_all(format!("{end}\n").as_bytes())
     }
 
     fn status_json(&self) -> Value {

@@ -207,6 +207,7 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
         reload,
         routing: None,
         fast_path: None,
+        tracer: None,
     }
 }
 

@@ -302,6 +302,8 @@ pub fn run(
     for w in &irq_warnings {
         log(format!("warning: {w}"));
     }
+    // The packet trace the control API arms and the workers fill.
+    let tracer = Arc::new(crate::trace::Tracer::default());
     let reaper_lag = crate::metrics::ReaperLag::default();
     let reaper_counters = Arc::new(std::sync::Mutex::new(engine::Counters::new()));
     // Routing integration: the announcement device is created while CAP_NET_ADMIN is surely held; nothing is
@@ -391,6 +393,7 @@ pub fn run(
             // XDP fast path.
             let api = crate::control::api::ApiState {
                 fast_path: Some(Arc::clone(&fast_status)),
+                tracer: Some(Arc::clone(&tracer)),
                 ..api
             };
             let control = crate::control::Control {
@@ -434,6 +437,9 @@ pub fn run(
         handoff: Arc::clone(&handoff),
         snapshot: Arc::clone(&snapshots[id]),
         busy_poll: gw.busy_poll,
+        tracer: Arc::clone(&tracer),
+        id,
+        stateful: matches!(*shared, AnyMode::Nat44(_) | AnyMode::Nat64(_)),
     };
     let failed = std::thread::scope(|scope| {
         let s = threads::Spawner::new(scope, &stop);
@@ -871,5 +877,6 @@ fn control_api(
         reload,
         routing: None,
         fast_path: None,
+        tracer: None,
     }
 }

@@ -41,6 +41,12 @@ pub(crate) struct WorkerSetup {
     pub handoff: Arc<dyn Handoff>,
     pub snapshot: Snapshot,
     pub busy_poll: bool,
+    /// The packet trace (`quicknat trace`), read once per batch.
+    pub tracer: Arc<crate::trace::Tracer>,
+    /// This worker's number (for trace records).
+    pub id: usize,
+    /// Whether the mode keeps sessions (NAT44, NAT64), for trace records.
+    pub stateful: bool,
 }
 
 /// One worker thread's state.
@@ -259,6 +265,12 @@ impl<P: Port, W: ModeWorker> Worker<P, W> {
             io: &mut self.io,
             now,
             side,
+            trace: self.setup.tracer.armed().then_some((
+                &*self.setup.tracer,
+                self.setup.id,
+                self.setup.stateful,
+            )),
+            link_names: [&self.setup.links[0].name, &self.setup.links[1].name],
         };
         let deferred = &mut self.deferred;
         let deferred_ends = &mut self.deferred_ends;
@@ -342,12 +354,74 @@ struct Handler<'a, W> {
     io: &'a mut IoCounters,
     now: Timestamp,
     side: usize,
+    /// The trace armed at the start of this batch, this worker's number, and whether the
+    /// mode keeps sessions.
+    trace: Option<(&'a crate::trace::Tracer, usize, bool)>,
+    link_names: [&'a str; 2],
 }
 
 impl<W: ModeWorker> Handler<'_, W> {
+    /// Handles one received frame (and, with a trace armed, records what became of it).
+    #[inline]
+    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
+        match self.trace {
+            None => self.frame_inner(frame, meta, dir),
+            Some((tracer, id, stateful)) => self.traced(tracer, (id, stateful), frame, meta, dir),
+        }
+    }
+
+    /// [`frame_inner`](Self::frame_inner) with the packet's headers read before and
+    /// after, and the counters around it, offered to the trace.
+    #[cold]
+    fn traced(
+        &mut self,
+        tracer: &crate::trace::Tracer,
+        (id, stateful): (usize, bool),
+        frame: &mut [u8],
+        meta: &RxMeta,
+        dir: Direction,
+    ) -> Option<Out> {
+        use crate::trace::{Packet, Snapshot};
+        let l3 = crate::link::l3_offset(io::pcap::LinkType::Ethernet, frame);
+        let Some(before) = l3.and_then(|l3| Packet::parse(frame.get(l3..)?)) else {
+            return self.frame_inner(frame, meta, dir);
+        };
+        let a = Snapshot::of(self.mode.counters(), self.io);
+        let out = self.frame_inner(frame, meta, dir);
+        let b = Snapshot::of(self.mode.counters(), self.io);
+        let (after, sent) = match &out {
+            Some(Out::InPlace(o, _)) => {
+                (l3.and_then(|l3| Packet::parse(frame.get(l3..)?)), vec![*o])
+            }
+            Some(Out::Scratch(o, r, _)) => (
+                self.scratch
+                    .get(r.start + 14..r.end)
+                    .and_then(Packet::parse),
+                vec![*o],
+            ),
+            Some(Out::Extra) => (
+                self.out.packets().next().and_then(Packet::parse),
+                self.routes.iter().map(|&(o, _)| o).collect(),
+            ),
+            None => (None, Vec::new()),
+        };
+        let seen = crate::trace::Seen {
+            worker: Some(id),
+            side: self.side,
+            links: self.link_names,
+            sent: &sent,
+            stateful,
+        };
+        let r = crate::trace::record(&seen, &before, after.as_ref(), &a, &b);
+        if tracer.wants(self.side, &before, after.as_ref(), r.dropped) {
+            tracer.offer(r.json);
+        }
+        out
+    }
+
     /// Handles one received frame; returns where the translated frame goes, or `None`
     /// when it is dropped (counted by the mode), left to the kernel or handed to it.
-    fn frame(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
+    fn frame_inner(&mut self, frame: &mut [u8], meta: &RxMeta, dir: Direction) -> Option<Out> {
         self.io.rx[self.side] += 1;
         self.io.rx_bytes[self.side] += frame.len() as u64;
         let Some(l3) = crate::link::l3_offset(io::pcap::LinkType::Ethernet, frame) else {

@@ -46,6 +46,9 @@ fn rig<M: Mode>(
         handoff: Arc::clone(&rec) as Arc<dyn Handoff>,
         snapshot: Arc::new(Mutex::new(Default::default())),
         busy_poll: false,
+        tracer: Default::default(),
+        id: 0,
+        stateful: true,
     };
     (
         Worker::new(mode.worker(0), [a, b], setup),

@@ -66,6 +66,9 @@ fn rig<M: Mode>(mode: &M, mtus: [u32; 2]) -> (Worker<MemPort, M::Worker>, [MemHa
         handoff: Arc::new(Recorder::default()) as Arc<dyn Handoff>,
         snapshot: Arc::new(Mutex::new(Default::default())),
         busy_poll: false,
+        tracer: Default::default(),
+        id: 0,
+        stateful: true,
     };
     (Worker::new(mode.worker(0), [a, b], setup), [ha, hb], view)
 }
