@@ -33,16 +33,15 @@ BACKENDS = ["af_packet", "af_xdp"]
 SUBSCRIBERS = 1000
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def lab(request, quicknat):
-    """(backend, pid, exit code, report or None, stderr) of one short-form run."""
+def run_lab(quicknat, backend, cell):
+    """(backend, pid, exit code, report or None, stderr) of one short-form run of `cell`."""
     exe = Path(quicknat).with_name("quicknat-lab")
     if not exe.exists():
         pytest.fail(f"{exe} is missing: cargo build --release -p quicknat -p lab")
     env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     p = subprocess.Popen(
-        [str(exe), "lab", "--topology", "cluster", "--short", "--cells", "det-kill",
-         "--backends", request.param, "--json", "--quicknat", quicknat],
+        [str(exe), "lab", "--topology", "cluster", "--short", "--cells", cell,
+         "--backends", backend, "--json", "--quicknat", quicknat],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         out, err = p.communicate(timeout=120)
@@ -54,7 +53,19 @@ def lab(request, quicknat):
         report = json.loads(out)
     except ValueError:
         pass
-    return request.param, p.pid, p.returncode, report, err
+    return backend, p.pid, p.returncode, report, err
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def lab(request, quicknat):
+    """The short form's SIGKILL cell."""
+    return run_lab(quicknat, request.param, "det-kill")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def drain_lab(request, quicknat):
+    """The short form's drain cell: `quicknat drain --stop` on the first gateway."""
+    return run_lab(quicknat, request.param, "det-drain")
 
 
 def cell_of(lab):
@@ -104,6 +115,22 @@ def test_traffic_resumes_for_the_dead_gateways_subscribers(lab):
         assert r["sent"] > 0 and 0 < r["received"] <= r["sent"], r
     victims_tcp = [t for t in cell["tcp"] if t["gateway_before"] == "gw1"]
     assert victims_tcp, cell["tcp"]
+
+
+def test_a_drain_moves_the_traffic_with_no_loss_before_the_gateway_stops(drain_lab):
+    """`quicknat drain --stop`: the routes withdrawn, the routers move gw1's subscribers to
+    gw2 while gw1 still forwards, then gw1 stops: no datagram lost, no gap, every TCP
+    connection and every UDP flow's public endpoint kept (deterministic NAT)."""
+    _, cell = cell_of(drain_lab)
+    assert (cell["event"], cell["victim"], cell["reconverged"]) == ("drain", "gw1", True), cell
+    assert cell["spread_after"] == [0, SUBSCRIBERS], cell
+    victims = [r for r in cell["udp"] if r["gateway_before"] == "gw1"]
+    assert victims and all(r["gateway_after"] == "gw2" for r in victims), cell["udp"]
+    assert cell["victim_lost"] == 0 and cell["survivor_lost"] == 0, cell
+    assert cell["udp_kept"] == len(cell["udp"]), cell["udp"]
+    assert cell["tcp_victim"] > 0 and cell["tcp_victim_survived"] == cell["tcp_victim"], cell["tcp"]
+    # gw1's log says why its routes went.
+    assert "draining (quicknat drain)" in cell["quicknat_logs"][0], cell["quicknat_logs"][0][-2000:]
 
 
 def det_forward(quicknat, config, inside, port):

@@ -9,6 +9,8 @@ mod ctl;
 mod ilactl;
 // `quicknat trace`: packets through a running gateway, each with its fate.
 mod tracectl;
+// `quicknat drain`: withdraw the routes, wait for the traffic to move, stop.
+mod drainctl;
 // The book's generated reference pages, compared with the committed ones by its tests.
 #[cfg(test)]
 mod reference;
@@ -146,6 +148,10 @@ enum Command {
     /// arrived, the mode's decision (session created or found, translated to what, dropped
     /// and why, ICMP error sent) and where it went, printed as they pass.
     Trace(tracectl::TraceArgs),
+    /// Withdraw a running gateway's announced routes ([routing]) so the routers move its
+    /// traffic to the other gateways, wait until it forwards nothing more, report, and
+    /// with --stop stop it: the first step of a rolling upgrade.
+    Drain(drainctl::DrainArgs),
     /// Show every counter and drop reason (with its meaning), total and per worker.
     Stats {
         #[command(flatten)]
@@ -216,6 +222,7 @@ fn main() -> ExitCode {
         Command::Pool { opts } => ctl::run(&ctl::Verb::Pool, &opts),
         Command::Census { opts } => ctl::run(&ctl::Verb::Census, &opts),
         Command::Trace(args) => tracectl::run(&args),
+        Command::Drain(args) => drainctl::run(&args),
         Command::Stats { opts } => ctl::run(&ctl::Verb::Stats, &opts),
         Command::Status { opts } => ctl::run(&ctl::Verb::Status, &opts),
         Command::Reload { dry_run, opts } => ctl::run(&ctl::Verb::Reload(dry_run), &opts),

@@ -32,7 +32,7 @@ pub fn cli_markdown(cmd: clap::Command) -> String {
     out.push_str(
         "Every verb of `quicknat` with its arguments. `quicknat help VERB` and \
          `man quicknat` say the same; the control verbs (`status`, `sessions`, `trace`, \
-         `bindings`, `pool`, `census`, `stats`, `reload`, `ila`) talk to a running gateway over its \
+         `drain`, `bindings`, `pool`, `census`, `stats`, `reload`, `ila`) talk to a running gateway over its \
          control socket.\n\n",
     );
     for sub in visible(&cmd) {

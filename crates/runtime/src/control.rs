@@ -948,6 +948,8 @@ fn serve_json(
     let acted = match handled {
         Ok(api::ApiRequest::Reload { dry_run: false }) => Some("reload"),
         Ok(api::ApiRequest::ClearSessions { dry_run: false, .. }) => Some("clear_sessions"),
+        Ok(api::ApiRequest::Drain { cancel: false }) => Some("drain"),
+        Ok(api::ApiRequest::Drain { cancel: true }) => Some("drain cancel"),
         _ => None,
     };
     if let Some(cmd) = acted {

@@ -201,6 +201,12 @@ pub enum ApiRequest {
         /// For at most this long.
         timeout: Duration,
     },
+    /// Withdraw the announced routes and keep them withdrawn (`cancel`: announce again
+    /// while healthy); answered once the announcer has acted.
+    Drain {
+        /// Undo a drain.
+        cancel: bool,
+    },
     /// Bindings (ILA: mappings).
     Bindings {
         /// At most this many.
@@ -229,6 +235,7 @@ impl ApiRequest {
             ApiRequest::Sessions { .. } => "sessions",
             ApiRequest::ClearSessions { .. } => "clear_sessions",
             ApiRequest::Trace { .. } => "trace",
+            ApiRequest::Drain { .. } => "drain",
             ApiRequest::Bindings { .. } => "bindings",
             ApiRequest::Pool => "pool",
             ApiRequest::Census => "census",
@@ -258,6 +265,8 @@ struct RawRequest {
     count: Option<u64>,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    cancel: Option<bool>,
 }
 
 /// A trace's `match` object.
@@ -279,6 +288,9 @@ impl crate::trace::TraceFilter {
             .parse()
     }
 }
+
+/// How long `drain` waits for the announcer to withdraw (or, cancelled, announce).
+pub const DRAIN_WAIT: Duration = Duration::from_secs(5);
 
 /// The most packets one trace takes, and the longest it runs.
 pub const TRACE_MAX_COUNT: u64 = 10_000;
@@ -400,6 +412,9 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
             raw.cmd
         ));
     }
+    if raw.cancel.is_some() && raw.cmd != "drain" {
+        return Err(format!("\"cancel\" applies to drain, not {}", raw.cmd));
+    }
     let req = match raw.cmd.as_str() {
         "sessions" => ApiRequest::Sessions {
             filter: raw.filter.unwrap_or_default().parse()?,
@@ -434,6 +449,12 @@ pub fn parse(line: &str) -> Result<ApiRequest, String> {
                 filter: raw.trace_match.unwrap_or_default().parse()?,
                 count: count as usize,
                 timeout,
+            }
+        }
+        "drain" => {
+            no_filter("drain")?;
+            ApiRequest::Drain {
+                cancel: raw.cancel.unwrap_or(false),
             }
         }
         "bindings" => {
@@ -676,6 +697,27 @@ impl ApiState {
                 count,
                 timeout,
             } => self.trace(filter, *count, *timeout, out, stop),
+            ApiRequest::Drain { cancel } => {
+                let line = match &self.routing {
+                    None => error_line(
+                        "drain: this gateway announces no routes ([routing]); move its traffic \
+                         by other means",
+                    ),
+                    Some(r) => {
+                        r.set_draining(!cancel);
+                        // The announcer acts within its health interval.
+                        let deadline = Instant::now() + DRAIN_WAIT;
+                        while r.announced() != *cancel
+                            && Instant::now() < deadline
+                            && !stop.load(Ordering::Relaxed)
+                        {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        ok_line("drain", r.json())
+                    }
+                };
+                out.write_all(line.as_bytes())
+            }
             ApiRequest::Bindings { limit } => {
                 let limit = limit.unwrap_or(u64::MAX);
                 let mut n = 0u64;

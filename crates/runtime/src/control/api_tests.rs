@@ -74,6 +74,37 @@ fn requests_parse_and_bad_ones_say_why() {
             dry_run: false,
         })
     );
+    assert_eq!(
+        parse(r#"{"v":1,"cmd":"drain"}"#),
+        Ok(ApiRequest::Drain { cancel: false })
+    );
+    assert_eq!(
+        parse(r#"{"v":1,"cmd":"drain","cancel":true}"#),
+        Ok(ApiRequest::Drain { cancel: true })
+    );
+    assert!(parse(r#"{"v":1,"cmd":"status","cancel":true}"#)
+        .unwrap_err()
+        .contains("\"cancel\" applies to drain"));
+    assert!(matches!(
+        parse(
+            r#"{"v":1,"cmd":"trace","match":{"host":"10.0.0.2","drop_reason":"no_mapping"},"count":3}"#
+        ),
+        Ok(ApiRequest::Trace { count: 3, .. })
+    ));
+    assert!(parse(r#"{"v":1,"cmd":"trace","count":0}"#)
+        .unwrap_err()
+        .contains("count 0"));
+    assert!(
+        parse(r#"{"v":1,"cmd":"trace","match":{"drop_reason":"nope"}}"#)
+            .unwrap_err()
+            .contains("unknown drop reason")
+    );
+    assert!(parse(r#"{"v":1,"cmd":"trace","match":{"direction":"up"}}"#)
+        .unwrap_err()
+        .contains("expected \"in\" or \"out\""));
+    assert!(parse(r#"{"v":1,"cmd":"sessions","count":1}"#)
+        .unwrap_err()
+        .contains("apply to trace"));
     let err = |l: &str| parse(l).unwrap_err();
     assert!(
         err(r#"{"v":2,"cmd":"status"}"#).contains("unsupported version 2; this gateway speaks v1")

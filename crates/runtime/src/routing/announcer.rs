@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use io::announce::{link_running, AnnounceDevice};
 use io::netlink::{DevRoute, Netlink};
 
+use super::health::Unhealthy;
 use super::{Health, RouteStatus, RoutingConfig};
 
 /// The announcement device, its routes and whether they are in the kernel now.
@@ -115,7 +116,14 @@ pub fn run(
     let mut withdrawn = false;
     while !stop.load(Ordering::Relaxed) {
         let up = links.map(|l| (l, link_running(l).map_err(|e| e.to_string())));
-        match health.check(Instant::now(), up, &beats()) {
+        // A drain withdraws as an unhealthy gateway does, whatever the health.
+        let verdict = health.check(Instant::now(), up, &beats());
+        let verdict = if status.draining() {
+            Err(Unhealthy::Draining)
+        } else {
+            verdict
+        };
+        match verdict {
             Ok(()) if !ann.announced => match ann.announce() {
                 Ok(()) => {
                     (failing, withdrawn) = (None, false);

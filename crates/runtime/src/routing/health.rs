@@ -35,6 +35,8 @@ pub enum Unhealthy {
         /// For how long.
         silent: Duration,
     },
+    /// An operator asked to move the traffic away (`quicknat drain`).
+    Draining,
 }
 
 impl std::fmt::Display for Unhealthy {
@@ -48,6 +50,7 @@ impl std::fmt::Display for Unhealthy {
                 "worker {id} made no progress for {:.1} s",
                 silent.as_secs_f64()
             ),
+            Unhealthy::Draining => write!(f, "draining (quicknat drain)"),
         }
     }
 }

@@ -121,6 +121,8 @@ impl RoutingConfig {
 #[derive(Debug, Default)]
 pub struct RouteStatus {
     announced: AtomicBool,
+    /// An operator asked to withdraw while healthy (`quicknat drain`).
+    draining: AtomicBool,
     /// Why (the unhealthy condition, or what was announced).
     reason: Mutex<String>,
     /// Announcements made (start-up's included).
@@ -147,6 +149,17 @@ impl RouteStatus {
     /// Whether the routes are announced now.
     pub fn announced(&self) -> bool {
         self.announced.load(Ordering::Relaxed)
+    }
+
+    /// Whether a drain is asked for: the routes are withdrawn and stay so, healthy or not,
+    /// until it is cancelled.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Asks for a drain, or cancels it; the announcer acts at its next check.
+    pub fn set_draining(&self, on: bool) {
+        self.draining.store(on, Ordering::Relaxed);
     }
 
     /// Why they are (not) announced.
@@ -192,6 +205,7 @@ impl RouteStatus {
         let (a, w) = self.changes();
         serde_json::json!({
             "announced": self.announced(),
+            "draining": self.draining(),
             "reason": self.reason(),
             "prefixes": self.prefixes,
             "device": self.device,

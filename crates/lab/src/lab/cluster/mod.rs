@@ -94,7 +94,8 @@ pub struct ClusterOptions {
     pub rounds: usize,
     /// Offered rate per gateway's subscriber set in the throughput cell, packets/s.
     pub gateway_pps: u64,
-    /// Cells to run: det-kill, det-down, dyn-kill, dyn-down, throughput (empty: all).
+    /// Cells to run: det-kill, det-down, det-drain, dyn-kill, dyn-down, throughput (empty:
+    /// all).
     pub cells: Vec<String>,
 }
 
@@ -138,10 +139,12 @@ pub enum Event {
     Sigkill,
     /// Its inside and outside links set down (BFD must notice).
     LinkDown,
+    /// `quicknat drain --stop`: its routes withdrawn, the traffic moved, then stopped.
+    Drain,
 }
 
 /// Gateway `g`'s quicknat configuration.
-fn quicknat_config(plan: &Plan, g: usize, mode: NatMode, backend: &str) -> String {
+fn quicknat_config(plan: &Plan, g: usize, mode: NatMode, backend: &str, sock: &Path) -> String {
     let (primary, standby) = plan.announced(g);
     let list = |v: &[Ipv4Addr]| {
         v.iter()
@@ -159,9 +162,10 @@ fn quicknat_config(plan: &Plan, g: usize, mode: NatMode, backend: &str) -> Strin
         ),
     };
     format!(
-        "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 1\n\n\
+        "[gateway]\ninside = \"g-in\"\noutside = \"g-out\"\nbackend = \"{backend}\"\nworkers = 1\nstats_interval = 1\ncontrol_socket = \"{}\"\n\n\
          [nat44]\n{nat}\n\
          [routing]\nannounce = [\"0.0.0.0/0\", {}]\nstandby = [{}]\nstandby_metric = {}\ntable = {}\nhealth_interval = \"100ms\"\n",
+        sock.display(),
         list(&primary),
         list(&standby),
         bird::STANDBY_METRIC,
@@ -218,6 +222,10 @@ impl Cluster {
     }
     fn srv(&self) -> &str {
         self.lab.at(3 + self.n)
+    }
+    /// Gateway `g`'s control socket.
+    fn sock(&self, g: usize) -> PathBuf {
+        self.dir.file(&format!("gw{}.sock", g + 1))
     }
 }
 
@@ -493,7 +501,7 @@ fn build(
     for g in 0..n {
         let cfg = c.dir.write(
             &format!("gw{}.toml", g + 1),
-            &quicknat_config(plan, g, mode, &o.backend),
+            &quicknat_config(plan, g, mode, &o.backend, &c.sock(g)),
         )?;
         let child = start_quicknat(&c, &o.quicknat, g, &cfg)?;
         c.quicknat.push(Some(child));
@@ -670,9 +678,28 @@ fn flow_sources(plan: &Plan, per_slice: (usize, usize)) -> (Vec<Ipv4Addr>, Vec<I
     (udp, tcp)
 }
 
-/// Fails gateway `victim` by `event`; the moment, ms since the epoch.
-fn fail(c: &mut Cluster, victim: usize, event: Event) -> Result<f64> {
+/// Fails gateway `victim` by `event` (`quicknat`: the binary, for a drain); the moment,
+/// ms since the epoch.
+fn fail(c: &mut Cluster, victim: usize, event: Event, quicknat: &Path) -> Result<f64> {
     match event {
+        Event::Drain => {
+            let at = now_ms();
+            let sock = c.sock(victim);
+            run(Command::new(quicknat).args([
+                "drain",
+                "--stop",
+                "--quiet",
+                "1",
+                "--timeout",
+                "30",
+                "--socket",
+                &sock.to_string_lossy(),
+            ]))?;
+            if let Some(mut child) = c.quicknat[victim].take() {
+                let _ = child.wait();
+            }
+            Ok(at)
+        }
         Event::Sigkill => {
             let child = c.quicknat[victim].take().context("the victim's quicknat")?;
             let pid = child.id().to_string();
@@ -789,7 +816,7 @@ fn failover_cell(
     )?;
     // The failure happens at a fixed point of the traffic's schedule.
     std::thread::sleep(Duration::from_secs_f64(before));
-    let event_ms = fail(&mut c, victim, event)?;
+    let event_ms = fail(&mut c, victim, event, &o.quicknat)?;
     let client: ClientReport = json_of(client, "flows client")?;
     // Datagrams in flight arrive within milliseconds; then the server reports.
     std::thread::sleep(Duration::from_millis(300));
@@ -917,8 +944,17 @@ pub fn run_cluster(o: &ClusterOptions) -> Result<ClusterReport> {
     anyhow::ensure!((2..=3).contains(&o.gateways), "--gateways must be 2 or 3");
     for cell in &o.cells {
         anyhow::ensure!(
-            ["det-kill", "det-down", "dyn-kill", "dyn-down", "throughput"].contains(&cell.as_str()),
-            "--cells: unknown cell {cell:?} (det-kill, det-down, dyn-kill, dyn-down, throughput)"
+            [
+                "det-kill",
+                "det-down",
+                "det-drain",
+                "dyn-kill",
+                "dyn-down",
+                "throughput"
+            ]
+            .contains(&cell.as_str()),
+            "--cells: unknown cell {cell:?} (det-kill, det-down, det-drain, dyn-kill, dyn-down, \
+             throughput)"
         );
     }
     let stop = stop_flag()?;
@@ -930,6 +966,7 @@ pub fn run_cluster(o: &ClusterOptions) -> Result<ClusterReport> {
     for (name, mode, event) in [
         ("det-kill", NatMode::Deterministic, Event::Sigkill),
         ("det-down", NatMode::Deterministic, Event::LinkDown),
+        ("det-drain", NatMode::Deterministic, Event::Drain),
         ("dyn-kill", NatMode::Dynamic, Event::Sigkill),
         ("dyn-down", NatMode::Dynamic, Event::LinkDown),
     ] {

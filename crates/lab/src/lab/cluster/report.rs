@@ -406,6 +406,7 @@ impl Failover {
             match self.event {
                 Event::Sigkill => "SIGKILL",
                 Event::LinkDown => "link down",
+                Event::Drain => "drain",
             }
         )
     }
