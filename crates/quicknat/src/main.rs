@@ -202,7 +202,7 @@ fn main() -> ExitCode {
             json,
             trace_filter,
         } => {
-            let trace = trace.then_some((&trace_filter, json));
+            let trace = (trace, &trace_filter, json);
             run_translate(config.as_deref(), &input, &output, trace)
         }
         Command::CheckConfig { config, effective } => {
@@ -304,14 +304,21 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 }
 
 /// `quicknat translate`: replays `input` through the engine into `output`.
-/// With `trace` (its filter, and whether as JSON lines), each packet's record is printed
-/// as the replay reaches it.
+/// With `--trace` (`trace`: whether, its filter, and whether as JSON lines), each
+/// packet's record is printed as the replay reaches it.
 fn run_translate(
     config: Option<&Path>,
     input: &Path,
     output: &Path,
-    trace: Option<(&tracectl::TraceFilterArgs, bool)>,
+    (on, filter, json): (bool, &tracectl::TraceFilterArgs, bool),
 ) -> anyhow::Result<()> {
+    if !on && filter.filter()? != runtime::trace::TraceFilter::default() {
+        anyhow::bail!(
+            "--host, --port, --proto, --direction and --drop-reason choose what --trace \
+             shows: add --trace"
+        );
+    }
+    let trace = on.then_some((filter, json));
     let config = load_config(config)?;
     let egress = config
         .gateway
