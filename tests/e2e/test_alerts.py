@@ -7,9 +7,7 @@ Without a network:
   * every metric name in the rules (expressions, comments, annotations) and in every
     dashboard panel's expressions is one the gateway exports: a family of the generated
     metrics reference (docs/src/reference/metrics.md), with the sample suffix its type
-    takes (`_total` for a counter, `_info` for an info), or one of the fast path's
-    families, which the reference does not list (they exist only with the fast path on;
-    read from crates/runtime/src/live/fastpath_status.rs); and every label an expression
+    takes (`_total` for a counter, `_info` for an info); and every label an expression
     selects or groups by belongs to one of the families it uses (or is job/instance),
     and every drop reason an expression names is in the drop reasons reference;
   * the dashboard parses, has the datasource and instance variables, and every panel has
@@ -60,7 +58,6 @@ REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "packaging" / "prometheus" / "quicknat-alerts.yml"
 DASHBOARD = REPO / "packaging" / "grafana" / "quicknat.json"
 REFERENCE = REPO / "docs" / "src" / "reference" / "metrics.md"
-FAST_PATH_SOURCE = REPO / "crates" / "runtime" / "src" / "live" / "fastpath_status.rs"
 DROP_REASONS = REPO / "docs" / "src" / "reference" / "drop-reasons.md"
 
 SERVER = "198.51.100.2"
@@ -166,21 +163,15 @@ for i in range(int(sys.argv[4])):
 # -- The metric names and labels the rules and the dashboard use ---------------------
 
 def reference_families():
-    """{family: (type, {labels})} from the generated metrics reference, with the fast
-    path's families (not in the reference) from their source."""
+    """{family: (type, {labels})} from the generated metrics reference (which lists the
+    fast path's and the routing families too)."""
     fams = {}
     row = re.compile(r"^\| `(quicknat_\w+)` \| (\w+) \| ([^|]*) \|", re.M)
     for name, kind, labels in row.findall(REFERENCE.read_text()):
         fams[name] = (kind, set(re.findall(r"`(\w+)`", labels)))
     assert len(fams) > 40, f"metrics reference unreadable: {len(fams)} families"
-    src = FAST_PATH_SOURCE.read_text()
-    for name, kind in re.findall(r"# TYPE (quicknat_xdp_fast_path_\w+) (\w+)\\n", src):
-        fams.setdefault(name, (kind, set()))
-    fast = re.findall(r'family\(\s*"(\w+)",\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*&(\w+)\(', src)
-    assert len(fast) >= 8, f"fast path families unreadable in {FAST_PATH_SOURCE}: {fast}"
-    for name, kind, samples in fast:
-        labels = {"direction"} if samples == "per_dir" else set()
-        fams.setdefault(f"quicknat_xdp_fast_path_{name}", (kind, labels))
+    fast = [f for f in fams if f.startswith("quicknat_xdp_fast_path_")]
+    assert len(fast) >= 8, f"the reference lists no fast path families: {fast}"
     return fams
 
 

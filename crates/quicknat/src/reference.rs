@@ -388,7 +388,13 @@ pub fn drops_markdown() -> String {
 
 /// The metrics page: every family the gateway exports, with its type, labels and HELP.
 pub fn metrics_markdown() -> String {
-    let text = runtime::metrics::render(&every_family());
+    // The families the gateway appends when `[routing]` and the fast path are on.
+    let routes = runtime::routing::RouteStatus::new(&runtime::routing::RoutingConfig::default());
+    let fast = runtime::live::FastPathStatus::fixed(Default::default());
+    let text = runtime::routing::append_metrics(
+        runtime::metrics::render(&every_family()),
+        &(routes.metrics_text() + &fast.metrics_text()),
+    );
     let mut out = String::from("# Metrics\n\n");
     out.push_str(&generated_note(
         "the gateway's metrics exposition (crates/runtime/src/metrics)",

@@ -19,8 +19,7 @@ use super::FastPathSwitch;
 enum Source {
     /// The running fast path.
     Live(Arc<XdpFastPath>),
-    /// Fixed values (tests).
-    #[cfg(test)]
+    /// Fixed values (tests, and the metrics reference's every family).
     Fixed(FastPathCounters),
     /// Off: no counters.
     Off,
@@ -70,9 +69,8 @@ impl FastPathStatus {
         }
     }
 
-    /// On, with fixed counters (tests of what reads them).
-    #[cfg(test)]
-    pub(crate) fn fixed(c: FastPathCounters) -> Self {
+    /// On, with fixed counters (tests of what reads them, and the metrics reference).
+    pub fn fixed(c: FastPathCounters) -> Self {
         FastPathStatus {
             switch: FastPathSwitch::On,
             why: "test".into(),
@@ -94,7 +92,6 @@ impl FastPathStatus {
     pub fn counters(&self) -> Option<FastPathCounters> {
         match &self.source {
             Source::Live(f) => Some(f.counters()),
-            #[cfg(test)]
             Source::Fixed(c) => Some(*c),
             Source::Off => None,
         }
