@@ -220,6 +220,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any text: a list or an error, never a panic; a list printed and read again is
+        /// the same set.
+        #[test]
+        fn any_cpu_list_text_parses_or_says_why(s in "[0-9,\\- ]{0,24}") {
+            if let Ok(l) = parse_cpulist(&s) {
+                let mut a = l.clone();
+                a.sort_unstable();
+                let mut b = parse_cpulist(&format_cpulist(&l)).unwrap();
+                b.sort_unstable();
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+    }
+
     #[test]
     fn workers_take_the_configured_cpus_in_order_and_wrap() {
         let mut gw = GatewayConfig::new("a".into(), "b".into());

@@ -180,3 +180,15 @@ fn a_trace_takes_its_count_then_disarms_and_refuses_a_second() {
     t.disarm();
     assert!(t.arm(TraceFilter::default(), 1).is_ok());
 }
+
+proptest::proptest! {
+    /// Untrusted bytes: any packet gives an answer or None, never a panic, and what it
+    /// reads stays within the bytes (its length is theirs).
+    #[test]
+    fn any_bytes_parse_without_panicking(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+        if let Some(p) = Packet::parse(&bytes) {
+            proptest::prop_assert_eq!(p.len, bytes.len());
+            let _ = p.describe();
+        }
+    }
+}
