@@ -498,9 +498,10 @@ fn trace_one(
         sent: &sent,
         stateful,
     };
-    let r = crate::trace::record(&seen, before, after.as_ref(), a, &b);
-    if t.filter.matches(side, before, after.as_ref(), r.dropped) {
-        (t.sink)(r.json);
+    if t.filter
+        .matches(side, before, after.as_ref(), b.dropped_since(a))
+    {
+        (t.sink)(crate::trace::record(&seen, before, after.as_ref(), a, &b).json);
     }
 }
 

@@ -182,19 +182,29 @@ impl TraceFilter {
     }
 }
 
-/// The counters of one worker (or the offline replay) at one moment.
+/// The counters of one worker (or the offline replay) at one moment: plain copies, named
+/// (as JSON) only for a record the filter wants.
 pub struct Snapshot {
-    engine: Value,
-    io: Value,
+    engine: Counters,
+    io: IoCounters,
 }
 
 impl Snapshot {
     /// Takes the counters as they are.
     pub fn of(engine: &Counters, io: &IoCounters) -> Snapshot {
         Snapshot {
-            engine: engine_json(engine),
-            io: io_json(io),
+            engine: engine.clone(),
+            io: io.clone(),
         }
+    }
+
+    /// The reason the mode dropped the packet between `earlier` and this snapshot, if it
+    /// did (what the filter's `drop_reason` needs before any record is built).
+    pub fn dropped_since(&self, earlier: &Snapshot) -> Option<DropReason> {
+        DropReason::ALL
+            .iter()
+            .copied()
+            .find(|&r| self.engine.dropped(r) > earlier.engine.dropped(r))
     }
 }
 
@@ -251,14 +261,11 @@ pub fn record(
 ) -> Record {
     let (worker, side, links, stateful) = (at.worker, at.side, at.links, at.stateful);
     let mut d = Vec::new();
-    deltas(&a.engine, &b.engine, "", &mut d);
+    deltas(&engine_json(&a.engine), &engine_json(&b.engine), "", &mut d);
     let mut io = Vec::new();
-    deltas(&a.io, &b.io, "", &mut io);
+    deltas(&io_json(&a.io), &io_json(&b.io), "", &mut io);
     let has = |name: &str| d.iter().any(|(k, _)| k == name);
-    let dropped = d
-        .iter()
-        .find_map(|(k, _)| k.strip_prefix("drops."))
-        .and_then(|r| DropReason::ALL.iter().copied().find(|x| x.as_str() == r));
+    let dropped = b.dropped_since(a);
     let mut steps: Vec<String> = Vec::new();
     // A name in parentheses when there is one (a capture replay has none).
     let named = |i: usize| {

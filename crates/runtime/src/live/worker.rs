@@ -412,9 +412,9 @@ impl<W: ModeWorker> Handler<'_, W> {
             sent: &sent,
             stateful,
         };
-        let r = crate::trace::record(&seen, &before, after.as_ref(), &a, &b);
-        if tracer.wants(self.side, &before, after.as_ref(), r.dropped) {
-            tracer.offer(r.json);
+        // The filter first: a record is built only for a packet it takes.
+        if tracer.wants(self.side, &before, after.as_ref(), b.dropped_since(&a)) {
+            tracer.offer(crate::trace::record(&seen, &before, after.as_ref(), &a, &b).json);
         }
         out
     }
