@@ -5,6 +5,10 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   each target for SECONDS (default 60)
 #
+# Targets run QUICKNAT_FUZZ_JOBS at a time (default: one per core): each libFuzzer process
+# is single-threaded, so each target still gets SECONDS of a core of its own, and the run
+# takes about SECONDS x targets / cores. Results print in target order once all are done.
+#
 # Every target of fuzz/targets/src/bin (the checks are in fuzz/src, see README "Fuzzing")
 # starts from its seed corpus fuzz/corpus/<target> and adds what it finds to a work
 # corpus outside the repository ($QUICKNAT_FUZZ_WORK, default a temp dir; keep it between
@@ -40,19 +44,42 @@ bin="$target_dir/$triple/release"
 
 work="${QUICKNAT_FUZZ_WORK:-$(mktemp -d /tmp/quicknat-fuzz.XXXXXX)}"
 mkdir -p "$work"
-failed=()
+jobs="${QUICKNAT_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 for t in "${targets[@]}"; do
     [ -x "$bin/$t" ] || { echo "no fuzz target $t (have: $(echo $all))"; exit 2; }
+done
+
+# One target: its libFuzzer run, its exit code in $work/$t/rc.
+fuzz_one() {
+    local t=$1
     mkdir -p "$work/$t/corpus" "$work/$t/crashes"
-    log="$work/$t/log"
+    rm -f "$work/$t/rc"
     # -timeout: one input taking more than 10 s is a finding (a hang); -rss_limit_mb: so
     # is using more than 2 GB. Crashes go to $work/$t/crashes/.
     set +e
     "$bin/$t" "$work/$t/corpus" "fuzz/corpus/$t" \
         -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-        -artifact_prefix="$work/$t/crashes/" -print_final_stats=1 >"$log" 2>&1
-    rc=$?
+        -artifact_prefix="$work/$t/crashes/" -print_final_stats=1 >"$work/$t/log" 2>&1
+    echo $? >"$work/$t/rc"
     set -e
+}
+
+running=0
+for t in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait || true
+
+failed=()
+for t in "${targets[@]}"; do
+    log="$work/$t/log"
+    rc=$(cat "$work/$t/rc" 2>/dev/null || echo 1)
     stats=$(grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" \
         | sed 's/^stat:://; s/: */=/' | tr '\n' ' ' || true)
     cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9]+[a-zA-Z]*' "$log" | tail -1 || true)
@@ -68,4 +95,4 @@ if [ "${#failed[@]}" -gt 0 ]; then
     echo "fuzzing found ${#failed[@]} failing target(s): ${failed[*]} (work dir $work)"
     exit 1
 fi
-echo "fuzzing: ${#targets[@]} targets clean for $secs s each (work dir $work)"
+echo "fuzzing: ${#targets[@]} targets clean for $secs s each, $jobs at a time (work dir $work)"
