@@ -32,6 +32,7 @@ both directions:
     through as wrong), and partial ones (a veth peer's tx offload), plain and completing
     or translating to zero.
 
+Both runs send at once (two topologies side by side: wirecmp.concurrently).
 The translated frames are captured at the far side (IPv4 at the server's s0, IPv6 at the
 client's c0) in both runs and compared one by one (matched by the tag each crafted
 packet carries, or by fragment identification and offset) from the IP header on; each
@@ -60,7 +61,7 @@ import time
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import FastRun, describe, differences, fast_fixture, read_pcap, windows
+from wirecmp import FastRun, concurrently, describe, differences, fast_fixture, read_pcap, windows
 
 pytestmark = [pytest.mark.needs_root]
 
@@ -192,8 +193,15 @@ for line in sys.stdin:
 # translated checksum zero.
 CRAFT_COMMON = r"""
 import json, socket, sys
-from scapy.all import (Ether, IP, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, UDP, TCP, Raw,
-                       IPOption_NOP, IPOption_EOL, fragment, fragment6, sendp, get_if_hwaddr, conf)
+# The layers used, not scapy.all (which loads every layer: a second more per script, four
+# scripts a comparison); the packets' bytes are the same.
+from scapy.config import conf
+from scapy.layers.l2 import Ether
+from scapy.layers.inet import IP, UDP, TCP, IPOption_NOP, IPOption_EOL, fragment
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, fragment6
+from scapy.packet import Raw
+from scapy.sendrecv import sendp
+from scapy.arch import get_if_hwaddr
 conf.verb = 0
 def start(iface, prefix):
     # The sender's interface, the gateway's MAC (argv[1]), the flows' public ports
@@ -496,24 +504,30 @@ def test_on_established_udp_and_tcp_flows_are_installed(on):
 
 
 def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off, on, settings):
-    got, sent = {}, {}
     # What run "on" did wrong besides the bytes: reported after the byte comparison.
     problems = []
-    for run in (off, on):
+
+    def one(run):
+        """The run's crafted packets, both ways, and what came out (both runs at once:
+        wirecmp.concurrently)."""
         assert run.established(), f"{run.fast}: {run.qn.text()[-3000:]}"
         uport, tport = run.public_ports()
         ports = (str(uport), str(tport))
         (w6, at6), (w4, at4) = run.ways()
-        got[run.fast], sent[run.fast] = windows(run, (
+        frames_sent = windows(run, (
             (w6, lambda: run.script("cli", CRAFT_OUT, mac(run.g, "gw", "g-in"), *ports), run.pcap4, at6),
             (w4, lambda: run.script("srv", CRAFT_IN, mac(run.g, "gw", "g-out"), *ports), run.pcap6, at4),
         ), "Q64-", problems)
         # Ethernet: this run's own receiving host and gateway MACs.
-        for frames, dst, src in ((got[run.fast][0], ("srv", "s0"), ("gw", "g-out")),
-                                 (got[run.fast][1], ("cli", "c0"), ("gw", "g-in"))):
+        for frames, dst, src in ((frames_sent[0][0], ("srv", "s0"), ("gw", "g-out")),
+                                 (frames_sent[0][1], ("cli", "c0"), ("gw", "g-in"))):
             want = bytes.fromhex((mac(run.g, *dst) + mac(run.g, *src)).replace(":", ""))
             for k, fs in frames.items():
                 assert all(f[:12] == want for f in fs), (run.fast, k, [f[:12].hex() for f in fs], want.hex())
+        return frames_sent
+
+    (got_off, sent_off), (got_on, sent_on) = concurrently(one, (off, on))
+    got, sent = {"off": got_off, "on": got_on}, {"off": sent_off, "on": sent_on}
     assert sent["off"] == sent["on"]
     # The variant's settings were in force (else it tests nothing new).
     if settings != "rfc":

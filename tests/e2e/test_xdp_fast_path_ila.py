@@ -27,6 +27,7 @@ through r1 in both directions:
     translate to zero (TCP 0x0000, UDP sent as 0xffff) or arrive as zero, TCP's other
     zero 0xffff, a wrong checksum, partial ones (completed before translation).
 
+Both runs send at once (two topologies side by side: wirecmp.concurrently).
 The translated frames are captured at the far side (p0 outbound, a0 inbound) in both runs
 and compared one by one from the IP header on (matched by tag, or by fragment
 identification and offset). With the fast path on, each direction's XDP counter grows by
@@ -49,7 +50,7 @@ import subprocess
 import pytest
 
 from netns import Scenario, wait_for
-from wirecmp import FastRun, differences, fast_fixture, windows
+from wirecmp import FastRun, concurrently, differences, fast_fixture, windows
 
 pytestmark = [pytest.mark.needs_root]
 
@@ -134,8 +135,16 @@ def ila_ident(ident, csum, sir=SIR, loc=None):
 # partial checksums as they come and completing or translating to zero.
 CRAFT = r"""
 import json, socket, sys
-from scapy.all import (Ether, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, ICMPv6EchoRequest,
-                       ICMPv6EchoReply, UDP, TCP, Raw, fragment6, sendp, get_if_hwaddr, conf)
+# The layers used, not scapy.all (which loads every layer: a second more per script, four
+# scripts a comparison); the packets' bytes are the same.
+from scapy.config import conf
+from scapy.layers.l2 import Ether
+from scapy.layers.inet import UDP, TCP
+from scapy.layers.inet6 import (IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, ICMPv6EchoRequest,
+                                ICMPv6EchoReply, fragment6)
+from scapy.packet import Raw
+from scapy.sendrecv import sendp
+from scapy.arch import get_if_hwaddr
 conf.verb = 0
 way, IFACE, gw, SRC, DST, THEIRS, DST_UNMAPPED, BIG = sys.argv[1:9]
 me, BIG = get_if_hwaddr(IFACE), BIG == "fast"
@@ -319,13 +328,19 @@ def test_on_the_mappings_are_offloaded_each_in_the_direction_this_router_forward
 
 
 def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(off, on, mode):
-    got, sent, problems = {}, {}, []
-    for run in (off, on):
+    problems = []
+
+    def one(run):
+        """The run's crafted packets, both ways, and what came out (both runs at once:
+        wirecmp.concurrently)."""
         assert run.ready(), f"{run.fast}: {run.qn.text()[-2000:]}"
-        got[run.fast], sent[run.fast] = windows(run, (
+        return windows(run, (
             ("out", lambda: run.craft("out"), run.pcap_out, 0),
             ("in", lambda: run.craft("in"), run.pcap_in, 1),
         ), "QIL-", problems)
+
+    (got_off, sent_off), (got_on, sent_on) = concurrently(one, (off, on))
+    got, sent = {"off": got_off, "on": got_on}, {"off": sent_off, "on": sent_on}
     assert sent["off"] == sent["on"]
     differ = differences(got, ("at p (outbound)", "at a (inbound)"))
     assert not differ, (f"{mode}: {len(differ)} frame(s) differ:\n" + "\n\n".join(differ)

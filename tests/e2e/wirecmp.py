@@ -7,6 +7,7 @@ import re
 import struct
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -226,6 +227,17 @@ def windows(run, directions, prefix, problems):
                             f"| {run.qn.stats()}")
         rx0, before = rx1, run.fast_stats()
     return got, sent
+
+
+def concurrently(fn, runs):
+    """[fn(run) for run in runs], each in a thread of its own: the runs of a comparison
+    are separate topologies (namespaces, gateways, captures, crafting scripts), and most of
+    a run's time is spent waiting (for a stats line, a capture, the crafting script's
+    Python), so the fast path's run and its reference overlap. The first run's exception
+    (an assertion) is raised, after every run has ended."""
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        futures = [pool.submit(fn, run) for run in runs]
+    return [f.result() for f in futures]
 
 
 def differences(got, sides, translated=()):
