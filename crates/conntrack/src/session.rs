@@ -85,6 +85,11 @@ pub const OFFLOAD_HINTED: u32 = 1 << 4;
 /// inbound packet created, else by the first inbound packet ([`Hit::note_inbound`]). A
 /// port whose sessions never had one has no late packets to keep from a new owner.
 pub const INBOUND_SEEN: u32 = 1 << 5;
+/// An application-level gateway reads (and may rewrite) this session's payload: every
+/// one of its packets must take the engine, never an offload.
+pub const ALG: u32 = 1 << 6;
+/// The flags a session keeps from its insert (see [`NewSession::flags`]).
+const KEPT: u32 = FROM_INSIDE | HAIRPIN | INBOUND_SEEN | ALG;
 const TCP_SHIFT: u32 = 8;
 const TCP_MASK: u32 = (1 << crate::tcp::BITS) - 1;
 const _: () = assert!(TCP_SHIFT + crate::tcp::BITS <= 32);
@@ -150,7 +155,7 @@ pub struct NewSession {
     pub revised: Tuple,
     /// The binding id the session holds a reference on.
     pub binding: u32,
-    /// `FROM_INSIDE`, `HAIRPIN`, `INBOUND_SEEN`.
+    /// `FROM_INSIDE`, `HAIRPIN`, `INBOUND_SEEN`, `ALG`.
     pub flags: u32,
 }
 
@@ -165,7 +170,7 @@ pub struct SessionView {
     pub seen: [Timestamp; 2],
     /// The binding it holds.
     pub binding: u32,
-    /// `FROM_INSIDE` / `HAIRPIN` / `INBOUND_SEEN` flags.
+    /// `FROM_INSIDE` / `HAIRPIN` / `INBOUND_SEEN` / `ALG` flags.
     pub flags: u32,
     /// TCP state.
     pub tcp: TcpState,
@@ -247,10 +252,10 @@ impl Hit<'_> {
         )
     }
 
-    /// `FROM_INSIDE` / `HAIRPIN` flags.
+    /// `FROM_INSIDE` / `HAIRPIN` / `ALG` flags.
     #[inline]
     pub fn flags(&self) -> u32 {
-        self.slot.state.load(Ordering::Acquire) & (FROM_INSIDE | HAIRPIN)
+        self.slot.state.load(Ordering::Acquire) & (FROM_INSIDE | HAIRPIN | ALG)
     }
 
     /// The tuple the packet must be rewritten to.
@@ -576,11 +581,11 @@ impl SessionTable {
         Some(self.slab.get(r.session.0)?.key(r.side.index()).tuple())
     }
 
-    /// `FROM_INSIDE`/`HAIRPIN` flags and TCP state of a session.
+    /// `FROM_INSIDE`/`HAIRPIN`/`ALG` flags of a session.
     #[inline]
     pub fn flags(&self, id: SessionId) -> u32 {
         self.slab.get(id.0).map_or(0, |s| {
-            s.state.load(Ordering::Acquire) & (FROM_INSIDE | HAIRPIN)
+            s.state.load(Ordering::Acquire) & (FROM_INSIDE | HAIRPIN | ALG)
         })
     }
 
@@ -642,7 +647,7 @@ impl SessionTable {
                 Timestamp::from_nanos(s.seen[1].load(Ordering::Relaxed)),
             ],
             binding: s.binding.load(Ordering::Acquire),
-            flags: st & (FROM_INSIDE | HAIRPIN | INBOUND_SEEN),
+            flags: st & KEPT,
             tcp: TcpState::from_bits(st >> TCP_SHIFT),
         })
     }
@@ -729,7 +734,7 @@ impl SessionTable {
             s.seen[side].store(now.as_nanos(), Ordering::Relaxed);
         }
         s.binding.store(new.binding, Ordering::Relaxed);
-        let state = ALIVE | (new.flags & (FROM_INSIDE | HAIRPIN | INBOUND_SEEN));
+        let state = ALIVE | (new.flags & KEPT);
         s.state.store(state, Ordering::Release);
         let view = View(&self.slab);
         let found = |n: u32| RecordRef {

@@ -455,8 +455,10 @@ impl EventLog {
 /// The producer id of the reaper (its ring is the last).
 pub const REAPER: usize = usize::MAX;
 
-/// The IP protocol number of a tracked protocol; `port`, a port of its tuple, gives it for
-/// [`Proto::Other`] (whose tuples carry it as both ports).
+/// The IP protocol number of a tracked protocol; `port`, the inside (or public) port of
+/// its tuple, gives it for [`Proto::Other`]: an address-only tuple carries the protocol
+/// number as both ports, a PPTP call's GRE its public call id, never below 256
+/// (`nat44::pptp`).
 #[inline]
 pub fn proto_number(p: Proto, port: u16) -> u8 {
     match p {
@@ -464,7 +466,7 @@ pub fn proto_number(p: Proto, port: u16) -> u8 {
         Proto::Udp => 17,
         Proto::Icmp => 1,
         Proto::Sctp => 132,
-        Proto::Other => port as u8,
+        Proto::Other => u8::try_from(port).unwrap_or(47),
     }
 }
 

@@ -85,6 +85,9 @@ drop_reasons! {
     /// A protocol translated by address only (GRE, ESP, ...) whose (public
     /// address, remote, protocol) another inside host holds: one host at a time.
     AddressOnlyInUse => "address_only_in_use",
+    /// A PPTP control message opening a call when the NAT tracks `MAX_CALLS` calls
+    /// already (`nat44::pptp`): refused, its sender retransmits.
+    PptpCallsFull => "pptp_calls_full",
     /// An ICMP type that is neither a query the NAT tracks nor an error it translates.
     UnsupportedIcmp => "unsupported_icmp",
     /// TTL would reach zero at this hop.
@@ -207,6 +210,7 @@ impl DropReason {
             D::FragmentTableFull => "fragment table full: a new fragmented datagram refused",
             D::UnsupportedProtocol => "transport protocol without ports or identifiers",
             D::AddressOnlyInUse => "another inside host holds this protocol to that remote on the public address",
+            D::PptpCallsFull => "PPTP call table full: a control message opening a call refused",
             D::UnsupportedIcmp => "ICMP type neither a tracked query nor a translated error",
             D::TtlExpired => "TTL / hop limit would reach zero at this hop",
             D::NoRule => "outbound from an address no rule covers",

@@ -85,6 +85,10 @@ pub struct Nat44Config {
     pub max_simultaneous_opens: usize,
     /// RFC 6146 §3.5.2.2: drop unsolicited inbound SYNs at once instead of holding them.
     pub drop_externally_initiated_tcp: bool,
+    /// PPTP (RFC 2637) through the NAT: inside clients' control connections to port 1723
+    /// are read and their calls' GRE translated by call id (`nat44::pptp`); off, PPTP's
+    /// GRE goes by address only like any other GRE.
+    pub pptp: bool,
     // ICMP error budget.
     /// ICMP errors a worker sends about refused packets, in all and to one sender.
     pub icmp_rate: IcmpRate,
@@ -147,6 +151,7 @@ impl Default for Nat44Config {
             fragment_hold_bytes: crate::nat44::FRAGMENT_HOLD_BYTES,
             max_simultaneous_opens: crate::nat44::held::MAX_SIMULTANEOUS_OPENS,
             drop_externally_initiated_tcp: false,
+            pptp: true,
             icmp_rate: IcmpRate::default(),
             max_sessions_per_host: MAX_SESSIONS_PER_HOST,
             max_ports_per_host: MAX_PORTS_PER_HOST,

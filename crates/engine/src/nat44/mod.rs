@@ -27,6 +27,7 @@ mod limits;
 mod natlog;
 mod offload;
 mod parse;
+pub mod pptp;
 mod reaper;
 mod reload;
 pub mod rules;
@@ -57,6 +58,8 @@ mod tests_natlog;
 mod tests_other;
 #[cfg(test)]
 mod tests_pba;
+#[cfg(test)]
+mod tests_pptp;
 #[cfg(test)]
 mod tests_reload;
 #[cfg(test)]
@@ -152,6 +155,8 @@ pub struct Nat44Shared {
     hints: Arc<offload::Hints>,
     /// Operators' requests to end sessions, for the reaper (`clear`).
     clears: Arc<clear::Clears>,
+    /// Inside clients' PPTP calls (`pptp`), shared by every policy generation.
+    pptp: Arc<pptp::PptpCalls>,
     /// Where the generations of this instance's policy are published (`reload`).
     cell: Arc<crate::reload::PolicyCell<Nat44Shared>>,
     /// Public address ranges a reload removed, whose sessions the reaper ends at once
@@ -298,6 +303,7 @@ impl Nat44Shared {
             offload: Arc::default(),
             hints: Arc::default(),
             clears: Arc::default(),
+            pptp: Arc::default(),
             cell: Arc::default(),
             drained: Vec::new(),
             det,

@@ -234,6 +234,7 @@ impl Nat44Reaper {
             p.handle_timeout_blocks(now, |b| sh.log_block(at, false, &b));
         }
         sh.frags.sweep(now, &mut self.counters);
+        sh.pptp.expire(now, sh.cfg.timeouts.other);
         self.next_sweep = Some(now + SWEEP_INTERVAL);
     }
 }

@@ -139,6 +139,7 @@ impl Nat44Shared {
             offload: Arc::clone(&self.offload),
             hints: Arc::clone(&self.hints),
             clears: Arc::clone(&self.clears),
+            pptp: Arc::clone(&self.pptp),
             // Only the first generation's cell is polled: no cycle through the latest.
             cell: Arc::default(),
             drained: Vec::new(),

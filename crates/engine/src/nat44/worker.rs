@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use conntrack::session::{FROM_INSIDE, HAIRPIN, INBOUND_SEEN};
+use conntrack::session::{ALG, FROM_INSIDE, HAIRPIN, INBOUND_SEEN};
 use conntrack::{
     Counted, Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef,
     RefInsertError, Room, SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
@@ -15,6 +15,7 @@ use super::frag::{rewrite_fragment, Arrival, FragKey, FragRewrite, Held, Later, 
 use super::held::Hold;
 use super::natlog::Origin;
 use super::parse::{parse_fast, parse_full, parse_with, Flow, Fragment, IcmpError, Parsed};
+use super::pptp;
 use super::stage::Stage;
 use super::{ep_key, key_ep, rewrite_of, Nat44Shared};
 use crate::config::Filtering;
@@ -76,7 +77,7 @@ fn side_direction(flags: u32, side: Side) -> Direction {
 /// in to the destination's mapping as from any outside peer, each pass with its own
 /// session and its own filtering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Leg {
+pub(super) enum Leg {
     /// As the packet arrived on a link.
     Wire,
     /// The return pass of a hairpin: an inbound packet the NAT itself sent to one of its
@@ -337,12 +338,64 @@ impl Nat44Worker {
         pkt: &mut [u8],
     ) -> Result<bool, DropReason> {
         match parsed {
+            Parsed::Flow(f) if pptp::may_be_gre_call(&self.shared.cfg, &f, leg) => {
+                self.gre_call(now, dir, leg, Flow { offload, ..f }, pkt)
+            }
             Parsed::Flow(f) => self.flow(now, dir, leg, Flow { offload, ..f }, pkt),
             Parsed::IcmpError(e) => self.icmp_error(now, dir, leg, e, pkt),
             Parsed::FirstFragment(f, ident) => {
                 self.first_fragment(now, dir, leg, Flow { offload, ..f }, ident, pkt)
             }
             Parsed::Fragment(g) => self.later_fragment(now, dir, leg, g, pkt),
+        }
+    }
+
+    /// Enhanced GRE (PPTP's data): a call the control channel announced goes by its call
+    /// ids as ports (`pptp`), the inbound packet given its client's own id back; GRE of
+    /// no known call by address only. The call's session is made by its first packet
+    /// either way: the PAC may speak first.
+    #[cold]
+    #[inline(never)]
+    fn gre_call(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        leg: Leg,
+        mut f: Flow,
+        pkt: &mut [u8],
+    ) -> Result<bool, DropReason> {
+        let end = f.total_len.min(pkt.len());
+        let Some(id) = pkt.get(f.l4_off..end).and_then(pptp::gre_call_id) else {
+            return self.flow(now, dir, leg, f, pkt);
+        };
+        let (src, dst) = (f.tuple.src.addr, f.tuple.dst.addr);
+        let calls = &self.shared.pptp;
+        match dir {
+            Direction::Outbound => {
+                if let Some(call) = calls.outbound(src, dst, id, now) {
+                    f.tuple.src.port = call.public_id;
+                    f.tuple.dst.port = call.pac_id;
+                }
+                self.flow(now, dir, leg, f, pkt)
+            }
+            Direction::Inbound => {
+                let Some(call) = calls.inbound(dst, src, id, now) else {
+                    return self.flow(now, dir, leg, f, pkt);
+                };
+                f.tuple.src.port = call.pac_id;
+                f.tuple.dst.port = call.public_id;
+                if live_hit(&self.shared, &f.tuple, now).is_none() {
+                    let original = Tuple::new(
+                        Proto::Other,
+                        Endpoint::new(call.inside, call.public_id),
+                        Endpoint::new(src, call.pac_id),
+                    );
+                    self.new_outbound(now, &original)?;
+                }
+                let hairpin = self.flow(now, dir, leg, f, pkt)?;
+                pptp::set_gre_call_id(&mut pkt[f.l4_off..end], call.pns_id);
+                Ok(hairpin)
+            }
         }
     }
 
@@ -693,7 +746,14 @@ impl Nat44Worker {
             public.port = t.src.port;
         }
         let revised = Tuple::new(t.proto, public, t.dst);
-        let flags = FROM_INSIDE | if hairpin { HAIRPIN } else { 0 };
+        let flags = FROM_INSIDE
+            | if hairpin {
+                HAIRPIN
+            } else if pptp::is_control(&self.shared.cfg, t) {
+                ALG
+            } else {
+                0
+            };
         self.install(now, *t, revised, bid, flags)
     }
 
@@ -1053,7 +1113,9 @@ fn forward(
         observe_tcp(&h, pkt, f.l4_off, end)?;
     }
     h.touch_from(now, dir == Direction::Inbound);
-    sh.hint_offload(&h);
+    if flags & ALG == 0 {
+        sh.hint_offload(&h);
+    }
     let to = h.revised();
     let to = rewrite_of(&to);
     let decrement = leg.decrement_ttl(sh.cfg.decrement_ttl);
@@ -1063,7 +1125,53 @@ fn forward(
             rewrite_partial(&mut pkt[..end], f.l4_off, f.kind, &to, decrement)
         }
     };
+    if flags & ALG != 0 {
+        pptp_control(sh, &h, dir, f, now, &mut pkt[..end])?;
+    }
     Ok(returns(flags, dir))
+}
+
+/// A PPTP control connection's segment, translated: its calls read and the client's
+/// call ids rewritten (`pptp`), the TCP checksum fixed by the difference (left alone
+/// when a receive offload finishes it: it covers only the pseudo-header then).
+#[cold]
+#[inline(never)]
+fn pptp_control(
+    sh: &Nat44Shared,
+    h: &conntrack::Hit<'_>,
+    dir: Direction,
+    f: &Flow,
+    now: Timestamp,
+    pkt: &mut [u8],
+) -> Result<(), DropReason> {
+    let (initial, revised) = (h.initial(), h.revised());
+    let c = match dir {
+        Direction::Outbound => pptp::Control {
+            inside: initial.src.addr,
+            public: revised.src.addr,
+            pac: initial.dst.addr,
+        },
+        Direction::Inbound => pptp::Control {
+            inside: revised.dst.addr,
+            public: initial.dst.addr,
+            pac: initial.src.addr,
+        },
+    };
+    let Some(&off) = pkt.get(f.l4_off + 12) else {
+        return Ok(());
+    };
+    let data = f.l4_off + usize::from(off >> 4) * 4;
+    let Some(payload) = pkt.get_mut(data..) else {
+        return Ok(());
+    };
+    let delta = sh.pptp.control(c, dir, payload, now)?;
+    if f.offload == Offload::None {
+        if let Some(b) = pkt.get_mut(f.l4_off + 16..f.l4_off + 18) {
+            let sum = u16::from_be_bytes([b[0], b[1]]);
+            b.copy_from_slice(&delta.apply(sum).to_be_bytes());
+        }
+    }
+    Ok(())
 }
 
 /// Feeds the TCP segment at `pkt[l4_off..end]` into its session: an out-of-window RST
@@ -1206,7 +1314,7 @@ impl Nat44Shared {
     ) -> Option<Tuple> {
         let h = live_hit(self, t, now)?;
         let flags = h.flags();
-        if flags & HAIRPIN != 0 || side_direction(flags, h.r.side) != dir {
+        if flags & (HAIRPIN | ALG) != 0 || side_direction(flags, h.r.side) != dir {
             return None;
         }
         // Refused (an out-of-window RST): the full path drops and counts it.

@@ -158,6 +158,8 @@ impl Nat64Config {
             fragment_hold_bytes: self.fragment_hold_bytes,
             max_simultaneous_opens: self.max_simultaneous_opens,
             drop_externally_initiated_tcp: self.drop_externally_initiated_tcp,
+            // PPTP's GRE is IPv4's: an IPv6 client's calls go by address only.
+            pptp: false,
             icmp_rate: self.icmp_rate,
             max_sessions_per_host: self.max_sessions_per_host,
             max_ports_per_host: self.max_ports_per_host,

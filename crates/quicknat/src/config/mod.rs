@@ -754,6 +754,7 @@ fn convert(src: &Source<'_>, raw: &RawNat44) -> Result<Nat44Config, ConfigFileEr
     c.drop_externally_initiated_tcp = raw
         .drop_externally_initiated_tcp
         .unwrap_or(c.drop_externally_initiated_tcp);
+    c.pptp = raw.pptp.unwrap_or(c.pptp);
     if let Some(h) = &raw.port_reuse_hold {
         c.port_reuse_hold = Duration::from_secs(*h.get_ref());
     }

@@ -127,6 +127,8 @@ pub(super) struct RawNat44 {
     pub max_simultaneous_opens: Option<Spanned<u64>>,
     /// Drop unsolicited inbound TCP SYNs instead of holding them.
     pub drop_externally_initiated_tcp: Option<bool>,
+    /// Read PPTP control connections and translate their calls' GRE by call id.
+    pub pptp: Option<bool>,
     // -- ICMP error budget --
     /// ICMP errors per second a worker sends at most, in all.
     pub icmp_error_rate: Option<Spanned<u64>>,

@@ -32,7 +32,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use conntrack::session::HAIRPIN;
+use conntrack::session::{ALG, HAIRPIN};
 use conntrack::tcp::ConnState;
 use std::net::IpAddr;
 
@@ -538,7 +538,8 @@ impl XdpFastPath {
 
 impl SessionOffload for XdpFastPath {
     fn visit(&self, v: &SessionView, now: Timestamp) -> Visit {
-        if v.flags & HAIRPIN != 0 {
+        // A gateway reading the payload (PPTP's control channel) must see every packet.
+        if v.flags & (HAIRPIN | ALG) != 0 {
             return Visit::default();
         }
         let mut by = self.lock();

@@ -392,6 +392,12 @@ const NAT44: &[Key] = &[
       "Drop unsolicited inbound TCP SYNs at once instead of holding them.", "true")
         .rfc("RFC 5382 REQ-4")
         .reload(Restart),
+    k("pptp", "boolean", Value("true"), "",
+      "Read inside clients' PPTP control connections (TCP port 1723) and translate their \
+       calls' GRE by call id, so clients that chose the same call id reach one server; \
+       false: PPTP's GRE goes by address only, one client per server and public address.",
+      "false")
+        .rfc("RFC 2637"),
     k("icmp_error_rate", "integer", Value("200"), "0-1000000",
       "ICMP errors per second one worker sends at most, in all.", "100"),
     k("icmp_error_rate_per_source", "integer", Value("20"), "0-1000000",

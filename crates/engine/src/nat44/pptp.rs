@@ -1,0 +1,421 @@
+//! PPTP (RFC 2637) through the NAPT: an inside client (the PNS) reaching an outside
+//! server (the PAC) on TCP port 1723, its calls' data in enhanced GRE (GRE version 1).
+//!
+//! An enhanced GRE header carries one call id, the *receiver's*: the PAC's on the way
+//! out, the PNS's on the way in. No packet names both ends, and two inside clients that
+//! picked the same call id (Linux starts at the same one) cannot be told apart by their
+//! GRE alone. The control channel names both, so this reads it, as Linux's
+//! `nf_conntrack_pptp` / `nf_nat_pptp` do:
+//!
+//! - A call the PNS opens (Outgoing-Call-Request) or accepts (Incoming-Call-Reply) gets
+//!   a *public call id*, unique per (public address, PAC): the client's own when it is
+//!   free, another otherwise. The NAT writes it in place of the client's id in every
+//!   control message that carries the PNS's id (out: Outgoing-Call-Request,
+//!   Incoming-Call-Reply, Call-Clear-Request; in: Outgoing-Call-Reply,
+//!   Incoming-Call-Connected, WAN-Error-Notify), fixing the TCP checksum by difference.
+//!   Ids are 16-bit fields in place: no length changes, no sequence numbers to shift.
+//! - The call's GRE session is keyed by (public call id, PAC call id) as its "ports":
+//!   outbound GRE (which carries the PAC's id) finds the call by (inside host, PAC, PAC
+//!   id), inbound GRE (which carries the public id) by (public address, PAC, public id),
+//!   and gets the client's own id written back. Public call ids start at 256, so a GRE
+//!   call's tuple is told from an address-only one (whose "ports" are the protocol
+//!   number) by its ports alone.
+//! - A call ends with Call-Disconnect-Notify or Stop-Control-Connection-Reply, or after
+//!   the `other` timeout without a packet (the GRE session's own timeout).
+//!
+//! What is not covered: a PAC inside (behind a port forward) with clients outside, PPTP
+//! through NAT64 (an IPv6 client's GRE goes by address only), a control message split
+//! across TCP segments (it is forwarded untouched and its call is not tracked, as in
+//! Linux), and ICMP errors about a call's GRE (the quote is looked up by address only).
+//! GRE version 0 (`ip tunnel` links, RFC 2784/2890) goes by address only.
+
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use conntrack::{Proto, Timestamp, Tuple};
+use xlat::csum::{get16, set16, Delta};
+
+use super::parse::Flow;
+use super::worker::Leg;
+use super::FxMap;
+use crate::verdict::{Direction, DropReason};
+
+/// The PAC's well-known TCP port (RFC 2637 §1.2).
+pub const PPTP_PORT: u16 = 1723;
+/// Calls tracked at once, every client together; a call beyond it is refused
+/// (`pptp_calls_full`: its control message is dropped, its sender retransmits).
+pub const MAX_CALLS: usize = 4096;
+/// The smallest public call id given (see the module's doc).
+pub const FIRST_PUBLIC_ID: u16 = 256;
+
+/// GRE's IP protocol number.
+const GRE: u16 = 47;
+/// GRE's protocol type for PPP (RFC 2637 §4.1).
+const PPP: u16 = 0x880b;
+/// The PPTP control message magic cookie (RFC 2637 §2.1).
+const MAGIC: u32 = 0x1a2b_3c4d;
+/// Offsets in a control message (RFC 2637 §2): the call id fields.
+const CALL_ID: usize = 12;
+const PEER_CALL_ID: usize = 14;
+
+/// Control message types (RFC 2637 §2).
+mod msg {
+    pub const STOP_CONTROL_REPLY: u16 = 4;
+    pub const OUTGOING_CALL_REQUEST: u16 = 7;
+    pub const OUTGOING_CALL_REPLY: u16 = 8;
+    pub const INCOMING_CALL_REPLY: u16 = 10;
+    pub const INCOMING_CALL_CONNECTED: u16 = 11;
+    pub const CALL_CLEAR_REQUEST: u16 = 12;
+    pub const CALL_DISCONNECT_NOTIFY: u16 = 13;
+    pub const WAN_ERROR_NOTIFY: u16 = 14;
+}
+
+/// Whether a new outbound flow is a PPTP control connection the NAT reads.
+#[inline]
+pub(super) fn is_control(cfg: &super::Nat44Config, t: &Tuple) -> bool {
+    cfg.pptp && t.proto == Proto::Tcp && t.dst.port == PPTP_PORT
+}
+
+/// Whether a packet may be a call's GRE: GRE (address-only, protocol 47) crossing the
+/// wire with PPTP on.
+#[inline]
+pub(super) fn may_be_gre_call(cfg: &super::Nat44Config, f: &Flow, leg: Leg) -> bool {
+    cfg.pptp && f.tuple.proto == Proto::Other && f.tuple.src.port == GRE && leg == Leg::Wire
+}
+
+/// The call id of an enhanced GRE header (version 1, key present, PPP), `None` for any
+/// other GRE.
+pub fn gre_call_id(gre: &[u8]) -> Option<u16> {
+    let h = gre.get(..8)?;
+    let key_present = h[0] & 0x20 != 0;
+    let version = h[1] & 0x07;
+    if !key_present || version != 1 || u16::from_be_bytes([h[2], h[3]]) != PPP {
+        return None;
+    }
+    Some(u16::from_be_bytes([h[6], h[7]]))
+}
+
+/// Writes `id` as an enhanced GRE header's call id (it has no checksum to fix).
+pub fn set_gre_call_id(gre: &mut [u8], id: u16) -> bool {
+    match gre.get_mut(6..8) {
+        Some(b) => {
+            b.copy_from_slice(&id.to_be_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
+/// The three hosts of a control connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Control {
+    /// The inside client (PNS).
+    pub inside: Ipv4Addr,
+    /// The public address its connection left by.
+    pub public: Ipv4Addr,
+    /// The server (PAC).
+    pub pac: Ipv4Addr,
+}
+
+/// A call's GRE, found from a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GreCall {
+    /// The inside client.
+    pub inside: Ipv4Addr,
+    /// The client's own call id (written into inbound GRE).
+    pub pns_id: u16,
+    /// The id the PAC knows the client's call by.
+    pub public_id: u16,
+    /// The PAC's call id.
+    pub pac_id: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PublicKey {
+    public: Ipv4Addr,
+    pac: Ipv4Addr,
+    id: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PacKey {
+    inside: Ipv4Addr,
+    pac: Ipv4Addr,
+    id: u16,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    inside: Ipv4Addr,
+    pns_id: u16,
+    /// Unknown until the PAC's Outgoing-Call-Reply.
+    pac_id: Option<u16>,
+    seen: Timestamp,
+}
+
+#[derive(Debug, Default)]
+struct Calls {
+    by_public: FxMap<PublicKey, Call>,
+    by_pac: FxMap<PacKey, PublicKey>,
+}
+
+/// The calls of every client, shared by the workers (a control message and its call's
+/// GRE may reach different ones). A lock: only PPTP's packets take it.
+#[derive(Debug, Default)]
+pub struct PptpCalls {
+    calls: Mutex<Calls>,
+}
+
+impl PptpCalls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Calls tracked now.
+    pub fn len(&self) -> usize {
+        self.lock().by_public.len()
+    }
+
+    /// Whether no call is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the control messages in `payload` (a TCP segment's data on connection `c`,
+    /// translated already) and rewrites the PNS's call ids in them. Returns the checksum
+    /// difference of what it wrote. A message cut short by the segment's end is left as
+    /// it is; a call that finds no room refuses the segment.
+    pub fn control(
+        &self,
+        c: Control,
+        dir: Direction,
+        payload: &mut [u8],
+        now: Timestamp,
+    ) -> Result<Delta, DropReason> {
+        let mut delta = Delta::ZERO;
+        let mut at = 0;
+        while let Some(m) = payload.get_mut(at..) {
+            let Some(len) = get16(m, 0).map(usize::from) else {
+                break;
+            };
+            // Every control message is of even length; an odd one would put the next
+            // one's fields off the checksum's 16-bit words.
+            if len < 16 || len > m.len() || len % 2 != 0 {
+                break;
+            }
+            let m = &mut m[..len];
+            let (Some(1), Some(cookie)) = (get16(m, 2), m.get(4..8)) else {
+                break; // not a control message: the stream is not PPTP's
+            };
+            if u32::from_be_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]) != MAGIC {
+                break;
+            }
+            self.message(c, dir, m, now, &mut delta)?;
+            at += len;
+        }
+        Ok(delta)
+    }
+
+    fn message(
+        &self,
+        c: Control,
+        dir: Direction,
+        m: &mut [u8],
+        now: Timestamp,
+        delta: &mut Delta,
+    ) -> Result<(), DropReason> {
+        let field = |o: usize| get16(m, o).unwrap_or(0);
+        let kind = field(8);
+        let mut calls = self.lock();
+        match (dir, kind) {
+            (Direction::Outbound, msg::OUTGOING_CALL_REQUEST) => {
+                let public_id = calls.open(c, field(CALL_ID), None, now)?;
+                set16(m, CALL_ID, public_id, delta);
+            }
+            (Direction::Outbound, msg::INCOMING_CALL_REPLY) => {
+                let pac_id = field(PEER_CALL_ID);
+                let public_id = calls.open(c, field(CALL_ID), Some(pac_id), now)?;
+                set16(m, CALL_ID, public_id, delta);
+            }
+            (Direction::Outbound, msg::CALL_CLEAR_REQUEST) => {
+                if let Some(k) = calls.find_pns(c, field(CALL_ID)) {
+                    set16(m, CALL_ID, k.id, delta);
+                }
+            }
+            (Direction::Inbound, msg::OUTGOING_CALL_REPLY) => {
+                let key = c.public_key(field(PEER_CALL_ID));
+                if let Some(call) = calls.by_public.get_mut(&key) {
+                    let pac_id = field(CALL_ID);
+                    call.pac_id = Some(pac_id);
+                    call.seen = now;
+                    let pns_id = call.pns_id;
+                    calls.by_pac.insert(c.pac_key(pac_id), key);
+                    set16(m, PEER_CALL_ID, pns_id, delta);
+                }
+            }
+            (Direction::Inbound, msg::INCOMING_CALL_CONNECTED | msg::WAN_ERROR_NOTIFY) => {
+                if let Some(call) = calls.by_public.get(&c.public_key(field(CALL_ID))) {
+                    set16(m, CALL_ID, call.pns_id, delta);
+                }
+            }
+            (Direction::Inbound, msg::CALL_DISCONNECT_NOTIFY) => {
+                if let Some(key) = calls.by_pac.remove(&c.pac_key(field(CALL_ID))) {
+                    calls.by_public.remove(&key);
+                }
+            }
+            (_, msg::STOP_CONTROL_REPLY) => calls.end_control(c),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The call of an outbound GRE packet from `inside` to `pac` carrying `pac_id`.
+    pub fn outbound(
+        &self,
+        inside: Ipv4Addr,
+        pac: Ipv4Addr,
+        pac_id: u16,
+        now: Timestamp,
+    ) -> Option<GreCall> {
+        let mut calls = self.lock();
+        let key = *calls.by_pac.get(&PacKey {
+            inside,
+            pac,
+            id: pac_id,
+        })?;
+        calls.found(key, now)
+    }
+
+    /// The call of an inbound GRE packet from `pac` to `public` carrying `public_id`.
+    pub fn inbound(
+        &self,
+        public: Ipv4Addr,
+        pac: Ipv4Addr,
+        public_id: u16,
+        now: Timestamp,
+    ) -> Option<GreCall> {
+        let key = PublicKey {
+            public,
+            pac,
+            id: public_id,
+        };
+        self.lock().found(key, now)
+    }
+
+    /// Forgets the calls idle for `timeout` (their GRE session's own timeout: a call
+    /// whose end the NAT never saw).
+    pub fn expire(&self, now: Timestamp, timeout: Duration) {
+        let mut calls = self.lock();
+        if calls.by_public.is_empty() {
+            return;
+        }
+        calls
+            .by_public
+            .retain(|_, call| now.saturating_since(call.seen) < timeout);
+        let Calls { by_public, by_pac } = &mut *calls;
+        by_pac.retain(|_, k| by_public.contains_key(k));
+    }
+}
+
+impl Control {
+    fn public_key(&self, id: u16) -> PublicKey {
+        PublicKey {
+            public: self.public,
+            pac: self.pac,
+            id,
+        }
+    }
+
+    fn pac_key(&self, id: u16) -> PacKey {
+        PacKey {
+            inside: self.inside,
+            pac: self.pac,
+            id,
+        }
+    }
+}
+
+impl Calls {
+    /// A call of the PNS's id `pns_id` on `c`: the one already open (a retransmitted
+    /// message), else a new one under a free public id.
+    fn open(
+        &mut self,
+        c: Control,
+        pns_id: u16,
+        pac_id: Option<u16>,
+        now: Timestamp,
+    ) -> Result<u16, DropReason> {
+        let key = match self.find_pns(c, pns_id) {
+            Some(k) => k,
+            None => {
+                if self.by_public.len() >= MAX_CALLS {
+                    return Err(DropReason::PptpCallsFull);
+                }
+                let k = c.public_key(self.free_id(c, pns_id));
+                self.by_public.insert(
+                    k,
+                    Call {
+                        inside: c.inside,
+                        pns_id,
+                        pac_id: None,
+                        seen: now,
+                    },
+                );
+                k
+            }
+        };
+        if let Some(call) = self.by_public.get_mut(&key) {
+            call.seen = now;
+            if let Some(p) = pac_id {
+                call.pac_id = Some(p);
+                self.by_pac.insert(c.pac_key(p), key);
+            }
+        }
+        Ok(key.id)
+    }
+
+    /// A public id no call of (`c.public`, `c.pac`) holds: `wanted` when it may be
+    /// given, else the next free one after it. There is always one: at most `MAX_CALLS`
+    /// of the 65,280 are taken.
+    fn free_id(&self, c: Control, wanted: u16) -> u16 {
+        let span = u32::from(u16::MAX - FIRST_PUBLIC_ID) + 1;
+        let start = u32::from(wanted.max(FIRST_PUBLIC_ID) - FIRST_PUBLIC_ID);
+        (0..span)
+            .map(|i| FIRST_PUBLIC_ID + ((start + i) % span) as u16)
+            .find(|&id| !self.by_public.contains_key(&c.public_key(id)))
+            .unwrap_or(wanted)
+    }
+
+    /// The call the client of `c` knows as `pns_id`.
+    fn find_pns(&self, c: Control, pns_id: u16) -> Option<PublicKey> {
+        self.by_public
+            .iter()
+            .find(|(k, call)| {
+                k.public == c.public
+                    && k.pac == c.pac
+                    && call.inside == c.inside
+                    && call.pns_id == pns_id
+            })
+            .map(|(k, _)| *k)
+    }
+
+    /// The control connection closed: its calls with it.
+    fn end_control(&mut self, c: Control) {
+        self.by_public
+            .retain(|k, call| !(k.public == c.public && k.pac == c.pac && call.inside == c.inside));
+        let Calls { by_public, by_pac } = self;
+        by_pac.retain(|_, k| by_public.contains_key(k));
+    }
+
+    fn found(&mut self, key: PublicKey, now: Timestamp) -> Option<GreCall> {
+        let call = self.by_public.get_mut(&key)?;
+        call.seen = now;
+        Some(GreCall {
+            inside: call.inside,
+            pns_id: call.pns_id,
+            public_id: key.id,
+            pac_id: call.pac_id?,
+        })
+    }
+}
