@@ -40,6 +40,7 @@ import pytest
 import test_nat44
 from netns import wait_for
 from test_nat44 import SERVER, WORKERS, Gateway
+from wirecmp import concurrently
 
 pytestmark = [pytest.mark.needs_root]
 
@@ -102,7 +103,12 @@ for line in sys.stdin:
 # (one the server's window accepts or not: it only answers with an ACK).
 CRAFT = r"""
 import sys
-from scapy.all import Ether, IP, UDP, TCP, Raw, sendp, get_if_hwaddr
+# The layers used, not scapy.all (a second more to load every layer); the same bytes.
+from scapy.layers.l2 import Ether
+from scapy.layers.inet import IP, UDP, TCP
+from scapy.packet import Raw
+from scapy.sendrecv import sendp
+from scapy.arch import get_if_hwaddr
 gw, seq = sys.argv[1], int(sys.argv[2])
 me = get_if_hwaddr("c0")
 pkts = []
@@ -293,18 +299,22 @@ def test_iperf3_tcp_goes_through_the_fast_path(runs):
 
 
 def test_the_bytes_on_the_wire_are_identical_with_and_without_the_fast_path(runs):
-    got = {}
-    for fast in ("off", "on"):
-        r = runs[fast]
+    def one(r):
+        """The crafted packets through run `r` and what reached the server (both runs at
+        once: wirecmp.concurrently)."""
         assert r.established(), r.g.qn.text()[-3000:]
         before_fast, before_rx = last(r.g, "xdp_fast"), rx_in(r.g)
         n = r.craft(seq=123456)
-        got[fast] = r.captured(n)
-        assert len(got[fast]) == n, f"{fast}: {len(got[fast])} of {n} crafted frames arrived"
-        if fast == "on":
+        frames = r.captured(n)
+        assert len(frames) == n, f"{r.fast}: {len(frames)} of {n} crafted frames arrived"
+        if r.fast == "on":
             # They went through the XDP program, not the AF_XDP socket.
             assert r.g.qn.wait_counter("xdp_fast", before_fast + n, timeout=5), r.g.qn.stats()
             assert rx_in(r.g) - before_rx < n, r.g.qn.stats()
+        return frames
+
+    from scapy.all import rdpcap  # noqa: F401 -- loaded once here, not by both threads at once
+    got = dict(zip(("off", "on"), concurrently(one, (runs["off"], runs["on"]))))
     # The two runs are two topologies with their own (random) veth MACs: each frame's
     # Ethernet addresses must be that run's server and gateway-outside MACs; everything
     # after them must be identical.
@@ -336,7 +346,11 @@ def test_a_reset_tcp_session_stops_being_fast_pathed(runs):
 
 TCP_AFTER_RST = r"""
 import sys
-from scapy.all import Ether, IP, TCP, Raw, sendp, get_if_hwaddr
+from scapy.layers.l2 import Ether
+from scapy.layers.inet import IP, TCP
+from scapy.packet import Raw
+from scapy.sendrecv import sendp
+from scapy.arch import get_if_hwaddr
 me = get_if_hwaddr("c0")
 sendp([Ether(src=me, dst=sys.argv[1]) / IP(src="10.0.0.2", dst="%s") /
        TCP(sport=40001, dport=7001, flags="A", seq=1000 + i) / Raw(b"late") for i in range(20)],
