@@ -224,7 +224,13 @@ impl Nat44Worker {
                 Some(h) if is_live(sh, &h, now) => h,
                 found => return self.flow_miss(now, dir, pkt, offload, found.is_none()),
             };
-            let hairpin = forward(sh, h, dir, Leg::Wire, &Flow { offload, ..f }, now, pkt)?;
+            // A session a gateway reads (PPTP's control channel) goes out of line too.
+            let flags = h.flags();
+            if flags & ALG != 0 {
+                return self.flow_miss(now, dir, pkt, offload, false);
+            }
+            let f = Flow { offload, ..f };
+            let hairpin = forward_with::<false>(sh, h, flags, dir, Leg::Wire, &f, now, pkt)?;
             return self.hairpin_if(hairpin, now, offload, pkt);
         }
         self.process_other(now, dir, pkt, offload, mtu)
@@ -1093,7 +1099,8 @@ fn live_hit<'a>(sh: &'a Nat44Shared, t: &Tuple, now: Timestamp) -> Option<conntr
 }
 
 /// Translates a packet along the record it hit; `Ok(true)` when the packet now goes to
-/// one of the NAT's public endpoints (see [`returns`]).
+/// one of the NAT's public endpoints (see [`returns`]). A session a gateway reads (PPTP's
+/// control channel) takes the same steps out of line, and its payload is read after.
 #[inline(always)]
 fn forward(
     sh: &Nat44Shared,
@@ -1105,6 +1112,40 @@ fn forward(
     pkt: &mut [u8],
 ) -> Result<bool, DropReason> {
     let flags = h.flags();
+    if flags & ALG != 0 {
+        return forward_alg(sh, h, dir, leg, f, now, pkt);
+    }
+    forward_with::<false>(sh, h, flags, dir, leg, f, now, pkt)
+}
+
+#[cold]
+#[inline(never)]
+fn forward_alg(
+    sh: &Nat44Shared,
+    h: conntrack::Hit<'_>,
+    dir: Direction,
+    leg: Leg,
+    f: &Flow,
+    now: Timestamp,
+    pkt: &mut [u8],
+) -> Result<bool, DropReason> {
+    forward_with::<true>(sh, h, h.flags(), dir, leg, f, now, pkt)
+}
+
+/// [`forward`]'s steps; `ALG_READS`: the session's payload is read (`pptp_control`)
+/// and it is never shown to the offload.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // one body for two call sites, folded by the constant
+fn forward_with<const ALG_READS: bool>(
+    sh: &Nat44Shared,
+    h: conntrack::Hit<'_>,
+    flags: u32,
+    dir: Direction,
+    leg: Leg,
+    f: &Flow,
+    now: Timestamp,
+    pkt: &mut [u8],
+) -> Result<bool, DropReason> {
     if side_direction(flags, h.r.side) != dir || !leg_allowed(flags, dir, leg) {
         return Err(DropReason::WrongDirection);
     }
@@ -1113,7 +1154,7 @@ fn forward(
         observe_tcp(&h, pkt, f.l4_off, end)?;
     }
     h.touch_from(now, dir == Direction::Inbound);
-    if flags & ALG == 0 {
+    if !ALG_READS {
         sh.hint_offload(&h);
     }
     let to = h.revised();
@@ -1125,7 +1166,7 @@ fn forward(
             rewrite_partial(&mut pkt[..end], f.l4_off, f.kind, &to, decrement)
         }
     };
-    if flags & ALG != 0 {
+    if ALG_READS {
         pptp_control(sh, &h, dir, f, now, &mut pkt[..end])?;
     }
     Ok(returns(flags, dir))
