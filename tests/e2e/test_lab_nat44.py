@@ -2,63 +2,52 @@
 end to end and every arm reports.
 
     sudo python3 -m pytest tests/e2e/test_lab_nat44.py [--quicknat PATH]
+    sudo QUICKNAT_LAB_FULL=1 python3 -m pytest tests/e2e/test_lab_nat44.py   # the full form
 
-It runs the lab once (one round of 2 s cells, no offloads-on TCP; a few minutes on a loaded
-2-core machine): the kernel's nftables NAT, the kernel NAT with a flowtable (or the reason
+It runs the lab once (labrun.py; shared with test_lab_xdpfast.py, whose fast-path arms run
+in the same lab): the kernel's nftables NAT, the kernel NAT with a flowtable (or the reason
 this kernel cannot run it), kernel forwarding, the minimal XDP, tc, AF_XDP and AF_PACKET
-forwarders (`quicknat-lab fwd`), and quicknat on both backends. It checks what is
-deterministic: every arm carried TCP and 64-byte UDP and reports non-zero figures (the
-forwarders with the gateway kernel's forwarding off, so what reached the server went
-through them), no arm forwarded more than the generator offered, each quicknat backend has
-its ratio rows to the kernel NAT, the flowtable and its own I/O floor (present whenever both
-arms ran), and the lab removed its namespaces, XDP programs and temporary files. It never
-asserts the lab's goals (a figure on a loaded 2-core machine is not a test):
-`quicknat-lab lab --rounds 3 --seconds 3` is the full form, and README.md has its table.
+forwarders (`quicknat-lab fwd`), and quicknat on both backends and with the fast path at
+both hooks (xdpfast, tcfast). The short form (CI, about 90 s) is one round of 1 s
+cells; QUICKNAT_LAB_FULL=1 runs the full form, three rounds of 3 s cells
+(`quicknat-lab lab --rounds 3 --seconds 3`, README.md's table), with the same checks.
 
-`quicknat-lab` is found next to the quicknat binary (cargo builds both into the same
-target directory: `cargo build --release -p quicknat -p lab`).
+It checks what is deterministic: every arm carried TCP (offloads off, and with offloads on
+wherever that applies) and 64-byte UDP (the forwarders with the gateway kernel's forwarding
+off, so what reached the server went through them), no arm forwarded more than the
+generator offered, the CPU columns add up (total = threads + softirq = gateway core + other
+cores; kernel arms charge no process, the user-space arms' processes are charged), each
+quicknat arm has its ratio rows to the kernel NAT, the flowtable and its own I/O floor, and
+the lab removed its namespaces, XDP programs and temporary files. It never asserts the
+lab's goals, nor a CPU figure that a loaded machine can read as 0 (CPU time is counted in
+ticks; a figure on a loaded 2-core machine is not a test).
 """
 
 import glob
-import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+import labrun
+
 pytestmark = pytest.mark.needs_root
 
-SECONDS = 2
 FLOWTABLE = "kernel NAT+flowtable"
 # The arms in the order they run (the flowtable where the kernel has it).
 ARMS = ["kernel NAT", FLOWTABLE, "kernel forwarding", "XDP fwd", "tc fwd", "AF_XDP fwd", "AF_PACKET fwd",
-        "quicknat af_xdp", "quicknat af_packet"]
-FLOORS = {"quicknat af_xdp": "AF_XDP fwd", "quicknat af_packet": "AF_PACKET fwd"}
+        *(f"quicknat {b}" for b in labrun.NAT44_BACKENDS)]
+FLOORS = {"quicknat af_xdp": "AF_XDP fwd", "quicknat af_packet": "AF_PACKET fwd",
+          "quicknat xdpfast": "XDP fwd", "quicknat tcfast": "tc fwd"}
+# TCP with offloads on is not measured through the XDP forwarder (it would forward a veth
+# peer's partial checksums as they are: LAB-NOTES).
+NO_OFFLOADS_ON = {"XDP fwd"}
 
 
 @pytest.fixture(scope="module")
 def lab(quicknat):
-    """(pid, exit code, report or None, stderr) of one short-form run."""
-    exe = Path(quicknat).with_name("quicknat-lab")
-    if not exe.exists():
-        pytest.fail(f"{exe} is missing: cargo build --release -p quicknat -p lab")
-    env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    p = subprocess.Popen(
-        [str(exe), "lab", "--topology", "nat44", "--seconds", str(SECONDS), "--rounds", "1",
-         "--no-offloads-on", "--json", "--quicknat", quicknat],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        out, err = p.communicate(timeout=600)
-    except subprocess.TimeoutExpired:
-        p.terminate()  # the lab removes its namespaces on SIGTERM
-        out, err = p.communicate(timeout=30)
-    report = None
-    try:
-        report = json.loads(out)
-    except ValueError:
-        pass
-    return p.pid, p.returncode, report, err
+    """(pid, exit code, report or None, stderr) of the session's NAT44 lab run."""
+    return labrun.nat44(quicknat)
 
 
 def arms_of(report):
@@ -85,31 +74,40 @@ def test_every_arm_ran_or_says_why_not(lab):
 def test_every_arm_reports_non_zero_figures(lab):
     _, _, report, err = lab
     assert report is not None, err[-3000:]
+    charged = 0
     for name, m in arms_of(report).items():
         assert m["tcp1_off"] > 0 and m["tcp4_off"] > 0, (name, m)
-        assert m["tcp1_on"] is None, (name, m)  # --no-offloads-on
+        # With offloads on: measured wherever it applies (a failed iperf3 reads 0: a figure,
+        # not asserted here; test_lab_xdpfast asserts the tc fast path's).
+        if name in NO_OFFLOADS_ON:
+            assert m["tcp1_on"] is None, (name, m)
+        else:
+            assert m["tcp1_on"] is not None and m["tcp1_on"] >= 0, (name, m)
         for cell in ("unpaced", "fixed"):
             c = m[cell]
             assert c["offered_pps"] > 0 and c["forwarded_pps"] > 0, (name, cell, c)
-            assert c["cpu_ns"] > 0, (name, cell, c)
+            # CPU time is counted in ticks: a loaded machine can read any one figure as 0.
+            assert c["cpu_ns"] >= 0 and c["threads_ns"] >= 0 and c["softirq_ns"] >= 0, (name, cell, c)
             assert abs(c["cpu_ns"] - c["threads_ns"] - c["softirq_ns"]) < 1e-6 * c["cpu_ns"] + 1e-6
             # Other jobs' softirq rate is subtracted from the total only, so ksoftirqd's
             # share may exceed what is left of it.
             assert c["ksoftirqd_ns"] >= 0, (name, cell, c)
-        # Kernel arms have no process of their own; every user-space arm has threads.
+        # Kernel arms have no process of their own: nothing may be charged to one.
         if name.startswith("kernel"):
-            assert m["fixed"]["threads_ns"] == 0, (name, m)
+            assert m["unpaced"]["threads_ns"] == 0 and m["fixed"]["threads_ns"] == 0, (name, m)
         elif name not in ("XDP fwd", "tc fwd"):  # their work is all in the kernel
-            assert m["fixed"]["threads_ns"] > 0, (name, m)
+            charged += m["unpaced"]["threads_ns"] + m["fixed"]["threads_ns"]
+    # The user-space arms' processes (six of them, each forwarding as fast as it can in
+    # the unpaced cell) are charged: a method that lost their pids would read 0 for all.
+    assert charged > 0, arms_of(report)
 
 
 def test_the_gateway_cpu_is_its_cores_busy_time_plus_the_others_softirq(lab):
     """cpu.rs / floor.rs: the gateway core's busy time (its idle time is measured under
     NO_HZ, not ticked) plus the other cores' softirq (where the generator spins, and an XDP
-    program on a veth runs). Every arm but the XDP forwarder does work on the gateway core:
-    RPS steers the kernel's receive work there, and the processes are pinned there. The XDP
-    forwarder's program and the server's receive run on the sending core, so its gateway
-    core may read 0 (the column counts in 10 ms units)."""
+    program on a veth runs). The processes are pinned to the gateway core, so their threads'
+    time is part of its busy time. No column is asserted non-zero: the softirq columns count
+    in 10 ms units, and the XDP forwarder's program runs on the sending core."""
     _, _, report, err = lab
     assert report is not None, err[-3000:]
     for name, m in arms_of(report).items():
@@ -117,8 +115,6 @@ def test_the_gateway_cpu_is_its_cores_busy_time_plus_the_others_softirq(lab):
             c = m[cell]
             assert abs(c["cpu_ns"] - c["core_ns"] - c["other_cores_ns"]) < 1e-6 * c["cpu_ns"] + 1e-6, c
             assert c["core_ns"] >= 0 and c["other_cores_ns"] >= 0, (name, cell, c)
-            if name != "XDP fwd":
-                assert c["core_ns"] > 0, (name, cell, c)
             # The threads are pinned to the gateway core: part of its busy time.
             assert c["threads_ns"] <= c["core_ns"] + 1e-6, (name, cell, c)
 
@@ -147,11 +143,18 @@ def test_quicknat_has_its_ratios(lab):
             if versus in missing:
                 assert all(r[k] is None for k in keys), r
                 continue
-            for k in keys:
+            for k in ("tcp1_off", "capacity"):
                 assert r[k] is not None and r[k] > 0, (q, versus, k, r)
-            want = arms[q]["fixed"]["cpu_ns"] / arms[versus]["fixed"]["cpu_ns"]
-            assert abs(r["cpu_per_packet"] - want) < 1e-9 * want, r
-            assert r["tcp1_on"] is None, r
+            # CPU per packet: quicknat's over the other's, none when the other read 0 (ticks).
+            mine, theirs = arms[q]["fixed"]["cpu_ns"], arms[versus]["fixed"]["cpu_ns"]
+            if theirs > 0:
+                want = mine / theirs
+                assert r["cpu_per_packet"] is not None and abs(r["cpu_per_packet"] - want) <= 1e-9 * want, r
+            else:
+                assert r["cpu_per_packet"] is None, r
+            # With offloads on: a ratio only where both arms measured it.
+            assert (r["tcp1_on"] is None) == (versus in NO_OFFLOADS_ON or not arms[versus]["tcp1_on"]
+                                              or arms[q]["tcp1_on"] is None), r
 
 
 def test_namespaces_forwarders_and_temporary_files_removed(lab, quicknat):
