@@ -94,7 +94,12 @@ for cmd in sys.stdin:
 # captured TCP segments as JSON [seq, payload length, flags].
 SNIFFER = r"""
 import json, sys, threading
-from scapy.all import AsyncSniffer, TCP, conf
+# The layers used, not scapy.all (a second more to load every layer).
+from scapy.config import conf
+import scapy.arch  # noqa: F401 -- the capture sockets
+from scapy.layers.l2 import Ether  # noqa: F401 -- frames dissected from Ethernet on
+from scapy.layers.inet import TCP
+from scapy.sendrecv import AsyncSniffer
 conf.verb = 0
 up = threading.Event()
 sn = AsyncSniffer(iface=sys.argv[1], filter=sys.argv[2], store=True, started_callback=up.set)
@@ -109,7 +114,9 @@ print(json.dumps([[p[TCP].seq, len(bytes(p[TCP].payload)), int(p[TCP].flags)] fo
 # Sends one RST from argv[1]:argv[2] to argv[3]:argv[4] with sequence number argv[5].
 INJECT = r"""
 import sys
-from scapy.all import IP, TCP, send, conf
+from scapy.config import conf
+from scapy.layers.inet import IP, TCP
+from scapy.sendrecv import send
 conf.verb = 0
 send(IP(src=sys.argv[1], dst=sys.argv[3]) / TCP(sport=int(sys.argv[2]), dport=int(sys.argv[4]), flags="R", seq=int(sys.argv[5]) % 2**32))
 """
