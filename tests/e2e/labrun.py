@@ -9,9 +9,9 @@ same structure on it.
 
 The NAT44 lab runs once per pytest session for both suites (`nat44`): every NAT44 arm, the
 floors, quicknat on both backends and both fast-path arms (xdpfast, tcfast), with TCP
-offloads on, in one run. Each arm is started and stopped on its own within the run, so
-one run shows what three separate runs did while building the namespaces, the kernel
-NAT and the floor arms once instead of three times.
+offloads on, in one run. Each arm is started and stopped on its own within the run; the
+namespaces are built, and the kernel NAT and the floor arms measured, once for all four
+quicknat arms.
 
 `quicknat-lab` is found next to the quicknat binary (cargo builds both into the same
 target directory: `cargo build --release -p quicknat -p lab`).

@@ -94,7 +94,7 @@ def reports(quicknat, backend):
     """{filtering: (the classifier's report, its Stun)}: one topology per filtering mode,
     classified at once. The three are separate namespaces, gateways and STUN servers, and
     the classifier spends most of its time waiting out the probes a filter refuses, so
-    they run side by side (a third of the time one after the other took)."""
+    they run side by side."""
     if not (shutil.which("turnserver") and shutil.which("turnutils_natdiscovery")):
         pytest.fail("coturn is not installed (scripts/test.sh installs it)")
     scenes = {}
