@@ -26,7 +26,8 @@
 //! What is not covered: a PAC inside (behind a port forward) with clients outside, PPTP
 //! through NAT64 (an IPv6 client's GRE goes by address only), a control message split
 //! across TCP segments (it is forwarded untouched and its call is not tracked, as in
-//! Linux), and ICMP errors about a call's GRE (the quote is looked up by address only).
+//! Linux), and ICMP errors from the inside about a call's GRE (an error from the
+//! outside about a call's outbound GRE reaches its client: [`PptpCalls::quoted`]).
 //! GRE version 0 (`ip tunnel` links, RFC 2784/2890) goes by address only.
 
 use std::net::Ipv4Addr;
@@ -81,7 +82,13 @@ pub(super) fn is_control(cfg: &super::Nat44Config, t: &Tuple) -> bool {
 /// wire with PPTP on.
 #[inline]
 pub(super) fn may_be_gre_call(cfg: &super::Nat44Config, f: &Flow, leg: Leg) -> bool {
-    cfg.pptp && f.tuple.proto == Proto::Other && f.tuple.src.port == GRE && leg == Leg::Wire
+    is_gre(cfg, &f.tuple) && leg == Leg::Wire
+}
+
+/// Whether `t` is GRE's address-only tuple with PPTP on.
+#[inline]
+pub(super) fn is_gre(cfg: &super::Nat44Config, t: &Tuple) -> bool {
+    cfg.pptp && t.proto == Proto::Other && t.src.port == GRE
 }
 
 /// The call id of an enhanced GRE header (version 1, key present, PPP), `None` for any
@@ -301,6 +308,16 @@ impl PptpCalls {
             id: public_id,
         };
         self.lock().found(key, now)
+    }
+
+    /// The public call id of the call whose outbound GRE, from `public` to `pac` with
+    /// the PAC's `pac_id`, an ICMP error quotes (a scan: errors are rare).
+    pub fn quoted(&self, public: Ipv4Addr, pac: Ipv4Addr, pac_id: u16) -> Option<u16> {
+        self.lock()
+            .by_public
+            .iter()
+            .find(|(k, call)| k.public == public && k.pac == pac && call.pac_id == Some(pac_id))
+            .map(|(k, _)| k.id)
     }
 
     /// Forgets the calls idle for `timeout` (their GRE session's own timeout: a call

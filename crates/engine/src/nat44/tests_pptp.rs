@@ -221,6 +221,29 @@ fn two_messages_in_a_segment_and_other_gre() {
     assert_eq!((v4_addrs(&out), call_id_of_gre(&out)), ((PUB, SRV), 1));
 }
 
+/// An ICMP error from a router on the way about a call's outbound GRE (Fragmentation
+/// Needed: the tunnel's path MTU) reaches the call's client, not the other client on
+/// the same public address, with the quote as that client sent it.
+#[test]
+fn an_icmp_error_about_a_calls_gre_reaches_its_client() {
+    let mut n = Nat44::new(config()).unwrap();
+    let (pa, pb) = (connect(&mut n, IN_A, 40001), connect(&mut n, IN_B, 40002));
+    open_call(&mut n, IN_A, 40001, pa, 1, 500);
+    open_call(&mut n, IN_B, 40002, pb, 1, 501);
+    go(&mut n, 3, Outbound, &gre(IN_A, SRV, 500, b"a")).unwrap();
+    let sent = go(&mut n, 3, Outbound, &gre(IN_B, SRV, 501, b"b")).unwrap();
+    let router = Ipv4Addr::new(192, 0, 2, 254);
+    let mut icmp = vec![3, 4, 0, 0, 0, 0, 0x05, 0x78]; // fragmentation needed, MTU 1400
+    icmp.extend_from_slice(&sent[..28]);
+    let c = wire::checksum::checksum(&icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let back = go(&mut n, 4, Inbound, &ipv4(1, router, PUB, 64, &icmp)).unwrap();
+    assert_eq!(v4_addrs(&back), (router, IN_B));
+    assert_eq!(wire::checksum::checksum(&back[20..]), 0, "ICMP checksum");
+    assert_eq!(v4_addrs(&back[28..]), (IN_B, SRV), "the quote as B sent it");
+    assert_eq!(back[48..56], sent[20..28], "the quoted GRE header");
+}
+
 /// The call table is bounded: the call past `MAX_CALLS` refuses its segment, named.
 #[test]
 fn the_call_table_is_bounded() {

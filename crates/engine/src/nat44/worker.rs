@@ -405,6 +405,22 @@ impl Nat44Worker {
         }
     }
 
+    /// An ICMP error from the outside quoting a call's outbound GRE (which carries the
+    /// PAC's call id): the quote's tuple is given the call's ports, so the error finds
+    /// the call's session and reaches its client.
+    #[cold]
+    fn gre_call_quoted(&self, e: &mut IcmpError, pkt: &[u8]) {
+        let gre = e.icmp_off + 8 + e.quote_ihl;
+        let q = &mut e.quoted;
+        let Some(pac_id) = pkt.get(gre..).and_then(pptp::gre_call_id) else {
+            return;
+        };
+        if let Some(public_id) = self.shared.pptp.quoted(q.src.addr, q.dst.addr, pac_id) {
+            q.src.port = public_id;
+            q.dst.port = pac_id;
+        }
+    }
+
     /// RFC 4787 REQ-14, RFC 6146 §3.4: the first fragment carries the ports, so it goes
     /// through its session like a whole packet (creating it if need be); then the
     /// addresses it left with are filed for the fragments that follow.
@@ -664,6 +680,10 @@ impl Nat44Worker {
         e: IcmpError,
         pkt: &mut [u8],
     ) -> Result<bool, DropReason> {
+        let mut e = e;
+        if dir == Direction::Inbound && pptp::is_gre(&self.shared.cfg, &e.quoted) {
+            self.gre_call_quoted(&mut e, pkt);
+        }
         // The quote is a packet this NAT forwarded; its reverse is the tuple of the record
         // the error travels along (RFC 5508 §7). An error does not refresh the session.
         let r = self
