@@ -1260,6 +1260,60 @@ def scenario_other_protocols():
     return pairs
 
 
+def scenario_pptp():
+    """PPTP through NAT44 (RFC 2637), its messages built by scapy's PPTP layers: two
+    inside clients that chose the same call id (1) reach one server under public call
+    ids 256 and 257, and each call's enhanced GRE finds its own client.
+
+    1-2.  A's control connection (10.0.0.2:40001 -> 198.51.100.2:1723): SYN out, SYN ACK in.
+    3-4.  B's (10.0.0.3:40002), likewise.
+    5-6.  Outgoing-Call-Requests of call id 1 from A and B leave as call ids 256 and 257,
+          their TCP checksums as scapy computes them for the rewritten message.
+    7-8.  The server's Outgoing-Call-Replies (its ids 500 and 501, peer ids 256 and 257)
+          reach A and B with peer id 1.
+    9-10. A's and B's GRE (the server's ids 500 and 501) leave from 203.0.113.1, untouched.
+    11-12. The server's GRE for public ids 257 and 256 reach B and A with call id 1."""
+    from scapy.layers.pptp import PPTPOutgoingCallReply, PPTPOutgoingCallRequest
+    from scapy.layers.ppp import GRE_PPTP, PPP
+
+    flows = ((HOST_A, 40001, 256, 500), (HOST_B, 40002, 257, 501))
+    pairs = []
+    ip_id = 0x7100
+    for host, port, _, _ in flows:
+        pairs.append((tcp_pkt(True, host, SERVER, port, 1723, TTL_INSIDE, ip_id, "S", 1000, 0),
+                      tcp_pkt(True, PUBLIC, SERVER, port, 1723, TTL_INSIDE - 1, ip_id, "S", 1000, 0)))
+        pairs.append((tcp_pkt(False, SERVER, PUBLIC, 1723, port, TTL_REMOTE, ip_id + 1, "SA", 5000, 1001),
+                      tcp_pkt(False, SERVER, host, 1723, port, TTL_REMOTE - 1, ip_id + 1, "SA", 5000, 1001)))
+        ip_id += 2
+
+    def control(outbound, src, dst, sport, dport, ttl, ident, msg, seq, ack):
+        return (eth(outbound) / ip(src, dst, ttl, ident)
+                / TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags="PA", window=502) / msg)
+
+    for host, port, public_id, _ in flows:
+        pairs.append((control(True, host, SERVER, port, 1723, TTL_INSIDE, ip_id,
+                              PPTPOutgoingCallRequest(call_id=1, call_serial_number=7), 1001, 5001),
+                      control(True, PUBLIC, SERVER, port, 1723, TTL_INSIDE - 1, ip_id,
+                              PPTPOutgoingCallRequest(call_id=public_id, call_serial_number=7), 1001, 5001)))
+        ip_id += 1
+    for host, port, public_id, pac_id in flows:
+        pairs.append((control(False, SERVER, PUBLIC, 1723, port, TTL_REMOTE, ip_id,
+                              PPTPOutgoingCallReply(call_id=pac_id, peer_call_id=public_id), 5001, 1169),
+                      control(False, SERVER, host, 1723, port, TTL_REMOTE - 1, ip_id,
+                              PPTPOutgoingCallReply(call_id=pac_id, peer_call_id=1), 5001, 1169)))
+        ip_id += 1
+    lcp = PPP(proto=0xC021) / Raw(filler(14, 64))
+    for host, _, _, pac_id in flows:
+        pairs.append((eth(True) / ip(host, SERVER, TTL_INSIDE, ip_id) / GRE_PPTP(call_id=pac_id) / lcp,
+                      eth(True) / ip(PUBLIC, SERVER, TTL_INSIDE - 1, ip_id) / GRE_PPTP(call_id=pac_id) / lcp))
+        ip_id += 1
+    for host, _, public_id, _ in reversed(flows):
+        pairs.append((eth(False) / ip(SERVER, PUBLIC, TTL_REMOTE, ip_id) / GRE_PPTP(call_id=public_id) / lcp,
+                      eth(False) / ip(SERVER, host, TTL_REMOTE - 1, ip_id) / GRE_PPTP(call_id=1) / lcp))
+        ip_id += 1
+    return pairs
+
+
 SCENARIOS = [
     ("tcp", scenario_tcp),
     ("udp", scenario_udp),
@@ -1268,6 +1322,7 @@ SCENARIOS = [
     ("hairpin", scenario_hairpin),
     ("fragments", scenario_fragments),
     ("other_protocols", scenario_other_protocols),
+    ("pptp", scenario_pptp),
     ("drops", scenario_drops),
     ("nat44_gateway", scenario_nat44_gateway),
     ("siit_gateway", scenario_siit_gateway),

@@ -155,6 +155,14 @@ fn other_protocols() {
     );
 }
 
+/// PPTP: two clients of one call id reach one server under public call ids 256 and
+/// 257, the control messages and GRE as scapy's PPTP layers build them
+/// (`scenario_pptp`).
+#[test]
+fn pptp() {
+    check("pptp", "nat44.toml", &[("forwarded", 12)]);
+}
+
 #[test]
 fn drops() {
     check(
