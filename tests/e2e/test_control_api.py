@@ -409,6 +409,17 @@ def test_workers_and_the_reaper_run_on_the_configured_cpus(quicknat, backend):
         assert f"workers on CPUs {last},{last} (gateway.cpus); reaper on CPU {last}" in g.qn.text()
         table = g.ctl("status").stdout
         assert re.search(rf"cpus\s+workers {last},{last} \(gateway.cpus\), reaper {last}", table), table
+        # The stats lines give each interval's frames per worker and their spread.
+        g.nsx("cli", "python3", "-c", UDP_FLOWS, g.client, g.target, "5353",
+              *map(str, range(41000, 41016)), timeout=30)
+
+        def spread():
+            lines = re.findall(r" worker_rx=(\d+),(\d+) worker_spread=(\S+)", g.qn.text())
+            return next((x for x in lines if int(x[0]) + int(x[1]) > 0), None)
+        got = wait_for(spread, 5)
+        assert got, g.qn.text()[-1500:]
+        lo, hi = sorted(map(int, got[:2]))
+        assert got[2] == ("inf" if lo == 0 else f"{hi / lo:.2f}"), got
     finally:
         left = g.close()
         shutil.rmtree(g.dir, ignore_errors=True)

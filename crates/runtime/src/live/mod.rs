@@ -56,9 +56,9 @@ pub use fastpath_status::FastPathStatus;
 use forward::{Handoff, KernelHandoff, ProbeQueue};
 use netview::{Link, NetView, Published};
 use open::Opened;
-use stats::totals;
 pub(crate) use stats::Snapshot;
 pub use stats::{stats_line, IoCounters, Summary};
+use stats::{totals, worker_spread};
 use worker::{Worker, WorkerSetup};
 
 /// Why the gateway could not start.
@@ -700,6 +700,7 @@ fn supervise(
 ) {
     let mut last = Instant::now();
     let mut warned_oversize = false;
+    let mut worker_rx = Vec::new();
     // systemd hears READY=1 once the workers run, WATCHDOG=1 from this
     // loop, STOPPING=1 when it ends (crate::sdnotify; nothing without $NOTIFY_SOCKET).
     crate::sdnotify::ready();
@@ -737,6 +738,7 @@ fn supervise(
             let (e, io) = totals(snapshots, reaper);
             // The XDP fast path's fields close the line.
             log(stats_line(&e, &io, shared.session_count())
+                + &worker_spread(snapshots, &mut worker_rx)
                 + &fastpath_status::log_suffix(fast.counters().as_ref()));
             if io.oversize > 0 && !warned_oversize {
                 warned_oversize = true;

@@ -142,6 +142,42 @@ pub fn stats_line(e: &Counters, io: &IoCounters, sessions: usize) -> String {
     ) + &not_for_us_suffix(io)
 }
 
+/// How evenly the workers shared the frames of one interval: each worker's count (frames
+/// received on both interfaces, cumulative) now and at the interval's start. Keeps the
+/// counts for the next interval and returns ` worker_rx=a,b,... worker_spread=S`: the
+/// frames each worker received in the interval, and the busiest worker's over the
+/// idlest's (1.00: even; `inf`: a worker received nothing while another did; `-`: no
+/// frames at all).
+pub(crate) fn worker_spread(snapshots: &[Snapshot], last: &mut Vec<u64>) -> String {
+    let now: Vec<u64> = snapshots
+        .iter()
+        .map(|s| s.lock().map_or(0, |g| g.1.rx[0] + g.1.rx[1]))
+        .collect();
+    let deltas: Vec<u64> = now
+        .iter()
+        .enumerate()
+        .map(|(i, n)| n.saturating_sub(last.get(i).copied().unwrap_or(0)))
+        .collect();
+    *last = now;
+    let each: Vec<String> = deltas.iter().map(u64::to_string).collect();
+    format!(
+        " worker_rx={} worker_spread={}",
+        each.join(","),
+        spread(&deltas)
+    )
+}
+
+/// The largest of `counts` over the smallest, to two places (see [`worker_spread`]).
+fn spread(counts: &[u64]) -> String {
+    let (min, max) = (counts.iter().min(), counts.iter().max());
+    match (min, max) {
+        (_, None | Some(0)) => "-".to_string(),
+        (Some(0), _) => "inf".to_string(),
+        (Some(&lo), Some(&hi)) => format!("{:.2}", hi as f64 / lo as f64),
+        (None, _) => "-".to_string(),
+    }
+}
+
 /// ` not_for_us=N` when frames for another host were dropped, else nothing.
 fn not_for_us_suffix(io: &IoCounters) -> String {
     if io.not_for_us == 0 {
@@ -153,6 +189,37 @@ fn not_for_us_suffix(io: &IoCounters) -> String {
 #[cfg(test)]
 mod tests_early_drop {
     use super::*;
+
+    /// Each interval's frames per worker, and the busiest over the idlest.
+    #[test]
+    fn the_workers_spread_over_one_interval() {
+        let snap = |rx: [u64; 2]| -> Snapshot {
+            let io = IoCounters {
+                rx,
+                ..IoCounters::default()
+            };
+            Arc::new(Mutex::new((Counters::default(), io)))
+        };
+        let workers = [snap([0, 0]), snap([0, 0])];
+        let mut last = Vec::new();
+        assert_eq!(
+            worker_spread(&workers, &mut last),
+            " worker_rx=0,0 worker_spread=-"
+        );
+        workers[0].lock().unwrap().1.rx = [100, 50];
+        workers[1].lock().unwrap().1.rx = [60, 40];
+        assert_eq!(
+            worker_spread(&workers, &mut last),
+            " worker_rx=150,100 worker_spread=1.50"
+        );
+        // The next interval counts from there: only worker 1 received.
+        workers[1].lock().unwrap().1.rx = [70, 40];
+        assert_eq!(
+            worker_spread(&workers, &mut last),
+            " worker_rx=0,10 worker_spread=inf"
+        );
+        assert_eq!(spread(&[7]), "1.00");
+    }
 
     /// The early-drop count closes the stats line (appended last so the fields before it
     /// keep their places for whoever parses them).
