@@ -105,10 +105,9 @@ read -r e2e_passed e2e_failed <<< "$e2e_counts"
 echo "pytest tests/e2e: exit $e2e_rc; $e2e_passed passed, $e2e_failed failed (from $e2e_xml)"
 
 # Fuzzing: every libFuzzer target for a bounded time (docs/src/design/testing.md).
-# QUICKNAT_FUZZ_SECONDS per target (default 10: 11 targets, one per core at a time, about
-# 1 min on 2 cores, plus building the instrumented targets). A crash or failed check fails
-# the run and prints the input's path; each target clean counts as one passed test in the
-# closing line.
+# QUICKNAT_FUZZ_SECONDS per target (default 10: 11 targets, about 2 min, plus building
+# the instrumented targets). A crash or failed check fails the run and prints the input's
+# path; each target clean counts as one passed test in the closing line.
 echo "==> fuzzing: each target for ${QUICKNAT_FUZZ_SECONDS:-10} s (scripts/fuzz.sh)"
 fuzz_log=$(mktemp)
 set +e
