@@ -633,6 +633,31 @@ def scenario_fragments():
             + [(back_in[i], back_exp[i]) for i in order])
 
 
+def scenario_fragments_reordered():
+    """A UDP datagram out in three fragments sent last first, and the reply back likewise
+    (RFC 4787 REQ-14: fragments in any order). The two later fragments of each are held
+    (nothing leaves for them) until the first comes; then the first leaves translated and
+    the held ones right after it, in the order they arrived, each behind the first's link
+    header: they go its way."""
+    sport, dport = 7100, 7101
+    out_payload = bytes((i * 3) & 0xFF for i in range(3000))
+    in_payload = bytes((i * 5 + 2) & 0xFF for i in range(2990))
+
+    def frags(outbound, src, dst, sp, dp, ttl, ip_id, payload):
+        dgram = ip(src, dst, ttl, ip_id, flags=0) / UDP(sport=sp, dport=dp) / Raw(payload)
+        return [eth(outbound) / f for f in fragment(dgram, fragsize=1480)]
+
+    out_in = frags(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0x7C01, out_payload)
+    out_exp = frags(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1, 0x7C01, out_payload)
+    back_in = frags(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0x7D01, in_payload)
+    back_exp = frags(False, SERVER, HOST_A, dport, sport, TTL_REMOTE - 1, 0x7D01, in_payload)
+    pairs = []
+    for given, expected in ((out_in, out_exp), (back_in, back_exp)):
+        pairs += [(given[2], None), (given[1], None),
+                  (given[0], [expected[0], expected[2], expected[1]])]
+    return pairs
+
+
 def scenario_drops():
     """Five packets the NAT must drop, between two valid outbound UDP packets."""
     sport, dport = 6000, 7000
@@ -1321,6 +1346,7 @@ SCENARIOS = [
     ("icmp_error", scenario_icmp_error),
     ("hairpin", scenario_hairpin),
     ("fragments", scenario_fragments),
+    ("fragments_reordered", scenario_fragments_reordered),
     ("other_protocols", scenario_other_protocols),
     ("pptp", scenario_pptp),
     ("drops", scenario_drops),

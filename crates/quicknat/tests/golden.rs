@@ -163,6 +163,17 @@ fn pptp() {
     check("pptp", "nat44.toml", &[("forwarded", 12)]);
 }
 
+/// Fragments last first, out and back: the later ones held, then sent right after the
+/// first, in arrival order, behind its link header (`scenario_fragments_reordered`).
+#[test]
+fn fragments_reordered() {
+    check(
+        "fragments_reordered",
+        "nat44.toml",
+        &[("forwarded", 6), ("fragment_held", 4)],
+    );
+}
+
 #[test]
 fn drops() {
     check(

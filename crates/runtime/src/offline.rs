@@ -353,7 +353,7 @@ impl ModeVisitor for Replay<'_, '_> {
                 &mut worker,
                 Some(now),
                 egress,
-                (outside_link, &outside_hdr),
+                (outside_link, &outside_hdr, true),
                 &mut out,
                 (&mut writer, output),
             )?;
@@ -433,13 +433,23 @@ impl ModeVisitor for Replay<'_, '_> {
                 }
                 Emit::Drop(_) => {}
             }
+            // What the packet set free at once (the held later fragments its first
+            // fragment released) goes the packet's way, behind its link header.
+            report.frames_out += write_polled(
+                &mut worker,
+                Some(now),
+                egress,
+                (link, &rec.data[..l3], false),
+                &mut out,
+                (&mut writer, output),
+            )?;
         }
         // What the gateway still sends after the last packet (held SYNs' answers).
         report.frames_out += write_polled(
             &mut worker,
             None,
             egress,
-            (outside_link, &outside_hdr),
+            (outside_link, &outside_hdr, true),
             &mut out,
             (&mut writer, output),
         )?;
@@ -507,12 +517,14 @@ fn trace_one(
 
 /// Writes what `worker` sends with no packet arriving ([`ModeWorker::poll`]) at each time
 /// it is due up to `until` (`None`: all), stamped with that time, behind the link header
-/// `hdr` of a packet from the outside (they go back out of it). Returns the frames written.
+/// `hdr`: a packet from the outside's with `back` (answers go back out of it), or the
+/// packet's just translated without (the fragments it released go its way). Returns the
+/// frames written.
 fn write_polled<W: ModeWorker, O: std::io::Write>(
     worker: &mut W,
     until: Option<Timestamp>,
     egress: &Egress,
-    (link, hdr): (LinkType, &[u8]),
+    (link, hdr, back): (LinkType, &[u8], bool),
     out: &mut Output,
     (writer, path): (&mut CaptureWriter<O>, &Path),
 ) -> Result<u64, OfflineError> {
@@ -526,7 +538,7 @@ fn write_polled<W: ModeWorker, O: std::io::Write>(
         }
         for p in out.packets() {
             let mut f = hdr.to_vec();
-            relabel(link, &mut f, hdr.len(), p, true);
+            relabel(link, &mut f, hdr.len(), p, back);
             f.extend_from_slice(p);
             writer
                 .write(out_link(link), t.as_nanos(), &f)
