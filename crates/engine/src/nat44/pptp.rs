@@ -184,6 +184,12 @@ impl PptpCalls {
         self.lock().by_public.len()
     }
 
+    /// Server call ids filed for outbound GRE (at most one per call).
+    #[cfg(test)]
+    pub fn pac_ids(&self) -> usize {
+        self.lock().by_pac.len()
+    }
+
     /// Whether no call is tracked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -252,17 +258,13 @@ impl PptpCalls {
             }
             (Direction::Inbound, msg::OUTGOING_CALL_REPLY) => {
                 let key = c.public_key(field(PEER_CALL_ID));
-                if let Some(call) = calls.by_public.get_mut(&key) {
-                    let pac_id = field(CALL_ID);
-                    call.pac_id = Some(pac_id);
-                    call.seen = now;
-                    let pns_id = call.pns_id;
-                    calls.by_pac.insert(c.pac_key(pac_id), key);
+                if let Some(pns_id) = calls.answered(c, key, field(CALL_ID), now) {
                     set16(m, PEER_CALL_ID, pns_id, delta);
                 }
             }
             (Direction::Inbound, msg::INCOMING_CALL_CONNECTED | msg::WAN_ERROR_NOTIFY) => {
-                if let Some(call) = calls.by_public.get(&c.public_key(field(CALL_ID))) {
+                let key = c.public_key(field(CALL_ID));
+                if let Some(call) = calls.by_public.get(&key).filter(|x| x.inside == c.inside) {
                     set16(m, CALL_ID, call.pns_id, delta);
                 }
             }
@@ -382,14 +384,43 @@ impl Calls {
                 k
             }
         };
-        if let Some(call) = self.by_public.get_mut(&key) {
-            call.seen = now;
-            if let Some(p) = pac_id {
-                call.pac_id = Some(p);
-                self.by_pac.insert(c.pac_key(p), key);
+        match pac_id {
+            Some(p) => {
+                self.answered(c, key, p, now);
+            }
+            None => {
+                if let Some(call) = self.by_public.get_mut(&key) {
+                    call.seen = now;
+                }
             }
         }
         Ok(key.id)
+    }
+
+    /// The PAC named its id `pac_id` for the call under `key`: filed for the call's
+    /// outbound GRE, in place of any id it named before (a server repeating its answer
+    /// with other ids never grows the table). Returns the client's own id.
+    fn answered(&mut self, c: Control, key: PublicKey, pac_id: u16, now: Timestamp) -> Option<u16> {
+        // A message on one client's connection speaks only of that client's calls.
+        let call = self
+            .by_public
+            .get_mut(&key)
+            .filter(|x| x.inside == c.inside)?;
+        call.seen = now;
+        let old = call.pac_id.replace(pac_id);
+        let pns_id = call.pns_id;
+        if let Some(old) = old.filter(|&o| o != pac_id) {
+            self.by_pac.remove(&c.pac_key(old));
+        }
+        // Another call of this client and PAC held that id: the newer answer wins.
+        if let Some(other) = self.by_pac.insert(c.pac_key(pac_id), key) {
+            if other != key {
+                if let Some(o) = self.by_public.get_mut(&other) {
+                    o.pac_id = None;
+                }
+            }
+        }
+        Some(pns_id)
     }
 
     /// A public id no call of (`c.public`, `c.pac`) holds: `wanted` when it may be

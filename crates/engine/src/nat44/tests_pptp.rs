@@ -244,6 +244,32 @@ fn an_icmp_error_about_a_calls_gre_reaches_its_client() {
     assert_eq!(back[48..56], sent[20..28], "the quoted GRE header");
 }
 
+/// A server answering one call again and again with new ids of its own never grows the
+/// table: the call's GRE goes by the last id it named.
+#[test]
+fn a_server_repeating_its_answer_grows_nothing() {
+    let calls = pptp::PptpCalls::default();
+    let c = pptp::Control {
+        inside: IN_A,
+        public: PUB,
+        pac: SRV,
+    };
+    let mut req = message(7, 1, 0);
+    calls.control(c, Outbound, &mut req, t(1)).unwrap();
+    let public_id = u16::from_be_bytes([req[12], req[13]]);
+    for pac_id in 0..1000u16 {
+        let mut reply = message(8, pac_id, public_id);
+        calls.control(c, Inbound, &mut reply, t(1)).unwrap();
+    }
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls.outbound(IN_A, SRV, 999, t(2)).map(|g| g.public_id),
+        Some(public_id)
+    );
+    assert_eq!(calls.outbound(IN_A, SRV, 998, t(2)), None);
+    assert_eq!(calls.pac_ids(), 1);
+}
+
 /// The call table is bounded: the call past `MAX_CALLS` refuses its segment, named.
 #[test]
 fn the_call_table_is_bounded() {
@@ -286,6 +312,32 @@ proptest! {
             prop_assert_eq!(bytes.len(), before.len());
             let sum = |b: &[u8]| wire::checksum::checksum(b);
             prop_assert_eq!(delta.apply(sum(&before)) , sum(&bytes));
+        }
+    }
+
+    /// Any sequence of well-formed messages, either way, from two clients: the server ids
+    /// filed never outnumber the calls, and every call's GRE finds the call it names.
+    #[test]
+    fn the_tables_agree_after_any_messages(
+        msgs in proptest::collection::vec((any::<bool>(), any::<bool>(), 0u16..16, 0u16..8, 250u16..262), 0..60)
+    ) {
+        let calls = pptp::PptpCalls::default();
+        for (outbound, second, kind, id, peer) in msgs {
+            let c = pptp::Control { inside: if second { IN_B } else { IN_A }, public: PUB, pac: SRV };
+            let dir = if outbound { Outbound } else { Inbound };
+            let mut m = message(kind, id, peer);
+            calls.control(c, dir, &mut m, t(1)).unwrap();
+            prop_assert!(calls.pac_ids() <= calls.len());
+        }
+        for inside in [IN_A, IN_B] {
+            for pac_id in 0..8 {
+                if let Some(g) = calls.outbound(inside, SRV, pac_id, t(2)) {
+                    prop_assert_eq!(g.inside, inside);
+                    prop_assert_eq!(g.pac_id, pac_id);
+                    let back = calls.inbound(PUB, SRV, g.public_id, t(2));
+                    prop_assert_eq!(back, Some(g));
+                }
+            }
         }
     }
 
