@@ -170,6 +170,7 @@ class Run:
             self.g.popen("srv", sys.executable, "-c", ECHO, SERVER)
             self.g.wait_listening("srv", SERVER, 7001)
             self.pcap = f"/tmp/qn-xdpfast-{fast}-{self.g.ns['srv']}.pcap"
+            self.g.defer(lambda: subprocess.run(["rm", "-f", self.pcap]))
             self.dump = self.g.popen("srv", "tcpdump", "-i", "s0", "-U", "-n", "-w", self.pcap,
                                      "src host 203.0.113.1 and (udp port 7000 or tcp port 7001)",
                                      stderr=subprocess.PIPE, text=True)
