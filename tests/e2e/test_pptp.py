@@ -15,6 +15,10 @@ arrive; the server sees two different public call ids from the one public addres
 client gets its own id back in the reply and its own call's GRE, with its own id, and
 nothing of the other's.
 
+Then the other way round: a PPTP server inside (10.0.0.20, behind a port forward of
+203.0.113.1:1723) and a client outside (the server namespace's address), whose GRE comes
+before the server's: it reaches the server, and the call completes.
+
 Runs once per backend (af_packet, af_xdp), with the fast path off and on; needs root.
     sudo python3 -m pytest tests/e2e/test_pptp.py [--quicknat PATH]
 """
@@ -24,24 +28,26 @@ import sys
 
 import pytest
 
+import test_nat44
 from test_nat44 import PUBLIC, SERVER, Gateway
 
 pytestmark = pytest.mark.needs_root
 
-# The PAC: serves control connections and GRE as they come, until COUNT calls were
-# cleared or TIMEOUT s have passed. Prints "call <peer> <pns id as seen> <pac id>" per Outgoing-Call-Request,
+# The PAC on address BIND (default all): serves control connections and GRE as they
+# come, until COUNT calls were cleared or TIMEOUT s have passed. Prints "call <peer> <pns id as seen> <pac id>" per Outgoing-Call-Request,
 # "gre <source> <pac id>" per GRE packet, "clear <peer> <pns id as seen>" per
 # Call-Clear-Request; answers each GRE with GRE of the call's peer id and
 # "call-<pac id>", each clear with Call-Disconnect-Notify.
 PAC = r"""
 import select, socket, struct, sys, time
 count, timeout = int(sys.argv[1]), float(sys.argv[2])
+bind = sys.argv[3] if len(sys.argv) > 3 else "0.0.0.0"
 MAGIC = 0x1A2B3C4D
 def message(kind, body):
     return struct.pack("!HHIHH", 12 + len(body), 1, MAGIC, kind, 0) + body
 lst = socket.socket(); lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-lst.bind(("0.0.0.0", 1723)); lst.listen(4)
-gre = socket.socket(socket.AF_INET, socket.SOCK_RAW, 47)
+lst.bind((bind, 1723)); lst.listen(4)
+gre = socket.socket(socket.AF_INET, socket.SOCK_RAW, 47); gre.bind((bind, 0))
 print("ready", flush=True)
 peers, conns, calls, cleared = {}, {}, 0, 0
 def handle(s, src, m):
@@ -131,6 +137,14 @@ c.close()
 """
 
 CLIENTS = ["10.0.0.2", "10.0.0.20"]
+# The inside server of the served case, behind a port forward of 1723.
+INSIDE_SERVER = "10.0.0.20"
+FORWARD = f"""
+[[nat44.forward]]
+protocol = "tcp"
+public = "{PUBLIC}:1723"
+inside = "{INSIDE_SERVER}:1723"
+"""
 
 
 # With the fast path on too: the control connections must stay in the engine, which
@@ -138,8 +152,13 @@ CLIENTS = ["10.0.0.2", "10.0.0.20"]
 @pytest.fixture(scope="module", params=["off", "on"], ids=["slow", "xdp-fast"])
 def gw(quicknat, backend, request):
     g = Gateway()
+    base = test_nat44.CONFIG
     try:
-        g.setup(quicknat, backend, request.param)
+        test_nat44.CONFIG = base + FORWARD
+        try:
+            g.setup(quicknat, backend, request.param)
+        finally:
+            test_nat44.CONFIG = base
         yield g
     finally:
         g.close()
@@ -220,6 +239,35 @@ def test_the_control_connections_stayed_in_the_engine(gw, run):
     # Nothing refused: no full call table, no GRE call mistaken for another host's.
     assert gw.qn.dropped("pptp_calls_full") == 0, run["stats"]
     assert gw.qn.dropped("address_only_in_use") == 0, run["stats"]
+
+
+@pytest.fixture(scope="module")
+def served(gw, run):
+    """An outside client's call to the inside server behind the port forward; the client
+    sends its GRE first."""
+    pac = gw.popen("cli", sys.executable, "-c", PAC, "1", "20", INSIDE_SERVER,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert pac.stdout.readline().strip() == "ready"
+    p = gw.popen("srv", sys.executable, "-c", PNS, SERVER, PUBLIC, "1",
+                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate("go\n", timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    pac_out, pac_err = pac.communicate(timeout=30)
+    return {"rc": p.returncode, "out": out, "err": err, "pac": pac_out + pac_err,
+            "stats": gw.qn.stats()}
+
+
+def test_an_outside_client_reaches_the_inside_server_its_gre_first(served):
+    assert served["rc"] == 0, served
+    # The server saw the client's own address and id: nothing rewritten.
+    assert fields(served["pac"], "call")[:2] == [SERVER, "1"], served["pac"]
+    assert fields(served["pac"], "gre") == [SERVER, "1000"], served["pac"]
+    assert fields(served["out"], "reply") == ["1", "1000"], served["out"]
+    assert fields(served["out"], "gre") == [PUBLIC, "1", "call-1000"], served["out"]
+    assert fields(served["out"], "disconnect") == ["13", "1000"], served["out"]
 
 
 def test_quicknat_stops_cleanly_on_sigterm(gw):

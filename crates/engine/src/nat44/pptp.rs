@@ -23,8 +23,12 @@
 //! - A call ends with Call-Disconnect-Notify or Stop-Control-Connection-Reply, or after
 //!   the `other` timeout without a packet (the GRE session's own timeout).
 //!
-//! What is not covered: a PAC inside (behind a port forward) with clients outside, PPTP
-//! through NAT64 (an IPv6 client's GRE goes by address only), a control message split
+//! A PAC inside (behind a port forward of port 1723) serves outside clients: their GRE
+//! carries the PAC's own call ids, which it keeps unique, so no id is rewritten; the
+//! control connection only tells that (public address, client) reaches the PAC, so a
+//! client's GRE that comes before the PAC's first finds its way in.
+//!
+//! What is not covered: PPTP through NAT64 (an IPv6 client's GRE goes by address only), a control message split
 //! across TCP segments (it is forwarded untouched and its call is not tracked, as in
 //! Linux), and ICMP errors from the inside about a call's GRE (an error from the
 //! outside about a call's outbound GRE reaches its client: [`PptpCalls::quoted`]).
@@ -117,12 +121,14 @@ pub fn set_gre_call_id(gre: &mut [u8], id: u16) -> bool {
 /// The three hosts of a control connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Control {
-    /// The inside client (PNS).
+    /// The inside host: the client (PNS), or with `served` the server (PAC).
     pub inside: Ipv4Addr,
-    /// The public address its connection left by.
+    /// The public address the connection goes by.
     pub public: Ipv4Addr,
-    /// The server (PAC).
+    /// The outside host: the server (PAC), or with `served` the client (PNS).
     pub pac: Ipv4Addr,
+    /// The server is the inside host, reached through a port forward.
+    pub served: bool,
 }
 
 /// A call's GRE, found from a packet.
@@ -165,6 +171,8 @@ struct Call {
 struct Calls {
     by_public: FxMap<PublicKey, Call>,
     by_pac: FxMap<PacKey, PublicKey>,
+    /// Inside servers' clients: (public address, client) -> (server, last message).
+    served: FxMap<(Ipv4Addr, Ipv4Addr), (Ipv4Addr, Timestamp)>,
 }
 
 /// The calls of every client, shared by the workers (a control message and its call's
@@ -224,7 +232,12 @@ impl PptpCalls {
             if u32::from_be_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]) != MAGIC {
                 break;
             }
-            self.message(c, dir, m, now, &mut delta)?;
+            if c.served {
+                self.lock()
+                    .serve(c, get16(m, 8) == Some(msg::STOP_CONTROL_REPLY), now)?;
+            } else {
+                self.message(c, dir, m, now, &mut delta)?;
+            }
             at += len;
         }
         Ok(delta)
@@ -312,6 +325,15 @@ impl PptpCalls {
         self.lock().found(key, now)
     }
 
+    /// The inside server a client's GRE to `public` goes to, when the client has a
+    /// control connection to it.
+    pub fn served(&self, public: Ipv4Addr, client: Ipv4Addr, now: Timestamp) -> Option<Ipv4Addr> {
+        let mut calls = self.lock();
+        let (server, seen) = calls.served.get_mut(&(public, client))?;
+        *seen = now;
+        Some(*server)
+    }
+
     /// The public call id of the call whose outbound GRE, from `public` to `pac` with
     /// the PAC's `pac_id`, an ICMP error quotes (a scan: errors are rare).
     pub fn quoted(&self, public: Ipv4Addr, pac: Ipv4Addr, pac_id: u16) -> Option<u16> {
@@ -326,13 +348,18 @@ impl PptpCalls {
     /// whose end the NAT never saw).
     pub fn expire(&self, now: Timestamp, timeout: Duration) {
         let mut calls = self.lock();
-        if calls.by_public.is_empty() {
+        if calls.by_public.is_empty() && calls.served.is_empty() {
             return;
         }
         calls
             .by_public
             .retain(|_, call| now.saturating_since(call.seen) < timeout);
-        let Calls { by_public, by_pac } = &mut *calls;
+        calls
+            .served
+            .retain(|_, (_, seen)| now.saturating_since(*seen) < timeout);
+        let Calls {
+            by_public, by_pac, ..
+        } = &mut *calls;
         by_pac.retain(|_, k| by_public.contains_key(k));
     }
 }
@@ -448,11 +475,28 @@ impl Calls {
             .map(|(k, _)| *k)
     }
 
+    /// A control message between an inside server and an outside client: the client's
+    /// GRE may come in to the server from now on; `ended`: no longer.
+    fn serve(&mut self, c: Control, ended: bool, now: Timestamp) -> Result<(), DropReason> {
+        let key = (c.public, c.pac);
+        if ended {
+            self.served.remove(&key);
+            return Ok(());
+        }
+        if self.served.len() >= MAX_CALLS && !self.served.contains_key(&key) {
+            return Err(DropReason::PptpCallsFull);
+        }
+        self.served.insert(key, (c.inside, now));
+        Ok(())
+    }
+
     /// The control connection closed: its calls with it.
     fn end_control(&mut self, c: Control) {
         self.by_public
             .retain(|k, call| !(k.public == c.public && k.pac == c.pac && call.inside == c.inside));
-        let Calls { by_public, by_pac } = self;
+        let Calls {
+            by_public, by_pac, ..
+        } = self;
         by_pac.retain(|_, k| by_public.contains_key(k));
     }
 

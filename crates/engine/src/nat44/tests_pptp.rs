@@ -253,6 +253,7 @@ fn a_server_repeating_its_answer_grows_nothing() {
         inside: IN_A,
         public: PUB,
         pac: SRV,
+        served: false,
     };
     let mut req = message(7, 1, 0);
     calls.control(c, Outbound, &mut req, t(1)).unwrap();
@@ -270,6 +271,47 @@ fn a_server_repeating_its_answer_grows_nothing() {
     assert_eq!(calls.pac_ids(), 1);
 }
 
+/// A PPTP server inside, behind a port forward of 1723: its control connection from an
+/// outside client is read too, its messages untouched (the server keeps its own ids
+/// unique), and the client's GRE reaches the server even before the server's first.
+#[test]
+fn a_server_inside_behind_a_port_forward() {
+    let server = Ipv4Addr::new(10, 0, 0, 20);
+    let mut cfg = config();
+    cfg.port_forwards.push(super::PortForward {
+        protocol: crate::config::L4Proto::Tcp,
+        public: std::net::SocketAddrV4::new(PUB, PPTP_PORT),
+        inside: std::net::SocketAddrV4::new(server, PPTP_PORT),
+    });
+    let mut n = Nat44::new(cfg).unwrap();
+    let syn = tcp_segment(SRV, 50000, PUB, PPTP_PORT, SYN, 1999, 0, 0);
+    assert_eq!(
+        v4_addrs(&go(&mut n, 1, Inbound, &syn).unwrap()),
+        (SRV, server)
+    );
+    let synack = tcp_segment(server, PPTP_PORT, SRV, 50000, SYN | ACK, 2999, 2000, 0);
+    go(&mut n, 1, Outbound, &synack).unwrap();
+    // GRE from the client before any control message: nothing lets it in yet.
+    assert_eq!(
+        go(&mut n, 2, Inbound, &gre(SRV, PUB, 9000, b"early")),
+        Err(DropReason::NoMapping)
+    );
+    let req = segment(SRV, 50000, PUB, PPTP_PORT, &message(7, 5, 0));
+    let inside = go(&mut n, 2, Inbound, &req).unwrap();
+    assert_eq!(field(&inside, 12), 5, "the client's id untouched");
+    let reply = segment(server, PPTP_PORT, SRV, 50000, &message(8, 9000, 5));
+    let out = go(&mut n, 2, Outbound, &reply).unwrap();
+    assert_eq!((field(&out, 12), field(&out, 14)), (9000, 5), "untouched");
+    assert_checksums(&out);
+    // The client speaks first on the call: its GRE (the server's id) reaches the server.
+    let back = go(&mut n, 3, Inbound, &gre(SRV, PUB, 9000, b"lcp")).unwrap();
+    assert_eq!(v4_addrs(&back), (SRV, server));
+    assert_eq!(call_id_of_gre(&back), 9000);
+    let out = go(&mut n, 3, Outbound, &gre(server, SRV, 5, b"ack")).unwrap();
+    assert_eq!((v4_addrs(&out), call_id_of_gre(&out)), ((PUB, SRV), 5));
+    assert_eq!(n.session_count(), 2, "the control connection and the GRE");
+}
+
 /// The call table is bounded: the call past `MAX_CALLS` refuses its segment, named.
 #[test]
 fn the_call_table_is_bounded() {
@@ -278,6 +320,7 @@ fn the_call_table_is_bounded() {
         inside: IN_A,
         public: PUB,
         pac: SRV,
+        served: false,
     };
     for i in 0..MAX_CALLS {
         let mut m = message(7, i as u16, 0);
@@ -302,7 +345,7 @@ proptest! {
     fn control_reads_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..200),
                                outbound in any::<bool>(), kinds in any::<u16>()) {
         let calls = pptp::PptpCalls::default();
-        let c = pptp::Control { inside: IN_A, public: PUB, pac: SRV };
+        let c = pptp::Control { inside: IN_A, public: PUB, pac: SRV, served: false };
         let dir = if outbound { Outbound } else { Inbound };
         // Half the time a well-formed header in front, so the message paths run.
         let mut bytes = if kinds % 2 == 0 { message(kinds % 16, kinds, kinds) } else { Vec::new() };
@@ -323,7 +366,7 @@ proptest! {
     ) {
         let calls = pptp::PptpCalls::default();
         for (outbound, second, kind, id, peer) in msgs {
-            let c = pptp::Control { inside: if second { IN_B } else { IN_A }, public: PUB, pac: SRV };
+            let c = pptp::Control { inside: if second { IN_B } else { IN_A }, public: PUB, pac: SRV, served: false };
             let dir = if outbound { Outbound } else { Inbound };
             let mut m = message(kind, id, peer);
             calls.control(c, dir, &mut m, t(1)).unwrap();

@@ -386,6 +386,17 @@ impl Nat44Worker {
             }
             Direction::Inbound => {
                 let Some(call) = calls.inbound(dst, src, id, now) else {
+                    // A client of an inside server: its GRE may come before the server's.
+                    if let Some(server) = calls.served(dst, src, now) {
+                        if live_hit(&self.shared, &f.tuple, now).is_none() {
+                            let original = Tuple::new(
+                                Proto::Other,
+                                Endpoint::new(server, f.tuple.dst.port),
+                                Endpoint::new(src, f.tuple.src.port),
+                            );
+                            self.new_outbound(now, &original)?;
+                        }
+                    }
                     return self.flow(now, dir, leg, f, pkt);
                 };
                 f.tuple.src.port = call.pac_id;
@@ -854,7 +865,14 @@ impl Nat44Worker {
             Tuple::new(t.proto, t.src, inside)
         };
         // Made by a packet that came in: its binding has had one.
-        let flags = INBOUND_SEEN | if leg == Leg::Hairpin { HAIRPIN } else { 0 };
+        let flags = INBOUND_SEEN
+            | if leg == Leg::Hairpin {
+                HAIRPIN
+            } else if pptp::is_control(&sh.cfg, t) {
+                ALG
+            } else {
+                0
+            };
         self.install(now, *t, revised, bid, flags)
     }
 
@@ -1211,12 +1229,20 @@ fn pptp_control(
             inside: initial.src.addr,
             public: revised.src.addr,
             pac: initial.dst.addr,
+            served: false,
         },
         Direction::Inbound => pptp::Control {
             inside: revised.dst.addr,
             public: initial.dst.addr,
             pac: initial.src.addr,
+            served: false,
         },
+    };
+    // The same endpoints either way; the server is the inside host when the outside
+    // opened the connection (a port forward).
+    let c = pptp::Control {
+        served: h.flags() & FROM_INSIDE == 0,
+        ..c
     };
     let Some(&off) = pkt.get(f.l4_off + 12) else {
         return Ok(());
