@@ -86,7 +86,8 @@ drop_reasons! {
     /// address, remote, protocol) another inside host holds: one host at a time.
     AddressOnlyInUse => "address_only_in_use",
     /// A PPTP control message opening a call when the NAT tracks `MAX_CALLS` calls
-    /// already (`nat44::pptp`): refused, its sender retransmits.
+    /// already, or its inside host `MAX_CALLS_PER_HOST` (`nat44::pptp`): refused, its
+    /// sender retransmits.
     PptpCallsFull => "pptp_calls_full",
     /// An ICMP type that is neither a query the NAT tracks nor an error it translates.
     UnsupportedIcmp => "unsupported_icmp",

@@ -240,10 +240,10 @@ fn remedy(r: DropReason) -> &'static str {
              static NAT, or a larger pool."
         }
         D::PptpCallsFull => {
-            "Inside PPTP clients hold 4096 calls at once: a control message opening \
-             another is dropped until one ends (its sender retransmits). Look for a client \
-             opening calls without ending them; the table forgets a call idle for \
-             `[timeouts] other`."
+            "Inside PPTP clients hold 4096 calls at once, or one inside host 256: a \
+             control message opening another is dropped until one ends (its sender \
+             retransmits). Look for a client opening calls without ending them; the table \
+             forgets a call idle for `[timeouts] other`."
         }
         D::UnsupportedIcmp => {
             "An ICMP type that is neither a query the NAT tracks (echo) nor an error it \

@@ -35,6 +35,7 @@
 //! GRE version 0 (`ip tunnel` links, RFC 2784/2890) goes by address only.
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -51,6 +52,9 @@ pub const PPTP_PORT: u16 = 1723;
 /// Calls tracked at once, every client together; a call beyond it is refused
 /// (`pptp_calls_full`: its control message is dropped, its sender retransmits).
 pub const MAX_CALLS: usize = 4096;
+/// Calls one inside host may hold at once (a sixteenth of the table), so that one host
+/// never takes the whole table from the others.
+pub const MAX_CALLS_PER_HOST: u32 = 256;
 /// The smallest public call id given (see the module's doc).
 pub const FIRST_PUBLIC_ID: u16 = 256;
 
@@ -63,6 +67,9 @@ const MAGIC: u32 = 0x1a2b_3c4d;
 /// Offsets in a control message (RFC 2637 §2): the call id fields.
 const CALL_ID: usize = 12;
 const PEER_CALL_ID: usize = 14;
+/// Where the messages that carry no Call ID of their own carry the Peer's Call ID
+/// (Incoming-Call-Connected, WAN-Error-Notify, Set-Link-Info).
+const PEER_ID_FIRST: usize = 12;
 
 /// Control message types (RFC 2637 §2).
 mod msg {
@@ -74,6 +81,7 @@ mod msg {
     pub const CALL_CLEAR_REQUEST: u16 = 12;
     pub const CALL_DISCONNECT_NOTIFY: u16 = 13;
     pub const WAN_ERROR_NOTIFY: u16 = 14;
+    pub const SET_LINK_INFO: u16 = 15;
 }
 
 /// Whether a new outbound flow is a PPTP control connection the NAT reads.
@@ -136,6 +144,8 @@ pub struct Control {
 pub struct GreCall {
     /// The inside client.
     pub inside: Ipv4Addr,
+    /// The public address the call goes by.
+    pub public: Ipv4Addr,
     /// The client's own call id (written into inbound GRE).
     pub pns_id: u16,
     /// The id the PAC knows the client's call by.
@@ -158,6 +168,14 @@ struct PacKey {
     id: u16,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PnsKey {
+    inside: Ipv4Addr,
+    public: Ipv4Addr,
+    pac: Ipv4Addr,
+    id: u16,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Call {
     inside: Ipv4Addr,
@@ -167,24 +185,59 @@ struct Call {
     seen: Timestamp,
 }
 
+/// The calls, by the public id the PAC knows them by, with two indexes: the server's
+/// id (outbound GRE) and the client's own id (its control messages). Every lookup a
+/// packet makes is one hash probe.
 #[derive(Debug, Default)]
 struct Calls {
     by_public: FxMap<PublicKey, Call>,
     by_pac: FxMap<PacKey, PublicKey>,
+    by_pns: FxMap<PnsKey, PublicKey>,
+    /// Calls per inside host.
+    per_host: FxMap<Ipv4Addr, u32>,
     /// Inside servers' clients: (public address, client) -> (server, last message).
     served: FxMap<(Ipv4Addr, Ipv4Addr), (Ipv4Addr, Timestamp)>,
 }
 
 /// The calls of every client, shared by the workers (a control message and its call's
-/// GRE may reach different ones). A lock: only PPTP's packets take it.
+/// GRE may reach different ones). A lock, taken only by PPTP's packets, and not even by
+/// GRE while nothing is tracked (`live`).
 #[derive(Debug, Default)]
 pub struct PptpCalls {
     calls: Mutex<Calls>,
+    /// Calls and served clients tracked, as of the last change.
+    live: AtomicUsize,
+}
+
+/// The smallest length of each control message type the NAT reads (RFC 2637 §2); a
+/// shorter one is left alone.
+fn min_len(kind: u16) -> usize {
+    match kind {
+        msg::OUTGOING_CALL_REQUEST => 168,
+        msg::OUTGOING_CALL_REPLY => 32,
+        msg::INCOMING_CALL_REPLY | msg::SET_LINK_INFO => 24,
+        msg::INCOMING_CALL_CONNECTED => 28,
+        msg::CALL_DISCONNECT_NOTIFY => 148,
+        msg::WAN_ERROR_NOTIFY => 40,
+        _ => 16,
+    }
 }
 
 impl PptpCalls {
     fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lock, unless nothing is tracked.
+    fn lock_if_live(&self) -> Option<std::sync::MutexGuard<'_, Calls>> {
+        (self.live.load(Ordering::Relaxed) != 0).then(|| self.lock())
+    }
+
+    fn publish(&self, calls: &Calls) {
+        (self.live).store(
+            calls.by_public.len() + calls.served.len(),
+            Ordering::Relaxed,
+        );
     }
 
     /// Calls tracked now.
@@ -216,6 +269,8 @@ impl PptpCalls {
     ) -> Result<Delta, DropReason> {
         let mut delta = Delta::ZERO;
         let mut at = 0;
+        let mut calls = self.lock();
+        let mut result = Ok(());
         while let Some(m) = payload.get_mut(at..) {
             let Some(len) = get16(m, 0).map(usize::from) else {
                 break;
@@ -232,64 +287,22 @@ impl PptpCalls {
             if u32::from_be_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]) != MAGIC {
                 break;
             }
-            if c.served {
-                self.lock()
-                    .serve(c, get16(m, 8) == Some(msg::STOP_CONTROL_REPLY), now)?;
-            } else {
-                self.message(c, dir, m, now, &mut delta)?;
-            }
             at += len;
+            let kind = get16(m, 8).unwrap_or(0);
+            if len < min_len(kind) {
+                continue;
+            }
+            result = if c.served {
+                calls.serve(c, kind == msg::STOP_CONTROL_REPLY, now)
+            } else {
+                calls.message(c, dir, kind, m, now, &mut delta)
+            };
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(delta)
-    }
-
-    fn message(
-        &self,
-        c: Control,
-        dir: Direction,
-        m: &mut [u8],
-        now: Timestamp,
-        delta: &mut Delta,
-    ) -> Result<(), DropReason> {
-        let field = |o: usize| get16(m, o).unwrap_or(0);
-        let kind = field(8);
-        let mut calls = self.lock();
-        match (dir, kind) {
-            (Direction::Outbound, msg::OUTGOING_CALL_REQUEST) => {
-                let public_id = calls.open(c, field(CALL_ID), None, now)?;
-                set16(m, CALL_ID, public_id, delta);
-            }
-            (Direction::Outbound, msg::INCOMING_CALL_REPLY) => {
-                let pac_id = field(PEER_CALL_ID);
-                let public_id = calls.open(c, field(CALL_ID), Some(pac_id), now)?;
-                set16(m, CALL_ID, public_id, delta);
-            }
-            (Direction::Outbound, msg::CALL_CLEAR_REQUEST) => {
-                if let Some(k) = calls.find_pns(c, field(CALL_ID)) {
-                    set16(m, CALL_ID, k.id, delta);
-                }
-            }
-            (Direction::Inbound, msg::OUTGOING_CALL_REPLY) => {
-                let key = c.public_key(field(PEER_CALL_ID));
-                if let Some(pns_id) = calls.answered(c, key, field(CALL_ID), now) {
-                    set16(m, PEER_CALL_ID, pns_id, delta);
-                }
-            }
-            (Direction::Inbound, msg::INCOMING_CALL_CONNECTED | msg::WAN_ERROR_NOTIFY) => {
-                let key = c.public_key(field(CALL_ID));
-                if let Some(call) = calls.by_public.get(&key).filter(|x| x.inside == c.inside) {
-                    set16(m, CALL_ID, call.pns_id, delta);
-                }
-            }
-            (Direction::Inbound, msg::CALL_DISCONNECT_NOTIFY) => {
-                if let Some(key) = calls.by_pac.remove(&c.pac_key(field(CALL_ID))) {
-                    calls.by_public.remove(&key);
-                }
-            }
-            (_, msg::STOP_CONTROL_REPLY) => calls.end_control(c),
-            _ => {}
-        }
-        Ok(())
+        self.publish(&calls);
+        result.map(|()| delta)
     }
 
     /// The call of an outbound GRE packet from `inside` to `pac` carrying `pac_id`.
@@ -300,7 +313,7 @@ impl PptpCalls {
         pac_id: u16,
         now: Timestamp,
     ) -> Option<GreCall> {
-        let mut calls = self.lock();
+        let mut calls = self.lock_if_live()?;
         let key = *calls.by_pac.get(&PacKey {
             inside,
             pac,
@@ -322,22 +335,23 @@ impl PptpCalls {
             pac,
             id: public_id,
         };
-        self.lock().found(key, now)
+        self.lock_if_live()?.found(key, now)
     }
 
     /// The inside server a client's GRE to `public` goes to, when the client has a
     /// control connection to it.
     pub fn served(&self, public: Ipv4Addr, client: Ipv4Addr, now: Timestamp) -> Option<Ipv4Addr> {
-        let mut calls = self.lock();
+        let mut calls = self.lock_if_live()?;
         let (server, seen) = calls.served.get_mut(&(public, client))?;
         *seen = now;
         Some(*server)
     }
 
     /// The public call id of the call whose outbound GRE, from `public` to `pac` with
-    /// the PAC's `pac_id`, an ICMP error quotes (a scan: errors are rare).
+    /// the PAC's `pac_id`, an ICMP error quotes: a walk over the calls, bounded by
+    /// `MAX_CALLS` (errors about GRE are rare; an error flood costs that walk each).
     pub fn quoted(&self, public: Ipv4Addr, pac: Ipv4Addr, pac_id: u16) -> Option<u16> {
-        self.lock()
+        self.lock_if_live()?
             .by_public
             .iter()
             .find(|(k, call)| k.public == public && k.pac == pac && call.pac_id == Some(pac_id))
@@ -347,20 +361,17 @@ impl PptpCalls {
     /// Forgets the calls idle for `timeout` (their GRE session's own timeout: a call
     /// whose end the NAT never saw).
     pub fn expire(&self, now: Timestamp, timeout: Duration) {
-        let mut calls = self.lock();
-        if calls.by_public.is_empty() && calls.served.is_empty() {
+        let Some(mut calls) = self.lock_if_live() else {
             return;
-        }
+        };
         calls
             .by_public
             .retain(|_, call| now.saturating_since(call.seen) < timeout);
         calls
             .served
             .retain(|_, (_, seen)| now.saturating_since(*seen) < timeout);
-        let Calls {
-            by_public, by_pac, ..
-        } = &mut *calls;
-        by_pac.retain(|_, k| by_public.contains_key(k));
+        calls.reindex();
+        self.publish(&calls);
     }
 }
 
@@ -380,9 +391,75 @@ impl Control {
             id,
         }
     }
+
+    fn pns_key(&self, id: u16) -> PnsKey {
+        PnsKey {
+            inside: self.inside,
+            public: self.public,
+            pac: self.pac,
+            id,
+        }
+    }
 }
 
 impl Calls {
+    /// One control message of `kind` between an inside client and its server.
+    fn message(
+        &mut self,
+        c: Control,
+        dir: Direction,
+        kind: u16,
+        m: &mut [u8],
+        now: Timestamp,
+        delta: &mut Delta,
+    ) -> Result<(), DropReason> {
+        let field = |o: usize| get16(m, o).unwrap_or(0);
+        match (dir, kind) {
+            (Direction::Outbound, msg::OUTGOING_CALL_REQUEST) => {
+                let public_id = self.open(c, field(CALL_ID), None, now)?;
+                set16(m, CALL_ID, public_id, delta);
+            }
+            (Direction::Outbound, msg::INCOMING_CALL_REPLY) => {
+                let pac_id = field(PEER_CALL_ID);
+                let public_id = self.open(c, field(CALL_ID), Some(pac_id), now)?;
+                set16(m, CALL_ID, public_id, delta);
+            }
+            (Direction::Outbound, msg::CALL_CLEAR_REQUEST) => {
+                if let Some(k) = self.by_pns.get(&c.pns_key(field(CALL_ID))) {
+                    set16(m, CALL_ID, k.id, delta);
+                }
+            }
+            (Direction::Inbound, msg::OUTGOING_CALL_REPLY) => {
+                let key = c.public_key(field(PEER_CALL_ID));
+                if let Some(pns_id) = self.answered(c, key, field(CALL_ID), now) {
+                    set16(m, PEER_CALL_ID, pns_id, delta);
+                    // Result code 1 is "connected"; any other refuses the call.
+                    if m.get(16) != Some(&1) {
+                        self.remove(key);
+                    }
+                }
+            }
+            (
+                Direction::Inbound,
+                msg::INCOMING_CALL_CONNECTED | msg::WAN_ERROR_NOTIFY | msg::SET_LINK_INFO,
+            ) => {
+                // The client's call, by the id the server knows it by (Peer's Call ID).
+                let key = c.public_key(field(PEER_ID_FIRST));
+                if let Some(call) = self.by_public.get(&key).filter(|x| x.inside == c.inside) {
+                    set16(m, PEER_ID_FIRST, call.pns_id, delta);
+                }
+            }
+            (Direction::Inbound, msg::CALL_DISCONNECT_NOTIFY) => {
+                if let Some(&key) = self.by_pac.get(&c.pac_key(field(CALL_ID))) {
+                    self.remove(key);
+                }
+            }
+            (_, msg::STOP_CONTROL_REPLY) => self.end_control(c),
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// A call of the PNS's id `pns_id` on `c`: the one already open (a retransmitted
     /// message), else a new one under a free public id.
     fn open(
@@ -392,10 +469,11 @@ impl Calls {
         pac_id: Option<u16>,
         now: Timestamp,
     ) -> Result<u16, DropReason> {
-        let key = match self.find_pns(c, pns_id) {
-            Some(k) => k,
+        let key = match self.by_pns.get(&c.pns_key(pns_id)) {
+            Some(&k) => k,
             None => {
-                if self.by_public.len() >= MAX_CALLS {
+                let host = self.per_host.get(&c.inside).copied().unwrap_or(0);
+                if self.by_public.len() >= MAX_CALLS || host >= MAX_CALLS_PER_HOST {
                     return Err(DropReason::PptpCallsFull);
                 }
                 let k = c.public_key(self.free_id(c, pns_id));
@@ -408,6 +486,8 @@ impl Calls {
                         seen: now,
                     },
                 );
+                self.by_pns.insert(c.pns_key(pns_id), k);
+                *self.per_host.entry(c.inside).or_default() += 1;
                 k
             }
         };
@@ -450,6 +530,50 @@ impl Calls {
         Some(pns_id)
     }
 
+    /// Ends the call under `key`, and its index entries.
+    fn remove(&mut self, key: PublicKey) {
+        let Some(call) = self.by_public.remove(&key) else {
+            return;
+        };
+        let c = Control {
+            inside: call.inside,
+            public: key.public,
+            pac: key.pac,
+            served: false,
+        };
+        if let Some(p) = call.pac_id {
+            if self.by_pac.get(&c.pac_key(p)) == Some(&key) {
+                self.by_pac.remove(&c.pac_key(p));
+            }
+        }
+        if self.by_pns.get(&c.pns_key(call.pns_id)) == Some(&key) {
+            self.by_pns.remove(&c.pns_key(call.pns_id));
+        }
+        if let Some(n) = self.per_host.get_mut(&call.inside) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_host.remove(&call.inside);
+            }
+        }
+    }
+
+    /// The indexes and per-host counts rebuilt after calls were dropped in bulk.
+    fn reindex(&mut self) {
+        let Calls {
+            by_public,
+            by_pac,
+            by_pns,
+            per_host,
+            ..
+        } = self;
+        by_pac.retain(|_, k| by_public.contains_key(k));
+        by_pns.retain(|_, k| by_public.contains_key(k));
+        per_host.clear();
+        for call in by_public.values() {
+            *per_host.entry(call.inside).or_default() += 1;
+        }
+    }
+
     /// A public id no call of (`c.public`, `c.pac`) holds: `wanted` when it may be
     /// given, else the next free one after it. There is always one: at most `MAX_CALLS`
     /// of the 65,280 are taken.
@@ -460,19 +584,6 @@ impl Calls {
             .map(|i| FIRST_PUBLIC_ID + ((start + i) % span) as u16)
             .find(|&id| !self.by_public.contains_key(&c.public_key(id)))
             .unwrap_or(wanted)
-    }
-
-    /// The call the client of `c` knows as `pns_id`.
-    fn find_pns(&self, c: Control, pns_id: u16) -> Option<PublicKey> {
-        self.by_public
-            .iter()
-            .find(|(k, call)| {
-                k.public == c.public
-                    && k.pac == c.pac
-                    && call.inside == c.inside
-                    && call.pns_id == pns_id
-            })
-            .map(|(k, _)| *k)
     }
 
     /// A control message between an inside server and an outside client: the client's
@@ -494,10 +605,7 @@ impl Calls {
     fn end_control(&mut self, c: Control) {
         self.by_public
             .retain(|k, call| !(k.public == c.public && k.pac == c.pac && call.inside == c.inside));
-        let Calls {
-            by_public, by_pac, ..
-        } = self;
-        by_pac.retain(|_, k| by_public.contains_key(k));
+        self.reindex();
     }
 
     fn found(&mut self, key: PublicKey, now: Timestamp) -> Option<GreCall> {
@@ -505,6 +613,7 @@ impl Calls {
         call.seen = now;
         Some(GreCall {
             inside: call.inside,
+            public: key.public,
             pns_id: call.pns_id,
             public_id: key.id,
             pac_id: call.pac_id?,

@@ -297,6 +297,9 @@ impl Nat44Shared {
                 o.drop_externally_initiated_tcp != new.drop_externally_initiated_tcp,
             ),
             ("port_reuse_hold", o.port_reuse_hold != new.port_reuse_hold),
+            // The calls in progress: their control connections are read whatever the
+            // switch says; turned off, their GRE would lose its call ids.
+            ("pptp", o.pptp != new.pptp),
             // PBA: blocks are cut from each pool's range once; live blocks keep their size.
             ("port_block_size", o.port_block_size != new.port_block_size),
             (

@@ -23,15 +23,33 @@ fn t(s: u64) -> Timestamp {
     Timestamp::from_secs(s)
 }
 
-/// A PPTP control message of `kind` with `call_id` at 12 and `peer` at 14.
+/// A PPTP control message of `kind` with `call_id` at 12 and `peer` at 14, of its
+/// type's length (RFC 2637 §2), result code 1 where it has one.
 fn message(kind: u16, call_id: u16, peer: u16) -> Vec<u8> {
-    let mut m = vec![0u8; 32];
-    m[0..2].copy_from_slice(&32u16.to_be_bytes());
+    let len = match kind {
+        7 => 168,
+        8 => 32,
+        10 | 15 => 24,
+        11 => 28,
+        13 => 148,
+        14 => 40,
+        _ => 16,
+    };
+    message_of(kind, len, call_id, peer)
+}
+
+/// A PPTP control message of `kind` and length `len`.
+fn message_of(kind: u16, len: u16, call_id: u16, peer: u16) -> Vec<u8> {
+    let mut m = vec![0u8; usize::from(len)];
+    m[0..2].copy_from_slice(&len.to_be_bytes());
     m[2..4].copy_from_slice(&1u16.to_be_bytes());
     m[4..8].copy_from_slice(&0x1a2b_3c4du32.to_be_bytes());
     m[8..10].copy_from_slice(&kind.to_be_bytes());
     m[12..14].copy_from_slice(&call_id.to_be_bytes());
     m[14..16].copy_from_slice(&peer.to_be_bytes());
+    if len > 16 {
+        m[16] = 1; // result code: connected
+    }
     m
 }
 
@@ -211,7 +229,7 @@ fn two_messages_in_a_segment_and_other_gre() {
     )
     .unwrap();
     assert_checksums(&out);
-    let (a, b) = (field(&out, 12), field(&out, 32 + 12));
+    let (a, b) = (field(&out, 12), field(&out, 168 + 12));
     assert!(a >= FIRST_PUBLIC_ID && b >= FIRST_PUBLIC_ID && a != b);
     assert_eq!(n.shared().pptp.len(), 2);
     // A version-0 GRE packet with a key: address only, its key untouched.
@@ -312,9 +330,51 @@ fn a_server_inside_behind_a_port_forward() {
     assert_eq!(n.session_count(), 2, "the control connection and the GRE");
 }
 
-/// The call table is bounded: the call past `MAX_CALLS` refuses its segment, named.
+/// A call's public id is free again when the call ends, while its GRE session lives on:
+/// another client's new call under that id, with the server reusing its own id, gets
+/// its own GRE, not the old client.
 #[test]
-fn the_call_table_is_bounded() {
+fn a_public_id_given_again_carries_the_new_clients_gre() {
+    let mut n = Nat44::new(config()).unwrap();
+    let (pa, pb) = (connect(&mut n, IN_A, 40001), connect(&mut n, IN_B, 40002));
+    let id = open_call(&mut n, IN_A, 40001, pa, 1, 500);
+    go(&mut n, 3, Outbound, &gre(IN_A, SRV, 500, b"a")).unwrap();
+    let notify = segment(SRV, PPTP_PORT, PUB, pa, &message_of(13, 148, 500, 0));
+    go(&mut n, 4, Inbound, &notify).unwrap();
+    assert_eq!(
+        open_call(&mut n, IN_B, 40002, pb, 1, 500),
+        id,
+        "the id given again"
+    );
+    let back = go(&mut n, 5, Inbound, &gre(SRV, PUB, id, b"to b")).unwrap();
+    assert_eq!(v4_addrs(&back), (SRV, IN_B));
+    let out = go(&mut n, 5, Outbound, &gre(IN_B, SRV, 500, b"from b")).unwrap();
+    assert_eq!(v4_addrs(&out), (PUB, SRV));
+}
+
+/// A call's GRE cut into IP fragments: the first fragment goes by the call (the other
+/// client's GRE holds the address-only session), the later one follows it.
+#[test]
+fn a_calls_gre_in_fragments() {
+    let mut n = Nat44::new(config()).unwrap();
+    let (pa, pb) = (connect(&mut n, IN_A, 40001), connect(&mut n, IN_B, 40002));
+    let id_a = open_call(&mut n, IN_A, 40001, pa, 1, 500);
+    let id_b = open_call(&mut n, IN_B, 40002, pb, 1, 501);
+    go(&mut n, 3, Outbound, &gre(IN_A, SRV, 500, b"a")).unwrap();
+    let big = gre(SRV, PUB, id_b, &[0x5a; 400]);
+    let frags = crate::testpkt::fragment_v4(&big, 0x4242, &[200, 216]);
+    let first = go(&mut n, 4, Inbound, &frags[0]).unwrap();
+    assert_eq!(v4_addrs(&first), (SRV, IN_B));
+    assert_eq!(call_id_of_gre(&first), 1);
+    let second = go(&mut n, 4, Inbound, &frags[1]).unwrap();
+    assert_eq!(v4_addrs(&second), (SRV, IN_B));
+    let _ = id_a;
+}
+
+/// A refused Outgoing-Call-Reply (result code other than 1) ends the call; a message
+/// shorter than its type's length is left alone.
+#[test]
+fn a_refused_call_ends_and_short_messages_are_left_alone() {
     let calls = pptp::PptpCalls::default();
     let c = pptp::Control {
         inside: IN_A,
@@ -322,10 +382,67 @@ fn the_call_table_is_bounded() {
         pac: SRV,
         served: false,
     };
+    let mut req = message_of(7, 168, 1, 0);
+    calls.control(c, Outbound, &mut req, t(1)).unwrap();
+    let id = u16::from_be_bytes([req[12], req[13]]);
+    let mut refused = message_of(8, 32, 600, id);
+    refused[16] = 2; // general error
+    calls.control(c, Inbound, &mut refused, t(1)).unwrap();
+    assert_eq!(
+        u16::from_be_bytes([refused[14], refused[15]]),
+        1,
+        "still given back"
+    );
+    assert!(calls.is_empty());
+    // An Outgoing-Call-Request of 16 bytes: not a call.
+    let mut short = message_of(7, 16, 1, 0);
+    calls.control(c, Outbound, &mut short, t(1)).unwrap();
+    assert!(calls.is_empty());
+    assert_eq!(u16::from_be_bytes([short[12], short[13]]), 1);
+}
+
+/// One inside host holds at most `MAX_CALLS_PER_HOST` calls; another host still gets in.
+#[test]
+fn one_host_cannot_take_the_whole_table() {
+    let calls = pptp::PptpCalls::default();
+    let c = |inside| pptp::Control {
+        inside,
+        public: PUB,
+        pac: SRV,
+        served: false,
+    };
+    for i in 0..pptp::MAX_CALLS_PER_HOST as u16 {
+        calls
+            .control(c(IN_A), Outbound, &mut message(7, i, 0), t(1))
+            .unwrap();
+    }
+    let mut more = message(7, 9999, 0);
+    assert_eq!(
+        calls.control(c(IN_A), Outbound, &mut more, t(1)),
+        Err(DropReason::PptpCallsFull)
+    );
+    assert!(calls
+        .control(c(IN_B), Outbound, &mut message(7, 1, 0), t(1))
+        .is_ok());
+}
+
+/// The call table is bounded: the call past `MAX_CALLS` refuses its segment, named.
+#[test]
+fn the_call_table_is_bounded() {
+    let calls = pptp::PptpCalls::default();
+    // Spread over hosts, each below its own bound.
+    let per_host = pptp::MAX_CALLS_PER_HOST as usize;
+    let c = |i: usize| pptp::Control {
+        inside: Ipv4Addr::new(10, 1, (i / per_host) as u8, 1),
+        public: PUB,
+        pac: SRV,
+        served: false,
+    };
     for i in 0..MAX_CALLS {
         let mut m = message(7, i as u16, 0);
-        calls.control(c, Outbound, &mut m, t(1)).unwrap();
+        calls.control(c(i), Outbound, &mut m, t(1)).unwrap();
     }
+    let c = c(MAX_CALLS);
     let mut m = message(7, u16::MAX, 0);
     assert_eq!(
         calls.control(c, Outbound, &mut m, t(1)),

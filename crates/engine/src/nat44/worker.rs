@@ -345,7 +345,10 @@ impl Nat44Worker {
     ) -> Result<bool, DropReason> {
         match parsed {
             Parsed::Flow(f) if pptp::may_be_gre_call(&self.shared.cfg, &f, leg) => {
-                self.gre_call(now, dir, leg, Flow { offload, ..f }, pkt)
+                self.gre_call(now, dir, leg, Flow { offload, ..f }, None, pkt)
+            }
+            Parsed::FirstFragment(f, ident) if pptp::may_be_gre_call(&self.shared.cfg, &f, leg) => {
+                self.gre_call(now, dir, leg, Flow { offload, ..f }, Some(ident), pkt)
             }
             Parsed::Flow(f) => self.flow(now, dir, leg, Flow { offload, ..f }, pkt),
             Parsed::IcmpError(e) => self.icmp_error(now, dir, leg, e, pkt),
@@ -359,7 +362,8 @@ impl Nat44Worker {
     /// Enhanced GRE (PPTP's data): a call the control channel announced goes by its call
     /// ids as ports (`pptp`), the inbound packet given its client's own id back; GRE of
     /// no known call by address only. The call's session is made by its first packet
-    /// either way: the PAC may speak first.
+    /// either way: the PAC may speak first. `first`: the packet is a datagram's first
+    /// fragment (its identification), whose later fragments follow its addresses.
     #[cold]
     #[inline(never)]
     fn gre_call(
@@ -368,11 +372,12 @@ impl Nat44Worker {
         dir: Direction,
         leg: Leg,
         mut f: Flow,
+        first: Option<u16>,
         pkt: &mut [u8],
     ) -> Result<bool, DropReason> {
         let end = f.total_len.min(pkt.len());
         let Some(id) = pkt.get(f.l4_off..end).and_then(pptp::gre_call_id) else {
-            return self.flow(now, dir, leg, f, pkt);
+            return self.flow_or_first(now, dir, leg, f, first, pkt);
         };
         let (src, dst) = (f.tuple.src.addr, f.tuple.dst.addr);
         let calls = &self.shared.pptp;
@@ -381,8 +386,9 @@ impl Nat44Worker {
                 if let Some(call) = calls.outbound(src, dst, id, now) {
                     f.tuple.src.port = call.public_id;
                     f.tuple.dst.port = call.pac_id;
+                    self.retire_stale_call_session(&call, dst, now);
                 }
-                self.flow(now, dir, leg, f, pkt)
+                self.flow_or_first(now, dir, leg, f, first, pkt)
             }
             Direction::Inbound => {
                 let Some(call) = calls.inbound(dst, src, id, now) else {
@@ -397,10 +403,11 @@ impl Nat44Worker {
                             self.new_outbound(now, &original)?;
                         }
                     }
-                    return self.flow(now, dir, leg, f, pkt);
+                    return self.flow_or_first(now, dir, leg, f, first, pkt);
                 };
                 f.tuple.src.port = call.pac_id;
                 f.tuple.dst.port = call.public_id;
+                self.retire_stale_call_session(&call, src, now);
                 if live_hit(&self.shared, &f.tuple, now).is_none() {
                     let original = Tuple::new(
                         Proto::Other,
@@ -409,10 +416,65 @@ impl Nat44Worker {
                     );
                     self.new_outbound(now, &original)?;
                 }
-                let hairpin = self.flow(now, dir, leg, f, pkt)?;
+                let hairpin = self.flow_or_first(now, dir, leg, f, first, pkt)?;
                 pptp::set_gre_call_id(&mut pkt[f.l4_off..end], call.pns_id);
                 Ok(hairpin)
             }
+        }
+    }
+
+    /// A call's public id is free again as soon as the call ends, while the ended call's
+    /// GRE session lives on until its timeout: when a new call (another client's) takes
+    /// the id and the server reuses its own, that session would carry the new call's GRE
+    /// to the old client. It is ended first.
+    fn retire_stale_call_session(
+        &mut self,
+        call: &pptp::GreCall,
+        pac: std::net::Ipv4Addr,
+        now: Timestamp,
+    ) {
+        let sh = &*self.shared;
+        let reply = Tuple::new(
+            Proto::Other,
+            Endpoint::new(pac, call.pac_id),
+            Endpoint::new(call.public, call.public_id),
+        );
+        let Some(r) = sh.sessions.lookup(&reply) else {
+            return;
+        };
+        let original = RecordRef {
+            session: r.session,
+            side: conntrack::Side::Original,
+        };
+        if sh
+            .sessions
+            .initial(original)
+            .is_some_and(|t| t.src.addr != call.inside)
+        {
+            expire(
+                sh,
+                &mut self.counters,
+                r.session,
+                Origin { ring: self.id, now },
+            );
+        }
+    }
+
+    /// A whole packet through its flow, or a first fragment (`first`: its datagram's
+    /// identification) through its flow and filed for the fragments that follow.
+    #[inline]
+    fn flow_or_first(
+        &mut self,
+        now: Timestamp,
+        dir: Direction,
+        leg: Leg,
+        f: Flow,
+        first: Option<u16>,
+        pkt: &mut [u8],
+    ) -> Result<bool, DropReason> {
+        match first {
+            Some(ident) => self.first_fragment(now, dir, leg, f, ident, pkt),
+            None => self.flow(now, dir, leg, f, pkt),
         }
     }
 
@@ -447,7 +509,8 @@ impl Nat44Worker {
         let key = FragKey {
             src: f.tuple.src.addr,
             dst: f.tuple.dst.addr,
-            proto: crate::events::proto_number(f.tuple.proto, f.tuple.src.port),
+            // As the later fragments carry it (a PPTP call's tuple carries call ids).
+            proto: pkt.get(9).copied().ok_or(DropReason::Truncated)?,
             ident,
         };
         let hairpin = self.flow(now, dir, leg, f, pkt)?;

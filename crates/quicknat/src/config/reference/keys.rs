@@ -397,7 +397,8 @@ const NAT44: &[Key] = &[
        calls' GRE by call id, so clients that chose the same call id reach one server; \
        false: PPTP's GRE goes by address only, one client per server and public address.",
       "false")
-        .rfc("RFC 2637"),
+        .rfc("RFC 2637")
+        .reload(Restart),
     k("icmp_error_rate", "integer", Value("200"), "0-1000000",
       "ICMP errors per second one worker sends at most, in all.", "100"),
     k("icmp_error_rate_per_source", "integer", Value("20"), "0-1000000",
