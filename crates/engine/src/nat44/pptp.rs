@@ -185,14 +185,17 @@ struct Call {
     seen: Timestamp,
 }
 
-/// The calls, by the public id the PAC knows them by, with two indexes: the server's
-/// id (outbound GRE) and the client's own id (its control messages). Every lookup a
-/// packet makes is one hash probe.
+/// The calls, by the public id the PAC knows them by, with indexes by the server's id
+/// (outbound GRE; an ICMP error's quote of it) and by the client's own id (its control
+/// messages). Every lookup a packet makes is one hash probe.
 #[derive(Debug, Default)]
 struct Calls {
     by_public: FxMap<PublicKey, Call>,
     by_pac: FxMap<PacKey, PublicKey>,
     by_pns: FxMap<PnsKey, PublicKey>,
+    /// (public address, PAC, PAC id) -> call: what an ICMP error quoting the call's
+    /// outbound GRE names.
+    by_quote: FxMap<PublicKey, PublicKey>,
     /// Calls per inside host.
     per_host: FxMap<Ipv4Addr, u32>,
     /// Inside servers' clients: (public address, client) -> (server, last message).
@@ -249,6 +252,13 @@ impl PptpCalls {
     #[cfg(test)]
     pub fn pac_ids(&self) -> usize {
         self.lock().by_pac.len()
+    }
+
+    /// The sizes of the indexes (by server id, by client id, by quote).
+    #[cfg(test)]
+    pub fn index_sizes(&self) -> [usize; 3] {
+        let c = self.lock();
+        [c.by_pac.len(), c.by_pns.len(), c.by_quote.len()]
     }
 
     /// Whether no call is tracked.
@@ -348,14 +358,14 @@ impl PptpCalls {
     }
 
     /// The public call id of the call whose outbound GRE, from `public` to `pac` with
-    /// the PAC's `pac_id`, an ICMP error quotes: a walk over the calls, bounded by
-    /// `MAX_CALLS` (errors about GRE are rare; an error flood costs that walk each).
+    /// the PAC's `pac_id`, an ICMP error quotes.
     pub fn quoted(&self, public: Ipv4Addr, pac: Ipv4Addr, pac_id: u16) -> Option<u16> {
-        self.lock_if_live()?
-            .by_public
-            .iter()
-            .find(|(k, call)| k.public == public && k.pac == pac && call.pac_id == Some(pac_id))
-            .map(|(k, _)| k.id)
+        let quote = PublicKey {
+            public,
+            pac,
+            id: pac_id,
+        };
+        self.lock_if_live()?.by_quote.get(&quote).map(|k| k.id)
     }
 
     /// Forgets the calls idle for `timeout` (their GRE session's own timeout: a call
@@ -518,7 +528,11 @@ impl Calls {
         let pns_id = call.pns_id;
         if let Some(old) = old.filter(|&o| o != pac_id) {
             self.by_pac.remove(&c.pac_key(old));
+            if self.by_quote.get(&c.public_key(old)) == Some(&key) {
+                self.by_quote.remove(&c.public_key(old));
+            }
         }
+        self.by_quote.insert(c.public_key(pac_id), key);
         // Another call of this client and PAC held that id: the newer answer wins.
         if let Some(other) = self.by_pac.insert(c.pac_key(pac_id), key) {
             if other != key {
@@ -545,6 +559,9 @@ impl Calls {
             if self.by_pac.get(&c.pac_key(p)) == Some(&key) {
                 self.by_pac.remove(&c.pac_key(p));
             }
+            if self.by_quote.get(&c.public_key(p)) == Some(&key) {
+                self.by_quote.remove(&c.public_key(p));
+            }
         }
         if self.by_pns.get(&c.pns_key(call.pns_id)) == Some(&key) {
             self.by_pns.remove(&c.pns_key(call.pns_id));
@@ -563,11 +580,13 @@ impl Calls {
             by_public,
             by_pac,
             by_pns,
+            by_quote,
             per_host,
             ..
         } = self;
         by_pac.retain(|_, k| by_public.contains_key(k));
         by_pns.retain(|_, k| by_public.contains_key(k));
+        by_quote.retain(|_, k| by_public.contains_key(k));
         per_host.clear();
         for call in by_public.values() {
             *per_host.entry(call.inside).or_default() += 1;

@@ -488,6 +488,7 @@ proptest! {
             let mut m = message(kind, id, peer);
             calls.control(c, dir, &mut m, t(1)).unwrap();
             prop_assert!(calls.pac_ids() <= calls.len());
+            prop_assert!(calls.index_sizes().iter().all(|&n| n <= calls.len()));
         }
         for inside in [IN_A, IN_B] {
             for pac_id in 0..8 {
@@ -496,6 +497,12 @@ proptest! {
                     prop_assert_eq!(g.pac_id, pac_id);
                     let back = calls.inbound(PUB, SRV, g.public_id, t(2));
                     prop_assert_eq!(back, Some(g));
+                    // An error quoting that id never names a call of another id (one
+                    // call of it when the server gave one id to two clients' calls).
+                    if let Some(id) = calls.quoted(PUB, SRV, pac_id) {
+                        let q = calls.inbound(PUB, SRV, id, t(2));
+                        prop_assert_eq!(q.map(|q| q.pac_id), Some(pac_id));
+                    }
                 }
             }
         }
