@@ -611,6 +611,13 @@ def scenario_hairpin():
     return pairs
 
 
+def udp_fragments(outbound, src, dst, sp, dp, ttl, ip_id, payload):
+    """A UDP datagram (DF clear, its checksum over the whole) cut by scapy into frames of
+    1480-byte fragments."""
+    dgram = ip(src, dst, ttl, ip_id, flags=0) / UDP(sport=sp, dport=dp) / Raw(payload)
+    return [eth(outbound) / f for f in fragment(dgram, fragsize=1480)]
+
+
 def scenario_fragments():
     """A UDP datagram out in three fragments and the reply back in three, the reply's
     last fragment sent before its middle one (RFC 4787 REQ-14). scapy computes the UDP
@@ -620,14 +627,10 @@ def scenario_fragments():
     out_payload = bytes(i & 0xFF for i in range(3000))
     in_payload = bytes((i * 7 + 1) & 0xFF for i in range(2990))
 
-    def frags(outbound, src, dst, sp, dp, ttl, ip_id, payload):
-        dgram = ip(src, dst, ttl, ip_id, flags=0) / UDP(sport=sp, dport=dp) / Raw(payload)
-        return [eth(outbound) / f for f in fragment(dgram, fragsize=1480)]
-
-    out_in = frags(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0x7A01, out_payload)
-    out_exp = frags(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1, 0x7A01, out_payload)
-    back_in = frags(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0x7B01, in_payload)
-    back_exp = frags(False, SERVER, HOST_A, dport, sport, TTL_REMOTE - 1, 0x7B01, in_payload)
+    out_in = udp_fragments(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0x7A01, out_payload)
+    out_exp = udp_fragments(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1, 0x7A01, out_payload)
+    back_in = udp_fragments(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0x7B01, in_payload)
+    back_exp = udp_fragments(False, SERVER, HOST_A, dport, sport, TTL_REMOTE - 1, 0x7B01, in_payload)
     order = [0, 2, 1]
     return (list(zip(out_in, out_exp))
             + [(back_in[i], back_exp[i]) for i in order])
@@ -643,14 +646,10 @@ def scenario_fragments_reordered():
     out_payload = bytes((i * 3) & 0xFF for i in range(3000))
     in_payload = bytes((i * 5 + 2) & 0xFF for i in range(2990))
 
-    def frags(outbound, src, dst, sp, dp, ttl, ip_id, payload):
-        dgram = ip(src, dst, ttl, ip_id, flags=0) / UDP(sport=sp, dport=dp) / Raw(payload)
-        return [eth(outbound) / f for f in fragment(dgram, fragsize=1480)]
-
-    out_in = frags(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0x7C01, out_payload)
-    out_exp = frags(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1, 0x7C01, out_payload)
-    back_in = frags(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0x7D01, in_payload)
-    back_exp = frags(False, SERVER, HOST_A, dport, sport, TTL_REMOTE - 1, 0x7D01, in_payload)
+    out_in = udp_fragments(True, HOST_A, SERVER, sport, dport, TTL_INSIDE, 0x7C01, out_payload)
+    out_exp = udp_fragments(True, PUBLIC, SERVER, sport, dport, TTL_INSIDE - 1, 0x7C01, out_payload)
+    back_in = udp_fragments(False, SERVER, PUBLIC, dport, sport, TTL_REMOTE, 0x7D01, in_payload)
+    back_exp = udp_fragments(False, SERVER, HOST_A, dport, sport, TTL_REMOTE - 1, 0x7D01, in_payload)
     pairs = []
     for given, expected in ((out_in, out_exp), (back_in, back_exp)):
         pairs += [(given[2], None), (given[1], None),

@@ -53,6 +53,16 @@ fn message_of(kind: u16, len: u16, call_id: u16, peer: u16) -> Vec<u8> {
     m
 }
 
+/// A client's control connection to SRV through PUB, as the worker describes it.
+fn control(inside: Ipv4Addr) -> pptp::Control {
+    pptp::Control {
+        inside,
+        public: PUB,
+        pac: SRV,
+        served: false,
+    }
+}
+
 /// A TCP segment carrying `data`, checksums filled.
 fn segment(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, data: &[u8]) -> Vec<u8> {
     let mut p = tcp_segment(src, sport, dst, dport, PSH_ACK, 2000, 3000, data.len());
@@ -267,12 +277,7 @@ fn an_icmp_error_about_a_calls_gre_reaches_its_client() {
 #[test]
 fn a_server_repeating_its_answer_grows_nothing() {
     let calls = pptp::PptpCalls::default();
-    let c = pptp::Control {
-        inside: IN_A,
-        public: PUB,
-        pac: SRV,
-        served: false,
-    };
+    let c = control(IN_A);
     let mut req = message(7, 1, 0);
     calls.control(c, Outbound, &mut req, t(1)).unwrap();
     let public_id = u16::from_be_bytes([req[12], req[13]]);
@@ -376,12 +381,7 @@ fn a_calls_gre_in_fragments() {
 #[test]
 fn a_refused_call_ends_and_short_messages_are_left_alone() {
     let calls = pptp::PptpCalls::default();
-    let c = pptp::Control {
-        inside: IN_A,
-        public: PUB,
-        pac: SRV,
-        served: false,
-    };
+    let c = control(IN_A);
     let mut req = message_of(7, 168, 1, 0);
     calls.control(c, Outbound, &mut req, t(1)).unwrap();
     let id = u16::from_be_bytes([req[12], req[13]]);
@@ -405,12 +405,7 @@ fn a_refused_call_ends_and_short_messages_are_left_alone() {
 #[test]
 fn one_host_cannot_take_the_whole_table() {
     let calls = pptp::PptpCalls::default();
-    let c = |inside| pptp::Control {
-        inside,
-        public: PUB,
-        pac: SRV,
-        served: false,
-    };
+    let c = control;
     for i in 0..pptp::MAX_CALLS_PER_HOST as u16 {
         calls
             .control(c(IN_A), Outbound, &mut message(7, i, 0), t(1))
@@ -432,12 +427,7 @@ fn the_call_table_is_bounded() {
     let calls = pptp::PptpCalls::default();
     // Spread over hosts, each below its own bound.
     let per_host = pptp::MAX_CALLS_PER_HOST as usize;
-    let c = |i: usize| pptp::Control {
-        inside: Ipv4Addr::new(10, 1, (i / per_host) as u8, 1),
-        public: PUB,
-        pac: SRV,
-        served: false,
-    };
+    let c = |i: usize| control(Ipv4Addr::new(10, 1, (i / per_host) as u8, 1));
     for i in 0..MAX_CALLS {
         let mut m = message(7, i as u16, 0);
         calls.control(c(i), Outbound, &mut m, t(1)).unwrap();
@@ -462,7 +452,7 @@ proptest! {
     fn control_reads_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..200),
                                outbound in any::<bool>(), kinds in any::<u16>()) {
         let calls = pptp::PptpCalls::default();
-        let c = pptp::Control { inside: IN_A, public: PUB, pac: SRV, served: false };
+        let c = control(IN_A);
         let dir = if outbound { Outbound } else { Inbound };
         // Half the time a well-formed header in front, so the message paths run.
         let mut bytes = if kinds % 2 == 0 { message(kinds % 16, kinds, kinds) } else { Vec::new() };
@@ -483,7 +473,7 @@ proptest! {
     ) {
         let calls = pptp::PptpCalls::default();
         for (outbound, second, kind, id, peer) in msgs {
-            let c = pptp::Control { inside: if second { IN_B } else { IN_A }, public: PUB, pac: SRV, served: false };
+            let c = control(if second { IN_B } else { IN_A });
             let dir = if outbound { Outbound } else { Inbound };
             let mut m = message(kind, id, peer);
             calls.control(c, dir, &mut m, t(1)).unwrap();
