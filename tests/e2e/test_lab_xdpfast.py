@@ -115,8 +115,10 @@ def test_its_cpu_is_charged_where_xdp_runs(lab):
     4 ms tick of XDP work: there only the columns' sum is checked."""
     c = arm(lab, ARM)["unpaced"]
     assert c["softirq_ns"] > 0 and c["softirq_ns"] > c["threads_ns"], c
-    f = arm(lab, ARM)["fixed"]
-    assert abs(f["cpu_ns"] - f["threads_ns"] - f["softirq_ns"]) < 1e-6 * f["cpu_ns"] + 1e-6, f
+    # Each round's columns add up (the medians are each column's own).
+    for r in next(a["rounds"] for a in lab["arms"] if a["arm"] == ARM):
+        f = r["fixed"]
+        assert abs(f["cpu_ns"] - f["threads_ns"] - f["softirq_ns"]) < 1e-6 * f["cpu_ns"] + 1e-6, f
 
 
 def test_its_ratios_to_the_kernel_nat_and_its_floor(lab):
