@@ -394,33 +394,38 @@ impl Nat44Worker {
                 let Some(call) = calls.inbound(dst, src, id, now) else {
                     // A client of an inside server: its GRE may come before the server's.
                     if let Some(server) = calls.served(dst, src, now) {
-                        if live_hit(&self.shared, &f.tuple, now).is_none() {
-                            let original = Tuple::new(
-                                Proto::Other,
-                                Endpoint::new(server, f.tuple.dst.port),
-                                Endpoint::new(src, f.tuple.src.port),
-                            );
-                            self.new_outbound(now, &original)?;
-                        }
+                        let original = Tuple::new(
+                            Proto::Other,
+                            Endpoint::new(server, f.tuple.dst.port),
+                            Endpoint::new(src, f.tuple.src.port),
+                        );
+                        self.open_for(now, &f.tuple, &original)?;
                     }
                     return self.flow_or_first(now, dir, leg, f, first, pkt);
                 };
                 f.tuple.src.port = call.pac_id;
                 f.tuple.dst.port = call.public_id;
                 self.retire_stale_call_session(&call, src, now);
-                if live_hit(&self.shared, &f.tuple, now).is_none() {
-                    let original = Tuple::new(
-                        Proto::Other,
-                        Endpoint::new(call.inside, call.public_id),
-                        Endpoint::new(src, call.pac_id),
-                    );
-                    self.new_outbound(now, &original)?;
-                }
+                let original = Tuple::new(
+                    Proto::Other,
+                    Endpoint::new(call.inside, call.public_id),
+                    Endpoint::new(src, call.pac_id),
+                );
+                self.open_for(now, &f.tuple, &original)?;
                 let hairpin = self.flow_or_first(now, dir, leg, f, first, pkt)?;
                 pptp::set_gre_call_id(&mut pkt[f.l4_off..end], call.pns_id);
                 Ok(hairpin)
             }
         }
+    }
+
+    /// An inbound packet of tuple `t` that the control channel expects, before the
+    /// inside host has sent anything: its session made from the inside's `original`.
+    fn open_for(&mut self, now: Timestamp, t: &Tuple, original: &Tuple) -> Result<(), DropReason> {
+        if live_hit(&self.shared, t, now).is_none() {
+            self.new_outbound(now, original)?;
+        }
+        Ok(())
     }
 
     /// A call's public id is free again as soon as the call ends, while the ended call's
@@ -1214,23 +1219,25 @@ fn forward(
 ) -> Result<bool, DropReason> {
     let flags = h.flags();
     if flags & ALG != 0 {
-        return forward_alg(sh, h, dir, leg, f, now, pkt);
+        return forward_alg(sh, h, flags, dir, leg, f, now, pkt);
     }
     forward_with::<false>(sh, h, flags, dir, leg, f, now, pkt)
 }
 
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)] // forward_with's, passed on
 fn forward_alg(
     sh: &Nat44Shared,
     h: conntrack::Hit<'_>,
+    flags: u32,
     dir: Direction,
     leg: Leg,
     f: &Flow,
     now: Timestamp,
     pkt: &mut [u8],
 ) -> Result<bool, DropReason> {
-    forward_with::<true>(sh, h, h.flags(), dir, leg, f, now, pkt)
+    forward_with::<true>(sh, h, flags, dir, leg, f, now, pkt)
 }
 
 /// [`forward`]'s steps; `ALG_READS`: the session's payload is read (`pptp_control`)
@@ -1268,7 +1275,7 @@ fn forward_with<const ALG_READS: bool>(
         }
     };
     if ALG_READS {
-        pptp_control(sh, &h, dir, f, now, &mut pkt[..end])?;
+        pptp_control(sh, &h, flags, dir, f, now, &mut pkt[..end])?;
     }
     Ok(returns(flags, dir))
 }
@@ -1281,31 +1288,25 @@ fn forward_with<const ALG_READS: bool>(
 fn pptp_control(
     sh: &Nat44Shared,
     h: &conntrack::Hit<'_>,
+    flags: u32,
     dir: Direction,
     f: &Flow,
     now: Timestamp,
     pkt: &mut [u8],
 ) -> Result<(), DropReason> {
+    // The record's tuples name the inside host, the public address and the outside
+    // host, whichever way the packet goes; the server is the inside host when the
+    // outside opened the connection (a port forward).
     let (initial, revised) = (h.initial(), h.revised());
-    let c = match dir {
-        Direction::Outbound => pptp::Control {
-            inside: initial.src.addr,
-            public: revised.src.addr,
-            pac: initial.dst.addr,
-            served: false,
-        },
-        Direction::Inbound => pptp::Control {
-            inside: revised.dst.addr,
-            public: initial.dst.addr,
-            pac: initial.src.addr,
-            served: false,
-        },
+    let (inside, public, pac) = match dir {
+        Direction::Outbound => (initial.src.addr, revised.src.addr, initial.dst.addr),
+        Direction::Inbound => (revised.dst.addr, initial.dst.addr, initial.src.addr),
     };
-    // The same endpoints either way; the server is the inside host when the outside
-    // opened the connection (a port forward).
     let c = pptp::Control {
-        served: h.flags() & FROM_INSIDE == 0,
-        ..c
+        inside,
+        public,
+        pac,
+        served: flags & FROM_INSIDE == 0,
     };
     let Some(&off) = pkt.get(f.l4_off + 12) else {
         return Ok(());
