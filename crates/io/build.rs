@@ -1,6 +1,6 @@
-//! Compiles the AF_XDP steering program (`bpf/xdp_steer.c`) and the AF_PACKET
-//! backend's tc fast path (`bpf/tc_fast.c`) with clang and leaves the objects in
-//! `OUT_DIR/xdp_steer.o` and `OUT_DIR/tc_fast.o` for `include_bytes!`.
+//! Compiles the AF_XDP steering program (`bpf/xdp_steer.c`), the AF_PACKET backend's
+//! tc fast path (`bpf/tc_fast.c`) and its fanout program (`bpf/fanout.c`) with clang and
+//! leaves the objects in `OUT_DIR/<name>.o` for `include_bytes!`.
 //!
 //! Without clang the object is an empty file: the crate still builds, and
 //! `afxdp::AfXdp::open` then fails with a clear error so callers fall back to
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let srcs = ["bpf/xdp_steer.c", "bpf/tc_fast.c"];
+    let srcs = ["bpf/xdp_steer.c", "bpf/tc_fast.c", "bpf/fanout.c"];
     for src in srcs {
         println!("cargo:rerun-if-changed={src}");
     }
@@ -50,8 +50,15 @@ fn main() {
         return;
     }
     for src in srcs {
+        // The fanout program takes its turn with an atomic fetch-and-add (BPF v3, Linux
+        // 5.12); the others keep the oldest instruction set.
+        let cpu = if src.ends_with("fanout.c") {
+            "-mcpu=v3"
+        } else {
+            "-mcpu=generic"
+        };
         let status = Command::new(&clang)
-            .args(["-O2", "-g", "-target", "bpf", "-c", src, "-o"])
+            .args(["-O2", "-g", "-target", "bpf", cpu, "-c", src, "-o"])
             .arg(obj(src))
             .status()
             .expect("run clang");

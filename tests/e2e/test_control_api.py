@@ -420,6 +420,18 @@ def test_workers_and_the_reaper_run_on_the_configured_cpus(quicknat, backend):
         assert got, g.qn.text()[-1500:]
         lo, hi = sorted(map(int, got[:2]))
         assert got[2] == ("inf" if lo == 0 else f"{hi / lo:.2f}"), got
+        # How the workers share the flows: on AF_PACKET the fanout program places them in
+        # turn (16 flows out and their 16 replies: 32 IPv4 flows, 16 each, 17/15 at worst
+        # when two CPUs place at once); on AF_XDP the queues decide.
+        st = g.json("status")[1]["status"]
+        pl = st["placement"]
+        if st["backend"].startswith("AF_PACKET"):  # also AF_XDP's fallback
+            assert pl["how"] == "flows", pl
+            v4 = pl["flows_per_worker"]["ipv4"]
+            assert sum(v4) >= 32 and min(v4) > 0 and max(v4) / min(v4) <= 1.2, pl
+            assert re.search(r"placement\s+flows: ipv4 \d+,\d+ ipv6 \d+,\d+ \(", g.ctl("status").stdout)
+        else:
+            assert pl["how"] == "queues" and pl["flows_per_worker"] is None, pl
     finally:
         left = g.close()
         shutil.rmtree(g.dir, ignore_errors=True)

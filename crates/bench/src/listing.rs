@@ -193,6 +193,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
             started: Instant::now(),
             config: None,
             cpus: None,
+            placement: None,
         },
         reload: None,
         routing: None,

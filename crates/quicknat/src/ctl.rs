@@ -385,6 +385,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                     format!("{} ({})", s(&st["backend"]), s(&st["backend_why"])),
                 ],
                 vec!["workers".into(), s(&st["workers"])],
+                vec!["placement".into(), placement_row(&st["placement"])],
                 vec!["cpus".into(), cpus_row(&st["cpus"])],
                 vec!["uptime".into(), format!("{} s", st["uptime_s"])],
                 vec!["sessions".into(), s(&st["sessions"])],
@@ -477,6 +478,29 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
 }
 
 /// `status`'s CPUs: `workers 0,1 (gateway.cpus), reaper 0`, then any interrupt warning.
+/// `status`'s placement row: how the workers share the traffic, and (flows placed) the
+/// flows each worker got per IP version, e.g. `flows: ipv4 16,16 ipv6 16,16 (why)`.
+fn placement_row(p: &Value) -> String {
+    if p.is_null() {
+        return "-".into();
+    }
+    let list = |v: &Value| {
+        v.as_array().map_or_else(String::new, |a| {
+            a.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    };
+    let f = &p["flows_per_worker"];
+    let counts = if f.is_object() {
+        format!(" ipv4 {} ipv6 {}", list(&f["ipv4"]), list(&f["ipv6"]))
+    } else {
+        String::new()
+    };
+    format!("{}:{counts} ({})", s(&p["how"]), s(&p["why"]))
+}
+
 fn cpus_row(c: &Value) -> String {
     if !c.is_object() {
         return "-".into();

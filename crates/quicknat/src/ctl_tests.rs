@@ -151,3 +151,34 @@ fn status_and_stats_show_the_xdp_fast_path_as_its_own_entry() {
         "{t}"
     );
 }
+
+#[test]
+fn status_shows_how_the_workers_share_the_traffic() {
+    let mut st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
+        "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_PACKET",
+        "backend_why":"configured","workers":2,"uptime_s":5,"config":null,
+        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
+        "placement":{"how":"flows","why":"in turn","flows_per_worker":{"ipv4":[16,15],"ipv6":[3,3]}}});
+    let row = |st: &Value| {
+        let t = table(
+            &Verb::Status,
+            &[],
+            &json!({"v":1,"ok":true,"end":"status","status":st}),
+        );
+        t.lines()
+            .find(|l| l.starts_with("placement"))
+            .unwrap_or_else(|| panic!("no placement row in\n{t}"))
+            .to_owned()
+    };
+    assert!(
+        row(&st).ends_with("flows: ipv4 16,15 ipv6 3,3 (in turn)"),
+        "{}",
+        row(&st)
+    );
+    st["placement"] = json!({"how":"kernel_hash","why":"no program","flows_per_worker":null});
+    assert!(
+        row(&st).ends_with("kernel_hash: (no program)"),
+        "{}",
+        row(&st)
+    );
+}

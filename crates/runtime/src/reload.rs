@@ -122,6 +122,7 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
         ("outside", o.outside != n.outside),
         ("backend", o.backend != n.backend),
         ("workers", o.workers != n.workers),
+        ("placement", o.placement != n.placement),
         ("busy_poll", o.busy_poll != n.busy_poll),
         ("stats_interval", o.stats_interval != n.stats_interval),
         ("kernel_bypass", o.kernel_bypass != n.kernel_bypass),

@@ -26,6 +26,7 @@
 //!   virtio-net header ([`VnetHdr`]) and lets the kernel segment and checksum
 //!   them on the way out.
 
+mod placement;
 mod port;
 mod ring;
 mod sys;
@@ -44,8 +45,10 @@ mod tests;
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use placement::FlowPlacement;
 pub use port::PacketPort;
 pub use tx::AfPacketTx;
 
@@ -66,8 +69,12 @@ pub struct AfPacketConfig {
     pub frame_size: usize,
     /// Hand a partly filled block to user space after this many ms (default 1).
     pub block_timeout_ms: u32,
-    /// Join fanout group `id` (`PACKET_FANOUT_HASH`): sockets of a group share the traffic by flow.
+    /// Join fanout group `id`: sockets of a group share the traffic by flow, placed by
+    /// [`placement`](Self::placement) or else by the kernel's hash (`PACKET_FANOUT_HASH`).
     pub fanout: Option<u16>,
+    /// With `fanout`: the program that places the group's flows (`PACKET_FANOUT_EBPF`);
+    /// every socket of the group must name the same one. `None`: the kernel's hash.
+    pub placement: Option<Arc<FlowPlacement>>,
     /// Do not receive frames this host transmits on the interface (default true).
     /// Applied as `PACKET_IGNORE_OUTGOING`, or as `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` in a fanout group.
     pub ignore_outgoing: bool,
@@ -95,6 +102,7 @@ impl AfPacketConfig {
             frame_size: 2048,
             block_timeout_ms: 1,
             fanout: None,
+            placement: None,
             ignore_outgoing: true,
             vnet_hdr: false,
             ip_version: None,
@@ -202,13 +210,21 @@ impl AfPacket {
         match cfg.fanout {
             Some(group) => {
                 // LAB-NOTES trap: the per-socket option is ignored inside a group.
-                let mut flags = libc::PACKET_FANOUT_HASH;
+                let mut flags = if cfg.placement.is_some() {
+                    libc::PACKET_FANOUT_EBPF
+                } else {
+                    libc::PACKET_FANOUT_HASH
+                };
                 if cfg.ignore_outgoing {
                     flags |= libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
                 }
                 let arg = (u32::from(group) | (flags << 16)) as libc::c_int;
                 sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
                     .map_err(ctx(&format!("PACKET_FANOUT group {group}")))?;
+                if let Some(p) = &cfg.placement {
+                    p.join(&fd)
+                        .map_err(ctx(&format!("PACKET_FANOUT_DATA group {group}")))?;
+                }
             }
             None if cfg.ignore_outgoing => {
                 sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &on)

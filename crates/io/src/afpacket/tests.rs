@@ -23,6 +23,7 @@ use wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, UdpPacket};
 
 use super::*;
 
+mod placement;
 mod vnet;
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 77, 1];

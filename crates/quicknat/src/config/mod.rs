@@ -339,7 +339,7 @@ fn convert_gateway(
     src: &Source<'_>,
     g: &raw::RawGateway,
 ) -> Result<runtime::live::GatewayConfig, ConfigFileError> {
-    use runtime::live::{Backend, GatewayConfig};
+    use runtime::live::{Backend, GatewayConfig, PlacementSwitch};
     let name = |v: &Spanned<String>, field: &str| {
         let n = v.get_ref();
         if n.is_empty() || n.len() > 15 || n.contains(['/', ' ']) {
@@ -370,6 +370,18 @@ fn convert_gateway(
                 b,
                 "gateway.backend".into(),
                 "expected \"af_packet\" or \"af_xdp\"".into(),
+            ));
+        }
+    };
+    let placement = match g.placement.as_ref().map(|b| b.get_ref().as_str()) {
+        None | Some("flows") => PlacementSwitch::Flows,
+        Some("hash") => PlacementSwitch::Hash,
+        Some(_) => {
+            let p = g.placement.as_ref().expect("matched Some");
+            return Err(src.bad_value(
+                p,
+                "gateway.placement".into(),
+                "expected \"flows\" or \"hash\"".into(),
             ));
         }
     };
@@ -413,6 +425,7 @@ fn convert_gateway(
         control_group,
         backend,
         workers,
+        placement,
         busy_poll: g.busy_poll.unwrap_or(false),
         kernel_bypass: g.kernel_bypass.unwrap_or(true),
         offloads_off: g.offloads_off.unwrap_or(true),

@@ -46,6 +46,8 @@ pub(super) struct RawGateway {
     pub backend: Option<Spanned<String>>,
     /// Worker threads.
     pub workers: Option<Spanned<u64>>,
+    /// `"flows"` or `"hash"`: how AF_PACKET's workers share the flows.
+    pub placement: Option<Spanned<String>>,
     /// Spin instead of sleeping when idle.
     pub busy_poll: Option<bool>,
     /// Seconds between counter log lines.

@@ -1556,6 +1556,37 @@ fn nat44_sub_tables_without_a_nat44_line_load() {
     assert_eq!(e.line, Some(3));
 }
 
+#[test]
+fn gateway_placement() {
+    use runtime::live::PlacementSwitch;
+    let gw = "[gateway]\ninside = \"in0\"\noutside = \"out0\"\n";
+    let g = load_str(&format!("{BASE}\n{gw}"), "t.toml")
+        .unwrap()
+        .gateway
+        .unwrap();
+    assert_eq!(g.placement, PlacementSwitch::Flows, "flows by default");
+    for (v, want) in [
+        ("flows", PlacementSwitch::Flows),
+        ("hash", PlacementSwitch::Hash),
+    ] {
+        let text = format!("{BASE}\n{gw}placement = \"{v}\"\n");
+        assert_eq!(
+            load_str(&text, "t.toml")
+                .unwrap()
+                .gateway
+                .unwrap()
+                .placement,
+            want
+        );
+    }
+    expect_err(
+        &format!("{BASE}\n{gw}placement = \"rss\"\n"),
+        "placement =",
+        "gateway.placement",
+        "expected \"flows\" or \"hash\"",
+    );
+}
+
 // -- XDP fast path: xdp_fast_path, xdp_fast_path_entries, xdp_fast_path_idle --
 #[test]
 fn gateway_xdp_fast_path() {

@@ -106,6 +106,8 @@ pub struct GatewayFacts {
     /// Where the threads run, and the warnings about workers on CPUs that take the
     /// interfaces' interrupts.
     pub cpus: Option<(crate::live::cpus::CpuPlan, Vec<String>)>,
+    /// How the workers share the traffic.
+    pub placement: Option<crate::live::Placement>,
 }
 
 /// The configuration file a gateway was started with.
@@ -876,6 +878,7 @@ impl ApiState {
             "backend": f.backend,
             "backend_why": f.backend_why,
             "workers": f.workers,
+            "placement": f.placement.as_ref().map(|p| p.status_json()),
             "cpus": f.cpus.as_ref().map(|(p, warnings)| json!({
                 "workers": p.workers,
                 "reaper": p.reaper,

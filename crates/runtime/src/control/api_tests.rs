@@ -221,6 +221,7 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
             backend: "AF_PACKET TPACKET_V3".into(),
             backend_why: "[gateway] backend = AfPacket".into(),
             workers: 2,
+            placement: Some(crate::live::Placement::hash(2)),
             started: Instant::now(),
             config: Some(Arc::new(std::sync::Mutex::new(ConfigSource {
                 path: "/etc/q.toml".into(),
@@ -328,6 +329,11 @@ fn every_command_answers_json_lines_of_the_documented_shape() {
     assert_eq!(status["mode"], "nat44");
     assert_eq!(status["inside"]["name"], "in0");
     assert_eq!(status["workers"], 2);
+    assert_eq!(status["placement"]["how"], "kernel_hash");
+    assert_eq!(
+        status["placement"]["flows_per_worker"],
+        serde_json::Value::Null
+    );
     assert_eq!(
         status["cpus"],
         serde_json::json!({"workers":[0,1],"reaper":null,"configured":false,"irq_warnings":[]})

@@ -29,6 +29,8 @@ pub struct GatewayConfig {
     pub backend: Backend,
     /// Worker threads.
     pub workers: usize,
+    /// AF_PACKET with several workers: how the workers share the flows.
+    pub placement: PlacementSwitch,
     /// Spin instead of sleeping when idle.
     pub busy_poll: bool,
     /// Time between counter log lines.
@@ -76,6 +78,17 @@ pub struct GatewayConfig {
     pub reaper_cpu: Option<usize>,
 }
 
+/// `[gateway] placement`: how AF_PACKET's fanout groups give packets to the workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PlacementSwitch {
+    /// New flows to the workers in turn, each IP version on its own, each flow kept on
+    /// its worker (the fanout program); the kernel's hash where the program cannot load.
+    #[default]
+    Flows,
+    /// The kernel's flow hash (`PACKET_FANOUT_HASH`): many flows spread evenly, few by luck.
+    Hash,
+}
+
 /// `[gateway] xdp_fast_path`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FastPathSwitch {
@@ -109,6 +122,7 @@ impl GatewayConfig {
             outside,
             backend: Backend::AfPacket,
             workers: 1,
+            placement: PlacementSwitch::Flows,
             busy_poll: false,
             stats_interval: Duration::from_secs(10),
             kernel_bypass: true,

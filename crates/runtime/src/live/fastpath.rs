@@ -723,10 +723,10 @@ pub(crate) fn attach(
         }
         // The tc program was attached before the sockets were opened (fastpath_tc), or
         // could not be, which open_ports has said already.
-        super::open::Opened::Packet(_, Some(h)) => {
+        super::open::Opened::Packet(_, Some(h), _) => {
             (h[0].fast_path(), h[1].fast_path(), "tc ingress")
         }
-        super::open::Opened::Packet(_, None) => return Ok(None),
+        super::open::Opened::Packet(_, None, _) => return Ok(None),
     };
     let fast = XdpFastPath::new(
         kind,

@@ -30,6 +30,7 @@ pub(crate) mod forward;
 mod gso;
 mod netview;
 mod open;
+mod placement;
 mod stats;
 pub(crate) mod threads;
 mod worker;
@@ -49,13 +50,14 @@ use io::rawip::{RawIpv4, RawIpv6};
 use io::Port;
 
 pub(crate) use config::clamp_translator_mtus;
-pub use config::{Backend, GatewayConfig};
+pub use config::{Backend, GatewayConfig, PlacementSwitch};
 pub use config::{FastPathSwitch, XDP_FAST_PATH_ENTRIES, XDP_FAST_PATH_IDLE};
 pub use fastpath::FastPathCounters;
 pub use fastpath_status::FastPathStatus;
 use forward::{Handoff, KernelHandoff, ProbeQueue};
 use netview::{Link, NetView, Published};
 use open::Opened;
+pub use placement::Placement;
 pub(crate) use stats::Snapshot;
 pub use stats::{stats_line, IoCounters, Summary};
 use stats::{totals, worker_spread};
@@ -390,6 +392,7 @@ pub fn run(
                 api.facts.config = config_source.clone();
             }
             api.facts.cpus = Some((cpu_plan.clone(), irq_warnings.clone()));
+            api.facts.placement = Some(opened.placement());
             // XDP fast path.
             let api = crate::control::api::ApiState {
                 fast_path: Some(Arc::clone(&fast_status)),
@@ -550,7 +553,7 @@ pub fn run(
             Opened::Xdp(ports) => {
                 spawn_workers(&s, &shared, ports, &setup, &stop, clock, &cpu_plan)
             }
-            Opened::Packet(ports, _) => {
+            Opened::Packet(ports, ..) => {
                 spawn_workers(&s, &shared, ports, &setup, &stop, clock, &cpu_plan)
             }
         }
@@ -875,6 +878,7 @@ fn control_api(
             started: Instant::now(),
             config: opts.config.map(|c| Arc::new(std::sync::Mutex::new(c))),
             cpus: None,
+            placement: None,
         },
         reload,
         routing: None,

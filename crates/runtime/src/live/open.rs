@@ -12,6 +12,7 @@ use io::host::{self, ForwardGuard, HostState, IngressFilter, OffloadSettings, Of
 use io::tcfast::TcFastPath;
 
 use super::netview::Link;
+use super::placement::Placement;
 use super::{Backend, GatewayConfig, LiveError};
 
 /// The ports of every worker (inside, outside), by backend.
@@ -19,9 +20,13 @@ pub(crate) enum Opened {
     /// AF_XDP: one socket per worker and interface (worker i on queue i).
     Xdp(Vec<[AfXdp; 2]>),
     /// AF_PACKET: a ring and a transmit socket per worker and interface, spread by
-    /// PACKET_FANOUT; with the fast path, its tc program on each interface (which owns
-    /// the kernel bypass then, and lives as long as the ports).
-    Packet(Vec<[PacketPort; 2]>, Option<Box<[TcFastPath; 2]>>),
+    /// PACKET_FANOUT as the placement says; with the fast path, its tc program on each
+    /// interface (which owns the kernel bypass then, and lives as long as the ports).
+    Packet(
+        Vec<[PacketPort; 2]>,
+        Option<Box<[TcFastPath; 2]>>,
+        Placement,
+    ),
 }
 
 impl Opened {
@@ -30,6 +35,14 @@ impl Opened {
         match self {
             Opened::Xdp(_) => "AF_XDP (copy mode)",
             Opened::Packet(..) => "AF_PACKET TPACKET_V3",
+        }
+    }
+
+    /// How the workers share the traffic.
+    pub fn placement(&self) -> Placement {
+        match self {
+            Opened::Xdp(ports) => Placement::queues(ports.len()),
+            Opened::Packet(_, _, p) => p.clone(),
         }
     }
 }
@@ -189,11 +202,18 @@ pub(crate) fn open_ports(
     // translated on their link, so they see what the program leaves them (fastpath_tc).
     let hooks = super::fastpath_tc::attach(gw, links, fams, local, log)?;
     let fanout = |base: u16| (gw.workers > 1).then(|| base.wrapping_add(std::process::id() as u16));
+    let placement = match gw.placement {
+        super::PlacementSwitch::Flows => {
+            Placement::packet(gw.workers, gw.xdp_fast_path_entries, log)
+        }
+        super::PlacementSwitch::Hash => Placement::hash(gw.workers),
+    };
     let mut ports = Vec::with_capacity(gw.workers);
     for _ in 0..gw.workers {
         let open = |l: &Link, base: u16, fam: u8| {
             let mut cfg = AfPacketConfig::new(l.name.clone());
             cfg.fanout = fanout(base);
+            cfg.placement = placement.program();
             cfg.ignore_outgoing = true;
             cfg.vnet_hdr = gso;
             cfg.ip_version = hooks.is_some().then_some(fam);
@@ -207,7 +227,7 @@ pub(crate) fn open_ports(
             open(&links[1], 0x5200, fams[1])?,
         ]);
     }
-    Ok(Opened::Packet(ports, hooks.map(Box::new)))
+    Ok(Opened::Packet(ports, hooks.map(Box::new), placement))
 }
 
 /// Before any port is opened (an XDP program changes a veth's features): takes the
@@ -421,7 +441,7 @@ pub(crate) fn host_setup(
             "offloads: gro, lro, tso, gso and tx checksumming turned off on {inside} and {outside} (set offloads_off = false to keep them)"
         ));
     }
-    let filter = if gw.kernel_bypass && matches!(opened, Opened::Packet(_, Some(_))) {
+    let filter = if gw.kernel_bypass && matches!(opened, Opened::Packet(_, Some(_), _)) {
         // A table at netdev ingress would drop the frames before the protocol-bound
         // sockets see them: the tc program keeps them from the kernel instead.
         log(format!(

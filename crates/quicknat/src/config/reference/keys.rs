@@ -290,6 +290,12 @@ const GATEWAY: &[Key] = &[
     k("workers", "integer", Value("1"), "1-64",
       "Worker threads; each serves a share of the flows (kernel fanout or queues) and is \
        pinned to a core.", "2"),
+    k("placement", "string", Value("\"flows\""), "`\"flows\"`, `\"hash\"`",
+      "AF_PACKET with several workers: `\"flows\"` gives new flows to the workers in turn, \
+       each IP version on its own, and keeps each flow on its worker (a fanout program; \
+       the kernel's hash where it cannot load, said in the log and `status`); `\"hash\"` \
+       spreads by the kernel's flow hash, even for many flows, uneven for few. AF_XDP: \
+       the NIC's queues decide.", "\"hash\""),
     k("busy_poll", "boolean", Value("false"), "",
       "Workers spin instead of sleeping when idle: lower latency, a full core each.", "true"),
     k("stats_interval", SECS, Value("10"), "1-86400",
