@@ -2,9 +2,10 @@
 //! worker with the fewest flows, and the flow stays there.
 //!
 //! A per-packet hash (RSS) spreads *many* flows evenly but cannot spread *few*: 32 flows
-//! thrown at 8 queues land 4-per-queue only by luck (see [`crate::rss`]). When quicknat
-//! itself dispatches (pcap replay, a single-queue interface, the benchmark), it sees
-//! every flow's first packet and can place flows exactly, like a NIC's flow director.
+//! thrown at 8 queues land 4-per-queue only by luck (see [`crate::rss`]). When the
+//! benchmark dispatches, it sees every flow's first packet and can place flows exactly,
+//! like a NIC's flow director (the live gateway's AF_PACKET fanout program does the same
+//! in the kernel, in turn rather than by least flows: `io::afpacket::FlowPlacement`).
 //! The flow table is bounded; past its capacity, new flows fall back to the RSS hash.
 
 use std::collections::HashMap;

@@ -41,9 +41,9 @@ enum Command {
     /// topology, alternating (root): nat44 (vs the kernel's nftables NAT), nat64 and siit (vs TAYGA),
     /// ila (TCP request/response, direct kernel forwarding vs through quicknat ILA routers),
     /// attack (NAT44 vs the kernel's NAT under floods, a greedy host, hash collisions,
-    /// link flaps and a gateway restart).
+    /// link flaps and a gateway restart), spread (how evenly workers share few flows).
     Lab {
-        /// Which topology: nat44, nat64, siit, ila, attack or cluster.
+        /// Which topology: nat44, nat64, siit, ila, attack, cluster or spread.
         #[arg(long, value_enum, default_value_t = Topology::Nat44)]
         topology: Topology,
         /// Seconds per measurement (default 5; attack: seconds of SYN flood, 60 in the
@@ -202,6 +202,9 @@ enum Topology {
     /// 2-3 quicknat gateways between BIRD routers (BGP, BFD, policy-routed slices): spread,
     /// throughput, and failover by SIGKILL and link down, deterministic vs dynamic NAT.
     Cluster,
+    /// How evenly 2 AF_PACKET workers share 32 IPv6 and 32 IPv4 flows (NAT64), flow
+    /// placement against the kernel's hash.
+    Spread,
 }
 
 /// `quicknat-lab flood` arguments.
@@ -668,6 +671,14 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 flood_pps: attack.flood_pps,
                 short: attack.short,
                 cells: attack.cells,
+            })?,
+            json,
+        ),
+        Topology::Spread => print_report(
+            &lab::spread::run_spread(&lab::spread::SpreadOptions {
+                seconds,
+                rounds,
+                quicknat,
             })?,
             json,
         ),

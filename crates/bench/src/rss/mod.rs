@@ -3,10 +3,10 @@
 //!
 //! When input arrives on one queue (a pcap, a single-queue interface, the in-memory
 //! benchmark) flows can be spread over worker threads with this module, so that a flow
-//! always lands on the same worker, exactly as a multi-queue NIC would do it. Today only
-//! the benchmark dispatches this way (the live gateway uses the NIC's own queues), so the
-//! module lives in the bench crate; it moves back to the runtime when that dispatches
-//! single-queue input itself.
+//! always lands on the same worker, exactly as a multi-queue NIC would do it. Only the
+//! benchmark dispatches this way, so the module lives in the bench crate: the live
+//! gateway's workers get their flows from the NIC's queues (AF_XDP) or from its fanout
+//! program (AF_PACKET, `io::afpacket::FlowPlacement`), which places flows in the kernel.
 //!
 //! This module must never panic on packet bytes, never allocate on the per-packet path
 //! (only [`Toeplitz::new`], [`Indirection::new`] and [`Spread::new`] allocate), and

@@ -24,6 +24,7 @@ pub mod nat44;
 pub mod nat64;
 /// `--plot DIR`: the NAT44 lab's ratios as an SVG bar chart.
 pub mod plot;
+pub mod spread;
 pub(crate) mod xdpfast;
 
 use std::path::{Path, PathBuf};

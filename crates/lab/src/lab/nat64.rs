@@ -44,7 +44,7 @@ use super::{
 
 const SERVER: &str = "198.51.100.2";
 /// The server as the IPv6-only client names it (pref64 + 198.51.100.2).
-const SERVER6: &str = "2001:db8:64::c633:6402";
+pub(super) const SERVER6: &str = "2001:db8:64::c633:6402";
 const PREF64: &str = "2001:db8:64::/96";
 const TUN: &str = "qnlab64";
 
@@ -86,7 +86,7 @@ impl Xlat {
     }
 
     /// The translation tables every quicknat arm runs.
-    fn mode(self) -> String {
+    pub(super) fn mode(self) -> String {
         match self {
             Xlat::Nat64 => format!("[nat64]\npref64 = \"{PREF64}\"\npool4 = [\"203.0.113.1/32\"]\n"),
             Xlat::Siit => format!(
@@ -174,7 +174,7 @@ pub struct Nat64Report {
     pub ratios: Vec<Nat64Ratio>,
 }
 
-fn devs(lab: &Lab) -> [(&str, &str); 4] {
+pub(super) fn devs(lab: &Lab) -> [(&str, &str); 4] {
     [
         (lab.cli(), "c0"),
         (lab.gw(), "g-in"),
@@ -183,7 +183,7 @@ fn devs(lab: &Lab) -> [(&str, &str); 4] {
     ]
 }
 
-fn build() -> Result<Lab> {
+pub(super) fn build() -> Result<Lab> {
     let lab = Lab::new(&["cli64", "gw64", "srv64"], stop_flag()?)?;
     lab.veth(lab.cli(), "c0", lab.gw(), "g-in")?;
     lab.veth(lab.srv(), "s0", lab.gw(), "g-out")?;
