@@ -432,6 +432,10 @@ def test_workers_and_the_reaper_run_on_the_configured_cpus(quicknat, backend):
             assert re.search(r"placement\s+flows: ipv4 \d+,\d+ ipv6 \d+,\d+ \(", g.ctl("status").stdout)
         else:
             assert pl["how"] == "queues" and pl["flows_per_worker"] is None, pl
+        # The NIC's receive hash: a veth has no settings, and the gateway says so.
+        for dev in (st["inside"]["name"], st["outside"]["name"]):
+            assert st["rx_hash"][dev]["supported"] is False, st["rx_hash"]
+            assert f"receive hash: {dev} has no receive hash settings" in g.qn.text()
     finally:
         left = g.close()
         shutil.rmtree(g.dir, ignore_errors=True)

@@ -194,6 +194,7 @@ pub fn run(sessions: usize, rounds: usize, window: Duration) -> ListingReport {
             config: None,
             cpus: None,
             placement: None,
+            rx_hash: None,
         },
         reload: None,
         routing: None,

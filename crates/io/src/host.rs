@@ -31,6 +31,7 @@ mod guard;
 mod leftover;
 mod lock;
 mod prune;
+pub mod rxhash;
 mod state;
 pub use guard::{Dropped, ForwardGuard};
 pub use leftover::{detach_leftover_programs, legacy_attach, TC_PROGRAM, XDP_PROGRAM};

@@ -386,6 +386,7 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
                 ],
                 vec!["workers".into(), s(&st["workers"])],
                 vec!["placement".into(), placement_row(&st["placement"])],
+                vec!["receive hash".into(), rx_hash_row(&st["rx_hash"])],
                 vec!["cpus".into(), cpus_row(&st["cpus"])],
                 vec!["uptime".into(), format!("{} s", st["uptime_s"])],
                 vec!["sessions".into(), s(&st["sessions"])],
@@ -499,6 +500,48 @@ fn placement_row(p: &Value) -> String {
         String::new()
     };
     format!("{}:{counts} ({})", s(&p["how"]), s(&p["why"]))
+}
+
+/// `status`'s receive hash row: per interface, the NIC's hash fields per flow type
+/// (`g-out tcp4 sdfn udp4 sdfn tcp6 sdfn udp6 sd (why)`), or that it has none.
+fn rx_hash_row(r: &Value) -> String {
+    let Some(ifaces) = r.as_object() else {
+        return "-".into();
+    };
+    let parts: Vec<String> = ifaces
+        .iter()
+        .map(|(name, v)| {
+            if v["supported"] != Value::Bool(true) {
+                return format!("{name}: none (the driver has no settings)");
+            }
+            let flows: Vec<String> = v["flows"]
+                .as_object()
+                .map(|f| {
+                    f.iter()
+                        .map(|(flow, h)| {
+                            let now = s(&h["now"]);
+                            let now = if now.is_empty() { "none".into() } else { now };
+                            let before = s(&h["before"]);
+                            let changed = if before != s(&h["now"]) {
+                                format!(
+                                    " (was {})",
+                                    if before.is_empty() { "none" } else { &before }
+                                )
+                            } else {
+                                String::new()
+                            };
+                            let err = h["error"]
+                                .as_str()
+                                .map_or(String::new(), |e| format!(" ({e})"));
+                            format!("{flow} {now}{changed}{err}")
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{name}: {}", flows.join(", "))
+        })
+        .collect();
+    parts.join("; ")
 }
 
 fn cpus_row(c: &Value) -> String {

@@ -182,3 +182,28 @@ fn status_shows_how_the_workers_share_the_traffic() {
         row(&st)
     );
 }
+
+#[test]
+fn status_shows_the_receive_hash_of_each_interface() {
+    let st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
+        "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_PACKET",
+        "backend_why":"configured","workers":2,"uptime_s":5,"config":null,
+        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
+        "rx_hash":{"g-in":{"supported":false,"why":"Operation not supported"},
+                   "g-out":{"supported":true,"flows":{
+                       "tcp6":{"before":"sd","now":"sdfn","error":null},
+                       "udp6":{"before":"","now":"","error":"Operation not supported"}}}}});
+    let t = table(
+        &Verb::Status,
+        &[],
+        &json!({"v":1,"ok":true,"end":"status","status":st}),
+    );
+    let row = t
+        .lines()
+        .find(|l| l.starts_with("receive hash"))
+        .unwrap_or_else(|| panic!("no receive hash row in\n{t}"));
+    assert!(
+        row.ends_with("g-in: none (the driver has no settings); g-out: tcp6 sdfn (was sd), udp6 none (Operation not supported)"),
+        "{row}"
+    );
+}

@@ -108,6 +108,8 @@ pub struct GatewayFacts {
     pub cpus: Option<(crate::live::cpus::CpuPlan, Vec<String>)>,
     /// How the workers share the traffic.
     pub placement: Option<crate::live::Placement>,
+    /// The NIC's receive hash fields per interface, as found and as changed.
+    pub rx_hash: Option<Value>,
 }
 
 /// The configuration file a gateway was started with.
@@ -879,6 +881,7 @@ impl ApiState {
             "backend_why": f.backend_why,
             "workers": f.workers,
             "placement": f.placement.as_ref().map(|p| p.status_json()),
+            "rx_hash": f.rx_hash,
             "cpus": f.cpus.as_ref().map(|(p, warnings)| json!({
                 "workers": p.workers,
                 "reaper": p.reaper,

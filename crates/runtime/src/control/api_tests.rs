@@ -222,6 +222,7 @@ fn state(mode: Arc<AnyMode>, reload: Option<ReloadHook>) -> ApiState {
             backend_why: "[gateway] backend = AfPacket".into(),
             workers: 2,
             placement: Some(crate::live::Placement::hash(2)),
+            rx_hash: None,
             started: Instant::now(),
             config: Some(Arc::new(std::sync::Mutex::new(ConfigSource {
                 path: "/etc/q.toml".into(),

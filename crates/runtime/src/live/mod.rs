@@ -393,6 +393,7 @@ pub fn run(
             }
             api.facts.cpus = Some((cpu_plan.clone(), irq_warnings.clone()));
             api.facts.placement = Some(opened.placement());
+            api.facts.rx_hash = Some(host.rx_hash_json());
             // XDP fast path.
             let api = crate::control::api::ApiState {
                 fast_path: Some(Arc::clone(&fast_status)),
@@ -879,6 +880,7 @@ fn control_api(
             config: opts.config.map(|c| Arc::new(std::sync::Mutex::new(c))),
             cpus: None,
             placement: None,
+            rx_hash: None,
         },
         reload,
         routing: None,

@@ -8,6 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use io::afpacket::{AfPacketConfig, PacketPort};
 use io::afxdp::{AfXdp, AfXdpConfig};
+use io::host::rxhash::RxHashCheck;
 use io::host::{self, ForwardGuard, HostState, IngressFilter, OffloadSettings, Offloads};
 use io::tcfast::TcFastPath;
 
@@ -61,14 +62,33 @@ pub(crate) struct HostSetup {
     /// The offloads' settings before the ports were opened.
     original: Vec<OffloadSettings>,
     state: Option<HostState>,
+    /// Per interface, the NIC's receive hash fields as found and as changed (put back on
+    /// undo).
+    rx_hash: Vec<(String, RxHashCheck)>,
 }
 
 impl HostSetup {
-    /// Removes the table, puts the offloads back as they were and removes the state
-    /// file (kept if an offload could not be restored, for the next start to retry).
+    /// Puts the receive hash fields back, removes the table, puts the offloads back as
+    /// they were and removes the state file (kept if an offload could not be restored, for the next start to retry).
     /// What it did, for the log.
     pub fn undo(&mut self) -> Vec<String> {
         let mut lines = Vec::new();
+        for (ifname, check) in std::mem::take(&mut self.rx_hash) {
+            let changed = check.changed();
+            if changed.is_empty() {
+                continue;
+            }
+            match check.restore(&ifname)[..] {
+                [] => lines.push(format!(
+                    "receive hash: restored on {ifname} ({})",
+                    changed.join(", ")
+                )),
+                ref failed => lines.push(format!(
+                    "warning: receive hash on {ifname} not restored: {}",
+                    failed.join("; ")
+                )),
+            }
+        }
         if let Some(f) = self.filter.take() {
             let t = f.table().to_owned();
             match f.remove() {
@@ -341,6 +361,7 @@ pub(crate) fn host_prepare(
         filter: None,
         restore: Vec::new(),
         original,
+        rx_hash: Vec::new(),
         state,
     })
 }
@@ -467,4 +488,63 @@ pub(crate) fn host_setup(
         None
     };
     host.filter = filter;
+    host.rx_hash = links
+        .iter()
+        .map(|l| {
+            let check = host::rxhash::check(&l.name, true);
+            log(rx_hash_line(&l.name, &check));
+            (l.name.clone(), check)
+        })
+        .collect();
+}
+
+impl HostSetup {
+    /// `status`'s `rx_hash` object: per interface, `{"supported": false, "why"}` or
+    /// `{"supported": true, "flows": {"tcp6": {"before", "now", "error"}, ...}}` (fields
+    /// as `ethtool` letters: s, d IP source and destination, f, n source and destination
+    /// port).
+    pub(crate) fn rx_hash_json(&self) -> serde_json::Value {
+        let mut o = serde_json::Map::new();
+        for (ifname, check) in &self.rx_hash {
+            let v = match check {
+                RxHashCheck::Unsupported(why) => {
+                    serde_json::json!({"supported": false, "why": why})
+                }
+                RxHashCheck::Flows(flows) => {
+                    let f: serde_json::Map<String, serde_json::Value> = flows
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.flow.to_string(),
+                                serde_json::json!({"before": h.before, "now": h.now, "error": h.error}),
+                            )
+                        })
+                        .collect();
+                    serde_json::json!({"supported": true, "flows": f})
+                }
+            };
+            o.insert(ifname.clone(), v);
+        }
+        serde_json::Value::Object(o)
+    }
+}
+
+/// The log line of one interface's receive hash check.
+fn rx_hash_line(ifname: &str, check: &RxHashCheck) -> String {
+    if let RxHashCheck::Unsupported(why) = check {
+        return format!("receive hash: {ifname} has no receive hash settings ({why}); its driver places flows on queues as it does");
+    }
+    let (changed, lacking) = (check.changed(), check.lacking());
+    match (changed.is_empty(), lacking.is_empty()) {
+        (true, true) => format!("receive hash: {ifname} hashes TCP and UDP over IPv4 and IPv6 by addresses and ports"),
+        (false, true) => format!(
+            "receive hash: {ifname} now hashes by addresses and ports ({}; put back at exit)",
+            changed.join(", ")
+        ),
+        _ => format!(
+            "warning: receive hash: {ifname} hashes {} without ports: flows between one pair of addresses land on one queue and one core{}",
+            lacking.join(", "),
+            if changed.is_empty() { String::new() } else { format!(" (changed: {})", changed.join(", ")) }
+        ),
+    }
 }
