@@ -15,7 +15,7 @@
 use std::sync::OnceLock;
 
 use conntrack::Timestamp;
-use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
+use engine::any::{AnyMode, ModeConfig, ModeVisitor};
 use engine::{Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 
 use crate::packet::{check_emitted, fill_checksums, hex, ip_bytes, l4, make_reply, Origin};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conntrack::Timestamp;
-use engine::mode::any::ModeConfig;
+use engine::any::ModeConfig;
 use engine::nat44::Nat44Shared;
 use engine::nat64::Nat64Shared;
 use engine::{Direction, Egress, Emit, ModeWorker};

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
+use engine::any::AnyMode;
 use engine::config::PortRange;
 use engine::introspect::SessionFilter;
-use engine::mode::any::AnyMode;
 use engine::nat44::{DynamicRule, Nat44Config, Nat44Shared};
 use engine::Direction;
 use runtime::control::api::{ApiRequest, ApiState, GatewayFacts, LinkFacts};

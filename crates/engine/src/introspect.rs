@@ -15,7 +15,7 @@
 //! Per mode: NAT44 and NAT64 answer everything (NAT64's inside endpoints are the IPv6
 //! hosts, its remotes also shown as the IPv6 hosts see them); SIIT and CLAT are
 //! stateless: no sessions, no bindings, an empty census; ILA has no sessions, its
-//! mappings are listed by [`crate::mode::any::AnyMode::ila_mappings`].
+//! mappings are listed by [`crate::any::AnyMode::ila_mappings`].
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;

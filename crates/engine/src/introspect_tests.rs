@@ -11,8 +11,8 @@ use conntrack::tcp::ConnState;
 use conntrack::{Proto, Timestamp};
 
 use super::*;
+use crate::any::AnyMode;
 use crate::config::PortRange;
-use crate::mode::any::AnyMode;
 use crate::nat44::{DynamicRule, Nat44, Nat44Config, Nat44Shared};
 use crate::nat64::{Nat64, Nat64Config};
 use crate::testpkt::{echo, fill_l4_csum, ipv4, ipv6, tcp_segment, udp, with_room, ICMP, UDP};
@@ -356,7 +356,7 @@ fn nat64_shows_the_ipv6_hosts_and_siit_has_no_state() {
     );
 
     let siit = AnyMode::new(
-        &crate::mode::any::ModeConfig::Siit(crate::siit::SiitConfig {
+        &crate::any::ModeConfig::Siit(crate::siit::SiitConfig {
             pref64: Some(pref),
             ..Default::default()
         }),

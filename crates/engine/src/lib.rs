@@ -5,11 +5,14 @@
 //! ([`Emit`]): every mode has the one shape of [`mode`]. This is what lets the same code
 //! run under a pcap replay, a live worker and a deterministic test.
 
+pub mod any;
 pub mod config;
 pub mod events;
 pub mod ila;
 pub mod introspect;
 pub mod ipid;
+#[cfg(test)]
+mod layering_tests;
 pub mod mode;
 pub mod nat44;
 pub mod nat64;
@@ -21,5 +24,5 @@ mod testpkt;
 mod verdict;
 
 pub use mode::{Egress, Emit, Frame, Mode, ModeWorker, Output, Side, HEADROOM};
-pub use stats::Counters;
+pub use stats::{Counters, TableOccupancy};
 pub use verdict::{Direction, DropReason, Offload};

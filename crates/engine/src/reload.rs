@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::{ConfigError, ConfigItem};
-use crate::mode::any::{AnyMode, ModeConfig};
 
 /// Whether a reload changes the gateway or only says what it would change and whether it
 /// would be refused (`quicknat reload --dry-run`): the same checks, the same report,
@@ -168,69 +167,6 @@ pub fn refuse_restart_only(fields: &[(&'static str, bool)]) -> Result<(), Config
                 changed.join(", ")
             ),
         )),
-    }
-}
-
-// -- every mode behind one call --
-impl AnyMode {
-    /// Applies `new` live over `old` (the configuration this instance runs), or refuses
-    /// with the reason, keeping `old` in force. NAT44 and NAT64 change their policy live
-    /// (see `nat44::reload`, `nat64::reload`), SIIT/CLAT their whole translator
-    /// configuration ([`crate::siit::Siit::reload`]); ILA's settings other than its
-    /// mappings (which the runtime's control state reloads) need a restart.
-    pub fn reload(&self, old: &ModeConfig, new: &ModeConfig) -> Result<ReloadReport, ConfigError> {
-        self.reload_as(old, new, ReloadAction::Apply)
-    }
-
-    /// What [`reload`](Self::reload) would change, or why it would refuse, with nothing
-    /// changed.
-    pub fn preview_reload(
-        &self,
-        old: &ModeConfig,
-        new: &ModeConfig,
-    ) -> Result<ReloadReport, ConfigError> {
-        self.reload_as(old, new, ReloadAction::Preview)
-    }
-
-    fn reload_as(
-        &self,
-        old: &ModeConfig,
-        new: &ModeConfig,
-        action: ReloadAction,
-    ) -> Result<ReloadReport, ConfigError> {
-        match (self, old, new) {
-            (AnyMode::Nat44(s), ModeConfig::Nat44(_), ModeConfig::Nat44(n)) => {
-                s.reload_as(n.clone(), action)
-            }
-            (AnyMode::Nat64(s), ModeConfig::Nat64(o), ModeConfig::Nat64(n)) => {
-                s.reload_as(o, n, action)
-            }
-            (AnyMode::Siit(s), ModeConfig::Siit(o), ModeConfig::Siit(n))
-            | (AnyMode::Siit(s), ModeConfig::Clat(o), ModeConfig::Clat(n)) => {
-                s.reload_as(o, n, action)
-            }
-            (_, o, n) if o.name() != n.name() => Err(ConfigError::new(
-                ConfigItem::Field("mode"),
-                format!(
-                    "cannot change live from {} to {} (restart needed)",
-                    o.name(),
-                    n.name()
-                ),
-            )),
-            (AnyMode::Ila(_), ModeConfig::Ila(o), ModeConfig::Ila(n)) => {
-                refuse_restart_only(&[
-                    ("max_mappings", o.capacity != n.capacity),
-                    ("ila settings other than the mappings", o.config != n.config),
-                    ("icmp_error_rate", o.icmp_rate != n.icmp_rate),
-                ])?;
-                Ok(ReloadReport::default())
-            }
-            (_, o, n) if o == n => Ok(ReloadReport::default()),
-            (_, o, _) => Err(ConfigError::new(
-                ConfigItem::Field(o.name()),
-                format!("{} settings cannot change live (restart needed)", o.name()),
-            )),
-        }
     }
 }
 

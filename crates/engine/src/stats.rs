@@ -137,3 +137,14 @@ mod tests {
         assert_eq!(DropReason::ALL.len(), Counters::default().drops.len());
     }
 }
+
+/// How full a mode's session table is: O(1) counters, safe to read while workers run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableOccupancy {
+    /// Sessions the table holds at most.
+    pub capacity: usize,
+    /// Sessions live now (what limits compare with).
+    pub live: usize,
+    /// Sessions marked dead whose slots wait for the reaper (grace period).
+    pub dead_pending: usize,
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use engine::mode::any::ModeConfig;
+use engine::any::ModeConfig;
 use engine::nat44::deterministic::{DetMap, DetRange, FIRST_PORT};
 use serde_json::json;
 

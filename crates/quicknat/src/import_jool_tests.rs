@@ -3,8 +3,8 @@
 //! panics the importer.
 
 use super::*;
+use engine::any::ModeConfig;
 use engine::config::Filtering;
-use engine::mode::any::ModeConfig;
 use proptest::prelude::*;
 use std::time::Duration;
 

@@ -398,8 +398,8 @@ fn next_hop_mtu(m: u32) -> String {
 }
 
 /// What an IPv4/IPv6 translation mode sets up.
-fn mode_summary(m: &engine::mode::any::ModeConfig) -> String {
-    use engine::mode::any::ModeConfig;
+fn mode_summary(m: &engine::any::ModeConfig) -> String {
+    use engine::any::ModeConfig;
     use std::fmt::Write;
     let mut s = String::new();
     let siit = |s: &mut String, c: &engine::siit::SiitConfig| {

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use engine::mode::any::AnyMode;
+use engine::any::AnyMode;
 use engine::reload::ReloadAction;
 use runtime::live::GatewayConfig;
 use runtime::reload::{hook, Loaded, Loader, ReloadHook, Running};

@@ -11,8 +11,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use conntrack::Timestamp;
+use engine::any::{AnyMode, ModeConfig, ModeVisitor};
 use engine::config::ConfigError;
-use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
 use engine::DropReason;
 use engine::{Counters, Direction, Egress, Emit, Frame, Mode, ModeWorker, Output, HEADROOM};
 use io::capture::{CaptureReader, CaptureWriter};

@@ -24,7 +24,7 @@
 
 use std::net::Ipv4Addr;
 
-use engine::mode::any::ModeConfig;
+use engine::any::ModeConfig;
 use engine::mode::Family;
 
 use crate::live::{Backend, GatewayConfig};

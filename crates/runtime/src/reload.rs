@@ -4,12 +4,12 @@
 //! The hook re-reads the file through the binary's loader (every check `check-config`
 //! makes, the memory estimate included), refuses what only a restart can change (the
 //! `[gateway]` settings, table sizes, the mode), then applies the rest atomically through
-//! [`engine::mode::any::AnyMode::reload`]. On any error nothing changes and the error
+//! [`engine::any::AnyMode::reload`]. On any error nothing changes and the error
 //! (file, line, field) is the answer. On success the answer says what changed.
 
 use std::sync::{Arc, Mutex};
 
-use engine::mode::any::{AnyMode, ModeConfig};
+use engine::any::{AnyMode, ModeConfig};
 use engine::reload::ReloadAction;
 
 use crate::control::api::ConfigSource;

@@ -20,7 +20,6 @@
 //!
 //! A mode never reads a clock, never does I/O and never panics on packet bytes.
 
-pub mod any;
 pub mod fragment;
 mod output;
 pub mod reply;

@@ -8,6 +8,7 @@ use conntrack::Timestamp;
 use wire::checksum::checksum;
 
 use super::*;
+use crate::any;
 use crate::ila::{CsumMode, IdentFormat, IlaConfig, IlaRouter, UnmappedAction};
 use crate::nat44::Nat44Shared;
 use crate::nat44::{DynamicRule, Nat44Config};

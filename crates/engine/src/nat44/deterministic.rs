@@ -371,11 +371,11 @@ impl super::Nat44Shared {
     }
 }
 
-impl crate::mode::any::AnyMode {
+impl crate::any::AnyMode {
     /// The deterministic NAT mapping of a NAT44 gateway, for `status`.
     pub fn deterministic(&self) -> Option<DetMap> {
         match self {
-            crate::mode::any::AnyMode::Nat44(s) => s.current().deterministic().copied(),
+            crate::any::AnyMode::Nat44(s) => s.current().deterministic().copied(),
             _ => None,
         }
     }

@@ -609,8 +609,8 @@ impl Nat44Shared {
 // Table occupancy for metrics.
 impl Nat44Shared {
     /// The session table's capacity, live and dead-pending counts (O(1)).
-    pub fn occupancy(&self) -> crate::mode::any::TableOccupancy {
-        crate::mode::any::TableOccupancy {
+    pub fn occupancy(&self) -> crate::TableOccupancy {
+        crate::TableOccupancy {
             capacity: self.sessions.capacity(),
             live: self.sessions.live_count(),
             dead_pending: self.sessions.dead_pending(),

@@ -1098,7 +1098,7 @@ impl Nat64 {
 // Table occupancy for metrics.
 impl Nat64Shared {
     /// The session table's capacity, live and dead-pending counts (O(1)).
-    pub fn occupancy(&self) -> crate::mode::any::TableOccupancy {
+    pub fn occupancy(&self) -> crate::TableOccupancy {
         self.nat.occupancy()
     }
 }

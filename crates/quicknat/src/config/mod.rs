@@ -1,5 +1,5 @@
 //! The quicknat configuration file: TOML text in, a validated mode configuration
-//! ([`engine::mode::any::ModeConfig`]) and the `[gateway]` settings out.
+//! ([`engine::any::ModeConfig`]) and the `[gateway]` settings out.
 //!
 //! Every error names the file, the 1-based line and the field path (for example
 //! `gw.toml:14: nat44.rule[2].pool: ...`) so an operator can fix it without guessing.
@@ -54,7 +54,7 @@ pub const DEFAULT_CONFIG_ORIGIN: &str = "examples/nat44.toml (built in)";
 pub struct Config {
     /// What the gateway does: NAT44 (the `[nat44]` table, the default), or the section
     /// of another translation mode.
-    pub mode: engine::mode::any::ModeConfig,
+    pub mode: engine::any::ModeConfig,
     /// The live gateway's interfaces and threads (`[gateway]`), if the file has them.
     pub gateway: Option<runtime::live::GatewayConfig>,
     /// Things that are allowed but unwise (timeouts below RFC minimums), each with its location.
@@ -103,7 +103,7 @@ impl Config {
     #[cfg(test)]
     pub fn nat44(&self) -> Option<&Nat44Config> {
         match &self.mode {
-            engine::mode::any::ModeConfig::Nat44(n) => Some(n),
+            engine::any::ModeConfig::Nat44(n) => Some(n),
             _ => None,
         }
     }
@@ -111,7 +111,7 @@ impl Config {
     /// The ILA router and its mappings (`[ila]`), if the file has them.
     pub fn ila(&self) -> Option<&engine::ila::IlaSettings> {
         match &self.mode {
-            engine::mode::any::ModeConfig::Ila(s) => Some(s),
+            engine::any::ModeConfig::Ila(s) => Some(s),
             _ => None,
         }
     }
@@ -231,7 +231,7 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
                 .into_iter()
                 .map(|w| src.warning("nat44", w))
                 .collect();
-            (engine::mode::any::ModeConfig::Nat44(nat44), warnings)
+            (engine::any::ModeConfig::Nat44(nat44), warnings)
         }
     };
     if let (Some(raw), Some(gw)) = (&file.gateway, &gateway) {
@@ -277,8 +277,8 @@ pub fn load_str_on(text: &str, origin: &str, machine: &Machine) -> Result<Config
 }
 
 /// The table a mode's settings are written in.
-fn mode_section(mode: &engine::mode::any::ModeConfig) -> &'static str {
-    use engine::mode::any::ModeConfig;
+fn mode_section(mode: &engine::any::ModeConfig) -> &'static str {
+    use engine::any::ModeConfig;
     match mode {
         ModeConfig::Nat44(_) => "nat44",
         ModeConfig::Siit(_) => "siit",
@@ -294,8 +294,8 @@ fn convert_mode(
     src: &Source<'_>,
     file: &RawFile,
     ila: Option<&engine::ila::IlaSettings>,
-) -> Result<Option<(engine::mode::any::ModeConfig, Vec<String>)>, ConfigFileError> {
-    use engine::mode::any::ModeConfig;
+) -> Result<Option<(engine::any::ModeConfig, Vec<String>)>, ConfigFileError> {
+    use engine::any::ModeConfig;
     let mut found: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
     // First when present, so never the one reported: its span is not needed (nor known).
     if file.nat44.is_some() {

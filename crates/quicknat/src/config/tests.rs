@@ -414,7 +414,7 @@ ipv6_mtu = 1400
 udp_zero_checksum = "compute"
 "#;
     let c = load_str(text, "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+    let engine::any::ModeConfig::Siit(s) = c.mode else {
         panic!("expected siit, got {:?}", c.mode.name());
     };
     assert_eq!(s.eam.len(), 1);
@@ -442,7 +442,7 @@ eam_hairpin = "simple"
 icmp_errors = false
 "#;
     let c = load_str(text, "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+    let engine::any::ModeConfig::Siit(s) = c.mode else {
         panic!("expected siit, got {:?}", c.mode.name());
     };
     let pool = s.icmp_error_source.expect("a pool");
@@ -456,7 +456,7 @@ ipv6 = \"2001:db8:aaaa::2/128\"
 [clat.options]
 icmp_errors = false
 ";
-    let engine::mode::any::ModeConfig::Clat(c) = load_str(text, "t.toml").unwrap().mode else {
+    let engine::any::ModeConfig::Clat(c) = load_str(text, "t.toml").unwrap().mode else {
         panic!("expected clat");
     };
     assert!(!c.icmp_errors);
@@ -465,7 +465,7 @@ pool4 = \"203.0.113.1/32\"
 [nat64.options]
 icmp_errors = false
 ";
-    let engine::mode::any::ModeConfig::Nat64(n) = load_str(text, "t.toml").unwrap().mode else {
+    let engine::any::ModeConfig::Nat64(n) = load_str(text, "t.toml").unwrap().mode else {
         panic!("expected nat64");
     };
     assert!(!n.icmp_errors);
@@ -527,7 +527,7 @@ fn translator_mtu_df_and_tos_settings_load_with_rfc_defaults() {
     // RFC 7915 defaults when nothing is set: next hops the links', lowest IPv6 MTU 1280,
     // DF by the 1260-byte rule, TOS / Traffic Class copied.
     let c = load_str("[siit]\npref64 = \"2001:db8:64::/96\"\n", "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+    let engine::any::ModeConfig::Siit(s) = c.mode else {
         panic!("expected siit");
     };
     let o = s.options;
@@ -550,7 +550,7 @@ tos = 32
 traffic_class = 0
 "#;
     let c = load_str(text, "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Nat64(n) = c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = c.mode else {
         panic!("expected nat64");
     };
     let o = n.options;
@@ -564,7 +564,7 @@ traffic_class = 0
     );
     let text = "[clat]\nipv4 = \"192.0.0.2/32\"\nipv6 = \"2001:db8:aaaa::2/128\"\nplat = \"64:ff9b::/96\"\n[clat.options]\ndf = \"set\"\n";
     let c = load_str(text, "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Clat(s) = c.mode else {
+    let engine::any::ModeConfig::Clat(s) = c.mode else {
         panic!("expected clat");
     };
     assert_eq!(s.options.df, DfPolicy::Set);
@@ -631,7 +631,7 @@ public = "203.0.113.1:8080"
 inside = "[2001:db8::80]:80"
 "#;
     let c = load_str(text, "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!(n.max_sessions, 1000);
@@ -719,7 +719,7 @@ fn fragment_settings_are_read_and_checked() {
 fn nat64_fragment_settings() {
     let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\nfragment_timeout = 7\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!(n.fragment_timeout, Duration::from_secs(7));
@@ -824,7 +824,7 @@ inside = "[2001:db8::80]:80"
 #[test]
 fn ipv6_udp_zero_checksum_defaults_to_drop_and_parses_in_every_mode() {
     let c = load_str("[siit]\npref64 = \"2001:db8:64::/96\"\n", "t.toml").unwrap();
-    let engine::mode::any::ModeConfig::Siit(s) = c.mode else {
+    let engine::any::ModeConfig::Siit(s) = c.mode else {
         panic!("expected siit");
     };
     assert!(!s.options.compute_ipv6_udp_zero_csum);
@@ -839,10 +839,10 @@ fn ipv6_udp_zero_checksum_defaults_to_drop_and_parses_in_every_mode() {
         let text = format!("{head}{opts}\nipv6_udp_zero_checksum = \"compute\"\n");
         let c = load_str(&text, "t.toml").unwrap();
         let o = match c.mode {
-            engine::mode::any::ModeConfig::Siit(s) | engine::mode::any::ModeConfig::Clat(s) => {
+            engine::any::ModeConfig::Siit(s) | engine::any::ModeConfig::Clat(s) => {
                 s.options
             }
-            engine::mode::any::ModeConfig::Nat64(n) => n.options,
+            engine::any::ModeConfig::Nat64(n) => n.options,
             m => panic!("unexpected mode {:?}", m.name()),
         };
         assert!(o.compute_ipv6_udp_zero_csum, "{opts}");
@@ -895,7 +895,7 @@ fn simultaneous_open_settings_are_read_and_checked() {
                 max_simultaneous_opens = 0\ndrop_externally_initiated_tcp = true\n\
                 drop_icmpv6_info = true\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!(n.max_simultaneous_opens, 0);
@@ -938,7 +938,7 @@ fn icmp_error_rates_are_read_and_bounded() {
     let text = "[nat64]\npool4 = [\"203.0.113.1/32\"]\n\n[nat64.options]\n\
                 icmp_error_rate = 0\nicmp_error_rate_per_source = 3\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!(
@@ -957,7 +957,7 @@ fn icmp_error_rates_are_read_and_bounded() {
     let text =
         "[siit]\npref64 = \"64:ff9b::/96\"\n\n[siit.options]\nicmp_error_rate_per_source = 9\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let engine::mode::any::ModeConfig::Siit(s) = &c.mode else {
+    let engine::any::ModeConfig::Siit(s) = &c.mode else {
         panic!("expected siit");
     };
     assert_eq!(s.icmp_rate.per_source, 9);
@@ -1189,7 +1189,7 @@ fn subscriber_limits_are_read_and_checked() {
     let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\n\
                 max_sessions_per_host = 50\nmax_ports_per_host = 0\nport_preservation = false\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!((n.max_sessions_per_host, n.max_ports_per_host), (50, 0));
@@ -1347,7 +1347,7 @@ fn nat64_subscriber_prefix_len_is_read_and_bounded() {
         .unwrap_or_else(|e| panic!("{e}"))
         .mode
     {
-        engine::mode::any::ModeConfig::Nat64(n) => n,
+        engine::any::ModeConfig::Nat64(n) => n,
         _ => panic!("expected nat64"),
     };
     assert_eq!(nat64(base).subscriber_prefix_len, 64, "a /64 by default");
@@ -1394,7 +1394,7 @@ fn reload_drain_is_read_and_checked() {
 /// configuration in force stays.
 #[test]
 fn reload_of_edited_files_reports_or_refuses_naming_the_setting() {
-    use engine::mode::any::AnyMode;
+    use engine::any::AnyMode;
     let start = load_str(BASE, "t.toml").unwrap().mode;
     let running = AnyMode::new(&start, 1).unwrap();
     let edited = BASE.replace(
@@ -1456,7 +1456,7 @@ fn port_block_settings_are_read_and_checked() {
     let text = "[nat64]\npref64 = \"2001:db8:64::/96\"\npool4 = [\"203.0.113.1/32\"]\n\
                 port_block_size = 128\nblocks_per_subscriber = 2\n";
     let c = load_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    let engine::mode::any::ModeConfig::Nat64(n) = &c.mode else {
+    let engine::any::ModeConfig::Nat64(n) = &c.mode else {
         panic!("expected nat64");
     };
     assert_eq!((n.port_block_size, n.blocks_per_subscriber), (128, 2));

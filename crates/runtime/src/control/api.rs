@@ -50,8 +50,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use conntrack::{Proto, Timestamp};
+use engine::any::AnyMode;
 use engine::introspect::{tcp_state_name, SessionFilter, SessionInfo, TCP_STATES};
-use engine::mode::any::AnyMode;
 use engine::reload::ReloadAction;
 use engine::{Counters, DropReason};
 use serde::Deserialize;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use conntrack::{Proto, Timestamp};
+use engine::any::{AnyMode, ModeConfig};
 use engine::introspect::SessionFilter;
-use engine::mode::any::{AnyMode, ModeConfig};
 use engine::nat44::{DynamicRule, Nat44Config};
 use engine::{Counters, Direction, DropReason};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use engine::mode::any::ModeConfig;
+use engine::any::ModeConfig;
 use engine::mode::Family;
 use engine::Egress;
 

@@ -653,7 +653,7 @@ pub(crate) fn xdp_wanted(
 pub(crate) fn attach(
     gw: &super::GatewayConfig,
     opened: &super::open::Opened,
-    shared: &engine::mode::any::AnyMode,
+    shared: &engine::any::AnyMode,
     links: &[Link; 2],
     mtus: [u32; 2],
     published: &Arc<Published>,
@@ -675,20 +675,20 @@ pub(crate) fn attach(
         Ok(None)
     };
     let (kind, table, decrement_ttl, what) = match shared {
-        engine::mode::any::AnyMode::Nat44(nat) => (
+        engine::any::AnyMode::Nat44(nat) => (
             Kind::Nat44,
             Some(Arc::clone(nat)),
             nat.config().decrement_ttl,
             "established NAT44 TCP/UDP flows",
         ),
-        engine::mode::any::AnyMode::Nat64(nat) => (
+        engine::any::AnyMode::Nat64(nat) => (
             Kind::Nat64(Arc::clone(nat)),
             Some(Arc::clone(nat.nat44())),
             nat.options().decrement_ttl,
             "established NAT64 TCP/UDP flows",
         ),
         // The mappings are attached by the caller, to the control state that edits them.
-        engine::mode::any::AnyMode::Ila(ila) => (
+        engine::any::AnyMode::Ila(ila) => (
             Kind::Ila(Arc::clone(&ila.router)),
             None,
             true,
@@ -696,7 +696,7 @@ pub(crate) fn attach(
         ),
         // The flows are taken up by `siit_sync`, on a thread of the caller's; the workers
         // hint only once the offload is sure to run (below).
-        engine::mode::any::AnyMode::Siit(siit) => (
+        engine::any::AnyMode::Siit(siit) => (
             Kind::Siit(Box::new(siit.clone()), Arc::default()),
             None,
             siit.config().options.decrement_ttl,

@@ -41,8 +41,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use conntrack::Timestamp;
+use engine::any::{AnyMode, ModeConfig, ModeVisitor};
 use engine::config::ConfigError;
-use engine::mode::any::{AnyMode, ModeConfig, ModeVisitor};
 use engine::mode::Family;
 use engine::Mode;
 use io::netlink::Netlink;

@@ -26,8 +26,9 @@ mod tests;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use engine::mode::any::{AnyMode, TableOccupancy};
+use engine::any::AnyMode;
 use engine::Counters;
+use engine::TableOccupancy;
 
 use crate::live::IoCounters;
 

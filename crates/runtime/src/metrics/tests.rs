@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use engine::mode::any::TableOccupancy;
+use engine::TableOccupancy;
 use engine::{Counters, DropReason};
 
 use super::*;

@@ -223,7 +223,7 @@ fn example_holds(s: &Section, k: &super::Key) -> Result<(), String> {
             Err("marked live, but the runtime reloads no gateway setting".into())
         }
         (_, reload) => {
-            let mode = engine::mode::any::AnyMode::new(&old.mode, 1).map_err(|e| e.to_string())?;
+            let mode = engine::any::AnyMode::new(&old.mode, 1).map_err(|e| e.to_string())?;
             match (reload, mode.reload(&old.mode, &new.mode)) {
                 (Reload::Live, Err(e)) => Err(format!("marked live, refused: {e}")),
                 (Reload::Restart, Ok(r)) => Err(format!("marked restart, applied: {r}")),

@@ -8,16 +8,18 @@ use std::sync::Arc;
 
 use conntrack::Qsbr;
 
-use super::{Family, Mode};
 use crate::config::{ConfigError, ConfigItem};
 use crate::ila::{IlaMode, IlaSettings};
 use crate::introspect::{
     BindingInfo, Census, Introspect, PoolAddrUsage, SessionFilter, SessionInfo,
 };
+use crate::mode::{Family, Mode};
 use crate::nat44::Nat44Config;
 use crate::nat44::Nat44Shared;
 use crate::nat64::{Nat64Config, Nat64Shared};
+use crate::reload::{refuse_restart_only, ReloadAction, ReloadReport};
 use crate::siit::{Siit, SiitConfig, SiitKind};
+use crate::TableOccupancy;
 
 /// What a gateway translates, as configured.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,10 +154,10 @@ impl AnyMode {
     }
 
     /// The reaper, for a mode with state to expire.
-    pub fn reaper(&self) -> Option<Box<dyn super::Reaper>> {
+    pub fn reaper(&self) -> Option<Box<dyn crate::mode::Reaper>> {
         struct R;
         impl ModeVisitor for R {
-            type Output = Option<Box<dyn super::Reaper>>;
+            type Output = Option<Box<dyn crate::mode::Reaper>>;
             fn visit<M: Mode>(self, m: &M) -> Self::Output {
                 m.reaper()
             }
@@ -199,17 +201,6 @@ impl ModeConfig {
 }
 
 // Table occupancy for metrics.
-/// How full a mode's session table is: O(1) counters, safe to read while workers run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TableOccupancy {
-    /// Sessions the table holds at most.
-    pub capacity: usize,
-    /// Sessions live now (what limits compare with).
-    pub live: usize,
-    /// Sessions marked dead whose slots wait for the reaper (grace period).
-    pub dead_pending: usize,
-}
-
 impl AnyMode {
     /// The session table's occupancy, for the stateful modes (NAT44, NAT64); `None` for
     /// the stateless ones and ILA. O(1): no walk.
@@ -330,6 +321,69 @@ impl AnyMode {
                     ..Census::default()
                 }
             }
+        }
+    }
+}
+
+// Live reload (see `crate::reload`).
+impl AnyMode {
+    /// Applies `new` live over `old` (the configuration this instance runs), or refuses
+    /// with the reason, keeping `old` in force. NAT44 and NAT64 change their policy live
+    /// (see `nat44::reload`, `nat64::reload`), SIIT/CLAT their whole translator
+    /// configuration ([`crate::siit::Siit::reload`]); ILA's settings other than its
+    /// mappings (which the runtime's control state reloads) need a restart.
+    pub fn reload(&self, old: &ModeConfig, new: &ModeConfig) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(old, new, ReloadAction::Apply)
+    }
+
+    /// What [`reload`](Self::reload) would change, or why it would refuse, with nothing
+    /// changed.
+    pub fn preview_reload(
+        &self,
+        old: &ModeConfig,
+        new: &ModeConfig,
+    ) -> Result<ReloadReport, ConfigError> {
+        self.reload_as(old, new, ReloadAction::Preview)
+    }
+
+    fn reload_as(
+        &self,
+        old: &ModeConfig,
+        new: &ModeConfig,
+        action: ReloadAction,
+    ) -> Result<ReloadReport, ConfigError> {
+        match (self, old, new) {
+            (AnyMode::Nat44(s), ModeConfig::Nat44(_), ModeConfig::Nat44(n)) => {
+                s.reload_as(n.clone(), action)
+            }
+            (AnyMode::Nat64(s), ModeConfig::Nat64(o), ModeConfig::Nat64(n)) => {
+                s.reload_as(o, n, action)
+            }
+            (AnyMode::Siit(s), ModeConfig::Siit(o), ModeConfig::Siit(n))
+            | (AnyMode::Siit(s), ModeConfig::Clat(o), ModeConfig::Clat(n)) => {
+                s.reload_as(o, n, action)
+            }
+            (_, o, n) if o.name() != n.name() => Err(ConfigError::new(
+                ConfigItem::Field("mode"),
+                format!(
+                    "cannot change live from {} to {} (restart needed)",
+                    o.name(),
+                    n.name()
+                ),
+            )),
+            (AnyMode::Ila(_), ModeConfig::Ila(o), ModeConfig::Ila(n)) => {
+                refuse_restart_only(&[
+                    ("max_mappings", o.capacity != n.capacity),
+                    ("ila settings other than the mappings", o.config != n.config),
+                    ("icmp_error_rate", o.icmp_rate != n.icmp_rate),
+                ])?;
+                Ok(ReloadReport::default())
+            }
+            (_, o, n) if o == n => Ok(ReloadReport::default()),
+            (_, o, _) => Err(ConfigError::new(
+                ConfigItem::Field(o.name()),
+                format!("{} settings cannot change live (restart needed)", o.name()),
+            )),
         }
     }
 }
