@@ -429,6 +429,13 @@ def test_workers_and_the_reaper_run_on_the_configured_cpus(quicknat, backend):
             assert pl["how"] == "flows", pl
             v4 = pl["flows_per_worker"]["ipv4"]
             assert sum(v4) >= 32 and min(v4) > 0 and max(v4) / min(v4) <= 1.2, pl
+            # Each interface takes its own turns: the flows opened one after another
+            # (each answered before the next) spread on both sides, not outbound on one
+            # worker and replies on the other.
+            workers = g.json("stats")[1]["stats"]["workers"]
+            for side in ("rx_inside", "rx_outside"):
+                got = [w["io"][side] for w in workers]
+                assert min(got) >= 4, (side, got)
             assert re.search(r"placement\s+flows: ipv4 \d+,\d+ ipv6 \d+,\d+ \(", g.ctl("status").stdout)
         else:
             assert pl["how"] == "queues" and pl["flows_per_worker"] is None, pl

@@ -478,7 +478,6 @@ pub fn table(verb: &Verb, items: &[Value], last: &Value) -> String {
     }
 }
 
-/// `status`'s CPUs: `workers 0,1 (gateway.cpus), reaper 0`, then any interrupt warning.
 /// `status`'s placement row: how the workers share the traffic, and (flows placed) the
 /// flows each worker got per IP version, e.g. `flows: ipv4 16,16 ipv6 16,16 (why)`.
 fn placement_row(p: &Value) -> String {
@@ -494,11 +493,14 @@ fn placement_row(p: &Value) -> String {
         })
     };
     let f = &p["flows_per_worker"];
-    let counts = if f.is_object() {
+    let mut counts = if f.is_object() {
         format!(" ipv4 {} ipv6 {}", list(&f["ipv4"]), list(&f["ipv6"]))
     } else {
         String::new()
     };
+    if let Some(n) = p["hashed_packets"].as_u64().filter(|n| *n > 0) {
+        counts.push_str(&format!(", {n} packets by hash (flow table full)"));
+    }
     format!("{}:{counts} ({})", s(&p["how"]), s(&p["why"]))
 }
 
@@ -512,7 +514,7 @@ fn rx_hash_row(r: &Value) -> String {
         .iter()
         .map(|(name, v)| {
             if v["supported"] != Value::Bool(true) {
-                return format!("{name}: none (the driver has no settings)");
+                return format!("{name}: not read ({})", s(&v["why"]));
             }
             let flows: Vec<String> = v["flows"]
                 .as_object()
@@ -544,6 +546,7 @@ fn rx_hash_row(r: &Value) -> String {
     parts.join("; ")
 }
 
+/// `status`'s CPUs: `workers 0,1 (gateway.cpus), reaper 0`, then any interrupt warning.
 fn cpus_row(c: &Value) -> String {
     if !c.is_object() {
         return "-".into();

@@ -158,7 +158,7 @@ fn status_shows_how_the_workers_share_the_traffic() {
         "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_PACKET",
         "backend_why":"configured","workers":2,"uptime_s":5,"config":null,
         "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
-        "placement":{"how":"flows","why":"in turn","flows_per_worker":{"ipv4":[16,15],"ipv6":[3,3]}}});
+        "placement":{"how":"flows","why":"in turn","flows_per_worker":{"ipv4":[16,15],"ipv6":[3,3]},"hashed_packets":0}});
     let row = |st: &Value| {
         let t = table(
             &Verb::Status,
@@ -172,6 +172,13 @@ fn status_shows_how_the_workers_share_the_traffic() {
     };
     assert!(
         row(&st).ends_with("flows: ipv4 16,15 ipv6 3,3 (in turn)"),
+        "{}",
+        row(&st)
+    );
+    st["placement"]["hashed_packets"] = json!(7);
+    assert!(
+        row(&st)
+            .ends_with("flows: ipv4 16,15 ipv6 3,3, 7 packets by hash (flow table full) (in turn)"),
         "{}",
         row(&st)
     );
@@ -203,7 +210,7 @@ fn status_shows_the_receive_hash_of_each_interface() {
         .find(|l| l.starts_with("receive hash"))
         .unwrap_or_else(|| panic!("no receive hash row in\n{t}"));
     assert!(
-        row.ends_with("g-in: none (the driver has no settings); g-out: tcp6 sdfn (was sd), udp6 none (Operation not supported)"),
+        row.ends_with("g-in: not read (Operation not supported); g-out: tcp6 sdfn (was sd), udp6 none (Operation not supported)"),
         "{row}"
     );
 }

@@ -123,6 +123,7 @@ fn gateway_changes(o: &GatewayConfig, n: &GatewayConfig) -> Vec<&'static str> {
         ("backend", o.backend != n.backend),
         ("workers", o.workers != n.workers),
         ("placement", o.placement != n.placement),
+        ("rx_hash", o.rx_hash_ports != n.rx_hash_ports),
         ("busy_poll", o.busy_poll != n.busy_poll),
         ("stats_interval", o.stats_interval != n.stats_interval),
         ("kernel_bypass", o.kernel_bypass != n.kernel_bypass),

@@ -1,6 +1,6 @@
 //! Flow placement for a fanout group: the program (`bpf/fanout.c`, attached by
-//! `PACKET_FANOUT_EBPF`) that sends a flow's first packet to the worker with the fewest
-//! flows and keeps the flow there.
+//! `PACKET_FANOUT_EBPF`) that gives flows' first packets to the workers in turn (per
+//! interface and IP version) and keeps each flow on its worker.
 //!
 //! The kernel's `PACKET_FANOUT_HASH` places packets by a hash: many flows spread evenly,
 //! few flows only by luck (32 flows over 2 workers are within 17/15 in 40% of flow sets,
@@ -8,12 +8,17 @@
 //! gives every worker the same number of flows of each IP version. One program (and
 //! one flow table) serves every fanout group of a gateway, so the count is per worker
 //! over all its interfaces.
+//!
+//! The flow table is a fixed-size hash map that the program never forgets a flow from;
+//! [`FlowPlacement::sweep`], called periodically, deletes the flows not seen since the
+//! sweep before. A new flow that finds the table full is placed by a hash of its key
+//! (stable, not balanced); its packets are counted ([`FlowPlacement::overflowed`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Mutex;
 
-use aya::maps::{Array, MapData};
+use aya::maps::{Array, HashMap, MapData};
 use aya::programs::SocketFilter;
 use aya::{Ebpf, EbpfLoader};
 
@@ -27,6 +32,10 @@ fn err(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("flow placement: {what}: {e}"))
 }
 
+/// The program's flow table: a flow's key (`struct flow`) to its worker and the epoch it
+/// was last seen in (`struct place`).
+type FlowTable = HashMap<MapData, [u8; 40], [u32; 2]>;
+
 /// The loaded fanout program and its maps. Sockets join with
 /// [`FlowPlacement::join`]; the kernel keeps the program while a group uses it.
 pub struct FlowPlacement {
@@ -34,6 +43,9 @@ pub struct FlowPlacement {
     _ebpf: Ebpf,
     prog: OwnedFd,
     flows: Mutex<Array<MapData, u64>>,
+    overflow: Mutex<Array<MapData, u64>>,
+    /// The flow table and the epoch its entries are stamped with, for [`Self::sweep`].
+    table: Mutex<(FlowTable, Array<MapData, u32>)>,
     workers: usize,
 }
 
@@ -87,6 +99,14 @@ impl FlowPlacement {
             .take_map("flows")
             .ok_or_else(|| err("object", "no flows map"))?;
         let flows: Array<MapData, u64> = Array::try_from(flows).map_err(|e| err("flows", e))?;
+        let take = |ebpf: &mut Ebpf, name: &str| {
+            ebpf.take_map(name)
+                .ok_or_else(|| err("object", format!("no {name} map")))
+        };
+        let overflow =
+            Array::try_from(take(&mut ebpf, "overflow")?).map_err(|e| err("overflow", e))?;
+        let placed = HashMap::try_from(take(&mut ebpf, "placed")?).map_err(|e| err("placed", e))?;
+        let epoch = Array::try_from(take(&mut ebpf, "epoch")?).map_err(|e| err("epoch", e))?;
         let prog: &mut SocketFilter = ebpf
             .program_mut("fanout_place")
             .ok_or_else(|| err("object", "no fanout_place program"))?
@@ -102,6 +122,8 @@ impl FlowPlacement {
             _ebpf: ebpf,
             prog,
             flows: Mutex::new(flows),
+            overflow: Mutex::new(overflow),
+            table: Mutex::new((placed, epoch)),
             workers,
         })
     }
@@ -116,6 +138,41 @@ impl FlowPlacement {
     pub(crate) fn join(&self, fd: &OwnedFd) -> io::Result<()> {
         let prog: libc::c_int = self.prog.as_raw_fd();
         crate::sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &prog)
+    }
+
+    /// Packets of new flows placed by hash because the table was full, since the program
+    /// was loaded.
+    pub fn overflowed(&self) -> u64 {
+        let o = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
+        o.get(&0, 0).unwrap_or(0)
+    }
+
+    /// Starts a new epoch and deletes the flows not seen in the one before it (nor since):
+    /// a flow idle for one to two sweep intervals is forgotten, and placed again (in turn)
+    /// if it comes back. Returns the flows deleted and those kept.
+    pub fn sweep(&self) -> io::Result<(usize, usize)> {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let (placed, epoch) = &mut *t;
+        let last = epoch.get(&0, 0).map_err(|e| err("epoch", e))?;
+        let now = last.wrapping_add(1);
+        epoch.set(0, now, 0).map_err(|e| err("epoch", e))?;
+        // Collected first: deleting while walking would restart the walk.
+        let mut stale = Vec::new();
+        let mut kept = 0;
+        for entry in placed.iter() {
+            let (key, [_, seen]) = entry.map_err(|e| err("placed", e))?;
+            if seen == now || seen == last {
+                kept += 1;
+            } else {
+                stale.push(key);
+            }
+        }
+        for key in &stale {
+            // A flow seen again between the walk and here is deleted anyway and placed
+            // again in turn: only if it went idle for a whole epoch, then sent just now.
+            let _ = placed.remove(key);
+        }
+        Ok((stale.len(), kept))
     }
 
     /// Flows placed on each worker since the program was loaded, IPv4 then IPv6 (each

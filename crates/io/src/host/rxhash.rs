@@ -46,7 +46,9 @@ pub enum RxHashCheck {
 /// The `ethtool` letters of one `ethtool -n IF rx-flow-hash FLOW` output: `s` IP source,
 /// `d` IP destination, `f` L4 bytes 0-1 (source port), `n` L4 bytes 2-3 (destination
 /// port), and the rarer `m` (L2 destination), `v` (VLAN tag), `t` (L3 protocol); `""` for
-/// `None`. `None` when the text is not such an output.
+/// `None`. A field this function does not know (a newer ethtool's) is `?`: such a flow
+/// type is left alone, since its fields could not be put back. `None` when the text is
+/// not such an output.
 pub fn parse_fields(text: &str) -> Option<String> {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     if !lines
@@ -66,11 +68,23 @@ pub fn parse_fields(text: &str) -> Option<String> {
             "IP DA" => 'd',
             _ if l.starts_with("L4 bytes 0 & 1") => 'f',
             _ if l.starts_with("L4 bytes 2 & 3") => 'n',
-            _ => continue,
+            _ => '?',
         };
         letters.push(c);
     }
     Some(letters)
+}
+
+/// Why a flow type lacking the ports is not changed, if it is not: its fields could not
+/// be put back as they were (none, which `ethtool -N` cannot set, or a field unknown here).
+fn not_restorable(fields: &str) -> Option<&'static str> {
+    if fields.is_empty() {
+        Some("not changed: the NIC hashes no fields, which could not be put back at exit")
+    } else if fields.contains('?') {
+        Some("not changed: a field unknown to quicknat, which could not be put back at exit")
+    } else {
+        None
+    }
 }
 
 /// Whether `fields` already include both addresses and both ports.
@@ -127,12 +141,20 @@ pub fn check(ifname: &str, change: bool) -> RxHashCheck {
             error: None,
         };
         if change && !has_ports(&h.before) {
-            match ethtool(&["-N", ifname, "rx-flow-hash", flow, WANTED]) {
-                Ok(_) => match read(ifname, flow) {
-                    Ok(now) => h.now = now,
+            if let Some(why) = not_restorable(&h.before) {
+                h.error = Some(why.into());
+            } else {
+                match ethtool(&["-N", ifname, "rx-flow-hash", flow, WANTED]) {
+                    Ok(_) => match read(ifname, flow) {
+                        Ok(now) => h.now = now,
+                        // Set, but not read back: taken as set, so it is put back at exit.
+                        Err(e) => {
+                            h.now = WANTED.into();
+                            h.error = Some(format!("set, then not read back: {e}"));
+                        }
+                    },
                     Err(e) => h.error = Some(e),
-                },
-                Err(e) => h.error = Some(e),
+                }
             }
         }
         flows.push(h);
@@ -148,7 +170,7 @@ impl RxHashCheck {
         };
         flows
             .iter()
-            .filter(|h| h.now != h.before && !h.before.is_empty())
+            .filter(|h| h.now != h.before)
             .filter_map(|h| {
                 ethtool(&["-N", ifname, "rx-flow-hash", h.flow, &h.before])
                     .err()
@@ -222,6 +244,8 @@ None
         assert_eq!(parse_fields(SD).as_deref(), Some("sd"));
         assert_eq!(parse_fields(SDFN).as_deref(), Some("sdfn"));
         assert_eq!(parse_fields(NONE).as_deref(), Some(""));
+        let newer = format!("{SDFN}IPv6 Flow Label\n");
+        assert_eq!(parse_fields(&newer).as_deref(), Some("sdfn?"));
         assert_eq!(
             parse_fields("Cannot get RX network flow hashing options: Operation not supported"),
             None
@@ -236,6 +260,14 @@ None
         assert!(!has_ports("sd"));
         assert!(!has_ports("sdf"));
         assert!(!has_ports(""));
+    }
+
+    #[test]
+    fn fields_that_could_not_be_put_back_are_left_alone() {
+        assert!(not_restorable("").is_some());
+        assert!(not_restorable("sd?").is_some());
+        assert_eq!(not_restorable("sd"), None);
+        assert_eq!(not_restorable("msdv"), None);
     }
 
     #[test]

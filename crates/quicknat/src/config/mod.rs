@@ -385,6 +385,18 @@ fn convert_gateway(
             ));
         }
     };
+    let rx_hash_ports = match g.rx_hash.as_ref().map(|b| b.get_ref().as_str()) {
+        None | Some("ports") => true,
+        Some("leave") => false,
+        Some(_) => {
+            let p = g.rx_hash.as_ref().expect("matched Some");
+            return Err(src.bad_value(
+                p,
+                "gateway.rx_hash".into(),
+                "expected \"ports\" or \"leave\"".into(),
+            ));
+        }
+    };
     let workers = match &g.workers {
         Some(w) if !(1..=64).contains(w.get_ref()) => {
             return Err(src.error(
@@ -426,6 +438,7 @@ fn convert_gateway(
         backend,
         workers,
         placement,
+        rx_hash_ports,
         busy_poll: g.busy_poll.unwrap_or(false),
         kernel_bypass: g.kernel_bypass.unwrap_or(true),
         offloads_off: g.offloads_off.unwrap_or(true),

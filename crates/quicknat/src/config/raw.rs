@@ -48,6 +48,8 @@ pub(super) struct RawGateway {
     pub workers: Option<Spanned<u64>>,
     /// `"flows"` or `"hash"`: how AF_PACKET's workers share the flows.
     pub placement: Option<Spanned<String>>,
+    /// `"ports"` or `"leave"`: whether to add the ports to the NIC's receive hash.
+    pub rx_hash: Option<Spanned<String>>,
     /// Spin instead of sleeping when idle.
     pub busy_poll: Option<bool>,
     /// Seconds between counter log lines.

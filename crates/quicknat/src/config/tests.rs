@@ -1579,6 +1579,21 @@ fn gateway_placement() {
             want
         );
     }
+    let text = format!("{BASE}\n{gw}rx_hash = \"leave\"\n");
+    assert!(
+        !load_str(&text, "t.toml")
+            .unwrap()
+            .gateway
+            .unwrap()
+            .rx_hash_ports
+    );
+    assert!(g.rx_hash_ports, "ports by default");
+    expect_err(
+        &format!("{BASE}\n{gw}rx_hash = \"on\"\n"),
+        "rx_hash =",
+        "gateway.rx_hash",
+        "expected \"ports\" or \"leave\"",
+    );
     expect_err(
         &format!("{BASE}\n{gw}placement = \"rss\"\n"),
         "placement =",

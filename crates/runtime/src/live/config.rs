@@ -31,6 +31,9 @@ pub struct GatewayConfig {
     pub workers: usize,
     /// AF_PACKET with several workers: how the workers share the flows.
     pub placement: PlacementSwitch,
+    /// Add the ports to the NIC's receive hash of TCP and UDP where it lacks them (and put
+    /// the old fields back at exit); `false`: only read and report them.
+    pub rx_hash_ports: bool,
     /// Spin instead of sleeping when idle.
     pub busy_poll: bool,
     /// Time between counter log lines.
@@ -123,6 +126,7 @@ impl GatewayConfig {
             backend: Backend::AfPacket,
             workers: 1,
             placement: PlacementSwitch::Flows,
+            rx_hash_ports: true,
             busy_poll: false,
             stats_interval: Duration::from_secs(10),
             kernel_bypass: true,

@@ -210,6 +210,7 @@ pub fn run(
         },
     )?;
     let gso = want_gso && matches!(opened, Opened::Packet(..));
+    let placement = opened.placement();
     open::host_setup(&mut host, gw, &opened, &links, fams, local, gso, log);
     let (probe_tx, probe_rx) = ProbeQueue::bounded(forward::PROBE_QUEUE);
     let handoff: Arc<dyn Handoff> = Arc::new(KernelHandoff::new(
@@ -392,7 +393,7 @@ pub fn run(
                 api.facts.config = config_source.clone();
             }
             api.facts.cpus = Some((cpu_plan.clone(), irq_warnings.clone()));
-            api.facts.placement = Some(opened.placement());
+            api.facts.placement = Some(placement.clone());
             api.facts.rx_hash = Some(host.rx_hash_json());
             // XDP fast path.
             let api = crate::control::api::ApiState {
@@ -505,6 +506,13 @@ pub fn run(
                     std::thread::sleep(fastpath_siit::SYNC_EVERY);
                     f.siit_sync(&mut st, clock());
                 }
+            });
+        }
+        // Flow placement: the flow table's sweeper.
+        if let Some(p) = placement.program() {
+            let stop = &stop;
+            s.spawn(threads::PLACEMENT, move || {
+                placement::sweep_until(&p, stop, log)
             });
         }
         // Metrics.

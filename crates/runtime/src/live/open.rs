@@ -491,7 +491,7 @@ pub(crate) fn host_setup(
     host.rx_hash = links
         .iter()
         .map(|l| {
-            let check = host::rxhash::check(&l.name, true);
+            let check = host::rxhash::check(&l.name, gw.rx_hash_ports);
             log(rx_hash_line(&l.name, &check));
             (l.name.clone(), check)
         })

@@ -3,14 +3,39 @@
 //! places flows in turn per IP version ([`FlowPlacement`]), or, where it cannot load, by
 //! the kernel's flow hash (`PACKET_FANOUT_HASH`), saying why.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use io::afpacket::FlowPlacement;
 use serde_json::{json, Value};
 
-/// Flows the placement program remembers at least (the LRU map's floor): a flow forgotten
-/// while still live is placed again, possibly on another worker.
+/// Flows the placement program's table holds at least: beyond them, new flows are placed
+/// by a hash of their key (stable, not balanced) until a sweep makes room.
 const MIN_FLOWS: u32 = 65_536;
+
+/// How often the sweeper starts a new epoch: a flow idle for one to two of these is
+/// forgotten (nothing of it is in flight after so long, so placing it again cannot
+/// reorder it).
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(20);
+
+/// The sweeper's loop: a sweep every [`SWEEP_EVERY`] until `stop`; an error is logged once.
+pub(crate) fn sweep_until(p: &FlowPlacement, stop: &AtomicBool, log: &(dyn Fn(String) + Sync)) {
+    let mut last = Instant::now();
+    let mut warned = false;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last.elapsed() < SWEEP_EVERY {
+            continue;
+        }
+        last = Instant::now();
+        if let Err(e) = p.sweep() {
+            if !std::mem::replace(&mut warned, true) {
+                log(format!("warning: workers: the flow table's sweep failed ({e}); idle flows stay until it works, new flows beyond its size are placed by hash"));
+            }
+        }
+    }
+}
 
 /// How the workers get their packets.
 #[derive(Debug, Clone)]
@@ -30,7 +55,8 @@ impl Placement {
         match FlowPlacement::load(workers, flows.max(MIN_FLOWS)) {
             Ok(p) => {
                 let why = format!(
-                    "the fanout program gives new flows to the {workers} workers in turn, each IP version on its own, and keeps each flow on its worker"
+                    "the fanout program gives new flows to the {workers} workers in turn, per interface and IP version, and keeps each flow on its worker (the first {} live flows; beyond them, by hash)",
+                    flows.max(MIN_FLOWS)
                 );
                 log(format!("workers: {why}"));
                 Placement {
@@ -88,13 +114,16 @@ impl Placement {
         self.program.clone()
     }
 
-    /// `status`'s `placement` object: `{"how", "why", "flows_per_worker"}`, the last
-    /// (flows placed on each worker since start, per IP version) only when flows are placed.
+    /// `status`'s `placement` object: `{"how", "why", "flows_per_worker",
+    /// "hashed_packets"}`, the last two (flows placed on each worker since start, per IP
+    /// version; packets of new flows placed by hash because the table was full) only when
+    /// flows are placed.
     pub fn status_json(&self) -> Value {
         let flows = self.program.as_ref().map(|p| {
             let [v4, v6] = p.flows_per_worker();
             json!({"ipv4": v4, "ipv6": v6})
         });
-        json!({"how": self.how, "why": self.why, "flows_per_worker": flows})
+        let hashed = self.program.as_ref().map(|p| p.overflowed());
+        json!({"how": self.how, "why": self.why, "flows_per_worker": flows, "hashed_packets": hashed})
     }
 }

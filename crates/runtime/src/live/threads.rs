@@ -19,6 +19,8 @@ pub(crate) const REAPER: &str = "qn-reaper";
 pub(crate) const ILA_SYNC: &str = "qn-ila-sync";
 /// SIIT/CLAT: installs the flows the workers hint in the fast path's maps.
 pub(crate) const SIIT_SYNC: &str = "qn-siit-sync";
+/// The AF_PACKET flow placement's sweeper (forgets idle flows).
+pub(crate) const PLACEMENT: &str = "qn-placement";
 /// The `/metrics` listener.
 pub(crate) const METRICS: &str = "qn-metrics";
 /// The NAT event exporter (RFC 8158).

@@ -153,3 +153,90 @@ fn placed_flows_are_spread_evenly_per_ip_version_and_never_split() {
         "{counted:?}"
     );
 }
+
+#[test]
+fn a_full_table_places_by_hash_and_a_sweep_forgets_idle_flows() {
+    let Some(lab) = lab("pfull") else { return };
+    let placement = match FlowPlacement::load(2, 4) {
+        Ok(p) => Arc::new(p),
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<usize>();
+    let p = Arc::clone(&placement);
+    // Receives `n` frames of ours per round, as `go` says; returns each round's frames.
+    let gw = spawn_in(&lab.a, move || {
+        let cfg = AfPacketConfig {
+            fanout: Some(44),
+            placement: Some(p),
+            block_size: 64 << 10,
+            block_count: 4,
+            ..AfPacketConfig::new("afp0")
+        };
+        let mut rings = [
+            AfPacket::open(&cfg).expect("first member"),
+            AfPacket::open(&cfg).expect("second member"),
+        ];
+        ready_tx.send(()).unwrap();
+        let mut rounds = Vec::new();
+        while let Ok(n) = go_rx.recv() {
+            let mut seen: [Vec<u16>; 2] = [Vec::new(), Vec::new()];
+            let end = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < end && seen[0].len() + seen[1].len() < n {
+                for (ring, s) in rings.iter_mut().zip(seen.iter_mut()) {
+                    ring.recv_batch(Duration::from_millis(5), |frame, _| {
+                        s.extend(flow_of(frame).filter(|f| f.1 >= 40000).map(|f| f.1));
+                    })
+                    .unwrap();
+                }
+            }
+            rounds.push(seen);
+        }
+        rounds
+    });
+    ready_rx.recv().expect("rx thread died");
+    let send = |ports: std::ops::Range<u16>| {
+        join(spawn_in(&lab.b, move || {
+            let mut tx = AfPacketTx::open("afp1").expect("tx afp1");
+            for _ in 0..2 {
+                for p in ports.clone() {
+                    tx.send(&frame(4, p, None)).unwrap();
+                }
+                tx.flush().unwrap();
+            }
+        }))
+    };
+    // Eight flows into a table of four: four placed in turn, four by hash (their two
+    // packets each counted).
+    go_tx.send(16).unwrap();
+    send(40000..40008);
+    assert_eq!(placement.overflowed(), 8);
+    assert_eq!(placement.flows_per_worker()[0], vec![2, 2]);
+    // Two sweeps with no traffic: the four placed flows are forgotten.
+    assert_eq!(
+        placement.sweep().unwrap(),
+        (0, 4),
+        "seen in the epoch just ended"
+    );
+    assert_eq!(placement.sweep().unwrap(), (4, 0), "idle for a whole epoch");
+    // Room again: four new flows are placed in turn, none by hash.
+    go_tx.send(8).unwrap();
+    send(41000..41004);
+    assert_eq!(placement.overflowed(), 8);
+    assert_eq!(placement.flows_per_worker()[0], vec![4, 4]);
+    drop(go_tx);
+    let rounds = join(gw);
+    for (r, seen) in rounds.iter().enumerate() {
+        for port in seen[0].iter() {
+            assert!(
+                !seen[1].contains(port),
+                "round {r}: flow {port} on both members"
+            );
+        }
+    }
+    assert_eq!(rounds[0][0].len() + rounds[0][1].len(), 16, "{rounds:?}");
+}

@@ -296,6 +296,12 @@ const GATEWAY: &[Key] = &[
        the kernel's hash where it cannot load, said in the log and `status`); `\"hash\"` \
        spreads by the kernel's flow hash, even for many flows, uneven for few. AF_XDP: \
        the NIC's queues decide.", "\"hash\""),
+    k("rx_hash", "string", Value("\"ports\""), "`\"ports\"`, `\"leave\"`",
+      "The NIC's receive hash (RSS) of TCP and UDP over IPv4 and IPv6: `\"ports\"` adds \
+       the ports where it hashes addresses only (`ethtool -N IF rx-flow-hash tcp6 sdfn`), \
+       so flows between two hosts spread over the queues; the old fields are put back at \
+       exit (not after a crash). `\"leave\"` only reads and reports them (log, `status`).",
+      "\"leave\""),
     k("busy_poll", "boolean", Value("false"), "",
       "Workers spin instead of sleeping when idle: lower latency, a full core each.", "true"),
     k("stats_interval", SECS, Value("10"), "1-86400",
