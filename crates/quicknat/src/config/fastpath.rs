@@ -13,16 +13,15 @@ pub(super) fn switch(
     src: &Source<'_>,
     v: &Option<Spanned<String>>,
 ) -> Result<FastPathSwitch, ConfigFileError> {
-    match v.as_ref().map(|s| s.get_ref().as_str()) {
-        Some("off") => Ok(FastPathSwitch::Off),
-        None | Some("auto") => Ok(FastPathSwitch::Auto),
-        Some("on") => Ok(FastPathSwitch::On),
-        Some(_) => Err(src.bad_value(
-            v.as_ref().expect("matched Some"),
-            "gateway.xdp_fast_path".into(),
-            "expected \"auto\", \"on\" or \"off\"".into(),
-        )),
-    }
+    src.choice(
+        v,
+        "gateway.xdp_fast_path",
+        &[
+            ("auto", FastPathSwitch::Auto),
+            ("on", FastPathSwitch::On),
+            ("off", FastPathSwitch::Off),
+        ],
+    )
 }
 
 /// The map size in flow directions (two per session): 2 to 16,777,216.

@@ -361,42 +361,24 @@ fn convert_gateway(
             "the outside interface must differ from the inside one".into(),
         ));
     }
-    let backend = match g.backend.as_ref().map(|b| b.get_ref().as_str()) {
-        None | Some("af_packet") => Backend::AfPacket,
-        Some("af_xdp") => Backend::AfXdp,
-        Some(_) => {
-            let b = g.backend.as_ref().expect("matched Some");
-            return Err(src.bad_value(
-                b,
-                "gateway.backend".into(),
-                "expected \"af_packet\" or \"af_xdp\"".into(),
-            ));
-        }
-    };
-    let placement = match g.placement.as_ref().map(|b| b.get_ref().as_str()) {
-        None | Some("flows") => PlacementSwitch::Flows,
-        Some("hash") => PlacementSwitch::Hash,
-        Some(_) => {
-            let p = g.placement.as_ref().expect("matched Some");
-            return Err(src.bad_value(
-                p,
-                "gateway.placement".into(),
-                "expected \"flows\" or \"hash\"".into(),
-            ));
-        }
-    };
-    let rx_hash_ports = match g.rx_hash.as_ref().map(|b| b.get_ref().as_str()) {
-        None | Some("ports") => true,
-        Some("leave") => false,
-        Some(_) => {
-            let p = g.rx_hash.as_ref().expect("matched Some");
-            return Err(src.bad_value(
-                p,
-                "gateway.rx_hash".into(),
-                "expected \"ports\" or \"leave\"".into(),
-            ));
-        }
-    };
+    let backend = src.choice(
+        &g.backend,
+        "gateway.backend",
+        &[("af_packet", Backend::AfPacket), ("af_xdp", Backend::AfXdp)],
+    )?;
+    let placement = src.choice(
+        &g.placement,
+        "gateway.placement",
+        &[
+            ("flows", PlacementSwitch::Flows),
+            ("hash", PlacementSwitch::Hash),
+        ],
+    )?;
+    let rx_hash_ports = src.choice(
+        &g.rx_hash,
+        "gateway.rx_hash",
+        &[("ports", true), ("leave", false)],
+    )?;
     let workers = match &g.workers {
         Some(w) if !(1..=64).contains(w.get_ref()) => {
             return Err(src.error(
@@ -575,6 +557,28 @@ impl Source<'_> {
     }
 
     /// A value that does not parse: `"value": why`.
+    /// One of a string setting's `choices` (`(value, meaning)`, the first the default when
+    /// the setting is absent), or an error naming the field and every value it takes.
+    fn choice<T: Copy>(
+        &self,
+        v: &Option<Spanned<String>>,
+        field: &str,
+        choices: &[(&str, T)],
+    ) -> Result<T, ConfigFileError> {
+        let Some(v) = v else {
+            return Ok(choices[0].1);
+        };
+        if let Some((_, t)) = choices.iter().find(|(name, _)| name == v.get_ref()) {
+            return Ok(*t);
+        }
+        let names: Vec<String> = choices.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+        let expected = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        Err(self.bad_value(v, field.into(), format!("expected {expected}")))
+    }
+
     fn bad_value(&self, v: &Spanned<String>, field: String, why: String) -> ConfigFileError {
         self.error(Some(v.span()), field, format!("\"{}\": {why}", v.get_ref()))
     }

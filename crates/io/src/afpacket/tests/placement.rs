@@ -52,44 +52,61 @@ fn flow_of(frame: &[u8]) -> Option<(u8, u16, bool)> {
     }
 }
 
+/// The program for two workers with a table of `flows`, or `None` (test skipped) in a
+/// build without clang.
+fn load(flows: u32) -> Option<Arc<FlowPlacement>> {
+    match FlowPlacement::load(2, flows) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            eprintln!("skipped: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Two members of fanout group `group` on afp0, placed by `p` (in namespace a).
+fn members(group: u16, p: Arc<FlowPlacement>) -> [AfPacket; 2] {
+    let cfg = AfPacketConfig {
+        fanout: Some(group),
+        placement: Some(p),
+        block_size: 64 << 10,
+        block_count: 4,
+        ..AfPacketConfig::new("afp0")
+    };
+    [
+        AfPacket::open(&cfg).expect("first member"),
+        AfPacket::open(&cfg).expect("second member"),
+    ]
+}
+
+/// Receives on both members until `n` frames of ours (`flow_of`, source port >= 40000)
+/// arrived or 5 s passed: each member's.
+fn receive(rings: &mut [AfPacket; 2], n: usize) -> [Vec<(u8, u16, bool)>; 2] {
+    let mut seen: [Vec<(u8, u16, bool)>; 2] = [Vec::new(), Vec::new()];
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end && seen[0].len() + seen[1].len() < n {
+        for (ring, s) in rings.iter_mut().zip(seen.iter_mut()) {
+            ring.recv_batch(Duration::from_millis(5), |frame, _| {
+                s.extend(flow_of(frame).filter(|f| f.1 >= 40000));
+            })
+            .unwrap();
+        }
+    }
+    seen
+}
+
 #[test]
 fn placed_flows_are_spread_evenly_per_ip_version_and_never_split() {
     let Some(lab) = lab("place") else { return };
-    let placement = match FlowPlacement::load(2, 1024) {
-        Ok(p) => Arc::new(p),
-        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-            eprintln!("skipped: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
+    let Some(placement) = load(1024) else { return };
     let (ready_tx, ready_rx) = mpsc::channel();
     let total = usize::from(FLOWS * PER_FLOW) * 2 + 2;
     let p = Arc::clone(&placement);
     let gw = spawn_in(&lab.a, move || {
-        let cfg = AfPacketConfig {
-            fanout: Some(43),
-            placement: Some(p),
-            block_size: 64 << 10,
-            block_count: 4,
-            ..AfPacketConfig::new("afp0")
-        };
-        let mut rings = [
-            AfPacket::open(&cfg).expect("first member"),
-            AfPacket::open(&cfg).expect("second member"),
-        ];
+        let mut rings = members(43, p);
         ready_tx.send(()).unwrap();
-        let mut seen: [Vec<(u8, u16, bool)>; 2] = [Vec::new(), Vec::new()];
-        let end = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < end && seen[0].len() + seen[1].len() < total {
-            for (ring, s) in rings.iter_mut().zip(seen.iter_mut()) {
-                ring.recv_batch(Duration::from_millis(5), |frame, _| {
-                    s.extend(flow_of(frame).filter(|f| f.1 >= 40000));
-                })
-                .unwrap();
-            }
-        }
-        seen
+        receive(&mut rings, total)
     });
     ready_rx.recv().expect("rx thread died");
     join(spawn_in(&lab.b, || {
@@ -157,44 +174,18 @@ fn placed_flows_are_spread_evenly_per_ip_version_and_never_split() {
 #[test]
 fn a_full_table_places_by_hash_and_a_sweep_forgets_idle_flows() {
     let Some(lab) = lab("pfull") else { return };
-    let placement = match FlowPlacement::load(2, 4) {
-        Ok(p) => Arc::new(p),
-        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-            eprintln!("skipped: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
+    let Some(placement) = load(4) else { return };
     let (ready_tx, ready_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<usize>();
     let p = Arc::clone(&placement);
     // Receives `n` frames of ours per round, as `go` says; returns each round's frames.
     let gw = spawn_in(&lab.a, move || {
-        let cfg = AfPacketConfig {
-            fanout: Some(44),
-            placement: Some(p),
-            block_size: 64 << 10,
-            block_count: 4,
-            ..AfPacketConfig::new("afp0")
-        };
-        let mut rings = [
-            AfPacket::open(&cfg).expect("first member"),
-            AfPacket::open(&cfg).expect("second member"),
-        ];
+        let mut rings = members(44, p);
         ready_tx.send(()).unwrap();
         let mut rounds = Vec::new();
         while let Ok(n) = go_rx.recv() {
-            let mut seen: [Vec<u16>; 2] = [Vec::new(), Vec::new()];
-            let end = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < end && seen[0].len() + seen[1].len() < n {
-                for (ring, s) in rings.iter_mut().zip(seen.iter_mut()) {
-                    ring.recv_batch(Duration::from_millis(5), |frame, _| {
-                        s.extend(flow_of(frame).filter(|f| f.1 >= 40000).map(|f| f.1));
-                    })
-                    .unwrap();
-                }
-            }
-            rounds.push(seen);
+            rounds
+                .push(receive(&mut rings, n).map(|v| v.iter().map(|f| f.1).collect::<Vec<u16>>()));
         }
         rounds
     });

@@ -292,7 +292,7 @@ const GATEWAY: &[Key] = &[
        pinned to a core.", "2"),
     k("placement", "string", Value("\"flows\""), "`\"flows\"`, `\"hash\"`",
       "AF_PACKET with several workers: `\"flows\"` gives new flows to the workers in turn, \
-       each IP version on its own, and keeps each flow on its worker (a fanout program; \
+       per interface and IP version, and keeps each flow on its worker (a fanout program; \
        the kernel's hash where it cannot load, said in the log and `status`); `\"hash\"` \
        spreads by the kernel's flow hash, even for many flows, uneven for few. AF_XDP: \
        the NIC's queues decide.", "\"hash\""),
