@@ -414,7 +414,7 @@ impl RefTable {
     }
 }
 
-// -- read-only walk for the control socket (see `session_walk.rs` for the reasoning) --
+// -- read-only walk for the control socket (see `session/walk.rs` for the reasoning) --
 impl RefTable {
     /// Hands every live entry to `visit` as a consistent snapshot (read twice, live before
     /// and after, both reads equal; a slot reused meanwhile is skipped), until it returns

@@ -117,7 +117,7 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
         section: u8,
     },
-    // -- the control API's verbs (ctl.rs) --
+    // -- the control API's verbs (ctl/) --
     /// List the live sessions of a running gateway (filters narrow the list); `clear`
     /// ends them.
     #[command(args_conflicts_with_subcommands = true)]
@@ -829,7 +829,7 @@ fn reload_loader(
     })
 }
 
-// -- control API: socket paths and the config's identity (ctl.rs) --
+// -- control API: socket paths and the config's identity (ctl/) --
 
 /// The control socket of a gateway: `[gateway] control_socket`, else the default
 /// (`/run/quicknat.sock`), or with several `--config` files one derived from the file's

@@ -69,8 +69,8 @@ pub(crate) struct HostSetup {
 
 impl HostSetup {
     /// Puts the receive hash fields back, removes the table, puts the offloads back as
-    /// they were and removes the state file (kept if an offload could not be restored, for the next start to retry).
-    /// What it did, for the log.
+    /// they were and removes the state file (kept if an offload could not be restored,
+    /// for the next start to retry). What it did, for the log.
     pub fn undo(&mut self) -> Vec<String> {
         let mut lines = Vec::new();
         for (ifname, check) in std::mem::take(&mut self.rx_hash) {

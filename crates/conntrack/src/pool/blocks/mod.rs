@@ -506,5 +506,4 @@ impl PortPool {
 }
 
 #[cfg(test)]
-#[path = "tests_blocks.rs"]
 mod tests;

@@ -359,5 +359,4 @@ fn close_set(msg: &mut [u8], start: Option<(usize, u16)>) {
 }
 
 #[cfg(test)]
-#[path = "ipfix_tests.rs"]
 mod tests;

@@ -634,5 +634,4 @@ fn stats_table(st: &Value) -> String {
 }
 
 #[cfg(test)]
-#[path = "ctl_tests.rs"]
 mod tests;

@@ -916,5 +916,4 @@ impl ApiState {
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
-#[path = "api_tests.rs"]
 mod tests;

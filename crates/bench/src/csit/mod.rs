@@ -648,5 +648,4 @@ pub fn table(rows: &[CsitRow]) -> String {
 }
 
 #[cfg(test)]
-#[path = "csit_tests.rs"]
 mod tests;

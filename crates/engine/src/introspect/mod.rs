@@ -203,5 +203,4 @@ pub(crate) trait Introspect {
 }
 
 #[cfg(test)]
-#[path = "introspect_tests.rs"]
 mod tests;

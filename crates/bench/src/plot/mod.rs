@@ -318,5 +318,4 @@ pub fn csit(dir: &Path, rows: &[CsitRow]) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 #[cfg(test)]
-#[path = "plot_tests.rs"]
 mod tests;

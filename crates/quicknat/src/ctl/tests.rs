@@ -1,4 +1,4 @@
-//! The client's requests and tables (the server side is tested in runtime's api_tests
+//! The client's requests and tables (the server side is tested in runtime's control/api/tests.rs
 //! and end to end in tests/e2e/test_control_api.py).
 
 use super::*;

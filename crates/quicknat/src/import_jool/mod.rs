@@ -1727,5 +1727,4 @@ fn parse_taddr<A: std::str::FromStr>(s: &str) -> Option<(A, u16)> {
 }
 
 #[cfg(test)]
-#[path = "import_jool_tests.rs"]
 mod tests;

@@ -535,5 +535,4 @@ pub fn track(
 }
 
 #[cfg(test)]
-#[path = "tcp_tests.rs"]
 mod tests;

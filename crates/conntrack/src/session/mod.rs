@@ -424,7 +424,7 @@ pub struct SessionTable {
     victims: Mutex<Vec<u32>>,
     /// Whether `victims` may be non-empty (read without the lock).
     victims_queued: AtomicUsize,
-    /// Creation second per session (see `session_age.rs`), in chunks reserved on first use.
+    /// Creation second per session (see `session/age.rs`), in chunks reserved on first use.
     born: age::BornChunks,
 }
 
@@ -957,22 +957,18 @@ impl SessionTable {
     pub fn bytes_for(capacity: usize) -> usize {
         Slab::<SessionSlot>::bytes_for(capacity)
             .saturating_add(ChainIndex::bytes_for(capacity.saturating_mul(2)))
-            // Creation seconds (see `session_age.rs`).
+            // Creation seconds (see `session/age.rs`).
             .saturating_add(capacity.saturating_mul(std::mem::size_of::<AtomicU32>()))
     }
 }
 
-#[path = "session_evict.rs"]
 mod evict;
 
 // -- read-only walks for the control socket --
-#[path = "session_walk.rs"]
 mod walk;
 
 // Creation time per session, for the age in listings.
-#[path = "session_age.rs"]
 mod age;
 
 #[cfg(test)]
-#[path = "session_tests.rs"]
 mod tests;
