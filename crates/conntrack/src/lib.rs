@@ -40,7 +40,7 @@ pub use qsbr::{Qsbr, QsbrHandle};
 pub use reftable::{RefInsertError, RefTable};
 #[cfg(not(loom))]
 pub use session::{
-    Hit, InsertError, NewSession, RecordRef, Room, SessionId, SessionTable, SessionView, Side,
+    Hit, InsertError, NewSession, Record, RecordRef, Room, SessionId, SessionTable, SessionView,
     Staged,
 };
 pub use siphash::SipKey;

@@ -38,19 +38,19 @@ use crate::tuple::Tuple;
 
 /// Which of a session's two records a packet matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Side {
+pub enum Record {
     /// The record keyed by the tuple of the packet that created the session.
     Original,
     /// The record keyed by the tuple replies arrive with.
     Reply,
 }
 
-impl Side {
+impl Record {
     #[inline]
     fn index(self) -> usize {
         match self {
-            Side::Original => 0,
-            Side::Reply => 1,
+            Record::Original => 0,
+            Record::Reply => 1,
         }
     }
 }
@@ -65,7 +65,7 @@ pub struct RecordRef {
     /// The session.
     pub session: SessionId,
     /// The record that matched.
-    pub side: Side,
+    pub side: Record,
 }
 
 // Lifecycle, in the low two bits of `state`.
@@ -329,7 +329,7 @@ impl Hit<'_> {
 }
 
 #[inline]
-fn touch_slot(s: &SessionSlot, side: Side, now: Timestamp) {
+fn touch_slot(s: &SessionSlot, side: Record, now: Timestamp) {
     let seen = &s.seen[side.index()];
     if now.as_nanos().saturating_sub(seen.load(Ordering::Relaxed))
         > TOUCH_GRANULARITY.as_nanos() as u64
@@ -347,7 +347,7 @@ fn touch_slot(s: &SessionSlot, side: Side, now: Timestamp) {
 fn observe_slot(
     s: &SessionSlot,
     seq: Option<&SeqPair>,
-    side: Side,
+    side: Record,
     seg: &Segment,
 ) -> Result<(), Reject> {
     let mut cur = s.state.load(Ordering::Acquire);
@@ -561,9 +561,9 @@ impl SessionTable {
         self.index.find(&View(&self.slab), key).map(|n| RecordRef {
             session: SessionId(n >> 1),
             side: if n & 1 == 0 {
-                Side::Original
+                Record::Original
             } else {
-                Side::Reply
+                Record::Reply
             },
         })
     }
@@ -740,9 +740,9 @@ impl SessionTable {
         let found = |n: u32| RecordRef {
             session: SessionId(n >> 1),
             side: if n & 1 == 0 {
-                Side::Original
+                Record::Original
             } else {
-                Side::Reply
+                Record::Reply
             },
         };
         // Never published: hand the slot straight back, unless the reaper's walk already
@@ -759,7 +759,7 @@ impl SessionTable {
         if ko == kr {
             return unpublished(InsertError::Exists(RecordRef {
                 session: SessionId(id),
-                side: Side::Original,
+                side: Record::Original,
             }));
         }
         match self.index.insert(&view, (id << 1) | 1, kr) {

@@ -36,12 +36,12 @@ fn both_records_found_and_revised_tuples_derived() {
         o,
         RecordRef {
             session: id,
-            side: Side::Original
+            side: Record::Original
         }
     );
     assert_eq!(t.revised(o), Some(n.revised));
     let r = t.lookup(&n.revised.reversed()).unwrap();
-    assert_eq!(r.side, Side::Reply);
+    assert_eq!(r.side, Record::Reply);
     assert_eq!(t.revised(r), Some(n.initial.reversed()));
     assert_eq!(t.flags(id), FROM_INSIDE);
     assert_eq!(t.binding(id), Some(7));
@@ -153,11 +153,11 @@ fn observe_through_the_table_and_rst_refusal() {
     let id = t.insert(&tcp_new(1), Timestamp::ZERO).unwrap();
     let o = RecordRef {
         session: id,
-        side: Side::Original,
+        side: Record::Original,
     };
     let r = RecordRef {
         session: id,
-        side: Side::Reply,
+        side: Record::Reply,
     };
     t.observe_tcp(o, &seg(SYN, 100, 0)).unwrap();
     t.observe_tcp(r, &seg(SYN | ACK, 5000, 101)).unwrap();
@@ -183,7 +183,7 @@ fn reused_slot_has_fresh_sequence_state() {
     let id = t.insert(&tcp_new(1), Timestamp::ZERO).unwrap();
     let o = RecordRef {
         session: id,
-        side: Side::Original,
+        side: Record::Original,
     };
     t.observe_tcp(o, &seg(SYN, 100, 0)).unwrap();
     assert!(t.mark_dead(id));
@@ -196,7 +196,7 @@ fn reused_slot_has_fresh_sequence_state() {
     // only because nothing was seen: the old session's state did not leak.
     let r = RecordRef {
         session: id2,
-        side: Side::Reply,
+        side: Record::Reply,
     };
     assert_eq!(t.observe_tcp(r, &seg(RST, 1, 0)), Ok(()));
 }

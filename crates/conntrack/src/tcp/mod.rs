@@ -46,7 +46,7 @@
 //! assumed. No RFC 5961 challenge ACK is sent: an in-window RST that is not exactly at
 //! `S.end` is forwarded, and the endpoint (which implements RFC 5961 itself) decides.
 
-use crate::session::Side;
+use crate::session::Record;
 
 /// TCP flag bits as they appear in byte 13 of the header.
 pub mod flags {
@@ -346,21 +346,21 @@ impl TcpState {
 
     /// The side that opened (sent the SYN, or the first segment of a picked-up session).
     #[inline]
-    fn opener(self) -> Side {
+    fn opener(self) -> Record {
         if self.bits & OPENER_REPLY != 0 {
-            Side::Reply
+            Record::Reply
         } else {
-            Side::Original
+            Record::Original
         }
     }
 
     #[inline]
-    fn ws_code(self, side: Side) -> u32 {
+    fn ws_code(self, side: Record) -> u32 {
         (self.bits >> WS_SHIFT[idx(side)]) & WS_MASK
     }
 
     #[inline]
-    fn set_ws(&mut self, side: Side, wscale: Option<u8>) {
+    fn set_ws(&mut self, side: Record, wscale: Option<u8>) {
         let code = wscale.map_or(1, |s| 2 + u32::from(s.min(MAX_WSCALE)));
         let sh = WS_SHIFT[idx(side)];
         self.bits = (self.bits & !(WS_MASK << sh)) | code << sh;
@@ -369,7 +369,7 @@ impl TcpState {
     /// The shift to apply to the window fields `side` sends (RFC 7323 §2.2: only when
     /// both SYNs carried the option; 14, the largest, when no SYN was seen).
     #[inline]
-    pub fn window_shift(self, side: Side) -> u8 {
+    pub fn window_shift(self, side: Record) -> u8 {
         let (mine, theirs) = (self.ws_code(side), self.ws_code(other(side)));
         if mine == 0 || theirs == 0 {
             MAX_WSCALE
@@ -381,15 +381,20 @@ impl TcpState {
     }
 
     /// A fresh opening by `side`'s SYN (also a closed port pair reused).
-    fn open(&mut self, side: Side, wscale: Option<u8>) {
-        self.bits = ConnState::SynSent as u32 | if side == Side::Reply { OPENER_REPLY } else { 0 };
+    fn open(&mut self, side: Record, wscale: Option<u8>) {
+        self.bits = ConnState::SynSent as u32
+            | if side == Record::Reply {
+                OPENER_REPLY
+            } else {
+                0
+            };
         self.set_ws(side, wscale);
     }
 
     /// Updates the state with a segment sent from `side`. `acks_peer`: the segment's ACK
     /// acknowledges what the other side sent (its SYN-ACK), as the caller's sequence
     /// tracking judges it. A RST must have been checked against the window before.
-    pub fn observe(&mut self, side: Side, seg: &Segment, acks_peer: bool) {
+    pub fn observe(&mut self, side: Record, seg: &Segment, acks_peer: bool) {
         let f = seg.flags;
         let st = self.state();
         if f & RST != 0 {
@@ -436,8 +441,12 @@ impl TcpState {
         }
         match st {
             ConnState::None => {
-                self.bits =
-                    ConnState::PickedUp as u32 | if side == Side::Reply { OPENER_REPLY } else { 0 };
+                self.bits = ConnState::PickedUp as u32
+                    | if side == Record::Reply {
+                        OPENER_REPLY
+                    } else {
+                        0
+                    };
             }
             ConnState::PickedUp if self.opener() != side => self.set_state(ConnState::Established),
             ConnState::SynRecv if self.opener() == side && f & ACK != 0 && acks_peer => {
@@ -446,7 +455,7 @@ impl TcpState {
             _ => {}
         }
         if f & FIN != 0 {
-            self.bits |= if side == Side::Original {
+            self.bits |= if side == Record::Original {
                 FIN_ORIG
             } else {
                 FIN_REPLY
@@ -481,18 +490,18 @@ impl TcpState {
 }
 
 #[inline]
-fn idx(side: Side) -> usize {
+fn idx(side: Record) -> usize {
     match side {
-        Side::Original => 0,
-        Side::Reply => 1,
+        Record::Original => 0,
+        Record::Reply => 1,
     }
 }
 
 #[inline]
-fn other(side: Side) -> Side {
+fn other(side: Record) -> Record {
     match side {
-        Side::Original => Side::Reply,
-        Side::Reply => Side::Original,
+        Record::Original => Record::Reply,
+        Record::Reply => Record::Original,
     }
 }
 
@@ -511,7 +520,7 @@ pub fn only_advances(state: TcpState, seg: &Segment) -> bool {
 pub fn track(
     state: &mut TcpState,
     dirs: &mut [SeqDir; 2],
-    side: Side,
+    side: Record,
     seg: &Segment,
 ) -> Result<(), Reject> {
     let (s, r) = (idx(side), 1 - idx(side));

@@ -3,7 +3,7 @@
 use super::flags::*;
 use super::*;
 use proptest::prelude::*;
-use Side::{Original as O, Reply as R};
+use Record::{Original as O, Reply as R};
 
 /// A session's tracker, driven segment by segment.
 #[derive(Default)]
@@ -13,7 +13,14 @@ struct Conn {
 }
 
 impl Conn {
-    fn send(&mut self, side: Side, flags: u8, seq: u32, ack: u32, len: u32) -> Result<(), Reject> {
+    fn send(
+        &mut self,
+        side: Record,
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        len: u32,
+    ) -> Result<(), Reject> {
         self.seg(
             side,
             Segment {
@@ -26,7 +33,7 @@ impl Conn {
             },
         )
     }
-    fn seg(&mut self, side: Side, seg: Segment) -> Result<(), Reject> {
+    fn seg(&mut self, side: Record, seg: Segment) -> Result<(), Reject> {
         track(&mut self.st, &mut self.dirs, side, &seg)
     }
     fn state(&self) -> ConnState {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use conntrack::session::{ALG, FROM_INSIDE, HAIRPIN, INBOUND_SEEN};
 use conntrack::{
-    Counted, Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, RecordRef,
-    RefInsertError, Room, SessionId, Side, TcpReject, TcpSegment, Timestamp, Tuple,
+    Counted, Endpoint, InsertError, NewSession, PoolError, Proto, QsbrHandle, Record, RecordRef,
+    RefInsertError, Room, SessionId, TcpReject, TcpSegment, Timestamp, Tuple,
 };
 use xlat::icmp_reply::IcmpReason;
 use xlat::nat44::{rewrite, rewrite_icmp_error, rewrite_partial, IcmpErrorRewrite, L4Kind};
@@ -57,15 +57,15 @@ struct Released {
 
 /// The direction packets matching `side` of a session with `flags` legitimately travel.
 #[inline]
-fn side_direction(flags: u32, side: Side) -> Direction {
+fn side_direction(flags: u32, side: Record) -> Direction {
     let orig = if flags & FROM_INSIDE != 0 {
         Direction::Outbound
     } else {
         Direction::Inbound
     };
     match side {
-        Side::Original => orig,
-        Side::Reply => match orig {
+        Record::Original => orig,
+        Record::Reply => match orig {
             Direction::Outbound => Direction::Inbound,
             Direction::Inbound => Direction::Outbound,
         },
@@ -449,7 +449,7 @@ impl Nat44Worker {
         };
         let original = RecordRef {
             session: r.session,
-            side: conntrack::Side::Original,
+            side: conntrack::Record::Original,
         };
         if sh
             .sessions
@@ -1120,7 +1120,7 @@ impl Nat44Worker {
                 sh.log_session(at, true, flags, &initial, &revised);
                 Ok(RecordRef {
                     session: id,
-                    side: Side::Original,
+                    side: Record::Original,
                 })
             }
             Err(InsertError::Exists(r)) => {
