@@ -29,7 +29,7 @@ pytestmark = pytest.mark.needs_root
 SECONDS = 2
 # The SYN flood's fixed rate: below both arms' capacity, so the run is lighter than unpaced.
 FLOOD_PPS = 50_000
-# Must match ROWS in crates/lab/src/lab/attack/report.rs.
+# Must match ROWS in crates/lab/src/topology/attack/report.rs.
 ROWS = [
     "SYN flood: legitimate connections succeeded (%)",
     "SYN flood: legitimate connections tried",

@@ -204,7 +204,7 @@ pub struct ClientReport {
 
 /// `quicknat-lab flows`.
 pub fn run(a: &FlowsArgs) -> anyhow::Result<()> {
-    let stop = crate::lab::stop_flag()?;
+    let stop = crate::topology::stop_flag()?;
     let json = match &a.mode {
         FlowsMode::Server {
             udp,

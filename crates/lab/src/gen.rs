@@ -538,18 +538,18 @@ mod tests {
 
     /// A network namespace of our own (the lab's: `qn-lab-gen-PID`, `lo` up), deleted on drop.
     struct Netns {
-        lab: crate::lab::Lab,
+        lab: crate::topology::Lab,
     }
 
     impl Netns {
         /// Creates the namespace, or None (test skipped) when not root / no `ip`.
         fn new() -> Option<Netns> {
-            if !host::is_root() || crate::lab::require(&["ip"]).is_err() {
+            if !host::is_root() || crate::topology::require(&["ip"]).is_err() {
                 eprintln!("skipping gen live test: needs root and iproute2");
                 return None;
             }
             let stop = std::sync::Arc::new(AtomicBool::new(false));
-            let lab = crate::lab::Lab::new(&["gen"], stop).expect("creating the namespace");
+            let lab = crate::topology::Lab::new(&["gen"], stop).expect("creating the namespace");
             Some(Netns { lab })
         }
 

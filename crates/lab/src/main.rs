@@ -16,9 +16,9 @@ mod flood;
 mod flows;
 mod fwd;
 mod gen;
-mod lab;
 mod probe;
 mod rr;
+mod topology;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -311,14 +311,14 @@ fn main() -> ExitCode {
             ),
         ),
         Command::Rr(args) => rr::run(&args),
-        Command::Fwd(args) => lab::stop_flag().and_then(|stop| fwd::run(&args, &stop)),
+        Command::Fwd(args) => topology::stop_flag().and_then(|stop| fwd::run(&args, &stop)),
         Command::Probe(args) => probe::run(&args),
         Command::Flows(args) => flows::run(&args),
         Command::Flood(args) => run_flood(&args),
         Command::Soak { seconds } => {
             println!(
                 "{}",
-                lab::soak(std::time::Duration::from_secs_f64(
+                topology::soak(std::time::Duration::from_secs_f64(
                     seconds.clamp(0.01, 600.0)
                 ))
             );
@@ -498,7 +498,7 @@ fn run_flood(a: &FloodArgs) -> anyhow::Result<()> {
         duration: std::time::Duration::from_secs_f64(a.seconds),
         seed: a.seed,
     };
-    let stop = lab::stop_flag()?;
+    let stop = topology::stop_flag()?;
     let r = flood::run(&cfg, &stop)?;
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
@@ -547,8 +547,8 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             topology,
             Topology::Nat44 | Topology::Nat64 | Topology::Siit | Topology::Ila
         );
-        let xdpfast = b == lab::xdpfast::BACKEND && fast_lab;
-        let tcfast = b == lab::xdpfast::TC_BACKEND && fast_lab;
+        let xdpfast = b == topology::xdpfast::BACKEND && fast_lab;
+        let tcfast = b == topology::xdpfast::TC_BACKEND && fast_lab;
         anyhow::ensure!(
             b == "af_xdp" || b == "af_packet" || xdpfast || tcfast,
             "--backends: unknown backend \"{b}\" (af_xdp, af_packet; xdpfast with --topology nat44, nat64, siit or ila; tcfast with nat44, nat64, siit or ila)"
@@ -614,10 +614,10 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
         );
     }
     // Found before any namespace is built, so a missing product binary costs nothing.
-    let quicknat = lab::quicknat_binary(quicknat)?;
+    let quicknat = topology::quicknat_binary(quicknat)?;
     match topology {
         Topology::Nat44 => {
-            let report = lab::run_lab(&lab::LabOptions {
+            let report = topology::run_lab(&topology::LabOptions {
                 seconds,
                 rounds,
                 fixed_pps,
@@ -627,28 +627,28 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
                 floors,
             })?;
             if let Some(dir) = &plot {
-                for f in lab::plot::nat44(dir, &report)? {
+                for f in topology::plot::nat44(dir, &report)? {
                     eprintln!("lab: wrote {}", f.display());
                 }
             }
             print_report(&report, json)
         }
         Topology::Nat64 | Topology::Siit => print_report(
-            &lab::nat64::run(&lab::nat64::Nat64Options {
+            &topology::nat64::run(&topology::nat64::Nat64Options {
                 seconds,
                 rounds,
                 backends,
                 pin_tayga,
                 quicknat,
                 xlat: match topology {
-                    Topology::Siit => lab::nat64::Xlat::Siit,
-                    _ => lab::nat64::Xlat::Nat64,
+                    Topology::Siit => topology::nat64::Xlat::Siit,
+                    _ => topology::nat64::Xlat::Nat64,
                 },
             })?,
             json,
         ),
         Topology::Ila => print_report(
-            &lab::ila::run(&lab::ila::IlaOptions {
+            &topology::ila::run(&topology::ila::IlaOptions {
                 seconds,
                 rounds,
                 conns,
@@ -659,7 +659,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             json,
         ),
         Topology::Attack => print_report(
-            &lab::attack::run_attack(&lab::attack::AttackOptions {
+            &topology::attack::run_attack(&topology::attack::AttackOptions {
                 seconds,
                 rounds,
                 backends,
@@ -675,7 +675,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             json,
         ),
         Topology::Spread => print_report(
-            &lab::spread::run_spread(&lab::spread::SpreadOptions {
+            &topology::spread::run_spread(&topology::spread::SpreadOptions {
                 seconds,
                 rounds,
                 quicknat,
@@ -683,7 +683,7 @@ fn run_lab(topology: Topology, a: LabArgs, backends: &str) -> anyhow::Result<()>
             json,
         ),
         Topology::Cluster => print_report(
-            &lab::cluster::run_cluster(&lab::cluster::ClusterOptions {
+            &topology::cluster::run_cluster(&topology::cluster::ClusterOptions {
                 gateways: cluster.gateways.unwrap_or(if attack.short { 2 } else { 3 }),
                 backend: backends[0].clone(),
                 quicknat,

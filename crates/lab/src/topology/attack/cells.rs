@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::*;
-use crate::lab::cpu::GatewaySample;
 use crate::probe::{now_ms, Arrivals};
+use crate::topology::cpu::GatewaySample;
 
 /// The SYN flood cell.
 pub(super) fn flood_cell(

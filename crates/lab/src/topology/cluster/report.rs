@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use super::slices::Plan;
 use super::{ClusterOptions, Event, NatMode, INSIDE, INSIDE_LEN, OUTSIDE_LEN, SUBSCRIBERS};
 use crate::flows::{ClientReport, ServerReport, CLIENT_PORT};
-use crate::lab::median;
+use crate::topology::median;
 
 /// One UDP flow through the failure.
 #[derive(Clone, Debug, Default, serde::Serialize)]

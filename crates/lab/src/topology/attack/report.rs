@@ -51,7 +51,7 @@ pub struct FloodCpu {
     pub threads_pct: f64,
     /// The kernel's work (the receive path up to the packet socket or XDP, its NAT,
     /// forwarding): the gateway core's busy time beyond the threads, plus the other cores'
-    /// softirq ([`crate::lab::cpu::GatewaySample`]), % of one core.
+    /// softirq ([`crate::topology::cpu::GatewaySample`]), % of one core.
     pub softirq_pct: f64,
     /// Frames the gateway's outside veth received per second (flood and legitimate).
     pub outside_rx_pps: f64,
@@ -238,7 +238,7 @@ fn med_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
-    let m = crate::lab::median(v);
+    let m = crate::topology::median(v);
     m.is_finite().then_some(m)
 }
 

@@ -335,7 +335,7 @@ mod tests {
     fn a_spinning_thread_reads_busy() {
         // 300 ms of spinning reads as busy on the cores, wherever the scheduler put the
         // thread: other jobs only add to it, and steal time (a VM's host) can take from it.
-        let cores = crate::lab::floor::all_cores();
+        let cores = crate::topology::floor::all_cores();
         let a: Vec<CoreBusy> = cores.iter().map(|&c| CoreBusy::take(c)).collect();
         let t = std::time::Instant::now();
         while t.elapsed() < std::time::Duration::from_millis(300) {
