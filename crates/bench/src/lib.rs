@@ -19,9 +19,9 @@
 //! Every figure is measured on the machine it runs on; nothing here is a constant.
 
 pub mod balance;
+mod cells;
 /// `--csit`: NAT44 profiles after FD.io CSIT's NAT44ed methodology.
 pub mod csit;
-mod extra;
 /// `--flows`: the flows cells alone, alternating, medians and ratios.
 pub mod flows;
 /// Hash flooding: SYNs crafted against an unkeyed session hash vs random ones.
@@ -143,16 +143,16 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
         let prefixes: Vec<_> = cfg.rules.iter().map(|x| x.inside).collect();
         let table = RuleTable::new(prefixes.iter());
         let addrs: Vec<_> = (0..flows_main).map(|i| traffic::inside_of(i).0).collect();
-        let hashed = extra::lookups_per_sec(&addrs, cell, |a| table.lookup(a));
-        let linear = extra::lookups_per_sec(&addrs, cell / 4, |a| linear_lookup(&prefixes, a));
+        let hashed = cells::lookups_per_sec(&addrs, cell, |a| table.lookup(a));
+        let linear = cells::lookups_per_sec(&addrs, cell / 4, |a| linear_lookup(&prefixes, a));
         r.add_rules(rules, &m, hashed, linear, table.probes());
     }
 
     eprintln!("bench: connection setup, teardown and table capacity");
-    r.connections = extra::connections(opts);
+    r.connections = cells::connections(opts);
 
     eprintln!("bench: per-core share of 32 flows (IPv4, IPv6)");
-    r.share = extra::share();
+    r.share = cells::share();
 
     let ila_counts: &[usize] = if opts.quick {
         &[1000, 100_000]
@@ -160,10 +160,10 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
         &[1000, 100_000, 1_000_000]
     };
     eprintln!("bench: ILA SIR->ILA with {ila_counts:?} mappings (1 worker, 64 B)");
-    r.ila = ila_counts.iter().map(|&m| extra::ila(m, cell)).collect();
+    r.ila = ila_counts.iter().map(|&m| cells::ila(m, cell)).collect();
 
     eprintln!("bench: stateless SIIT (RFC 7915) both directions (1 worker, 64 B)");
-    r.siit = Some(extra::siit(cell));
+    r.siit = Some(cells::siit(cell));
 
     let multi = opts.max_workers.max(1);
     eprintln!(
@@ -175,7 +175,7 @@ pub fn run_all(opts: &BenchOptions) -> BenchReport {
     r.add_nat64(rows, clat);
 
     eprintln!("bench: established traffic under a SYN flood");
-    r.syn_flood = Some(extra::syn_flood(cell, 400_000));
+    r.syn_flood = Some(cells::syn_flood(cell, 400_000));
     r
 }
 
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn balanced_dispatch_spreads_32_flows_exactly() {
-        for row in extra::share() {
+        for row in cells::share() {
             assert!((row.balanced_ratio - 1.0).abs() < 1e-9, "{row:?}");
         }
     }
@@ -210,7 +210,7 @@ mod tests {
     /// Every SIIT benchmark packet translates, both ways.
     #[test]
     fn siit_cell_translates_everything() {
-        let row = extra::siit(Duration::from_millis(20));
+        let row = cells::siit(Duration::from_millis(20));
         assert_eq!(row.failed, 0);
         assert!(row.v4_to_v6_mpps > 0.0 && row.v6_to_v4_mpps > 0.0);
     }
@@ -256,7 +256,7 @@ mod tests {
     /// Every ILA benchmark packet translates (a mapping exists for each identifier).
     #[test]
     fn ila_cell_translates_everything() {
-        let row = extra::ila(1000, Duration::from_millis(20));
+        let row = cells::ila(1000, Duration::from_millis(20));
         assert_eq!(row.failed, 0);
         assert!(row.mpps > 0.0);
     }
@@ -264,7 +264,7 @@ mod tests {
     /// New flows beyond the table's capacity are refused; established ones never are.
     #[test]
     fn syn_flood_never_starves_established_traffic() {
-        let s = extra::syn_flood(Duration::from_millis(20), 20_000);
+        let s = cells::syn_flood(Duration::from_millis(20), 20_000);
         assert_eq!(s.established_forwarded, s.established_sent);
         assert!(s.flood_table_full > 0, "{s:?}");
         assert!(s.flood_admitted > 0);

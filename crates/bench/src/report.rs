@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::extra::{Connections, IlaRow, ShareRow, SiitRow, SynFlood};
+use super::cells::{Connections, IlaRow, ShareRow, SiitRow, SynFlood};
 use super::run::Measurement;
 use super::traffic::FrameMix;
 use super::BenchOptions;

@@ -18,7 +18,7 @@ use engine::siit::{Siit, SiitConfig, SiitKind};
 use engine::{Direction, Egress, Frame, Mode, ModeWorker, Output, HEADROOM};
 use xlat::rfc6052::Pref64;
 
-use crate::extra::syn_packets;
+use crate::cells::syn_packets;
 use crate::nat64::{build6, nat64_host, prepare_clat, prepare_nat64};
 use crate::run::BATCH;
 use crate::traffic::{build, config, inside_of, prepare, server_of, FrameMix, Prepared};

@@ -40,7 +40,7 @@ pub use xdp::XdpAttachMode;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests6;
+mod tests_ipv6;
 
 pub use parse::ParseError;
 pub use socket::{if_index, if_ipv4_addrs, if_ipv6_addrs, if_mac, if_mtu, Netlink};
