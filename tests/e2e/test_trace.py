@@ -96,7 +96,11 @@ def test_a_trace_shows_sessions_made_and_found_and_a_drop_with_its_reason(gw, qu
         assert wait_for(probe_seen, 10), (records, trace.poll())
         start = len(records)
         udp(gw, 41000)
-        ping = gw.nsx("cli", "ping", "-c", "1", "-W", "2", gw.target, check=False, timeout=10)
+        # A fixed echo identifier inside the pool's port range, so the gateway keeps it and
+        # the replay (a new process, its own random port choices) decides the same; ping's
+        # own random one below 1024 was translated to a random id, different in the replay.
+        ping = gw.nsx("cli", "ping", "-c", "1", "-W", "2", "-e", "4242", gw.target,
+                      check=False, timeout=10)
         assert ping.returncode == 0, ping.stdout + ping.stderr
         gw.nsx("srv", "python3", "-c",
                "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
