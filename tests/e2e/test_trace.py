@@ -42,14 +42,24 @@ def udp(gw, *ports):
     return r.stdout.split()
 
 
+class Lines(list):
+    """JSON lines collected by a reader thread; `drained()` waits until it has read the
+    last one (after the process exited, its final lines may still be in the pipe)."""
+
+    def drained(self, timeout=10):
+        self.reader.join(timeout)
+        return self
+
+
 def follow(proc):
     """The JSON lines `proc` prints, collected by a thread as they come."""
-    lines = []
+    lines = Lines()
 
     def read():
         for line in proc.stdout:
             lines.append(json.loads(line))
-    threading.Thread(target=read, daemon=True).start()
+    lines.reader = threading.Thread(target=read, daemon=True)
+    lines.reader.start()
     return lines
 
 
@@ -206,6 +216,7 @@ def test_a_tcp_connection_is_traced_from_its_syn_and_the_fast_path_is_counted(gw
                timeout=30)
     assert r.stdout == "1000000", r.stdout
     trace.wait(timeout=20)
+    records.drained()
     ours = [r for r in records[start:] if "43210" in r.get("packet", "")]
     end = records[-1]
     assert end.get("end") == "trace", end
