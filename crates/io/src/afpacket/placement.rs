@@ -67,9 +67,8 @@ impl PartialEq for FlowPlacement {
 impl Eq for FlowPlacement {}
 
 impl FlowPlacement {
-    /// Loads the program for `workers` workers, remembering up to `flows` flows (the
-    /// least recently seen are forgotten first; a forgotten flow that comes back is
-    /// placed again).
+    /// Loads the program for `workers` workers, with a flow table of `flows` flows (past
+    /// it, new flows are placed by hash until [`sweep`](Self::sweep) makes room).
     pub fn load(workers: usize, flows: u32) -> io::Result<Self> {
         if FANOUT_OBJ.is_empty() {
             return Err(io::Error::new(
@@ -95,14 +94,11 @@ impl FlowPlacement {
             cfg.set(0, workers as u32, 0)
                 .map_err(|e| err("config", e))?;
         }
-        let flows = ebpf
-            .take_map("flows")
-            .ok_or_else(|| err("object", "no flows map"))?;
-        let flows: Array<MapData, u64> = Array::try_from(flows).map_err(|e| err("flows", e))?;
         let take = |ebpf: &mut Ebpf, name: &str| {
             ebpf.take_map(name)
                 .ok_or_else(|| err("object", format!("no {name} map")))
         };
+        let flows = Array::try_from(take(&mut ebpf, "flows")?).map_err(|e| err("flows", e))?;
         let overflow =
             Array::try_from(take(&mut ebpf, "overflow")?).map_err(|e| err("overflow", e))?;
         let placed = HashMap::try_from(take(&mut ebpf, "placed")?).map_err(|e| err("placed", e))?;
@@ -126,11 +122,6 @@ impl FlowPlacement {
             table: Mutex::new((placed, epoch)),
             workers,
         })
-    }
-
-    /// Workers the flows are placed over.
-    pub fn workers(&self) -> usize {
-        self.workers
     }
 
     /// Hands the program to the fanout group `fd` belongs to (joined as

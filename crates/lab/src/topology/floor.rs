@@ -309,7 +309,7 @@ fn spawn_fwd(lab: &Lab, backend: &str) -> Result<Child> {
 
 /// Polls (5 s deadline) until `ok`; fails with the stderr of a process in `procs` that
 /// exited, or on the deadline.
-fn await_cond(procs: &mut [Child], what: &str, ok: impl Fn() -> bool) -> Result<()> {
+pub(crate) fn await_cond(procs: &mut [Child], what: &str, ok: impl Fn() -> bool) -> Result<()> {
     let t = Instant::now();
     loop {
         if ok() {
@@ -322,7 +322,7 @@ fn await_cond(procs: &mut [Child], what: &str, ok: impl Fn() -> bool) -> Result<
                     let _ = std::io::Read::read_to_string(&mut e, &mut err);
                 }
                 bail!(
-                    "waiting for {what}: a forwarder exited ({status}): {}",
+                    "waiting for {what}: a process it needs exited ({status}): {}",
                     err.trim()
                 );
             }

@@ -18,9 +18,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::{chrono_like_date, exe, med, require, run, stop_child, temp_path, Lab};
@@ -132,24 +132,22 @@ fn frames(quicknat: &Path) -> Result<Vec<(u64, u64)>> {
         .collect())
 }
 
-/// Starts quicknat in the gateway namespace and waits (up to 10 s) until its control
+/// Starts quicknat in the gateway namespace and waits (up to 5 s) until its control
 /// socket answers.
 fn start(lab: &Lab, quicknat: &Path, cfg: &Path) -> Result<Child> {
     let bin = quicknat.to_string_lossy();
     let mut child = lab.spawn(lab.gw(), &[&bin, "run", "--config", &cfg.to_string_lossy()])?;
-    let t = Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            bail!("quicknat exited ({status}): {}", stop_child(child));
+    let answered = super::floor::await_cond(
+        std::slice::from_mut(&mut child),
+        "quicknat's control socket",
+        || ask(quicknat, "status").is_ok(),
+    );
+    match answered {
+        Ok(()) => Ok(child),
+        Err(e) => {
+            let _ = stop_child(child);
+            Err(e)
         }
-        if ask(quicknat, "status").is_ok() {
-            return Ok(child);
-        }
-        if t.elapsed() > Duration::from_secs(10) {
-            let last = stop_child(child);
-            bail!("quicknat's control socket did not answer within 10 s: {last}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

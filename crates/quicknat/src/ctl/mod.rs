@@ -512,38 +512,33 @@ fn rx_hash_row(r: &Value) -> String {
     };
     let parts: Vec<String> = ifaces
         .iter()
-        .map(|(name, v)| {
-            if v["supported"] != Value::Bool(true) {
-                return format!("{name}: not read ({})", s(&v["why"]));
+        .map(|(name, v)| match v["flows"].as_object() {
+            Some(flows) if v["supported"] == Value::Bool(true) => {
+                let flows: Vec<String> = flows.iter().map(|(f, h)| flow_hash(f, h)).collect();
+                format!("{name}: {}", flows.join(", "))
             }
-            let flows: Vec<String> = v["flows"]
-                .as_object()
-                .map(|f| {
-                    f.iter()
-                        .map(|(flow, h)| {
-                            let now = s(&h["now"]);
-                            let now = if now.is_empty() { "none".into() } else { now };
-                            let before = s(&h["before"]);
-                            let changed = if before != s(&h["now"]) {
-                                format!(
-                                    " (was {})",
-                                    if before.is_empty() { "none" } else { &before }
-                                )
-                            } else {
-                                String::new()
-                            };
-                            let err = h["error"]
-                                .as_str()
-                                .map_or(String::new(), |e| format!(" ({e})"));
-                            format!("{flow} {now}{changed}{err}")
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            format!("{name}: {}", flows.join(", "))
+            _ => format!("{name}: not read ({})", s(&v["why"])),
         })
         .collect();
     parts.join("; ")
+}
+
+/// One flow type of the receive hash row: `tcp6 sdfn (was sd)`, `udp6 none (why)`.
+fn flow_hash(flow: &str, h: &Value) -> String {
+    let letters = |v: &Value| match s(v) {
+        l if l.is_empty() => "none".to_owned(),
+        l => l,
+    };
+    let (before, now) = (letters(&h["before"]), letters(&h["now"]));
+    let changed = if before != now {
+        format!(" (was {before})")
+    } else {
+        String::new()
+    };
+    let err = h["error"]
+        .as_str()
+        .map_or(String::new(), |e| format!(" ({e})"));
+    format!("{flow} {now}{changed}{err}")
 }
 
 /// `status`'s CPUs: `workers 0,1 (gateway.cpus), reaper 0`, then any interrupt warning.

@@ -152,24 +152,36 @@ fn status_and_stats_show_the_xdp_fast_path_as_its_own_entry() {
     );
 }
 
-#[test]
-fn status_shows_how_the_workers_share_the_traffic() {
+/// A two-worker NAT44 gateway's `status` with `extra`'s fields added.
+fn status_with(extra: Value) -> Value {
     let mut st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
         "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_PACKET",
         "backend_why":"configured","workers":2,"uptime_s":5,"config":null,
-        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
-        "placement":{"how":"flows","why":"in turn","flows_per_worker":{"ipv4":[16,15],"ipv6":[3,3]},"hashed_packets":0}});
-    let row = |st: &Value| {
-        let t = table(
-            &Verb::Status,
-            &[],
-            &json!({"v":1,"ok":true,"end":"status","status":st}),
-        );
-        t.lines()
-            .find(|l| l.starts_with("placement"))
-            .unwrap_or_else(|| panic!("no placement row in\n{t}"))
-            .to_owned()
-    };
+        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        st[k] = v.clone();
+    }
+    st
+}
+
+/// The row of the `status` table whose name is `name`.
+fn status_row(st: &Value, name: &str) -> String {
+    let t = table(
+        &Verb::Status,
+        &[],
+        &json!({"v":1,"ok":true,"end":"status","status":st}),
+    );
+    t.lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} row in\n{t}"))
+        .to_owned()
+}
+
+#[test]
+fn status_shows_how_the_workers_share_the_traffic() {
+    let mut st = status_with(json!({
+        "placement":{"how":"flows","why":"in turn","flows_per_worker":{"ipv4":[16,15],"ipv6":[3,3]},"hashed_packets":0}}));
+    let row = |st: &Value| status_row(st, "placement");
     assert!(
         row(&st).ends_with("flows: ipv4 16,15 ipv6 3,3 (in turn)"),
         "{}",
@@ -192,23 +204,12 @@ fn status_shows_how_the_workers_share_the_traffic() {
 
 #[test]
 fn status_shows_the_receive_hash_of_each_interface() {
-    let st = json!({"mode":"nat44","inside":{"name":"g-in","index":2,"mtu":1500},
-        "outside":{"name":"g-out","index":3,"mtu":1500},"backend":"AF_PACKET",
-        "backend_why":"configured","workers":2,"uptime_s":5,"config":null,
-        "version":"0.1.0","pid":42,"sessions":0,"reload":true,"routing":null,
+    let st = status_with(json!({
         "rx_hash":{"g-in":{"supported":false,"why":"Operation not supported"},
                    "g-out":{"supported":true,"flows":{
                        "tcp6":{"before":"sd","now":"sdfn","error":null},
-                       "udp6":{"before":"","now":"","error":"Operation not supported"}}}}});
-    let t = table(
-        &Verb::Status,
-        &[],
-        &json!({"v":1,"ok":true,"end":"status","status":st}),
-    );
-    let row = t
-        .lines()
-        .find(|l| l.starts_with("receive hash"))
-        .unwrap_or_else(|| panic!("no receive hash row in\n{t}"));
+                       "udp6":{"before":"","now":"","error":"Operation not supported"}}}}}));
+    let row = status_row(&st, "receive hash");
     assert!(
         row.ends_with("g-in: not read (Operation not supported); g-out: tcp6 sdfn (was sd), udp6 none (Operation not supported)"),
         "{row}"

@@ -546,14 +546,7 @@ pub fn run(
             let (stop, interval) = (&stop, gw.stats_interval);
             s.spawn(threads::NATLOG, move || exporter.run(stop));
             s.spawn(threads::NATLOG_STATS, move || {
-                let mut last = Instant::now();
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
-                    if last.elapsed() >= interval {
-                        last = Instant::now();
-                        log(counters.line());
-                    }
-                }
+                threads::every(stop, interval, || log(counters.line()));
                 log(counters.line());
             });
         }

@@ -3,9 +3,9 @@
 //! places flows in turn per IP version ([`FlowPlacement`]), or, where it cannot load, by
 //! the kernel's flow hash (`PACKET_FANOUT_HASH`), saying why.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io::afpacket::FlowPlacement;
 use serde_json::{json, Value};
@@ -21,20 +21,14 @@ pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(20);
 
 /// The sweeper's loop: a sweep every [`SWEEP_EVERY`] until `stop`; an error is logged once.
 pub(crate) fn sweep_until(p: &FlowPlacement, stop: &AtomicBool, log: &(dyn Fn(String) + Sync)) {
-    let mut last = Instant::now();
     let mut warned = false;
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-        if last.elapsed() < SWEEP_EVERY {
-            continue;
-        }
-        last = Instant::now();
+    super::threads::every(stop, SWEEP_EVERY, || {
         if let Err(e) = p.sweep() {
             if !std::mem::replace(&mut warned, true) {
                 log(format!("warning: workers: the flow table's sweep failed ({e}); idle flows stay until it works, new flows beyond its size are placed by hash"));
             }
         }
-    }
+    });
 }
 
 /// How the workers get their packets.
@@ -52,11 +46,11 @@ impl Placement {
         if workers < 2 {
             return Placement::one();
         }
-        match FlowPlacement::load(workers, flows.max(MIN_FLOWS)) {
+        let flows = flows.max(MIN_FLOWS);
+        match FlowPlacement::load(workers, flows) {
             Ok(p) => {
                 let why = format!(
-                    "the fanout program gives new flows to the {workers} workers in turn, per interface and IP version, and keeps each flow on its worker (the first {} live flows; beyond them, by hash)",
-                    flows.max(MIN_FLOWS)
+                    "the fanout program gives new flows to the {workers} workers in turn, per interface and IP version, and keeps each flow on its worker (the first {flows} live flows; beyond them, by hash)"
                 );
                 log(format!("workers: {why}"));
                 Placement {

@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::thread::Scope;
+use std::time::{Duration, Instant};
 
 /// The routes-and-neighbours follower ([`super::netview::follow`]).
 pub(crate) const NETVIEW: &str = "qn-netview";
@@ -33,6 +34,19 @@ pub(crate) const ROUTING: &str = "qn-routing";
 pub(crate) const CONTROL: &str = "qn-control";
 /// One connected control client's thread.
 pub(crate) const CONTROL_CLIENT: &str = "qn-ctl-client";
+
+/// Calls `f` every `interval` until `stop` is raised (looked at every 100 ms, so a
+/// periodic thread ends promptly): the loop of the gateway's periodic threads.
+pub(crate) fn every(stop: &AtomicBool, interval: Duration, mut f: impl FnMut()) {
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last.elapsed() >= interval {
+            last = Instant::now();
+            f();
+        }
+    }
+}
 
 /// Worker `id`'s thread name: `qn-worker-<id>`.
 pub(crate) fn worker(id: usize) -> String {
